@@ -1,0 +1,105 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+/// Platforms where the C libraries come from the system (apt, pkg-config).
+/// Apple platforms use their own frameworks where the system lacks a library.
+let nonApple: [Platform] = [.linux, .android, .windows, .openbsd, .wasi]
+
+let package = Package(
+    name: "HotUpdate",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
+    products: [
+        .library(name: "HotCore", targets: ["HotCore"]),
+        .library(name: "HotTransport", targets: ["HotTransport"]),
+        .library(name: "HotArchive", targets: ["HotArchive"]),
+        .library(name: "HotVerify", targets: ["HotVerify"]),
+        .library(name: "HotStore", targets: ["HotStore"]),
+        .library(name: "HotAssets", targets: ["HotAssets"]),
+        .library(name: "HotTesting", targets: ["HotTesting"]),
+        .executable(name: "hot", targets: ["hot"]),
+        .executable(name: "MinimalPatch", targets: ["MinimalPatch"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // System libraries.
+        .systemLibrary(
+            name: "CZlib", pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
+        .systemLibrary(
+            name: "CArchive", pkgConfig: "libarchive",
+            providers: [.apt(["libarchive-dev"]), .brew(["libarchive"])]),
+        .systemLibrary(
+            name: "CCrypto", pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        .systemLibrary(
+            name: "CCurl", pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]),
+
+        // Abstractions and the engine.
+        .target(
+            name: "HotCore",
+            dependencies: [.product(name: "Logging", package: "swift-log")]),
+
+        // Implementations: each points into HotCore, never at another.
+        .target(
+            name: "HotTransport",
+            dependencies: [
+                "HotCore",
+                .target(name: "CCurl", condition: .when(platforms: nonApple + [.macOS])),
+            ]),
+        .target(
+            name: "HotArchive",
+            dependencies: [
+                "HotCore", "CZlib",
+                .target(name: "CArchive", condition: .when(platforms: nonApple + [.macOS])),
+            ]),
+        .target(
+            name: "HotVerify",
+            dependencies: [
+                "HotCore",
+                .target(name: "CCrypto", condition: .when(platforms: nonApple)),
+            ]),
+        .target(name: "HotStore", dependencies: ["HotCore"]),
+        .target(name: "HotAssets", dependencies: ["HotCore"]),
+        .target(name: "HotTesting", dependencies: ["HotCore"]),
+
+        // The publisher's and operator's tool.
+        .executableTarget(
+            name: "hot",
+            dependencies: [
+                "HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+
+        // Examples.
+        .executableTarget(
+            name: "MinimalPatch",
+            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
+            path: "Examples/MinimalPatch",
+            resources: [.copy("Bundle")]),
+
+        // Tests.
+        .testTarget(name: "HotCoreTests", dependencies: ["HotCore", "HotTesting"]),
+        .testTarget(name: "HotArchiveTests", dependencies: ["HotArchive", "HotCore"]),
+        .testTarget(name: "HotTransportTests", dependencies: ["HotTransport", "HotCore"]),
+        .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore"]),
+        .testTarget(name: "HotStoreTests", dependencies: ["HotStore", "HotCore", "HotTesting"]),
+        .testTarget(name: "HotAssetsTests", dependencies: ["HotAssets", "HotCore"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"]),
+    ]
+)
+
+// Shared settings, applied once to every target that compiles Swift.
+let sharedSwiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + sharedSwiftSettings
+}

@@ -1,0 +1,223 @@
+/// The one error type HotUpdate throws.
+///
+/// Match on ``code`` (equality compares codes only, so tests read well), show
+/// ``description`` to people, and use ``detailedDescription()`` in logs: it
+/// prints the chain of underlying causes.
+///
+/// ```swift
+/// do {
+///     try await updater.sync(from: source)
+/// } catch let error as HotUpdateError where error.code == .digestMismatch {
+///     logger.warning("\(error)")
+/// }
+/// ```
+public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What kind of failure this is. New codes can be added without breaking
+    /// a `switch` in user code, because `Code` is a struct, not an enum.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: String, Sendable {
+            case invalidArgument
+            case transportFailed
+            case httpStatus
+            case timedOut
+            case byteLimitExceeded
+            case truncated
+            case sizeMismatch
+            case digestMismatch
+            case signatureInvalid
+            case manifestInvalid
+            case notAnArchive
+            case corruptArchive
+            case unsafeEntry
+            case limitExceeded
+            case unsupportedMethod
+            case unsupportedEncryption
+            case passwordRequired
+            case wrongPassword
+            case checksumMismatch
+            case fileSystem
+            case storeCorrupt
+            case notFound
+            case cancelled
+            case unsupported
+            case internalInconsistency
+        }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+
+        /// A caller passed something that can never work (a bad URL, an option out of range).
+        public static let invalidArgument = Code(.invalidArgument)
+        /// The transport could not complete a request (connection refused, DNS, TLS, reset).
+        public static let transportFailed = Code(.transportFailed)
+        /// The server answered with a status that is not a success.
+        public static let httpStatus = Code(.httpStatus)
+        /// A connect, low-speed or total timeout fired.
+        public static let timedOut = Code(.timedOut)
+        /// A body grew past the byte limit set on the request.
+        public static let byteLimitExceeded = Code(.byteLimitExceeded)
+        /// A body ended before the length the server or the manifest announced.
+        public static let truncated = Code(.truncated)
+        /// A downloaded package's size differs from the manifest's.
+        public static let sizeMismatch = Code(.sizeMismatch)
+        /// A downloaded package's digest differs from the manifest's.
+        public static let digestMismatch = Code(.digestMismatch)
+        /// A signature does not verify, or a key is unknown or malformed.
+        public static let signatureInvalid = Code(.signatureInvalid)
+        /// A manifest cannot be parsed or breaks a rule of its format.
+        public static let manifestInvalid = Code(.manifestInvalid)
+        /// The file is not an archive of a format the unarchiver reads (an empty file included).
+        public static let notAnArchive = Code(.notAnArchive)
+        /// The archive is damaged or inconsistent.
+        public static let corruptArchive = Code(.corruptArchive)
+        /// An entry would write outside the destination, or is a kind that is never created.
+        public static let unsafeEntry = Code(.unsafeEntry)
+        /// An extraction limit (bytes, entries, name length, compression ratio) was reached.
+        public static let limitExceeded = Code(.limitExceeded)
+        /// An entry uses a compression method this unarchiver does not read.
+        public static let unsupportedMethod = Code(.unsupportedMethod)
+        /// An entry uses an encryption scheme this unarchiver does not read.
+        public static let unsupportedEncryption = Code(.unsupportedEncryption)
+        /// An entry is encrypted and no password was given.
+        public static let passwordRequired = Code(.passwordRequired)
+        /// The password given does not decrypt an entry.
+        public static let wrongPassword = Code(.wrongPassword)
+        /// An entry's CRC-32 does not match its data.
+        public static let checksumMismatch = Code(.checksumMismatch)
+        /// A file-system operation failed (full disk, permissions, missing directory).
+        public static let fileSystem = Code(.fileSystem)
+        /// The metadata store cannot be read or is inconsistent.
+        public static let storeCorrupt = Code(.storeCorrupt)
+        /// A package, file or resource does not exist.
+        public static let notFound = Code(.notFound)
+        /// The work was cancelled.
+        public static let cancelled = Code(.cancelled)
+        /// The operation is not supported by this implementation or platform.
+        public static let unsupported = Code(.unsupported)
+        /// HotUpdate broke one of its own invariants; please report it.
+        public static let internalInconsistency = Code(.internalInconsistency)
+
+        public var description: String { value.rawValue }
+    }
+
+    /// What kind of failure this is.
+    public var code: Code
+    /// What failed and why, in one sentence for a person.
+    public var message: String
+    /// The package the failure concerns, when there is one.
+    public var packageID: String?
+    /// The file, archive entry or URL the failure concerns, when there is one.
+    public var subject: String?
+    /// The error that caused this one, if any.
+    public var cause: (any Error & Sendable)?
+    /// Where in HotUpdate the error was raised.
+    public var location: SourceLocation
+
+    /// Where an error was raised.
+    public struct SourceLocation: Sendable, Hashable, CustomStringConvertible {
+        /// The source file (`#fileID`).
+        public var file: String
+        /// The line in that file.
+        public var line: Int
+        /// Creates a location.
+        public init(file: String, line: Int) {
+            self.file = file
+            self.line = line
+        }
+        public var description: String { "\(file):\(line)" }
+    }
+
+    /// Creates an error.
+    ///
+    /// - Parameters:
+    ///   - code: What kind of failure this is.
+    ///   - message: What failed and why, for a person.
+    ///   - packageID: The package concerned, if any.
+    ///   - subject: The file, entry or URL concerned, if any.
+    ///   - cause: The underlying error, if any.
+    public init(
+        _ code: Code,
+        _ message: String,
+        packageID: String? = nil,
+        subject: String? = nil,
+        cause: (any Error & Sendable)? = nil,
+        file: String = #fileID,
+        line: Int = #line
+    ) {
+        self.code = code
+        self.message = message
+        self.packageID = packageID
+        self.subject = subject
+        self.cause = cause
+        self.location = SourceLocation(file: file, line: line)
+    }
+
+    /// Errors are equal when their codes are.
+    public static func == (lhs: HotUpdateError, rhs: HotUpdateError) -> Bool {
+        lhs.code == rhs.code
+    }
+
+    /// One line: `[package] subject: message`.
+    public var description: String {
+        var text = ""
+        if let packageID { text += "package \(packageID): " }
+        if let subject { text += "\(subject): " }
+        text += message
+        return text
+    }
+
+    /// The description followed by every underlying cause, one per line, with
+    /// the code and the source location of each.
+    public func detailedDescription() -> String {
+        var lines = ["\(description) [\(code) at \(location)]"]
+        var next: (any Error)? = cause
+        var depth = 1
+        while let current = next, depth < 16 {
+            let indent = String(repeating: "  ", count: depth)
+            if let hot = current as? HotUpdateError {
+                lines.append("\(indent)caused by: \(hot.description) [\(hot.code) at \(hot.location)]")
+                next = hot.cause
+            } else {
+                lines.append("\(indent)caused by: \(String(describing: current))")
+                next = nil
+            }
+            depth += 1
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// Returns a copy that names the package concerned.
+    public func forPackage(_ id: String) -> HotUpdateError {
+        var copy = self
+        if copy.packageID == nil { copy.packageID = id }
+        return copy
+    }
+
+    /// Wraps any error as a ``HotUpdateError``: a `HotUpdateError` passes through,
+    /// `CancellationError` becomes ``Code/cancelled``, anything else becomes `fallback`.
+    public static func wrap(
+        _ error: any Error,
+        as fallback: Code,
+        _ message: @autoclosure () -> String,
+        packageID: String? = nil,
+        file: String = #fileID,
+        line: Int = #line
+    ) -> HotUpdateError {
+        if let hot = error as? HotUpdateError {
+            return packageID.map { hot.forPackage($0) } ?? hot
+        }
+        if error is CancellationError {
+            return HotUpdateError(.cancelled, "cancelled", packageID: packageID, file: file, line: line)
+        }
+        return HotUpdateError(
+            fallback, "\(message()): \(error)", packageID: packageID,
+            cause: SendableErrorBox(error), file: file, line: line)
+    }
+}
+
+/// Carries a non-`Sendable` error's description across concurrency domains.
+public struct SendableErrorBox: Error, Sendable, CustomStringConvertible {
+    /// The wrapped error's description.
+    public let description: String
+    /// Boxes `error`.
+    public init(_ error: any Error) { self.description = String(describing: error) }
+}

@@ -1,0 +1,92 @@
+/// A hash algorithm HotUpdate can check packages with.
+public struct DigestAlgorithm: Hashable, Sendable, CustomStringConvertible, Codable {
+    /// The algorithm's name, lowercase (`"sha256"`, `"md5"`).
+    public let name: String
+    /// The digest's length in bytes.
+    public let byteCount: Int
+
+    /// Creates an algorithm description. Implementations of ``Verifier`` decide which they support.
+    public init(name: String, byteCount: Int) {
+        self.name = name
+        self.byteCount = byteCount
+    }
+
+    /// SHA-256, the default for everything HotUpdate stores.
+    public static let sha256 = DigestAlgorithm(name: "sha256", byteCount: 32)
+    /// MD5, only to speak to older servers that publish nothing better.
+    public static let md5 = DigestAlgorithm(name: "md5", byteCount: 16)
+
+    public var description: String { name }
+}
+
+/// A digest value: the algorithm and its bytes.
+///
+/// ```swift
+/// let expected = try Digest(algorithm: .sha256, hex: manifestEntry.sha256)
+/// ```
+public struct Digest: Hashable, Sendable, CustomStringConvertible {
+    /// The algorithm that produced the bytes.
+    public let algorithm: DigestAlgorithm
+    /// The raw digest.
+    public let bytes: [UInt8]
+
+    /// Creates a digest from raw bytes.
+    ///
+    /// - Throws: ``HotUpdateError/Code/invalidArgument`` when the length does not fit the algorithm.
+    public init(algorithm: DigestAlgorithm, bytes: [UInt8]) throws {
+        guard bytes.count == algorithm.byteCount else {
+            throw HotUpdateError(
+                .invalidArgument,
+                "a \(algorithm) digest has \(algorithm.byteCount) bytes, not \(bytes.count)")
+        }
+        self.algorithm = algorithm
+        self.bytes = bytes
+    }
+
+    /// Parses a hexadecimal digest (either case).
+    ///
+    /// - Throws: ``HotUpdateError/Code/invalidArgument`` when `hex` is not a digest of that algorithm.
+    public init(algorithm: DigestAlgorithm, hex: String) throws {
+        let utf8 = Array(hex.utf8)
+        guard utf8.count == algorithm.byteCount * 2 else {
+            throw HotUpdateError(
+                .invalidArgument,
+                "'\(hex)' is not a \(algorithm) digest (\(algorithm.byteCount * 2) hex digits expected)")
+        }
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(algorithm.byteCount)
+        var index = 0
+        while index < utf8.count {
+            guard let high = Self.nibble(utf8[index]), let low = Self.nibble(utf8[index + 1]) else {
+                throw HotUpdateError(.invalidArgument, "'\(hex)' is not hexadecimal")
+            }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        self.algorithm = algorithm
+        self.bytes = bytes
+    }
+
+    /// The digest as lowercase hexadecimal.
+    public var hex: String {
+        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public var description: String { "\(algorithm):\(hex)" }
+
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// One package as a manifest describes it: what to download and how to check it.
+public struct PackageDescriptor: Sendable, Hashable {
+    /// The package's identifier, stable across versions (`"images"`, `"h5-home"`).
+    public var id: String
+    /// The version the manifest offers. Compared for equality only; digests decide what changed.
+    public var version: String
+    /// Where the package archive is, absolute.
+    public var url: URL
+    /// The archive's exact size in bytes, when the source knows it.
+    public var size: Int64?
+    /// The archive's SHA-256, when the source knows it.
+    public var sha256: Digest?
+    /// The archive's MD5, for older servers that publish nothing better.
+    public var md5: Digest?
+    /// The password of an encrypted archive, if any.
+    public var password: String?
+
+    /// Creates a descriptor.
+    ///
+    /// - Throws: ``HotUpdateError/Code/manifestInvalid`` when `id` or `version` is not a safe
+    ///   path component (they name directories in the store).
+    public init(
+        id: String, version: String, url: URL, size: Int64? = nil,
+        sha256: Digest? = nil, md5: Digest? = nil, password: String? = nil
+    ) throws {
+        try Self.validateComponent(id, what: "package id")
+        try Self.validateComponent(version, what: "version of package \(id)")
+        if let size, size < 0 {
+            throw HotUpdateError(.manifestInvalid, "negative size \(size)", packageID: id)
+        }
+        self.id = id
+        self.version = version
+        self.url = url
+        self.size = size
+        self.sha256 = sha256
+        self.md5 = md5
+        self.password = password
+    }
+
+    /// The strongest digest the descriptor carries: SHA-256, else MD5, else nil.
+    public var strongestDigest: Digest? { sha256 ?? md5 }
+
+    /// Checks that `value` can name a directory: 1–128 characters from
+    /// `A–Z a–z 0–9 . _ - + ~`, not `.` or `..`.
+    public static func validateComponent(_ value: String, what: String) throws {
+        let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-+~".utf8)
+        guard !value.isEmpty, value.utf8.count <= 128, value != ".", value != "..",
+            value.utf8.allSatisfy({ allowed.contains($0) })
+        else {
+            throw HotUpdateError(
+                .manifestInvalid,
+                "\(what) '\(value)' must be 1–128 characters of letters, digits and . _ - + ~")
+        }
+    }
+}
+
+/// What is current, as a ``ManifestSource`` reports it.
+public struct Manifest: Sendable, Hashable {
+    /// The format's schema number.
+    public var schema: Int
+    /// The manifest's own version, increasing with every release, when the format has one.
+    public var version: Int?
+    /// The packages that are current. Package ids are unique.
+    public var packages: [PackageDescriptor]
+    /// Whether the list is complete: when true, an installed package missing from it is removed.
+    public var isComplete: Bool
+
+    /// Creates a manifest.
+    ///
+    /// - Throws: ``HotUpdateError/Code/manifestInvalid`` when two packages share an id.
+    public init(schema: Int = 1, version: Int? = nil, packages: [PackageDescriptor], isComplete: Bool = true) throws {
+        var seen = Set<String>()
+        for package in packages where !seen.insert(package.id).inserted {
+            throw HotUpdateError(.manifestInvalid, "package id '\(package.id)' appears twice")
+        }
+        self.schema = schema
+        self.version = version
+        self.packages = packages
+        self.isComplete = isComplete
+    }
+}

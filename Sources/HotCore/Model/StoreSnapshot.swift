@@ -1,0 +1,121 @@
+import Foundation
+
+/// Where a package stands. Persisted in the metadata store.
+///
+/// A struct with static members rather than an enum, so new states can be added
+/// without breaking a `switch` in user code.
+public struct PackageState: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The state's stable name, as stored.
+    public let rawValue: String
+    /// Creates a state from its stored name.
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// Installed and active.
+    public static let installed = PackageState(rawValue: "installed")
+    /// The last update failed; the previously installed version, if any, stays active.
+    public static let failed = PackageState(rawValue: "failed")
+    /// Disabled by the server: installed files are kept but not resolved.
+    public static let disabled = PackageState(rawValue: "disabled")
+    /// A file of the active version is missing.
+    public static let fileMissing = PackageState(rawValue: "fileMissing")
+    /// A file of the active version does not match its recorded digest.
+    public static let digestMismatch = PackageState(rawValue: "digestMismatch")
+
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+    public var description: String { rawValue }
+}
+
+/// One installed version of a package.
+public struct InstalledVersion: Codable, Sendable, Hashable {
+    /// The version string from the manifest.
+    public var version: String
+    /// The installed directory, relative to the store root (`packages/<id>/<version>`).
+    public var path: String
+    /// The archive's size in bytes.
+    public var archiveSize: Int64
+    /// The archive's SHA-256 (hex), when known.
+    public var sha256: String?
+    /// The archive's MD5 (hex), when the source published one.
+    public var md5: String?
+    /// Where the archive came from.
+    public var sourceURL: String
+    /// When the version was installed.
+    public var installedAt: Date
+
+    /// Creates a record of an installed version.
+    public init(
+        version: String, path: String, archiveSize: Int64, sha256: String?, md5: String?,
+        sourceURL: String, installedAt: Date
+    ) {
+        self.version = version
+        self.path = path
+        self.archiveSize = archiveSize
+        self.sha256 = sha256
+        self.md5 = md5
+        self.sourceURL = sourceURL
+        self.installedAt = installedAt
+    }
+}
+
+/// What the store knows of one package.
+public struct InstallRecord: Codable, Sendable, Hashable {
+    /// The package id.
+    public var id: String
+    /// Where the package stands.
+    public var state: PackageState
+    /// The version resolved from, if any.
+    public var active: InstalledVersion?
+    /// Older versions kept for rollback, newest first.
+    public var previous: [InstalledVersion]
+    /// Why the last update failed, when ``state`` is ``PackageState/failed``.
+    public var lastError: String?
+
+    /// Creates a record.
+    public init(
+        id: String, state: PackageState, active: InstalledVersion?,
+        previous: [InstalledVersion] = [], lastError: String? = nil
+    ) {
+        self.id = id
+        self.state = state
+        self.active = active
+        self.previous = previous
+        self.lastError = lastError
+    }
+}
+
+/// Everything the metadata store holds, read and written as one value.
+///
+/// All paths are relative to the store root: an app's container moves between launches.
+public struct StoreSnapshot: Codable, Sendable, Hashable {
+    /// The schema this code writes.
+    public static let currentSchema = 1
+
+    /// The schema the snapshot was written with.
+    public var schema: Int
+    /// Increases by one with every commit.
+    public var generation: Int
+    /// The packages, by id.
+    public var packages: [String: InstallRecord]
+    /// The highest manifest version this client has trusted, for rollback protection.
+    public var highestManifestVersion: Int?
+
+    /// Creates a snapshot; the default is an empty store.
+    public init(
+        schema: Int = StoreSnapshot.currentSchema, generation: Int = 0,
+        packages: [String: InstallRecord] = [:], highestManifestVersion: Int? = nil
+    ) {
+        self.schema = schema
+        self.generation = generation
+        self.packages = packages
+        self.highestManifestVersion = highestManifestVersion
+    }
+
+    /// An empty store.
+    public static let empty = StoreSnapshot()
+}

@@ -1,0 +1,38 @@
+import Foundation
+
+/// Where a resolved asset came from.
+public enum AssetOrigin: Sendable, Hashable {
+    /// An installed package.
+    case package(id: String, version: String)
+    /// The copy bundled with the app.
+    case bundle
+}
+
+/// A resolved asset: a local file and where it came from.
+public struct ResolvedAsset: Sendable, Hashable {
+    /// The file.
+    public var url: URL
+    /// Where it came from.
+    public var origin: AssetOrigin
+    /// Creates a resolved asset.
+    public init(url: URL, origin: AssetOrigin) {
+        self.url = url
+        self.origin = origin
+    }
+}
+
+/// Finds the local file for an asset name.
+///
+/// Resolution is synchronous and does no network I/O: an app asks on its main thread
+/// while it draws. Resolvers chain: the installed packages first, the bundle last.
+///
+/// Implementations: `PackageAssetResolver`, `DirectoryAssetResolver`, `ChainedAssetResolver`
+/// (in `HotAssets`).
+///
+/// ```swift
+/// if let asset = resolver.resolve("sub/sample") { load(asset.url) }
+/// ```
+public protocol AssetResolver: Sendable {
+    /// Returns the file for `name`, or nil when this resolver has none.
+    func resolve(_ name: String) -> ResolvedAsset?
+}

@@ -1,0 +1,14 @@
+/// Learns what is current: which packages, which versions, how to check them.
+///
+/// Implementations in `HotCore`: ``StaticManifestSource`` (the native JSON manifest) and
+/// ``PatchInfoManifestSource`` (the older single `{url, md5}` patch info).
+///
+/// ```swift
+/// let manifest = try await StaticManifestSource(url: manifestURL, transport: transport).fetchManifest()
+/// ```
+public protocol ManifestSource: Sendable {
+    /// Fetches and validates the current manifest.
+    ///
+    /// - Throws: ``HotUpdateError`` (``HotUpdateError/Code/manifestInvalid``, transport errors).
+    func fetchManifest() async throws -> Manifest
+}

@@ -1,0 +1,25 @@
+/// Keeps the record of what is installed, committed atomically.
+///
+/// A commit either replaces the whole snapshot or leaves the old one: implementations
+/// write a temporary file, fsync it, rename it over the old one and fsync the directory.
+/// Snapshots hold only paths relative to the store root.
+///
+/// Implementations: `JSONMetadataStore`, `PropertyListMetadataStore` (in `HotStore`).
+///
+/// ```swift
+/// var snapshot = try await store.load()
+/// snapshot.packages["images"] = record
+/// try await store.commit(snapshot)
+/// ```
+public protocol MetadataStore: Sendable {
+    /// Reads the last committed snapshot; ``StoreSnapshot/empty`` when nothing was committed yet.
+    ///
+    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` when the stored data cannot be read.
+    func load() async throws -> StoreSnapshot
+
+    /// Replaces the stored snapshot with `snapshot`, atomically and durably.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem`` when it cannot be written; the previous
+    ///   snapshot is then still the stored one.
+    func commit(_ snapshot: StoreSnapshot) async throws
+}
