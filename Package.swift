@@ -82,7 +82,9 @@ let package = Package(
             resources: [.copy("Bundle")]),
 
         // Tests.
-        .testTarget(name: "HotCoreTests", dependencies: ["HotCore", "HotTesting"]),
+        .testTarget(
+            name: "HotCoreTests",
+            dependencies: ["HotCore", "HotTesting", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "HotArchiveTests", dependencies: ["HotArchive", "HotCore"]),
         .testTarget(name: "HotTransportTests", dependencies: ["HotTransport", "HotCore"]),
         .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore"]),

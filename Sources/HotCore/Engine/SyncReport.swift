@@ -1,0 +1,54 @@
+/// What happened to one package during a sync.
+public struct PackageOutcome: Sendable, Equatable {
+    /// The package id.
+    public var id: String
+    /// What the plan said.
+    public var change: PackageChange
+    /// The version active after the sync, if any.
+    public var activeVersion: String?
+    /// Why the package failed, if it did. The previous version, if any, stays active.
+    public var error: HotUpdateError?
+    /// Bytes downloaded for this package.
+    public var bytesDownloaded: Int64
+
+    /// Creates an outcome.
+    public init(
+        id: String, change: PackageChange, activeVersion: String?, error: HotUpdateError? = nil,
+        bytesDownloaded: Int64 = 0
+    ) {
+        self.id = id
+        self.change = change
+        self.activeVersion = activeVersion
+        self.error = error
+        self.bytesDownloaded = bytesDownloaded
+    }
+
+    /// Whether the package ended as planned.
+    public var succeeded: Bool { error == nil }
+}
+
+/// What a sync did.
+public struct SyncReport: Sendable, Equatable {
+    /// The manifest's version, if it has one.
+    public var manifestVersion: Int?
+    /// One outcome per planned package.
+    public var packages: [PackageOutcome]
+
+    /// Creates a report.
+    public init(manifestVersion: Int?, packages: [PackageOutcome]) {
+        self.manifestVersion = manifestVersion
+        self.packages = packages
+    }
+
+    /// The packages that failed.
+    public var failures: [PackageOutcome] { packages.filter { !$0.succeeded } }
+    /// Bytes downloaded in all.
+    public var bytesDownloaded: Int64 { packages.reduce(0) { $0 + $1.bytesDownloaded } }
+    /// Whether anything was installed, updated or removed.
+    public var changedAnything: Bool { packages.contains { $0.change != .unchanged && $0.succeeded } }
+
+    /// Throws the first package failure, if any.
+    public func throwIfFailed() throws {
+        if let failure = failures.first, let error = failure.error { throw error }
+    }
+}

@@ -1,0 +1,98 @@
+/// What a sync will do to one package.
+public struct PackageChange: Hashable, Sendable, CustomStringConvertible {
+    private let name: String
+    private init(_ name: String) { self.name = name }
+    /// The package is not installed: download and install it.
+    public static let add = PackageChange("add")
+    /// Another version is installed: download and install this one, keep the old for rollback.
+    public static let update = PackageChange("update")
+    /// The installed version is current: nothing to do.
+    public static let unchanged = PackageChange("unchanged")
+    /// The manifest no longer lists the package: remove it.
+    public static let remove = PackageChange("remove")
+    public var description: String { name }
+
+    /// Whether the change downloads anything.
+    public var downloads: Bool { self == .add || self == .update }
+}
+
+/// The plan for one package.
+public struct PackagePlan: Hashable, Sendable {
+    /// The package id.
+    public var id: String
+    /// What will happen.
+    public var change: PackageChange
+    /// What the manifest offers; nil for ``PackageChange/remove``.
+    public var offered: PackageDescriptor?
+    /// What is installed now, if anything.
+    public var installed: InstalledVersion?
+
+    /// Creates a plan entry.
+    public init(id: String, change: PackageChange, offered: PackageDescriptor?, installed: InstalledVersion?) {
+        self.id = id
+        self.change = change
+        self.offered = offered
+        self.installed = installed
+    }
+}
+
+/// What a sync will do, package by package, computed from a manifest and the store.
+public struct UpdatePlan: Hashable, Sendable {
+    /// The manifest the plan was made from.
+    public var manifest: Manifest
+    /// One entry per package in the manifest or the store, in manifest order, removals last.
+    public var packages: [PackagePlan]
+
+    /// Creates a plan.
+    public init(manifest: Manifest, packages: [PackagePlan]) {
+        self.manifest = manifest
+        self.packages = packages
+    }
+
+    /// Whether the plan changes anything.
+    public var isEmpty: Bool { packages.allSatisfy { $0.change == .unchanged } }
+
+    /// The packages that will be downloaded.
+    public var downloads: [PackageDescriptor] {
+        packages.compactMap { $0.change.downloads ? $0.offered : nil }
+    }
+
+    /// Compares a manifest with a store snapshot.
+    ///
+    /// A package is unchanged when its version and its digest (SHA-256 when both sides
+    /// have one, else MD5) match the active version; otherwise it is added or updated.
+    /// When the manifest is complete, installed packages it does not list are removed.
+    public static func make(manifest: Manifest, snapshot: StoreSnapshot) -> UpdatePlan {
+        var entries: [PackagePlan] = []
+        for offered in manifest.packages {
+            let installed = snapshot.packages[offered.id]?.active
+            let change: PackageChange
+            if let installed {
+                change = Self.isSame(offered, installed) ? .unchanged : .update
+            } else {
+                change = .add
+            }
+            entries.append(PackagePlan(id: offered.id, change: change, offered: offered, installed: installed))
+        }
+        if manifest.isComplete {
+            let listed = Set(manifest.packages.map(\.id))
+            for id in snapshot.packages.keys.sorted() where !listed.contains(id) {
+                entries.append(
+                    PackagePlan(id: id, change: .remove, offered: nil, installed: snapshot.packages[id]?.active))
+            }
+        }
+        return UpdatePlan(manifest: manifest, packages: entries)
+    }
+
+    /// Whether an offered package is the installed version.
+    public static func isSame(_ offered: PackageDescriptor, _ installed: InstalledVersion) -> Bool {
+        guard offered.version == installed.version else { return false }
+        if let sha = offered.sha256, let installedSHA = installed.sha256 {
+            return sha.hex == installedSHA.lowercased()
+        }
+        if let md5 = offered.md5, let installedMD5 = installed.md5 {
+            return md5.hex == installedMD5.lowercased()
+        }
+        return false
+    }
+}

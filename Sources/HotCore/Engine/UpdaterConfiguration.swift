@@ -1,0 +1,82 @@
+import Foundation
+import Logging
+
+/// Everything an ``Updater`` is built from: the parts it uses and its policies.
+///
+/// A `Sendable` value passed per updater, in the manner of Nuke's pipeline
+/// configuration: no process-wide state, so two updaters with different roots or
+/// parts coexist.
+///
+/// ```swift
+/// let configuration = UpdaterConfiguration(
+///     root: cachesDirectory.appendingPathComponent("hot"),
+///     transport: CurlTransport(),
+///     unarchiver: ZipUnarchiver(),
+///     verifier: CryptoVerifier(),
+///     store: JSONMetadataStore(root: root))
+/// let updater = Updater(configuration: configuration)
+/// ```
+public struct UpdaterConfiguration: Sendable {
+    /// The store root: metadata, installed packages and staging live under it.
+    public var root: URL
+    /// Fetches packages.
+    public var transport: any Transport
+    /// Unpacks packages.
+    public var unarchiver: any Unarchiver
+    /// Hashes packages (and checks signatures).
+    public var verifier: any Verifier
+    /// Records what is installed.
+    public var store: any MetadataStore
+    /// Limits for unpacking each package.
+    public var extractOptions: ExtractOptions
+    /// The largest package accepted when the manifest gives no size.
+    public var maxPackageBytes: Int64
+    /// Time limits for package downloads.
+    public var timeouts: TransportTimeouts
+    /// How many packages are downloaded and unpacked at once.
+    public var maxConcurrentPackages: Int
+    /// How many older versions of each package are kept for rollback.
+    public var keepPreviousVersions: Int
+    /// Where the updater logs. Nothing is bootstrapped: pass your own logger.
+    public var logger: Logger
+
+    /// Creates a configuration.
+    ///
+    /// - Parameters:
+    ///   - root: The store root directory; created if missing.
+    ///   - transport: Fetches packages.
+    ///   - unarchiver: Unpacks packages.
+    ///   - verifier: Hashes packages.
+    ///   - store: Records what is installed; usually a store at the same root.
+    ///   - extractOptions: Limits for unpacking.
+    ///   - maxPackageBytes: The largest package accepted when the manifest gives no size.
+    ///   - timeouts: Time limits for package downloads.
+    ///   - maxConcurrentPackages: How many packages are processed at once (at least 1).
+    ///   - keepPreviousVersions: How many older versions are kept for rollback.
+    ///   - logger: Where to log.
+    public init(
+        root: URL,
+        transport: any Transport,
+        unarchiver: any Unarchiver,
+        verifier: any Verifier,
+        store: any MetadataStore,
+        extractOptions: ExtractOptions = ExtractOptions(),
+        maxPackageBytes: Int64 = 1 << 30,
+        timeouts: TransportTimeouts = TransportTimeouts(),
+        maxConcurrentPackages: Int = 2,
+        keepPreviousVersions: Int = 1,
+        logger: Logger = Logger(label: "HotUpdate")
+    ) {
+        self.root = root
+        self.transport = transport
+        self.unarchiver = unarchiver
+        self.verifier = verifier
+        self.store = store
+        self.extractOptions = extractOptions
+        self.maxPackageBytes = maxPackageBytes
+        self.timeouts = timeouts
+        self.maxConcurrentPackages = max(1, maxConcurrentPackages)
+        self.keepPreviousVersions = max(0, keepPreviousVersions)
+        self.logger = logger
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The few file-system operations the engine needs, with durable semantics and
+/// ``HotUpdateError``s that say which path failed.
+public enum FileSystem {
+    /// Creates a directory and its parents if missing.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    public static func createDirectory(_ url: URL) throws {
+        do {
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        } catch {
+            throw HotUpdateError.wrap(error, as: .fileSystem, "cannot create directory \(url.path)")
+        }
+    }
+
+    /// Removes a file or a directory tree; a missing path is not an error.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    public static func remove(_ url: URL) throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) || isSymlink(url) else {
+            return
+        }
+        do {
+            try FileManager.default.removeItem(at: url)
+        } catch {
+            throw HotUpdateError.wrap(error, as: .fileSystem, "cannot remove \(url.path)")
+        }
+    }
+
+    /// Whether `url` is a symbolic link (not followed).
+    public static func isSymlink(_ url: URL) -> Bool {
+        var info = stat()
+        return lstat(url.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFLNK
+    }
+
+    /// Whether `url` exists and is a directory (not following a final symlink).
+    public static func isDirectory(_ url: URL) -> Bool {
+        var info = stat()
+        return lstat(url.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// Renames `source` to `destination` atomically (same file system), then fsyncs the
+    /// destination's directory so the rename survives a crash.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    public static func rename(_ source: URL, to destination: URL) throws {
+        guard systemRename(source.path, destination.path) == 0 else {
+            let code = errno
+            throw HotUpdateError(
+                .fileSystem,
+                "cannot rename \(source.path) to \(destination.path): \(String(cString: strerror(code)))")
+        }
+        try syncDirectory(destination.deletingLastPathComponent())
+    }
+
+    /// fsyncs a directory, making renames and creations inside it durable.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    public static func syncDirectory(_ url: URL) throws {
+        let fd = open(url.path, O_RDONLY | O_DIRECTORY)
+        guard fd >= 0 else {
+            let code = errno
+            throw HotUpdateError(
+                .fileSystem, "cannot open directory \(url.path): \(String(cString: strerror(code)))")
+        }
+        defer { _ = systemCloseFD(fd) }
+        _ = fsync(fd)
+    }
+
+    /// The names in a directory; an empty list when it does not exist.
+    public static func contents(of url: URL) -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
+    }
+}
+
+private func systemRename(_ from: String, _ to: String) -> Int32 { rename(from, to) }
+private func systemCloseFD(_ fd: Int32) -> Int32 { close(fd) }

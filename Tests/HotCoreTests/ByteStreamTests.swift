@@ -1,0 +1,92 @@
+import Foundation
+import HotCore
+import Testing
+
+@Suite("ByteStream")
+struct ByteStreamTests {
+    @Test("chunks arrive in order and the end is reported")
+    func ordered() async throws {
+        let (stream, writer) = ByteStream.makeStream(capacity: 2)
+        let producer = Task {
+            for index in 0..<100 { try await writer.write(Data([UInt8(index)])) }
+            writer.finish()
+        }
+        var received: [UInt8] = []
+        for try await chunk in stream { received.append(contentsOf: chunk) }
+        try await producer.value
+        #expect(received == (0..<100).map { UInt8($0) })
+    }
+
+    @Test("a thread producer blocks when the consumer is behind, by at most the capacity")
+    func backpressure() async throws {
+        let (stream, writer) = ByteStream.makeStream(capacity: 3)
+        let written = Counter()
+        let thread = Thread {
+            for _ in 0..<50 {
+                guard (try? writer.writeBlocking(Data([1]))) != nil else { return }
+                written.increment()
+            }
+            writer.finish()
+        }
+        thread.start()
+        var consumed = 0
+        for try await _ in stream {
+            consumed += 1
+            // The producer can never be more than the capacity (plus the chunk in hand) ahead.
+            #expect(written.value - consumed <= 4)
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        #expect(consumed == 50)
+    }
+
+    @Test("an error from the producer reaches the consumer after the chunks before it")
+    func failure() async throws {
+        let (stream, writer) = ByteStream.makeStream()
+        try writer.writeBlocking(Data([1, 2]))
+        writer.finish(throwing: HotUpdateError(.truncated, "closed early"))
+        var iterator = stream.makeAsyncIterator()
+        #expect(try await iterator.next() == Data([1, 2]))
+        await #expect(throws: HotUpdateError(.truncated, "")) { _ = try await iterator.next() }
+    }
+
+    @Test("cancelling the body stops a blocked producer and runs its cancellation handler")
+    func cancellation() async throws {
+        let (stream, writer) = ByteStream.makeStream(capacity: 1)
+        let handlerRan = Counter()
+        writer.onCancel { handlerRan.increment() }
+        try writer.writeBlocking(Data([1]))
+        let blocked = Task.detached { () -> Bool in
+            do {
+                try writer.writeBlocking(Data([2]))
+                try writer.writeBlocking(Data([3]))
+                return false
+            } catch {
+                return error is CancellationError
+            }
+        }
+        stream.cancel()
+        #expect(await blocked.value)
+        #expect(handlerRan.value == 1)
+        #expect(writer.isCancelled)
+    }
+
+    @Test("cancelling the consuming task ends the iteration and cancels the producer")
+    func taskCancellation() async throws {
+        let (stream, writer) = ByteStream.makeStream()
+        let consumer = Task {
+            for try await _ in stream {}
+        }
+        try await Task.sleep(for: .milliseconds(20))
+        consumer.cancel()
+        await #expect(throws: CancellationError.self) { try await consumer.value }
+        #expect(throws: CancellationError.self) { try writer.writeBlocking(Data([1])) }
+    }
+}
+
+/// A thread-safe counter for tests.
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func increment() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
+}
