@@ -79,6 +79,7 @@ let package = Package(
             name: "MinimalPatch",
             dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
             path: "Examples/MinimalPatch",
+            exclude: ["Patches", "README.md"],
             resources: [.copy("Bundle")]),
 
         // Tests.

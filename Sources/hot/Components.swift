@@ -1,0 +1,98 @@
+import ArgumentParser
+import Foundation
+import HotArchive
+import HotCore
+import HotStore
+import HotTransport
+import HotVerify
+import Logging
+
+/// Which transport `hot sync` uses.
+enum TransportKind: String, ExpressibleByArgument, CaseIterable {
+    case curl, urlsession, file
+
+    /// The default for a URL: `file` for file URLs, `curl` otherwise.
+    static func defaultKind(for url: URL) -> TransportKind {
+        url.isFileURL ? .file : .curl
+    }
+
+    func make() throws -> any Transport {
+        switch self {
+        case .curl:
+            #if canImport(CCurl)
+                return CurlTransport()
+            #else
+                throw ValidationError("the curl transport is not available on this platform")
+            #endif
+        case .urlsession: return URLSessionTransport()
+        case .file: return FileTransport()
+        }
+    }
+}
+
+/// Which unarchiver is used.
+enum UnarchiverKind: String, ExpressibleByArgument, CaseIterable {
+    case zip, libarchive
+
+    func make() throws -> any Unarchiver {
+        switch self {
+        case .zip: return ZipUnarchiver()
+        case .libarchive:
+            #if canImport(CArchive)
+                return LibArchiveUnarchiver()
+            #else
+                throw ValidationError("the libarchive backend is not available on this platform")
+            #endif
+        }
+    }
+}
+
+/// Which metadata store is used.
+enum StoreKind: String, ExpressibleByArgument, CaseIterable {
+    case json, plist
+
+    func make(root: URL) -> any MetadataStore {
+        switch self {
+        case .json: return JSONMetadataStore(root: root)
+        case .plist: return PropertyListMetadataStore(root: root)
+        }
+    }
+
+    /// The kind already used at `root`: plist when only `store.plist` exists, else JSON.
+    static func detect(root: URL) -> StoreKind {
+        let fileManager = FileManager.default
+        if !fileManager.fileExists(atPath: root.appendingPathComponent("store.json").path),
+            fileManager.fileExists(atPath: root.appendingPathComponent("store.plist").path)
+        {
+            return .plist
+        }
+        return .json
+    }
+}
+
+/// Options shared by the commands that open a store.
+struct StoreOptions: ParsableArguments {
+    @Option(name: .long, help: "The store root directory.")
+    var root: String
+
+    @Option(name: .long, help: "The metadata store format (json|plist); detected when omitted.")
+    var store: StoreKind?
+
+    @Flag(name: .long, help: "Log what the engine does on stderr.")
+    var verbose = false
+
+    var rootURL: URL { directoryURL(root) }
+
+    /// Builds an updater over this root with the given parts.
+    func makeUpdater(transport: any Transport = FileTransport(), unarchiver: any Unarchiver = ZipUnarchiver())
+        -> Updater
+    {
+        var logger = Logger(label: "hot", factory: { StreamLogHandler.standardError(label: $0) })
+        logger.logLevel = verbose ? .debug : .critical
+        let kind = store ?? StoreKind.detect(root: rootURL)
+        return Updater(
+            configuration: UpdaterConfiguration(
+                root: rootURL, transport: transport, unarchiver: unarchiver, verifier: CryptoVerifier(),
+                store: kind.make(root: rootURL), logger: logger))
+    }
+}
