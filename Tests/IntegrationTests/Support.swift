@@ -1,0 +1,132 @@
+import Foundation
+import HotArchive
+import HotCore
+import HotStore
+import HotTesting
+import HotTransport
+import HotVerify
+import Logging
+import Testing
+
+/// A fresh temporary directory per test.
+func makeTemporaryDirectory(_ label: String) throws -> URL {
+    let url = FileManager.default.temporaryDirectory
+        .appendingPathComponent("hot-\(label)-\(UUID().uuidString)", isDirectory: true)
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+/// Writes files (relative path → bytes) under `directory`.
+func writeTree(_ files: [String: Data], under directory: URL) throws {
+    for (path, data) in files {
+        let url = directory.appendingPathComponent(path)
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try data.write(to: url)
+    }
+}
+
+/// Every regular file under `directory`, relative path → bytes.
+func readTree(_ directory: URL) throws -> [String: Data] {
+    var result: [String: Data] = [:]
+    let base = directory.standardizedFileURL.resolvingSymlinksInPath().path
+    let enumerator = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: [.isRegularFileKey])
+    while let url = enumerator?.nextObject() as? URL {
+        guard try url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile == true else { continue }
+        let path = url.standardizedFileURL.resolvingSymlinksInPath().path
+        result[String(path.dropFirst(base.count + 1))] = try Data(contentsOf: url)
+    }
+    return result
+}
+
+/// Deterministic bytes that do not compress (a cheap xorshift stream).
+func noise(_ count: Int, seed: UInt64) -> Data {
+    var state = seed | 1
+    var data = Data(count: count)
+    data.withUnsafeMutableBytes { buffer in
+        for index in 0..<count {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            buffer[index] = UInt8(truncatingIfNeeded: state)
+        }
+    }
+    return data
+}
+
+/// A static repository on disk, written the way `hot pack` writes it.
+struct Repository {
+    let directory: URL
+
+    init() throws {
+        directory = try makeTemporaryDirectory("repo")
+    }
+
+    var manifestFile: URL { directory.appendingPathComponent("manifest.json") }
+
+    /// Packs `source` as `id` `version` and records it in the manifest.
+    @discardableResult
+    func publish(_ source: URL, id: String, version: String) throws -> ManifestDocument.Entry {
+        let packages = directory.appendingPathComponent("packages", isDirectory: true)
+        try FileManager.default.createDirectory(at: packages, withIntermediateDirectories: true)
+        let archive = packages.appendingPathComponent("\(id)-\(version).zip")
+        _ = try ZipWriter.write(directory: source, to: archive, options: ZipWriter.Options())
+        let verifier = CryptoVerifier()
+        let entry = ManifestDocument.Entry(
+            id: id, version: version, url: "packages/\(id)-\(version).zip",
+            size: Int64(try Data(contentsOf: archive).count),
+            sha256: try verifier.digest(ofFile: archive, using: .sha256).hex,
+            md5: try verifier.digest(ofFile: archive, using: .md5).hex)
+        try update { $0.upsert(entry) }
+        return entry
+    }
+
+    /// Edits the manifest in place.
+    func update(_ edit: (inout ManifestDocument) throws -> Void) throws {
+        var document = ManifestDocument()
+        if FileManager.default.fileExists(atPath: manifestFile.path) {
+            document = try ManifestDocument.decode(Data(contentsOf: manifestFile))
+        }
+        try edit(&document)
+        try document.encoded().write(to: manifestFile)
+    }
+
+    func archive(_ entry: ManifestDocument.Entry) -> URL {
+        directory.appendingPathComponent(entry.url)
+    }
+}
+
+/// The transports under test.
+enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case curl, urlsession
+    var testDescription: String { rawValue }
+    func make() -> any Transport {
+        switch self {
+        case .curl: CurlTransport()
+        case .urlsession: URLSessionTransport()
+        }
+    }
+}
+
+/// The unarchivers under test.
+enum UnarchiverKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case zip, libarchive
+    var testDescription: String { rawValue }
+    func make() -> any Unarchiver {
+        switch self {
+        case .zip: ZipUnarchiver()
+        case .libarchive: LibArchiveUnarchiver()
+        }
+    }
+}
+
+/// Builds an updater over a fresh root with real parts.
+func makeUpdater(
+    root: URL, transport: TransportKind, unarchiver: UnarchiverKind = .zip, plist: Bool = false
+) -> Updater {
+    Updater(
+        configuration: UpdaterConfiguration(
+            root: root, transport: transport.make(), unarchiver: unarchiver.make(), verifier: CryptoVerifier(),
+            store: plist ? PropertyListMetadataStore(root: root) : JSONMetadataStore(root: root),
+            timeouts: TransportTimeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
+}
