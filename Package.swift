@@ -93,7 +93,10 @@ let package = Package(
         .testTarget(name: "HotAssetsTests", dependencies: ["HotAssets", "HotCore"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"]),
+            dependencies: [
+                "HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", "HotTesting",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
     ]
 )
 
