@@ -84,7 +84,7 @@ let package = Package(
         // Tests.
         .testTarget(name: "HotCoreTests", dependencies: ["HotCore", "HotTesting"]),
         .testTarget(name: "HotArchiveTests", dependencies: ["HotArchive", "HotCore"]),
-        .testTarget(name: "HotTransportTests", dependencies: ["HotTransport", "HotCore"]),
+        .testTarget(name: "HotTransportTests", dependencies: ["HotTransport", "HotCore", "HotTesting"]),
         .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore"]),
         .testTarget(name: "HotStoreTests", dependencies: ["HotStore", "HotCore", "HotTesting"]),
         .testTarget(name: "HotAssetsTests", dependencies: ["HotAssets", "HotCore"]),
