@@ -110,12 +110,12 @@ public final class NginxServer: @unchecked Sendable {
     /// The directory holding the configuration, the logs and nginx's temporary files.
     public let workDirectory: URL
 
-    private let process: Process
+    private let process: ChildProcess
     private let lifeline: Int32
     private let lock = NSLock()
     private var stopped = false
 
-    private init(process: Process, lifeline: Int32, port: Int, workDirectory: URL) {
+    private init(process: ChildProcess, lifeline: Int32, port: Int, workDirectory: URL) {
         self.process = process
         self.lifeline = lifeline
         self.port = port
@@ -125,6 +125,7 @@ public final class NginxServer: @unchecked Sendable {
 
     deinit {
         terminate()
+        process.reapInBackground()
         try? FileManager.default.removeItem(at: workDirectory)
     }
 
@@ -291,13 +292,13 @@ public final class NginxServer: @unchecked Sendable {
     }
 
     /// The shell script that supervises nginx: it reads its standard input (the
-    /// lifeline pipe) and stops nginx when that pipe closes, which happens when the
+    /// lifeline pipe) and kills nginx when that pipe closes, which happens when the
     /// server is stopped or when the test process ends in any way.
     private static let supervisor = """
         exec 3<&0 0</dev/null
         "$@" 3<&- &
         pid=$!
-        { read -r _ <&3; kill -TERM "$pid" 2>/dev/null; } &
+        { read -r _ <&3; kill -KILL "$pid" 2>/dev/null; } &
         watcher=$!
         exec 3<&-
         wait "$pid"
@@ -306,38 +307,36 @@ public final class NginxServer: @unchecked Sendable {
         exit "$status"
         """
 
+    private static let spawnLock = NSLock()
+
     private static func spawn(executable: URL, work: URL, port: Int) throws -> NginxServer {
         var fds: [Int32] = [-1, -1]
+        // The write end must never leak into another child, or the pipe would not close with
+        // us: it is close-on-exec, and servers start one at a time so none inherits another's.
+        spawnLock.lock()
+        defer { spawnLock.unlock() }
         guard pipe(&fds) == 0 else {
             throw HotUpdateError(.fileSystem, "cannot create a pipe: \(String(cString: strerror(errno)))")
         }
-        // The write end must never leak into another child, or the pipe would not close with us.
         _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
         _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = [
+        let arguments = [
             "-c", supervisor, "hot-nginx", executable.path,
             "-p", work.path + "/", "-c", work.appendingPathComponent("nginx.conf").path,
             "-e", work.appendingPathComponent("error.log").path,
         ]
-        process.standardInput = FileHandle(fileDescriptor: fds[0], closeOnDealloc: false)
-        let outputPath = work.appendingPathComponent("stderr.log").path
-        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
-        let output = FileHandle(forWritingAtPath: outputPath) ?? FileHandle.nullDevice
-        process.standardOutput = output
-        process.standardError = output
+        let child: ChildProcess
         do {
-            try process.run()
+            child = try ChildProcess.spawn(
+                "/bin/sh", arguments: arguments, standardInput: fds[0],
+                outputPath: work.appendingPathComponent("stderr.log").path)
         } catch {
             close(fds[0])
             close(fds[1])
-            throw HotUpdateError(
-                .transportFailed, "cannot run \(executable.path): \(error)", subject: executable.path,
-                cause: SendableErrorBox(error))
+            throw error
         }
         close(fds[0])
-        return NginxServer(process: process, lifeline: fds[1], port: port, workDirectory: work)
+        return NginxServer(process: child, lifeline: fds[1], port: port, workDirectory: work)
     }
 
     private func waitUntilAccepting(timeout: Duration) async throws {
@@ -370,13 +369,13 @@ public final class NginxServer: @unchecked Sendable {
         lock.unlock()
         guard first else { return }
         close(lifeline)
-        if let pid = nginxPID() { kill(pid, SIGTERM) }
+        if let pid = nginxPID() { kill(pid, SIGKILL) }
         try? FileManager.default.removeItem(at: workDirectory.appendingPathComponent("nginx.conf"))
     }
 
     private func killHard() {
         if let pid = nginxPID() { kill(pid, SIGKILL) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning { process.signal(SIGKILL) }
     }
 
     private func nginxPID() -> pid_t? {
@@ -390,7 +389,7 @@ public final class NginxServer: @unchecked Sendable {
 
     /// A port on 127.0.0.1 that nothing listens on right now.
     static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SocketType.stream), 0)
+        let fd = socket(AF_INET, SocketType.streamCloseOnExec, 0)
         guard fd >= 0 else { throw HotUpdateError(.transportFailed, "cannot create a socket") }
         defer { close(fd) }
         var address = loopbackAddress(port: 0)
@@ -410,7 +409,7 @@ public final class NginxServer: @unchecked Sendable {
 
     /// Whether something accepts connections on 127.0.0.1:`port`.
     static func canConnect(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SocketType.stream), 0)
+        let fd = socket(AF_INET, SocketType.streamCloseOnExec, 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = loopbackAddress(port: port)
@@ -433,12 +432,123 @@ public final class NginxServer: @unchecked Sendable {
     }
 }
 
-/// `SOCK_STREAM` is an enum on Linux and an `Int32` on Darwin.
+/// A child process started with `posix_spawn`, with a clean signal state and no
+/// inherited descriptors but its standard ones.
+///
+/// Foundation's `Process` passes on the spawning thread's signal mask (the test
+/// runner's threads block `SIGTERM` and `SIGCHLD`, which leaves nginx deaf to signals
+/// and the shell unable to wait) and every descriptor not marked close-on-exec
+/// (sockets of transfers in flight, which would then outlive their clients).
+final class ChildProcess: @unchecked Sendable {
+    let pid: pid_t
+    private let lock = NSLock()
+    private var exited = false
+
+    private init(pid: pid_t) { self.pid = pid }
+
+    /// Starts `path` with `arguments`, `standardInput` as its descriptor 0 and its output
+    /// and errors appended to `outputPath`.
+    static func spawn(
+        _ path: String, arguments: [String], standardInput: Int32, outputPath: String
+    ) throws -> ChildProcess {
+        #if canImport(Darwin)
+        var attributes: posix_spawnattr_t?
+        var actions: posix_spawn_file_actions_t?
+        #else
+        var attributes = posix_spawnattr_t()
+        var actions = posix_spawn_file_actions_t()
+        #endif
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        posix_spawnattr_setsigmask(&attributes, &mask)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGPIPE, SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM] {
+            sigaddset(&defaults, signal)
+        }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        #if canImport(Darwin)
+        // Every descriptor not named in the file actions is closed.
+        let flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_CLOEXEC_DEFAULT
+        #else
+        let flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+        #endif
+        posix_spawnattr_setflags(&attributes, Int16(flags))
+
+        posix_spawn_file_actions_adddup2(&actions, standardInput, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        #if !canImport(Darwin)
+        // glibc ignores a close action for a descriptor closed in the meantime.
+        for descriptor in openDescriptors() where descriptor > 2 {
+            posix_spawn_file_actions_addclose(&actions, descriptor)
+        }
+        #endif
+
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        let environment = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in environment { free(pointer) }
+        }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, path, &actions, &attributes, argv, environment)
+        guard result == 0 else {
+            throw HotUpdateError(
+                .transportFailed, "cannot run \(path): \(String(cString: strerror(result)))", subject: path)
+        }
+        return ChildProcess(pid: pid)
+    }
+
+    /// The descriptors open in this process right now.
+    private static func openDescriptors() -> [Int32] {
+        for directory in ["/proc/self/fd", "/dev/fd"] {
+            if let names = try? FileManager.default.contentsOfDirectory(atPath: directory) {
+                return names.compactMap { Int32($0) }
+            }
+        }
+        return Array(3..<256)
+    }
+
+    /// Whether the child has not exited yet; reaps it once it has.
+    var isRunning: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if exited { return false }
+        var status: Int32 = 0
+        let result = waitpid(pid, &status, WNOHANG)
+        if result == pid || (result < 0 && errno == ECHILD) { exited = true }
+        return !exited
+    }
+
+    func signal(_ signal: Int32) {
+        if isRunning { kill(pid, signal) }
+    }
+
+    /// Reaps the child on a thread of its own once it exits, so no zombie is left.
+    func reapInBackground() {
+        guard isRunning else { return }
+        let pid = self.pid
+        let thread = Thread {
+            var status: Int32 = 0
+            _ = waitpid(pid, &status, 0)
+        }
+        thread.start()
+    }
+}
+
+/// Socket types for `socket(2)`, which Linux and Darwin spell differently.
 enum SocketType {
+    /// A TCP socket that no child process inherits (atomically where the system allows).
     #if canImport(Glibc)
-    static let stream = Int32(SOCK_STREAM.rawValue)
+    static let streamCloseOnExec = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
     #else
-    static let stream = SOCK_STREAM
+    static let streamCloseOnExec = SOCK_STREAM
     #endif
 }
 #endif

@@ -26,8 +26,9 @@ public final class RawHTTPServer: @unchecked Sendable {
     public enum Behavior: Sendable, Hashable {
         /// Announces `announced` bytes, sends the first `sent` of them, and closes the connection.
         case truncated(announced: Int, sent: Int)
-        /// Sends `200 OK` without `Content-Length` and a body that never ends, until the client goes.
-        case endless
+        /// Sends `200 OK` without `Content-Length` and a body that never ends, until the client
+        /// goes; at most `bytesPerSecond` when given, else as fast as the client reads.
+        case endless(bytesPerSecond: Int? = nil)
         /// Sends `200 OK` (with `Content-Length` when given) and then nothing, until the client goes.
         case stallAfterHeaders(contentLength: Int?)
         /// Accepts the connection, reads the request, and never answers.
@@ -75,7 +76,7 @@ public final class RawHTTPServer: @unchecked Sendable {
     /// - Returns: The running server.
     /// - Throws: ``HotUpdateError/Code/transportFailed`` when no socket can be bound.
     public static func start(_ behavior: Behavior) throws -> RawHTTPServer {
-        let fd = socket(AF_INET, Int32(SocketType.stream), 0)
+        let fd = socket(AF_INET, SocketType.streamCloseOnExec, 0)
         guard fd >= 0 else { throw HotUpdateError(.transportFailed, "cannot create a socket: \(errnoText())") }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         var address = NginxServer.loopbackAddress(port: 0)
@@ -202,15 +203,25 @@ public final class RawHTTPServer: @unchecked Sendable {
             let outcome = send(fd, Self.pattern(offset: 0, count: min(sent, announced)), body: true)
             shutdown(fd, Int32(SHUT_WR))
             finish(outcome)
-        case .endless:
+        case .endless(let bytesPerSecond):
             let head = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n"
             guard case .ok = send(fd, Data(head.utf8), body: false) else { return finish(.clientGone) }
             var offset: Int64 = 0
             let chunk = 64 << 10
+            let started = ContinuousClock.now
             while true {
                 let outcome = send(fd, Self.pattern(offset: offset, count: chunk), body: true)
                 guard case .ok = outcome else { return finish(outcome) }
                 offset += Int64(chunk)
+                if let bytesPerSecond, bytesPerSecond > 0 {
+                    // Sleep until the average rate is back under the limit.
+                    let due = Duration.seconds(Double(offset) / Double(bytesPerSecond))
+                    let ahead = due - (ContinuousClock.now - started)
+                    if ahead > .zero {
+                        let (seconds, attoseconds) = ahead.components
+                        usleep(UInt32(min(Int64(seconds) * 1_000_000 + attoseconds / 1_000_000_000_000, 1_000_000)))
+                    }
+                }
             }
         case .stallAfterHeaders(let contentLength):
             var head = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"

@@ -7,12 +7,16 @@ import FoundationNetworking
 /// A ``Transport`` over `URLSession`: the system's HTTP stack on Apple platforms,
 /// FoundationNetworking on Linux.
 ///
-/// Each request gets an ephemeral session (so its timeouts are its own) whose
-/// data delegate feeds the body into a ``ByteStream``. The delegate waits while the
-/// consumer is behind, which on Apple platforms holds the transfer back.
-/// FoundationNetworking on Linux reads on regardless and queues what it read for
-/// the delegate, so there a slow consumer costs memory: prefer ``CurlTransport``
-/// on Linux.
+/// Each request gets an ephemeral session (so its timeouts are its own). Its data
+/// delegate counts every chunk against the byte limit as it arrives and hands it to a
+/// thread that feeds the body's ``ByteStream``, waiting while the consumer is behind.
+/// Memory while the consumer is behind:
+/// - on Apple platforms, the task is suspended once ``Options/bufferLimit`` bytes wait,
+///   and resumed when the consumer has caught up, so the transfer is held back;
+/// - FoundationNetworking (Linux) cannot pause a transfer (suspending a running task
+///   there restarts it), so the bytes that arrive wait in memory, never more than the
+///   request's ``TransportRequest/maxBytes``. Prefer ``CurlTransport`` on Linux, which
+///   holds the transfer back.
 ///
 /// - Statuses are returned, not thrown; redirects are followed (at most
 ///   ``Options/maxRedirects``) and only the final response is reported.
@@ -37,8 +41,11 @@ public struct URLSessionTransport: Transport {
     public struct Options: Sendable {
         /// The most redirects followed; one more fails with ``HotUpdateError/Code/transportFailed``.
         public var maxRedirects: Int
-        /// How many chunks may wait unread before the delegate waits.
+        /// How many chunks may wait unread in the body stream.
         public var streamCapacity: Int
+        /// How many bytes may wait behind the body stream before the task is suspended
+        /// (Apple platforms).
+        public var bufferLimit: Int
         /// Makes the configuration of each request's session; timeouts and caching are then
         /// set from the request.
         public var makeConfiguration: @Sendable () -> URLSessionConfiguration
@@ -47,14 +54,17 @@ public struct URLSessionTransport: Transport {
         ///
         /// - Parameters:
         ///   - maxRedirects: The most redirects followed, 10 by default.
-        ///   - streamCapacity: How many chunks may wait unread before the delegate waits.
+        ///   - streamCapacity: How many chunks may wait unread in the body stream.
+        ///   - bufferLimit: How many bytes may wait behind the stream before the task is
+        ///     suspended (Apple platforms), 4 MiB by default.
         ///   - makeConfiguration: Makes each session's configuration; `.ephemeral` by default.
         public init(
-            maxRedirects: Int = 10, streamCapacity: Int = 8,
+            maxRedirects: Int = 10, streamCapacity: Int = 8, bufferLimit: Int = 4 << 20,
             makeConfiguration: @escaping @Sendable () -> URLSessionConfiguration = { .ephemeral }
         ) {
             self.maxRedirects = maxRedirects
             self.streamCapacity = streamCapacity
+            self.bufferLimit = bufferLimit
             self.makeConfiguration = makeConfiguration
         }
     }
@@ -126,7 +136,8 @@ public struct URLSessionTransport: Transport {
     }
 }
 
-/// One request: the session's delegate and the state its callbacks share, guarded by `lock`.
+/// One request: the session's delegate, the thread that feeds the body stream (the
+/// pump), and the state they share, guarded by `lock`.
 private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     enum Abort {
         case cancelled
@@ -141,8 +152,18 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
     let options: URLSessionTransport.Options
     private let writer: ByteStreamWriter
 
-    private let lock = NSLock()
+    private let lock = NSCondition()
     private var continuation: CheckedContinuation<TransportResponse, any Error>?
+    /// Chunks received and not yet handed to the stream, from `pendingHead` on.
+    private var pending: [Data] = []
+    private var pendingHead = 0
+    private var pendingBytes = 0
+    /// Whether the task is suspended because too many bytes wait.
+    private var suspended = false
+    /// The transfer's outcome once the task has completed, for the pump to pass on.
+    private var outcome: HotUpdateError?
+    /// Whether the pump has stopped because the consumer went away.
+    private var pumpStopped = false
     private var stream: ByteStream?
     private var task: URLSessionDataTask?
     private var abort: Abort?
@@ -179,17 +200,74 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
         self.continuation = continuation
         lock.unlock()
         writer.onCancel { [weak self] in self?.fail(.cancelled) }
+        let pump = Thread { [self] in runPump() }
+        pump.name = "URLSessionTransport"
+        pump.start()
         startWatchdog()
         task.resume()
     }
 
+    /// Hands received chunks to the stream, waiting while the consumer is behind, then ends
+    /// the stream with the transfer's outcome.
+    private func runPump() {
+        while true {
+            lock.lock()
+            while pendingHead == pending.count && !finished && !pumpStopped { lock.wait() }
+            if pumpStopped {
+                lock.unlock()
+                return
+            }
+            if pendingHead == pending.count {
+                let failure = outcome
+                lock.unlock()
+                writer.finish(throwing: failure)
+                return
+            }
+            // Small chunks are joined, up to 64 KiB, so the consumer does less work per byte.
+            var chunk = pending[pendingHead]
+            pendingHead += 1
+            while pendingHead < pending.count, chunk.count + pending[pendingHead].count <= 64 << 10 {
+                chunk.append(pending[pendingHead])
+                pendingHead += 1
+            }
+            if pendingHead == pending.count || pendingHead > 1024 {
+                pending.removeFirst(pendingHead)
+                pendingHead = 0
+            }
+            pendingBytes -= chunk.count
+            var resuming: URLSessionDataTask?
+            if suspended, pendingBytes <= options.bufferLimit / 2 {
+                suspended = false
+                resuming = task
+            }
+            lock.unlock()
+            resuming?.resume()
+            do {
+                try writer.writeBlocking(chunk)
+            } catch {
+                lock.lock()
+                pumpStopped = true
+                pending = []
+                pendingHead = 0
+                pendingBytes = 0
+                lock.unlock()
+                fail(.cancelled)
+                return
+            }
+        }
+    }
+
     /// Stops the transfer for `reason`; the first reason wins.
-    func fail(_ reason: Abort) {
+    ///
+    /// - Parameter cancelTask: Whether to cancel the task; false when the caller ends it
+    ///   another way (FoundationNetworking traps when a redirect's completion handler runs
+    ///   after a cancellation).
+    func fail(_ reason: Abort, cancelTask: Bool = true) {
         lock.lock()
         if abort == nil, !finished { abort = reason }
         let task = self.task
         lock.unlock()
-        task?.cancel()
+        if cancelTask { task?.cancel() }
     }
 
     private func startWatchdog() {
@@ -212,8 +290,10 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
             let moved = self.bytesThisWindow
             self.bytesThisWindow = 0
             let total = self.received
+            let paused = self.suspended
             self.lock.unlock()
-            if moved < minimum {
+            // A transfer held back for a slow consumer is not a slow network.
+            if moved < minimum, !paused {
                 self.fail(
                     .tooSlow(
                         received: total, window: window, bytesPerSecond: self.request.timeouts.lowSpeedBytesPerSecond))
@@ -252,7 +332,8 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
         let count = redirects
         lock.unlock()
         if count > options.maxRedirects {
-            fail(.tooManyRedirects(count))
+            // Not following ends the task with the redirect as its response, which is then refused.
+            fail(.tooManyRedirects(count), cancelTask: false)
             completionHandler(nil)
         } else {
             completionHandler(newRequest)
@@ -297,28 +378,33 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         lock.lock()
-        guard abort == nil, continuation == nil else {
+        guard abort == nil, continuation == nil, !pumpStopped else {
             lock.unlock()
             return
         }
         received += Int64(data.count)
         bytesThisWindow += Int64(data.count)
-        let total = received
-        lock.unlock()
-        if let limit = request.maxBytes, total > limit {
+        if let limit = request.maxBytes, received > limit {
+            lock.unlock()
             fail(.tooLong(limit: limit))
             return
         }
-        do {
-            try writer.writeBlocking(data)
-        } catch {
-            fail(.cancelled)
+        pending.append(data)
+        pendingBytes += data.count
+        var suspending: URLSessionDataTask?
+        #if !canImport(FoundationNetworking)
+        if !suspended, pendingBytes > options.bufferLimit {
+            suspended = true
+            suspending = task
         }
+        #endif
+        lock.broadcast()
+        lock.unlock()
+        suspending?.suspend()
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         lock.lock()
-        finished = true
         let reason = abort
         let timer = watchdog
         watchdog = nil
@@ -329,6 +415,11 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
         timer?.cancel()
 
         let failure = map(error, reason: reason, received: got, expected: expected)
+        lock.lock()
+        finished = true
+        outcome = failure
+        lock.broadcast()
+        lock.unlock()
         if let (continuation, stream) = takeContinuation() {
             if let failure {
                 continuation.resume(throwing: failure)
@@ -348,7 +439,6 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
                     throwing: HotUpdateError(.transportFailed, "the request ended without a response", subject: subject))
             }
         }
-        writer.finish(throwing: failure)
     }
 
     private func map(_ error: (any Error)?, reason: Abort?, received: Int64, expected: Int64?) -> HotUpdateError? {
