@@ -110,12 +110,12 @@ public final class NginxServer: @unchecked Sendable {
     /// The directory holding the configuration, the logs and nginx's temporary files.
     public let workDirectory: URL
 
-    private let process: ChildProcess
+    private let process: SupervisedProcess
     private let lifeline: Int32
     private let lock = NSLock()
     private var stopped = false
 
-    private init(process: ChildProcess, lifeline: Int32, port: Int, workDirectory: URL) {
+    private init(process: SupervisedProcess, lifeline: Int32, port: Int, workDirectory: URL) {
         self.process = process
         self.lifeline = lifeline
         self.port = port
@@ -325,9 +325,9 @@ public final class NginxServer: @unchecked Sendable {
             "-p", work.path + "/", "-c", work.appendingPathComponent("nginx.conf").path,
             "-e", work.appendingPathComponent("error.log").path,
         ]
-        let child: ChildProcess
+        let child: SupervisedProcess
         do {
-            child = try ChildProcess.spawn(
+            child = try SupervisedProcess.spawn(
                 "/bin/sh", arguments: arguments, standardInput: fds[0],
                 outputPath: work.appendingPathComponent("stderr.log").path)
         } catch {
@@ -389,7 +389,7 @@ public final class NginxServer: @unchecked Sendable {
 
     /// A port on 127.0.0.1 that nothing listens on right now.
     static func freePort() throws -> Int {
-        let fd = socket(AF_INET, SocketType.streamCloseOnExec, 0)
+        let fd = socket(AF_INET, LoopbackSocketType.streamCloseOnExec, 0)
         guard fd >= 0 else { throw HotUpdateError(.transportFailed, "cannot create a socket") }
         defer { close(fd) }
         var address = loopbackAddress(port: 0)
@@ -409,7 +409,7 @@ public final class NginxServer: @unchecked Sendable {
 
     /// Whether something accepts connections on 127.0.0.1:`port`.
     static func canConnect(port: Int) -> Bool {
-        let fd = socket(AF_INET, SocketType.streamCloseOnExec, 0)
+        let fd = socket(AF_INET, LoopbackSocketType.streamCloseOnExec, 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = loopbackAddress(port: port)
@@ -439,7 +439,7 @@ public final class NginxServer: @unchecked Sendable {
 /// runner's threads block `SIGTERM` and `SIGCHLD`, which leaves nginx deaf to signals
 /// and the shell unable to wait) and every descriptor not marked close-on-exec
 /// (sockets of transfers in flight, which would then outlive their clients).
-final class ChildProcess: @unchecked Sendable {
+private final class SupervisedProcess: @unchecked Sendable {
     let pid: pid_t
     private let lock = NSLock()
     private var exited = false
@@ -450,7 +450,7 @@ final class ChildProcess: @unchecked Sendable {
     /// and errors appended to `outputPath`.
     static func spawn(
         _ path: String, arguments: [String], standardInput: Int32, outputPath: String
-    ) throws -> ChildProcess {
+    ) throws -> SupervisedProcess {
         #if canImport(Darwin)
         var attributes: posix_spawnattr_t?
         var actions: posix_spawn_file_actions_t?
@@ -502,7 +502,7 @@ final class ChildProcess: @unchecked Sendable {
             throw HotUpdateError(
                 .transportFailed, "cannot run \(path): \(String(cString: strerror(result)))", subject: path)
         }
-        return ChildProcess(pid: pid)
+        return SupervisedProcess(pid: pid)
     }
 
     /// The descriptors open in this process right now.
@@ -543,7 +543,7 @@ final class ChildProcess: @unchecked Sendable {
 }
 
 /// Socket types for `socket(2)`, which Linux and Darwin spell differently.
-enum SocketType {
+enum LoopbackSocketType {
     /// A TCP socket that no child process inherits (atomically where the system allows).
     #if canImport(Glibc)
     static let streamCloseOnExec = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)

@@ -76,7 +76,7 @@ public final class RawHTTPServer: @unchecked Sendable {
     /// - Returns: The running server.
     /// - Throws: ``HotUpdateError/Code/transportFailed`` when no socket can be bound.
     public static func start(_ behavior: Behavior) throws -> RawHTTPServer {
-        let fd = socket(AF_INET, SocketType.streamCloseOnExec, 0)
+        let fd = socket(AF_INET, LoopbackSocketType.streamCloseOnExec, 0)
         guard fd >= 0 else { throw HotUpdateError(.transportFailed, "cannot create a socket: \(errnoText())") }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         var address = NginxServer.loopbackAddress(port: 0)
