@@ -87,7 +87,7 @@ let package = Package(
             name: "HotCoreTests",
             dependencies: ["HotCore", "HotTesting", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "HotArchiveTests", dependencies: ["HotArchive", "HotCore"]),
-        .testTarget(name: "HotTransportTests", dependencies: ["HotTransport", "HotCore"]),
+        .testTarget(name: "HotTransportTests", dependencies: ["HotTransport", "HotCore", "HotTesting"]),
         .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore"]),
         .testTarget(name: "HotStoreTests", dependencies: ["HotStore", "HotCore", "HotTesting"]),
         .testTarget(name: "HotAssetsTests", dependencies: ["HotAssets", "HotCore"]),

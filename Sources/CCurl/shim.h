@@ -32,4 +32,11 @@ static inline CURLcode hot_curl_getinfo_long(CURL *handle, CURLINFO info, long *
 static inline CURLcode hot_curl_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value) {
     return curl_easy_getinfo(handle, info, value);
 }
+static inline CURLcode hot_curl_getinfo_string(CURL *handle, CURLINFO info, const char **value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+/* CURL_GLOBAL_ALL is a macro expression Swift does not import. */
+static inline CURLcode hot_curl_global_init_all(void) {
+    return curl_global_init(CURL_GLOBAL_ALL);
+}
 #endif

@@ -1,0 +1,497 @@
+#if canImport(CCurl)
+import CCurl
+import Foundation
+import HotCore
+
+/// A ``Transport`` over libcurl: HTTP and HTTPS with streaming bodies, backpressure,
+/// resumable ranges, and the limits a downloader needs against bad networks and
+/// bad servers.
+///
+/// Each request runs `curl_easy_perform` on a thread of its own. The body is handed
+/// to the consumer in chunks through a ``ByteStream``; when the consumer falls
+/// behind, the curl thread waits, so memory stays bounded whatever the file's size.
+///
+/// - Statuses are returned, not thrown (`CURLOPT_FAILONERROR` is off); redirects are
+///   followed (at most ``Options/maxRedirects``) and only the final response's status
+///   and headers are reported, with its URL.
+/// - Bodies are never decoded: no `Accept-Encoding` is sent, so the bytes are the
+///   server's file, as digests expect.
+/// - Errors: connect, low-speed and total timeouts throw ``HotUpdateError/Code/timedOut``;
+///   a body shorter than its `Content-Length` ``HotUpdateError/Code/truncated``; more bytes
+///   than ``TransportRequest/maxBytes`` (announced or received)
+///   ``HotUpdateError/Code/byteLimitExceeded``; anything else
+///   ``HotUpdateError/Code/transportFailed`` with curl's message. They surface from
+///   ``fetch(_:)`` before the headers are complete, and from iterating the body after.
+/// - A slow consumer slows the transfer down; the low-speed limit counts that time too.
+///
+/// ```swift
+/// let transport = CurlTransport()
+/// let response = try await transport.fetch(TransportRequest(url: packageURL, maxBytes: 50 << 20))
+/// try response.requireSuccess()
+/// for try await chunk in response.body { try file.write(contentsOf: chunk) }
+/// ```
+public struct CurlTransport: Transport {
+    /// Settings shared by every request of a transport.
+    public struct Options: Sendable, Hashable {
+        /// The most redirects followed; one more fails with ``HotUpdateError/Code/transportFailed``.
+        public var maxRedirects: Int
+        /// The `User-Agent` header, unless a request sets its own.
+        public var userAgent: String
+        /// How many chunks may wait unread before the transfer pauses.
+        public var streamCapacity: Int
+        /// curl's receive buffer, the largest chunk size, in bytes.
+        public var bufferSize: Int
+        /// A file of CA certificates to trust instead of the system's, in PEM.
+        public var caBundlePath: String?
+
+        /// Creates options.
+        ///
+        /// - Parameters:
+        ///   - maxRedirects: The most redirects followed, 10 by default.
+        ///   - userAgent: The `User-Agent` header.
+        ///   - streamCapacity: How many chunks may wait unread before the transfer pauses.
+        ///   - bufferSize: curl's receive buffer in bytes, 64 KiB by default.
+        ///   - caBundlePath: A PEM file of CA certificates to trust instead of the system's.
+        public init(
+            maxRedirects: Int = 10, userAgent: String = "HotUpdate", streamCapacity: Int = 8,
+            bufferSize: Int = 64 << 10, caBundlePath: String? = nil
+        ) {
+            self.maxRedirects = maxRedirects
+            self.userAgent = userAgent
+            self.streamCapacity = streamCapacity
+            self.bufferSize = bufferSize
+            self.caBundlePath = caBundlePath
+        }
+    }
+
+    /// The settings of this transport.
+    public var options: Options
+
+    /// Creates a transport.
+    ///
+    /// - Parameter options: Redirects, user agent and buffering.
+    public init(options: Options = Options()) {
+        self.options = options
+    }
+
+    /// libcurl's process-wide initialisation, run once, the first time a request starts.
+    private static let globalInit: CURLcode = hot_curl_global_init_all()
+
+    /// Starts the request and returns once the final response's headers are complete.
+    ///
+    /// - Parameter request: What to fetch, with its range, limits and timeouts.
+    /// - Returns: The status, headers and streaming body of the final response.
+    /// - Throws: ``HotUpdateError`` with ``HotUpdateError/Code/invalidArgument`` for a URL that
+    ///   is not `http` or `https`, ``HotUpdateError/Code/timedOut``,
+    ///   ``HotUpdateError/Code/byteLimitExceeded`` (announced length over the limit),
+    ///   ``HotUpdateError/Code/transportFailed`` or ``HotUpdateError/Code/cancelled``.
+    public func fetch(_ request: TransportRequest) async throws -> TransportResponse {
+        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw HotUpdateError(
+                .invalidArgument, "CurlTransport fetches http: and https: URLs only",
+                subject: request.url.absoluteString)
+        }
+        let initialised = Self.globalInit
+        guard initialised == CURLE_OK else {
+            throw HotUpdateError(
+                .transportFailed,
+                "libcurl could not initialise: \(String(cString: curl_easy_strerror(initialised)))")
+        }
+        try Task.checkCancellation()
+        let transfer = CurlTransfer(request: request, options: options)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                transfer.start(continuation)
+            }
+        } onCancel: {
+            transfer.cancel()
+        }
+    }
+}
+
+/// One request: its curl handle, the thread that runs it, and the state its callbacks share.
+///
+/// The fields after `lock` are guarded by it; the others belong to the curl thread.
+private final class CurlTransfer: @unchecked Sendable {
+    private enum Abort {
+        case announcedTooLong(Int64, limit: Int64)
+        case tooLong(limit: Int64)
+        case cancelled
+    }
+
+    let request: TransportRequest
+    let options: CurlTransport.Options
+    private let writer: ByteStreamWriter
+
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<TransportResponse, any Error>?
+    private var stream: ByteStream?
+    private var cancelRequested = false
+
+    // The curl thread's own state.
+    private var handle: UnsafeMutableRawPointer?
+    private var status = 0
+    private var headers: [String: String] = [:]
+    private var lastHeaderName: String?
+    private var redirects = 0
+    private var delivered = false
+    private var received: Int64 = 0
+    private var abort: Abort?
+
+    init(request: TransportRequest, options: CurlTransport.Options) {
+        self.request = request
+        self.options = options
+        let (stream, writer) = ByteStream.makeStream(capacity: options.streamCapacity)
+        self.stream = stream
+        self.writer = writer
+    }
+
+    private var subject: String { request.url.absoluteString }
+
+    // MARK: - Control (any thread)
+
+    func start(_ continuation: CheckedContinuation<TransportResponse, any Error>) {
+        lock.lock()
+        if cancelRequested {
+            stream = nil
+            lock.unlock()
+            continuation.resume(throwing: HotUpdateError(.cancelled, "the request was cancelled", subject: subject))
+            return
+        }
+        self.continuation = continuation
+        lock.unlock()
+        writer.onCancel { [weak self] in self?.cancel() }
+        let thread = Thread { [self] in run() }
+        thread.name = "CurlTransport"
+        thread.start()
+    }
+
+    func cancel() {
+        lock.lock()
+        cancelRequested = true
+        lock.unlock()
+    }
+
+    private var isCancelRequested: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return cancelRequested
+    }
+
+    private func takeContinuation() -> (CheckedContinuation<TransportResponse, any Error>, ByteStream?)? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let continuation else { return nil }
+        self.continuation = nil
+        let pending = stream
+        stream = nil
+        return (continuation, pending)
+    }
+
+    // MARK: - The curl thread
+
+    private func run() {
+        guard let handle = curl_easy_init() else {
+            finish(error: HotUpdateError(.transportFailed, "libcurl could not create a handle", subject: subject))
+            return
+        }
+        self.handle = handle
+        let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        var headerList: UnsafeMutablePointer<curl_slist>?
+        defer {
+            curl_easy_cleanup(handle)
+            curl_slist_free_all(headerList)
+            errorBuffer.deallocate()
+            self.handle = nil
+        }
+        do {
+            headerList = try configure(handle, errorBuffer: errorBuffer)
+        } catch {
+            finish(error: HotUpdateError.wrap(error, as: .transportFailed, "cannot configure libcurl"))
+            return
+        }
+        let code = curl_easy_perform(handle)
+        if code == CURLE_OK {
+            finish(error: nil)
+        } else {
+            finish(error: map(code, detail: String(cString: errorBuffer)))
+        }
+    }
+
+    private func finish(error: HotUpdateError?) {
+        if let (continuation, stream) = takeContinuation() {
+            if let error {
+                continuation.resume(throwing: error)
+            } else if let stream {
+                // The transfer ended without a header block this transport saw as final.
+                continuation.resume(returning: response(body: stream))
+            } else {
+                continuation.resume(
+                    throwing: HotUpdateError(
+                        .internalInconsistency, "the response body was handed out twice", subject: subject))
+            }
+        }
+        writer.finish(throwing: error)
+    }
+
+    private func configure(
+        _ handle: UnsafeMutableRawPointer, errorBuffer: UnsafeMutablePointer<CChar>
+    ) throws -> UnsafeMutablePointer<curl_slist>? {
+        func check(_ code: CURLcode, _ what: String) throws {
+            guard code == CURLE_OK else {
+                throw HotUpdateError(
+                    .transportFailed, "libcurl refused \(what): \(String(cString: curl_easy_strerror(code)))",
+                    subject: subject)
+            }
+        }
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        try check(hot_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer), "the error buffer")
+        try check(hot_curl_setopt_string(handle, CURLOPT_URL, request.url.absoluteString), "the URL")
+        try check(hot_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1), "CURLOPT_NOSIGNAL")
+        try check(hot_curl_setopt_long(handle, CURLOPT_FAILONERROR, 0), "CURLOPT_FAILONERROR")
+        try check(hot_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1), "CURLOPT_FOLLOWLOCATION")
+        try check(hot_curl_setopt_long(handle, CURLOPT_MAXREDIRS, max(0, options.maxRedirects)), "CURLOPT_MAXREDIRS")
+        try check(hot_curl_setopt_long(handle, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1), "CURLOPT_SUPPRESS_CONNECT_HEADERS")
+        // Older libcurl lacks the string forms; it then allows its default protocols.
+        _ = hot_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+        _ = hot_curl_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        _ = hot_curl_setopt_long(handle, CURLOPT_BUFFERSIZE, max(1024, options.bufferSize))
+        if let caBundlePath = options.caBundlePath {
+            try check(hot_curl_setopt_string(handle, CURLOPT_CAINFO, caBundlePath), "the CA bundle")
+        }
+
+        let timeouts = request.timeouts
+        try check(
+            hot_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, max(1, milliseconds(timeouts.connect))),
+            "the connect timeout")
+        try check(
+            hot_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, max(1, timeouts.lowSpeedBytesPerSecond)),
+            "the low-speed limit")
+        let window = (milliseconds(timeouts.lowSpeedWindow) + 999) / 1000
+        try check(hot_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, window)), "the low-speed window")
+        if let total = timeouts.total {
+            try check(hot_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, max(1, milliseconds(total))), "the timeout")
+        }
+        if let range = request.range {
+            let value = "\(range.start)-\(range.end.map(String.init) ?? "")"
+            try check(hot_curl_setopt_string(handle, CURLOPT_RANGE, value), "the range")
+        }
+
+        let method = request.method.uppercased()
+        switch method {
+        case "GET":
+            try check(hot_curl_setopt_long(handle, CURLOPT_HTTPGET, 1), "GET")
+        case "HEAD":
+            try check(hot_curl_setopt_long(handle, CURLOPT_NOBODY, 1), "HEAD")
+        case "POST":
+            try check(hot_curl_setopt_long(handle, CURLOPT_POST, 1), "POST")
+        default:
+            try check(hot_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, request.method), "the method")
+        }
+        if let body = request.body ?? (method == "POST" ? Data() : nil) {
+            try check(hot_curl_setopt_off(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count)), "the body size")
+            var bytes = [UInt8](body)
+            bytes.append(0)
+            try bytes.withUnsafeMutableBytes { raw in
+                try check(hot_curl_setopt_pointer(handle, CURLOPT_COPYPOSTFIELDS, raw.baseAddress), "the body")
+            }
+        }
+
+        var list: UnsafeMutablePointer<curl_slist>?
+        var names = Set<String>()
+        for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) {
+            names.insert(name.lowercased())
+            let line = value.isEmpty ? "\(name);" : "\(name): \(value)"
+            guard let appended = curl_slist_append(list, line) else {
+                curl_slist_free_all(list)
+                throw HotUpdateError(.transportFailed, "libcurl could not store the header \(name)", subject: subject)
+            }
+            list = appended
+        }
+        if !names.contains("user-agent") {
+            list = curl_slist_append(list, "User-Agent: \(options.userAgent)") ?? list
+        }
+        if request.body != nil, !names.contains("expect") {
+            // No "Expect: 100-continue" round trip for large bodies.
+            list = curl_slist_append(list, "Expect:") ?? list
+        }
+        if let list {
+            try check(hot_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, list), "the headers")
+        }
+
+        try check(hot_curl_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION, curlHeaderCallback), "the header callback")
+        try check(hot_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, context), "the header context")
+        try check(hot_curl_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, curlWriteCallback), "the write callback")
+        try check(hot_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, context), "the write context")
+        try check(hot_curl_setopt_progress_callback(handle, curlProgressCallback), "the progress callback")
+        try check(hot_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, context), "the progress context")
+        try check(hot_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0), "progress reporting")
+        return list
+    }
+
+    private func milliseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        let total = seconds.multipliedReportingOverflow(by: 1000)
+        guard !total.overflow else { return Int.max }
+        return Int(clamping: total.partialValue + attoseconds / 1_000_000_000_000_000)
+    }
+
+    // MARK: Callbacks
+
+    /// One header line; libcurl passes whole lines, for every response including redirects.
+    fileprivate func onHeader(_ bytes: UnsafeRawBufferPointer) -> Int {
+        if isCancelRequested {
+            abort = .cancelled
+            return 0
+        }
+        guard !delivered else { return bytes.count }  // trailers
+        let line = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: CharacterSet(charactersIn: "\r\n"))
+        if line.hasPrefix("HTTP/") {
+            let parts = line.split(separator: " ", maxSplits: 2)
+            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            headers = [:]
+            lastHeaderName = nil
+        } else if line.isEmpty {
+            return endOfHeaders() ? bytes.count : 0
+        } else if line.first == " " || line.first == "\t", let name = lastHeaderName {
+            headers[name, default: ""] += " " + line.trimmingCharacters(in: .whitespaces)
+        } else if let colon = line.firstIndex(of: ":") {
+            let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            if let existing = headers[name] {
+                headers[name] = existing + ", " + value
+            } else {
+                headers[name] = value
+            }
+            lastHeaderName = name
+        }
+        return bytes.count
+    }
+
+    /// A header block ended: decides whether it is the final response and hands it out.
+    /// Returns false to abort the transfer.
+    private func endOfHeaders() -> Bool {
+        if (100..<200).contains(status) { return true }  // 100 Continue, 103 Early Hints: another block follows
+        let followed = [301, 302, 303, 307, 308].contains(status) && headers["location"] != nil
+        if followed {
+            // libcurl follows it, or fails with too many redirects; either way it is not the answer.
+            redirects += 1
+            return true
+        }
+        let length = headers["content-length"].flatMap { Int64($0) }
+        if let limit = request.maxBytes, let length, length > limit, request.method.uppercased() != "HEAD" {
+            abort = .announcedTooLong(length, limit: limit)
+            return false
+        }
+        guard let (continuation, stream) = takeContinuation(), let stream else { return false }
+        delivered = true
+        continuation.resume(returning: response(body: stream))
+        return true
+    }
+
+    private func response(body: ByteStream) -> TransportResponse {
+        var url = request.url
+        if let handle {
+            var pointer: UnsafePointer<CChar>?
+            if hot_curl_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer,
+                let effective = URL(string: String(cString: pointer))
+            {
+                url = effective
+            }
+        }
+        var code = status
+        if code == 0, let handle {
+            var value = 0
+            if hot_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &value) == CURLE_OK { code = value }
+        }
+        let length = request.method.uppercased() == "HEAD" ? nil : headers["content-length"].flatMap { Int64($0) }
+        return TransportResponse(
+            url: url, statusCode: code, headers: headers, expectedContentLength: length, body: body)
+    }
+
+    /// Body bytes. Returning fewer than given aborts the transfer.
+    fileprivate func onBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        if isCancelRequested {
+            abort = .cancelled
+            return 0
+        }
+        guard delivered else { return bytes.count }  // the body of a response that is not the final one
+        received += Int64(bytes.count)
+        if let limit = request.maxBytes, received > limit {
+            abort = .tooLong(limit: limit)
+            return 0
+        }
+        do {
+            try writer.writeBlocking(Data(bytes))
+        } catch {
+            abort = .cancelled
+            return 0
+        }
+        return bytes.count
+    }
+
+    /// Called often, also while nothing arrives: the moment to notice a cancellation.
+    fileprivate func onProgress() -> Int32 {
+        if isCancelRequested {
+            abort = .cancelled
+            return 1
+        }
+        return 0
+    }
+
+    private func map(_ code: CURLcode, detail: String) -> HotUpdateError {
+        let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        switch abort {
+        case .announcedTooLong(let length, let limit):
+            return HotUpdateError(
+                .byteLimitExceeded, "the server announces \(length) bytes, more than the \(limit) allowed",
+                subject: subject)
+        case .tooLong(let limit):
+            return HotUpdateError(
+                .byteLimitExceeded, "the body is longer than the \(limit) bytes allowed", subject: subject)
+        case .cancelled:
+            return HotUpdateError(.cancelled, "the transfer was cancelled", subject: subject)
+        case nil:
+            break
+        }
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT:
+            return HotUpdateError(.timedOut, "timed out: \(reason)", subject: subject)
+        case CURLE_PARTIAL_FILE:
+            return HotUpdateError(
+                .truncated, "the body ended after \(received) bytes, before its announced length: \(reason)",
+                subject: subject)
+        case CURLE_URL_MALFORMAT:
+            return HotUpdateError(.invalidArgument, "libcurl cannot fetch this URL: \(reason)", subject: subject)
+        default:
+            return HotUpdateError(
+                .transportFailed, "libcurl error \(code.rawValue): \(reason)", subject: subject)
+        }
+    }
+}
+
+private func curlHeaderCallback(
+    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+) -> Int {
+    guard let context else { return 0 }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
+    return transfer.onHeader(UnsafeRawBufferPointer(start: data, count: size * count))
+}
+
+private func curlWriteCallback(
+    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+) -> Int {
+    guard let context else { return 0 }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
+    return transfer.onBody(UnsafeRawBufferPointer(start: data, count: size * count))
+}
+
+private func curlProgressCallback(
+    _ context: UnsafeMutableRawPointer?, _ downloadTotal: curl_off_t, _ downloaded: curl_off_t,
+    _ uploadTotal: curl_off_t, _ uploaded: curl_off_t
+) -> Int32 {
+    guard let context else { return 1 }
+    return Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue().onProgress()
+}
+#endif

@@ -1,0 +1,496 @@
+import Foundation
+import HotCore
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A ``Transport`` over `URLSession`: the system's HTTP stack on Apple platforms,
+/// FoundationNetworking on Linux.
+///
+/// Each request gets an ephemeral session (so its timeouts are its own). Its data
+/// delegate counts every chunk against the byte limit as it arrives and hands it to a
+/// thread that feeds the body's ``ByteStream``, waiting while the consumer is behind.
+/// Memory while the consumer is behind:
+/// - on Apple platforms, the task is suspended once ``Options/bufferLimit`` bytes wait,
+///   and resumed when the consumer has caught up, so the transfer is held back;
+/// - FoundationNetworking (Linux) cannot pause a transfer (suspending a running task
+///   there restarts it), so the bytes that arrive wait in memory, never more than the
+///   request's ``TransportRequest/maxBytes``. Prefer ``CurlTransport`` on Linux, which
+///   holds the transfer back.
+///
+/// - Statuses are returned, not thrown; redirects are followed (at most
+///   ``Options/maxRedirects``) and only the final response is reported.
+/// - `Accept-Encoding: identity` is sent unless the request sets the header, so the
+///   bytes are the server's file, as digests expect.
+/// - Timeouts: a transfer that moves fewer than
+///   ``TransportTimeouts/lowSpeedBytesPerSecond`` over a ``TransportTimeouts/lowSpeedWindow``
+///   (waiting for the response included) or that outlives ``TransportTimeouts/total`` fails with
+///   ``HotUpdateError/Code/timedOut``. `URLSession` has no separate connect timeout; the
+///   connect phase falls under the low-speed window.
+/// - A body shorter than its `Content-Length` fails with ``HotUpdateError/Code/truncated``;
+///   more than ``TransportRequest/maxBytes`` with ``HotUpdateError/Code/byteLimitExceeded``.
+///
+/// ```swift
+/// let transport = URLSessionTransport()
+/// let response = try await transport.fetch(TransportRequest(url: manifestURL, maxBytes: 1 << 20))
+/// try response.requireSuccess()
+/// let manifest = try await response.collect(limit: 1 << 20)
+/// ```
+public struct URLSessionTransport: Transport {
+    /// Settings shared by every request of a transport.
+    public struct Options: Sendable {
+        /// The most redirects followed; one more fails with ``HotUpdateError/Code/transportFailed``.
+        public var maxRedirects: Int
+        /// How many chunks may wait unread in the body stream.
+        public var streamCapacity: Int
+        /// How many bytes may wait behind the body stream before the task is suspended
+        /// (Apple platforms).
+        public var bufferLimit: Int
+        /// Makes the configuration of each request's session; timeouts and caching are then
+        /// set from the request.
+        public var makeConfiguration: @Sendable () -> URLSessionConfiguration
+
+        /// Creates options.
+        ///
+        /// - Parameters:
+        ///   - maxRedirects: The most redirects followed, 10 by default.
+        ///   - streamCapacity: How many chunks may wait unread in the body stream.
+        ///   - bufferLimit: How many bytes may wait behind the stream before the task is
+        ///     suspended (Apple platforms), 4 MiB by default.
+        ///   - makeConfiguration: Makes each session's configuration; `.ephemeral` by default.
+        public init(
+            maxRedirects: Int = 10, streamCapacity: Int = 8, bufferLimit: Int = 4 << 20,
+            makeConfiguration: @escaping @Sendable () -> URLSessionConfiguration = { .ephemeral }
+        ) {
+            self.maxRedirects = maxRedirects
+            self.streamCapacity = streamCapacity
+            self.bufferLimit = bufferLimit
+            self.makeConfiguration = makeConfiguration
+        }
+    }
+
+    /// The settings of this transport.
+    public var options: Options
+
+    /// Creates a transport.
+    ///
+    /// - Parameter options: Redirects, buffering and the session configuration.
+    public init(options: Options = Options()) {
+        self.options = options
+    }
+
+    /// Starts the request and returns once the final response's headers are complete.
+    ///
+    /// - Parameter request: What to fetch, with its range, limits and timeouts.
+    /// - Returns: The status, headers and streaming body of the final response.
+    /// - Throws: ``HotUpdateError`` with ``HotUpdateError/Code/invalidArgument`` for a URL that
+    ///   is not `http` or `https`, ``HotUpdateError/Code/timedOut``,
+    ///   ``HotUpdateError/Code/byteLimitExceeded`` (announced length over the limit),
+    ///   ``HotUpdateError/Code/transportFailed`` or ``HotUpdateError/Code/cancelled``.
+    public func fetch(_ request: TransportRequest) async throws -> TransportResponse {
+        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw HotUpdateError(
+                .invalidArgument, "URLSessionTransport fetches http: and https: URLs only",
+                subject: request.url.absoluteString)
+        }
+        try Task.checkCancellation()
+
+        let configuration = options.makeConfiguration()
+        // The transfer's own watchdog enforces the low-speed window; these only back it up.
+        let total = request.timeouts.total.map(Self.seconds) ?? 7 * 24 * 3600
+        configuration.timeoutIntervalForRequest = total
+        configuration.timeoutIntervalForResource = total
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.urlCache = nil
+
+        var urlRequest = URLRequest(url: request.url)
+        urlRequest.httpMethod = request.method
+        urlRequest.timeoutInterval = total
+        urlRequest.cachePolicy = .reloadIgnoringLocalCacheData
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        if !request.headers.keys.contains(where: { $0.lowercased() == "accept-encoding" }) {
+            urlRequest.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        }
+        if let range = request.range { urlRequest.setValue(range.headerValue, forHTTPHeaderField: "Range") }
+        urlRequest.httpBody = request.body
+
+        let transfer = SessionTransfer(request: request, options: options)
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        queue.name = "URLSessionTransport"
+        let session = URLSession(configuration: configuration, delegate: transfer, delegateQueue: queue)
+        let task = session.dataTask(with: urlRequest)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                transfer.start(task, continuation: continuation)
+                session.finishTasksAndInvalidate()
+            }
+        } onCancel: {
+            transfer.fail(.cancelled)
+        }
+    }
+
+    static func seconds(_ duration: Duration) -> TimeInterval {
+        let (seconds, attoseconds) = duration.components
+        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
+    }
+}
+
+/// One request: the session's delegate, the thread that feeds the body stream (the
+/// pump), and the state they share, guarded by `lock`.
+private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    enum Abort {
+        case cancelled
+        case announcedTooLong(Int64, limit: Int64)
+        case tooLong(limit: Int64)
+        case tooSlow(received: Int64, window: Duration, bytesPerSecond: Int)
+        case totalTimeout(Duration)
+        case tooManyRedirects(Int)
+    }
+
+    let request: TransportRequest
+    let options: URLSessionTransport.Options
+    private let writer: ByteStreamWriter
+
+    private let lock = NSCondition()
+    private var continuation: CheckedContinuation<TransportResponse, any Error>?
+    /// Chunks received and not yet handed to the stream, from `pendingHead` on.
+    private var pending: [Data] = []
+    private var pendingHead = 0
+    private var pendingBytes = 0
+    /// Whether the task is suspended because too many bytes wait.
+    private var suspended = false
+    /// The transfer's outcome once the task has completed, for the pump to pass on.
+    private var outcome: HotUpdateError?
+    /// Whether the pump has stopped because the consumer went away.
+    private var pumpStopped = false
+    private var stream: ByteStream?
+    private var task: URLSessionDataTask?
+    private var abort: Abort?
+    private var watchdog: (any DispatchSourceTimer)?
+    private var bytesThisWindow: Int64 = 0
+    private var received: Int64 = 0
+    private var expectedLength: Int64?
+    private var redirects = 0
+    private var finished = false
+
+    init(request: TransportRequest, options: URLSessionTransport.Options) {
+        self.request = request
+        self.options = options
+        let (stream, writer) = ByteStream.makeStream(capacity: options.streamCapacity)
+        self.stream = stream
+        self.writer = writer
+        super.init()
+    }
+
+    private var subject: String { request.url.absoluteString }
+
+    // MARK: - Control
+
+    func start(_ task: URLSessionDataTask, continuation: CheckedContinuation<TransportResponse, any Error>) {
+        lock.lock()
+        if abort != nil {
+            stream = nil
+            lock.unlock()
+            task.cancel()
+            continuation.resume(throwing: HotUpdateError(.cancelled, "the request was cancelled", subject: subject))
+            return
+        }
+        self.task = task
+        self.continuation = continuation
+        lock.unlock()
+        writer.onCancel { [weak self] in self?.fail(.cancelled) }
+        let pump = Thread { [self] in runPump() }
+        pump.name = "URLSessionTransport"
+        pump.start()
+        startWatchdog()
+        task.resume()
+    }
+
+    /// Hands received chunks to the stream, waiting while the consumer is behind, then ends
+    /// the stream with the transfer's outcome.
+    private func runPump() {
+        while true {
+            lock.lock()
+            while pendingHead == pending.count && !finished && !pumpStopped { lock.wait() }
+            if pumpStopped {
+                lock.unlock()
+                return
+            }
+            if pendingHead == pending.count {
+                let failure = outcome
+                lock.unlock()
+                writer.finish(throwing: failure)
+                return
+            }
+            // Small chunks are joined, up to 64 KiB, so the consumer does less work per byte.
+            var chunk = pending[pendingHead]
+            pendingHead += 1
+            while pendingHead < pending.count, chunk.count + pending[pendingHead].count <= 64 << 10 {
+                chunk.append(pending[pendingHead])
+                pendingHead += 1
+            }
+            if pendingHead == pending.count || pendingHead > 1024 {
+                pending.removeFirst(pendingHead)
+                pendingHead = 0
+            }
+            pendingBytes -= chunk.count
+            var resuming: URLSessionDataTask?
+            if suspended, pendingBytes <= options.bufferLimit / 2 {
+                suspended = false
+                resuming = task
+            }
+            lock.unlock()
+            resuming?.resume()
+            do {
+                try writer.writeBlocking(chunk)
+            } catch {
+                lock.lock()
+                pumpStopped = true
+                pending = []
+                pendingHead = 0
+                pendingBytes = 0
+                lock.unlock()
+                fail(.cancelled)
+                return
+            }
+        }
+    }
+
+    /// Stops the transfer for `reason`; the first reason wins.
+    ///
+    /// - Parameter cancelTask: Whether to cancel the task; false when the caller ends it
+    ///   another way (FoundationNetworking traps when a redirect's completion handler runs
+    ///   after a cancellation).
+    func fail(_ reason: Abort, cancelTask: Bool = true) {
+        lock.lock()
+        if abort == nil, !finished { abort = reason }
+        let task = self.task
+        lock.unlock()
+        if cancelTask { task?.cancel() }
+    }
+
+    private func startWatchdog() {
+        let window = request.timeouts.lowSpeedWindow
+        let interval = max(0.05, URLSessionTransport.seconds(window))
+        let minimum = Int64(Double(max(1, request.timeouts.lowSpeedBytesPerSecond)) * interval)
+        let deadline = request.timeouts.total.map { ContinuousClock.now.advanced(by: $0) }
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global())
+        let tick = min(interval, request.timeouts.total.map(URLSessionTransport.seconds) ?? interval)
+        timer.schedule(deadline: .now() + tick, repeating: tick)
+        let started = ContinuousClock.now
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
+            if let deadline, ContinuousClock.now >= deadline, let total = self.request.timeouts.total {
+                self.fail(.totalTimeout(total))
+                return
+            }
+            guard ContinuousClock.now - started >= window else { return }
+            self.lock.lock()
+            let moved = self.bytesThisWindow
+            self.bytesThisWindow = 0
+            let total = self.received
+            let paused = self.suspended
+            self.lock.unlock()
+            // A transfer held back for a slow consumer is not a slow network.
+            if moved < minimum, !paused {
+                self.fail(
+                    .tooSlow(
+                        received: total, window: window, bytesPerSecond: self.request.timeouts.lowSpeedBytesPerSecond))
+            }
+        }
+        lock.lock()
+        watchdog = timer
+        lock.unlock()
+        timer.resume()
+    }
+
+    private func takeContinuation() -> (CheckedContinuation<TransportResponse, any Error>, ByteStream?)? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let continuation else { return nil }
+        self.continuation = nil
+        let pending = stream
+        stream = nil
+        return (continuation, pending)
+    }
+
+    private var currentAbort: Abort? {
+        lock.lock()
+        defer { lock.unlock() }
+        return abort
+    }
+
+    // MARK: - Delegate
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        lock.lock()
+        redirects += 1
+        let count = redirects
+        lock.unlock()
+        if count > options.maxRedirects {
+            // Not following ends the task with the redirect as its response, which is then refused.
+            fail(.tooManyRedirects(count), cancelTask: false)
+            completionHandler(nil)
+        } else {
+            completionHandler(newRequest)
+        }
+    }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        guard currentAbort == nil else {
+            completionHandler(.cancel)
+            return
+        }
+        let http = response as? HTTPURLResponse
+        var headers: [String: String] = [:]
+        for (key, value) in http?.allHeaderFields ?? [:] {
+            guard let name = key as? String else { continue }
+            headers[name.lowercased()] = "\(value)"
+        }
+        let isHead = request.method.uppercased() == "HEAD"
+        let length = isHead ? nil : (headers["content-length"].flatMap { Int64($0) }
+            ?? (response.expectedContentLength >= 0 ? response.expectedContentLength : nil))
+        if let limit = request.maxBytes, let length, length > limit {
+            fail(.announcedTooLong(length, limit: limit))
+            completionHandler(.cancel)
+            return
+        }
+        lock.lock()
+        expectedLength = length
+        lock.unlock()
+        guard let (continuation, stream) = takeContinuation(), let stream else {
+            completionHandler(.cancel)
+            return
+        }
+        continuation.resume(
+            returning: TransportResponse(
+                url: response.url ?? request.url, statusCode: http?.statusCode ?? 200, headers: headers,
+                expectedContentLength: length, body: stream))
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        lock.lock()
+        guard abort == nil, continuation == nil, !pumpStopped else {
+            lock.unlock()
+            return
+        }
+        received += Int64(data.count)
+        bytesThisWindow += Int64(data.count)
+        if let limit = request.maxBytes, received > limit {
+            lock.unlock()
+            fail(.tooLong(limit: limit))
+            return
+        }
+        pending.append(data)
+        pendingBytes += data.count
+        var suspending: URLSessionDataTask?
+        #if !canImport(FoundationNetworking)
+        if !suspended, pendingBytes > options.bufferLimit {
+            suspended = true
+            suspending = task
+        }
+        #endif
+        lock.broadcast()
+        lock.unlock()
+        suspending?.suspend()
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        lock.lock()
+        let reason = abort
+        let timer = watchdog
+        watchdog = nil
+        let got = received
+        let expected = expectedLength
+        self.task = nil
+        lock.unlock()
+        timer?.cancel()
+
+        let failure = map(error, reason: reason, received: got, expected: expected)
+        lock.lock()
+        finished = true
+        outcome = failure
+        lock.broadcast()
+        lock.unlock()
+        if let (continuation, stream) = takeContinuation() {
+            if let failure {
+                continuation.resume(throwing: failure)
+            } else if let stream, let response = task.response {
+                // A response without a body, delivered without a response callback.
+                let http = response as? HTTPURLResponse
+                var headers: [String: String] = [:]
+                for (key, value) in http?.allHeaderFields ?? [:] {
+                    if let name = key as? String { headers[name.lowercased()] = "\(value)" }
+                }
+                continuation.resume(
+                    returning: TransportResponse(
+                        url: response.url ?? request.url, statusCode: http?.statusCode ?? 200, headers: headers,
+                        expectedContentLength: expected, body: stream))
+            } else {
+                continuation.resume(
+                    throwing: HotUpdateError(.transportFailed, "the request ended without a response", subject: subject))
+            }
+        }
+    }
+
+    private func map(_ error: (any Error)?, reason: Abort?, received: Int64, expected: Int64?) -> HotUpdateError? {
+        switch reason {
+        case .cancelled:
+            return HotUpdateError(.cancelled, "the transfer was cancelled", subject: subject)
+        case .announcedTooLong(let length, let limit):
+            return HotUpdateError(
+                .byteLimitExceeded, "the server announces \(length) bytes, more than the \(limit) allowed",
+                subject: subject)
+        case .tooLong(let limit):
+            return HotUpdateError(
+                .byteLimitExceeded, "the body is longer than the \(limit) bytes allowed", subject: subject)
+        case .tooSlow(let total, let window, let bytesPerSecond):
+            return HotUpdateError(
+                .timedOut,
+                "timed out: fewer than \(bytesPerSecond) bytes per second over \(window) (\(total) bytes received)",
+                subject: subject)
+        case .totalTimeout(let total):
+            return HotUpdateError(.timedOut, "timed out: the request took longer than \(total)", subject: subject)
+        case .tooManyRedirects(let count):
+            return HotUpdateError(
+                .transportFailed, "too many redirects (\(count), at most \(options.maxRedirects) allowed)",
+                subject: subject)
+        case nil:
+            break
+        }
+        let short = expected.map { received < $0 } ?? false
+        guard let error else {
+            guard short, let expected else { return nil }
+            return HotUpdateError(
+                .truncated, "the body ended after \(received) of \(expected) bytes", subject: subject)
+        }
+        let urlError = error as? URLError
+        switch urlError?.code {
+        case .timedOut?:
+            return HotUpdateError(
+                .timedOut, "timed out: \(error.localizedDescription)", subject: subject,
+                cause: SendableErrorBox(error))
+        case .cancelled?:
+            return HotUpdateError(.cancelled, "the transfer was cancelled", subject: subject)
+        default:
+            break
+        }
+        if short, let expected {
+            return HotUpdateError(
+                .truncated, "the body ended after \(received) of \(expected) bytes: \(error.localizedDescription)",
+                subject: subject, cause: SendableErrorBox(error))
+        }
+        let code = urlError.map { " (URLError \($0.code.rawValue))" } ?? ""
+        return HotUpdateError(
+            .transportFailed, "the request failed: \(error.localizedDescription)\(code)", subject: subject,
+            cause: SendableErrorBox(error))
+    }
+}
