@@ -247,7 +247,8 @@ private final class LibArchiveReader {
             var offset: la_int64_t = 0
             let status = archive_read_data_block(handle, &buffer, &size, &offset)
             if status == ARCHIVE_EOF { return }
-            guard status == ARCHIVE_OK || status == ARCHIVE_WARN else { throw failure("reading data") }
+            // For ZIP data, libarchive reports a bad CRC or size as a mere warning: refuse it.
+            guard status == ARCHIVE_OK else { throw failure("reading data") }
             if size > 0, let buffer { try consume(UnsafeRawBufferPointer(start: buffer, count: size), Int64(offset)) }
         }
     }

@@ -3,7 +3,8 @@ import HotCore
 
 /// Decodes entries' data: reads the compressed bytes with `pread`, decrypts
 /// ZipCrypto, inflates raw deflate, and hands out the uncompressed bytes chunk
-/// by chunk, checking the declared size, the CRC-32 and the data descriptor.
+/// by chunk, checking the declared size and the CRC-32 (the data descriptor is
+/// checked with the structure, by ``LocalHeaders``).
 ///
 /// One reader per thread: it owns two 256 KiB buffers and a zlib stream that
 /// are reused from entry to entry, so memory stays bounded whatever the sizes.
@@ -114,7 +115,6 @@ final class EntryDataReader {
                 .checksumMismatch, archive,
                 "its CRC-32 is \(hex(crc)) but the archive declares \(hex(entry.crc32))", entry: name)
         }
-        if entry.hasDataDescriptor { try checkDescriptor(entry, name: name) }
     }
 
     /// Refuses entries this reader cannot decode, before any byte is written.
@@ -202,19 +202,6 @@ final class EntryDataReader {
                 }
                 throw ArchiveError.corrupt(archive, "its deflate data is damaged (\(reason))", entry: name)
             }
-        }
-    }
-
-    /// Checks the CRC-32 in the data descriptor after the data (with or without its signature).
-    private func checkDescriptor(_ entry: ZipEntryRecord, name: String) throws {
-        let bytes = try file.readExactly(
-            8, at: Int64(entry.dataOffset + entry.compressedSize), what: "the data descriptor of '\(name)'")
-        let first = bytes.uint32LE(at: 0)
-        let crc = first == ZipFormat.dataDescriptorSignature ? bytes.uint32LE(at: 4) : first
-        guard crc == entry.crc32 else {
-            throw ArchiveError.make(
-                .checksumMismatch, file.displayName,
-                "its data descriptor says CRC-32 \(hex(crc)), the central directory \(hex(entry.crc32))", entry: name)
         }
     }
 }

@@ -2,6 +2,10 @@ import HotCore
 
 /// Reads every local header, checks it against the central directory and
 /// checks that no two entries share bytes.
+///
+/// A data descriptor's CRC-32 (read with or without its optional signature) must
+/// equal the central directory's: a disagreement is ``HotUpdateError/Code/checksumMismatch``.
+/// Its sizes are not compared (writers disagree on their width).
 enum LocalHeaders {
     /// Fills in each entry's data offset.
     ///
@@ -108,6 +112,7 @@ enum LocalHeaders {
                     archive, "its \(entry.compressedSize) bytes of data run into the central directory",
                     entry: entry.displayName)
             }
+            if entry.hasDataDescriptor { try checkDescriptor(entry, at: dataEnd, in: file) }
             spans.append((entry.localHeaderOffset, dataEnd + descriptor, index))
             entries[index] = entry
         }
@@ -117,6 +122,19 @@ enum LocalHeaders {
                 archive,
                 "its data overlaps entry '\(entries[next.index].displayName)' (overlapping entries are a zip bomb technique)",
                 entry: entries[previous.index].displayName)
+        }
+    }
+
+    private static func checkDescriptor(_ entry: ZipEntryRecord, at offset: UInt64, in file: ReadOnlyFile) throws {
+        let bytes = try file.readExactly(
+            8, at: Int64(offset), what: "the data descriptor of '\(entry.displayName)'")
+        let first = bytes.uint32LE(at: 0)
+        let crc = first == ZipFormat.dataDescriptorSignature ? bytes.uint32LE(at: 4) : first
+        guard crc == entry.crc32 else {
+            throw ArchiveError.make(
+                .checksumMismatch, file.displayName,
+                "its data descriptor says CRC-32 \(hex(crc)), the central directory \(hex(entry.crc32))",
+                entry: entry.displayName)
         }
     }
 }
