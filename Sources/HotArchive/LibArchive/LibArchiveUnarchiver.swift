@@ -52,12 +52,11 @@ public struct LibArchiveUnarchiver: Unarchiver {
         try await BlockingThreads.perform {
             do {
                 let plan = try ZipArchivePlan.make(try ReadOnlyFile(archive), options: options)
-                let reader = try LibArchiveReader(archive: archive, plan: plan, password: options.password)
-                while let (index, _) = try reader.nextEntry() {
-                    _ = index
-                    try reader.skipData()
+                try withUTF8ThreadLocale {
+                    let reader = try LibArchiveReader(archive: archive, plan: plan, password: options.password)
+                    while try reader.nextEntry() != nil { try reader.skipData() }
+                    try reader.expectAllSeen()
                 }
-                try reader.expectAllSeen()
                 return plan.entries.map(\.archiveEntry)
             } catch {
                 throw HotUpdateError.wrap(error, as: .fileSystem, "listing '\(archive.lastPathComponent)'")
@@ -102,7 +101,9 @@ public struct LibArchiveUnarchiver: Unarchiver {
         do {
             let links = try await withTaskCancellationHandler {
                 try await BlockingThreads.perform {
-                    try Self.write(archive: archive, plan: plan, staging: staging, options: options, state: state)
+                    try withUTF8ThreadLocale {
+                        try Self.write(archive: archive, plan: plan, staging: staging, options: options, state: state)
+                    }
                 }
             } onCancel: {
                 state.cancel()
@@ -184,7 +185,9 @@ private final class LibArchiveReader {
     private let plan: ZipArchivePlan
     private let archiveName: String
     private let hasPassword: Bool
-    private let byOffset: [UInt64: Int]
+    /// Plan indices by raw name (without a trailing `/`); ``root`` for `./` entries.
+    private let byName: [[UInt8]: Int]
+    private static let root = -1
     private var seen: Set<Int> = []
     private var current: String?
 
@@ -196,9 +199,13 @@ private final class LibArchiveReader {
             throw HotUpdateError(.internalInconsistency, "libarchive could not allocate a reader")
         }
         self.handle = handle
-        var offsets: [UInt64: Int] = [:]
-        for (index, entry) in plan.entries.enumerated() { offsets[entry.record.localHeaderOffset] = index }
-        byOffset = offsets
+        var names: [[UInt8]: Int] = [:]
+        for (index, entry) in plan.entries.enumerated() {
+            names[Self.key(entry.record.rawName)] = index
+            if let unicode = entry.record.unicodePath { names[Self.key(unicode)] = index }
+        }
+        for root in plan.rootEntries { names[Self.key(root.rawName)] = Self.root }
+        byName = names
         archive_read_support_format_zip(handle)
         archive_read_support_filter_all(handle)
         // Keep AppleDouble entries as entries of their own, as the plan lists them.
@@ -211,17 +218,43 @@ private final class LibArchiveReader {
 
     deinit { archive_read_free(handle) }
 
+    /// The name without a trailing `/`: libarchive may add or drop one on directories.
+    private static func key<Bytes: Collection>(_ bytes: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
+        var key = Array(bytes)
+        if key.last == UInt8(ascii: "/") { key.removeLast() }
+        return key
+    }
+
     /// The next entry's index in the plan, or nil at the end.
+    ///
+    /// Entries are matched by name: the structure check has made local and central
+    /// names agree and names unique, and libarchive returns either the raw bytes or,
+    /// for UTF-8 names and Unicode Path fields, their UTF-8 form.
     func nextEntry() throws -> (Int, OpaquePointer)? {
-        var entry: OpaquePointer?
-        let status = archive_read_next_header(handle, &entry)
-        if status == ARCHIVE_EOF { return nil }
-        guard status == ARCHIVE_OK || status == ARCHIVE_WARN, let entry else { throw failure("reading a header") }
-        let position = archive_read_header_position(handle)
-        guard position >= 0, let index = byOffset[UInt64(position)] else {
-            throw ArchiveError.corrupt(
-                archiveName, "libarchive found an entry at offset \(position) that the central directory does not list")
+        while true {
+            var entry: OpaquePointer?
+            let status = archive_read_next_header(handle, &entry)
+            if status == ARCHIVE_EOF { return nil }
+            guard status == ARCHIVE_OK || status == ARCHIVE_WARN, let entry else { throw failure("reading a header") }
+            let raw = archive_entry_pathname(entry)
+            let utf8 = archive_entry_pathname_utf8(entry)
+            let candidates = [raw, utf8].compactMap { $0 }.map { pointer in
+                Self.key(UnsafeRawBufferPointer(start: pointer, count: strlen(pointer)))
+            }
+            guard let index = candidates.lazy.compactMap({ self.byName[$0] }).first else {
+                let shown = utf8.map { String(cString: $0) } ?? raw.map { String(cString: $0) } ?? "?"
+                throw ArchiveError.corrupt(
+                    archiveName, "libarchive returned an entry the central directory does not list", entry: shown)
+            }
+            if index == Self.root {
+                try skipData()
+                continue
+            }
+            return try admit(index, entry)
         }
+    }
+
+    private func admit(_ index: Int, _ entry: OpaquePointer) throws -> (Int, OpaquePointer) {
         guard seen.insert(index).inserted else {
             throw ArchiveError.corrupt(archiveName, "libarchive returned the same entry twice", entry: plan.entries[index].name)
         }

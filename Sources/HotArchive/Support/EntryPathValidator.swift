@@ -63,13 +63,19 @@ struct EntryPathValidator {
         return kept
     }
 
-    /// Admits an entry and returns its normalised path.
+    /// Admits an entry and returns its normalised path, or nil for a directory entry
+    /// that names the destination itself (`./`, which bsdtar writes).
     ///
     /// - Throws: ``HotUpdateError/Code/unsafeEntry`` or ``HotUpdateError/Code/limitExceeded``.
-    mutating func admit(_ name: String, kind: ArchiveEntryKind) throws -> String {
+    mutating func admit(_ name: String, kind: ArchiveEntryKind) throws -> String? {
         guard kind == .file || kind == .directory || kind == .symlink else {
             throw ArchiveError.unsafe(
                 archive, "it is a device, FIFO or socket, which is never created", entry: name)
+        }
+        if kind == .directory, let first = name.first, first == ".",
+            name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).allSatisfy({ $0 == "." })
+        {
+            return nil
         }
         let parts = try Self.components(of: name, archive: archive, maxNameLength: maxNameLength)
         var prefix = ""

@@ -35,6 +35,8 @@ struct PlannedEntry: Sendable {
 struct ZipArchivePlan: Sendable {
     var directory: ZipDirectory
     var entries: [PlannedEntry]
+    /// Directory entries that name the destination itself (`./`): nothing to create.
+    var rootEntries: [ZipEntryRecord]
     /// Every directory to create, explicit or implied, parents first.
     var directories: [String]
     /// The sum of the declared sizes of files and symlinks.
@@ -50,13 +52,17 @@ struct ZipArchivePlan: Sendable {
         var entries: [PlannedEntry] = []
         entries.reserveCapacity(directory.entries.count)
         var declared: Int64 = 0
+        var rootEntries: [ZipEntryRecord] = []
         for record in directory.entries {
             let name = try decodeName(record, archive: archive)
             let kind = kind(of: record, name: name)
             if kind == .symlink && options.symlinks != .allowWithinDestination {
                 throw ArchiveError.unsafe(archive, "it is a symbolic link and the symlink policy refuses links", entry: name)
             }
-            let path = try validator.admit(name, kind: kind)
+            guard let path = try validator.admit(name, kind: kind) else {
+                rootEntries.append(record)
+                continue
+            }
             guard record.uncompressedSize <= UInt64(Int64.max), record.compressedSize <= UInt64(Int64.max) else {
                 throw ArchiveError.corrupt(archive, "it declares an impossible size", entry: name)
             }
@@ -90,7 +96,8 @@ struct ZipArchivePlan: Sendable {
             }
         }
         return ZipArchivePlan(
-            directory: directory, entries: entries, directories: validator.directories, declaredBytes: declared)
+            directory: directory, entries: entries, rootEntries: rootEntries, directories: validator.directories,
+            declaredBytes: declared)
     }
 
     /// Decodes an entry's name (see the type's documentation for the rules).
