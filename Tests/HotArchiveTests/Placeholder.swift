@@ -1,1 +1,3 @@
+import HotArchive
+import HotCore
 import Testing

@@ -1,0 +1,145 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import HotCore
+
+/// The sibling directory an extraction writes into (`<parent>/.<name>.partial-<uuid>`),
+/// renamed onto the destination when every entry has succeeded and removed otherwise,
+/// so the destination is either complete or untouched.
+///
+/// Files are created with `O_CREAT | O_EXCL | O_NOFOLLOW`: nothing is ever
+/// written through a symlink or over an existing file.
+struct StagingArea: Sendable {
+    /// The destination's absolute path, its parent's symlinks resolved.
+    let destination: String
+    /// The staging directory's absolute path.
+    let root: String
+
+    /// Checks `destination` and creates the staging directory beside it.
+    ///
+    /// - Throws: ``HotUpdateError/Code/invalidArgument`` when the destination exists and
+    ///   is not an empty directory; ``HotUpdateError/Code/fileSystem`` when the staging
+    ///   directory cannot be created.
+    static func create(for destination: URL) throws -> StagingArea {
+        let standardized = destination.standardizedFileURL
+        let name = standardized.lastPathComponent
+        guard !name.isEmpty, name != "/", name != ".", name != ".." else {
+            throw HotUpdateError(
+                .invalidArgument, "'\(destination.path)' cannot be an extraction destination", subject: destination.path)
+        }
+        let parentURL = standardized.deletingLastPathComponent()
+        do {
+            try FileManager.default.createDirectory(at: parentURL, withIntermediateDirectories: true)
+        } catch {
+            throw HotUpdateError.wrap(error, as: .fileSystem, "creating '\(parentURL.path)'")
+        }
+        guard let resolved = realpath(parentURL.path, nil) else {
+            throw ArchiveError.system("resolving", path: parentURL.path, errno: errno)
+        }
+        let parent = String(cString: resolved)
+        free(resolved)
+        let destinationPath = parent == "/" ? "/" + name : parent + "/" + name
+
+        var info = stat()
+        if lstat(destinationPath, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFDIR, try isEmptyDirectory(destinationPath) else {
+                throw HotUpdateError(
+                    .invalidArgument, "the destination '\(destinationPath)' exists and is not an empty directory",
+                    subject: destinationPath)
+            }
+        } else if errno != ENOENT {
+            throw ArchiveError.system("inspecting destination", path: destinationPath, errno: errno)
+        }
+        let root = (parent == "/" ? "" : parent) + "/.\(name).partial-\(UUID().uuidString)"
+        guard mkdir(root, 0o700) == 0 else {
+            throw ArchiveError.system("creating staging directory", path: root, errno: errno)
+        }
+        return StagingArea(destination: destinationPath, root: root)
+    }
+
+    private static func isEmptyDirectory(_ path: String) throws -> Bool {
+        guard let handle = opendir(path) else {
+            throw ArchiveError.system("listing destination", path: path, errno: errno)
+        }
+        defer { closedir(handle) }
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { return false }
+        }
+        return true
+    }
+
+    /// The absolute path of `relative` inside the staging directory.
+    func path(_ relative: String) -> String { root + "/" + relative }
+
+    /// Creates `directories` (parents listed before children) with mode 0o700.
+    func createDirectories(_ directories: [String]) throws {
+        for directory in directories {
+            let path = path(directory)
+            guard mkdir(path, 0o700) == 0 else {
+                throw ArchiveError.system("creating directory", path: path, errno: errno)
+            }
+        }
+    }
+
+    /// Creates a new regular file for writing; never follows a symlink, never replaces a file.
+    func createFile(_ relative: String, mode: UInt16) throws -> Int32 {
+        let path = path(relative)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(mode))
+        guard fd >= 0 else { throw ArchiveError.system("creating file", path: path, errno: errno) }
+        // The process umask must not change the owner bits the policy grants.
+        if fchmod(fd, mode_t(mode)) != 0 {
+            let code = errno
+            close(fd)
+            throw ArchiveError.system("setting the mode of", path: path, errno: code)
+        }
+        return fd
+    }
+
+    /// Creates a symbolic link at `relative` pointing to `target`.
+    func createSymlink(_ relative: String, target: String) throws {
+        let path = path(relative)
+        guard symlink(target, path) == 0 else { throw ArchiveError.system("creating symlink", path: path, errno: errno) }
+    }
+
+    /// Moves the staging directory onto the destination (replacing it if it is an empty directory).
+    func commit() throws {
+        guard rename(root, destination) == 0 else {
+            let code = errno
+            if code == ENOTEMPTY || code == EEXIST || code == ENOTDIR {
+                throw HotUpdateError(
+                    .invalidArgument,
+                    "the destination '\(destination)' was filled while the archive was being extracted",
+                    subject: destination)
+            }
+            throw ArchiveError.system("moving the extracted tree to", path: destination, errno: code)
+        }
+    }
+
+    /// Removes the staging directory and everything in it (links are removed, not followed).
+    func discard() {
+        try? FileManager.default.removeItem(atPath: root)
+    }
+}
+
+/// Writes all of `bytes` to `fd`.
+func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: @autoclosure () -> String) throws {
+    guard var base = bytes.baseAddress else { return }
+    var left = bytes.count
+    while left > 0 {
+        let n = write(fd, base, left)
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw ArchiveError.system("writing", path: path(), errno: errno)
+        }
+        base += n
+        left -= n
+    }
+}

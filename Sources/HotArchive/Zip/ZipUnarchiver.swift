@@ -1,0 +1,206 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import HotCore
+
+/// HotArchive's own ZIP reader, over zlib's raw inflate.
+///
+/// It reads the archive with `pread` from one descriptor shared by all workers,
+/// extracts entries in parallel (one 256 KiB input and output buffer and one
+/// zlib stream per worker, whatever the entries' sizes), and writes with
+/// `write(2)` straight from those buffers.
+///
+/// What it reads: stored and deflate entries, zip64 (end record, locator and
+/// extra fields), data descriptors with and without signature, PKWARE
+/// traditional encryption ("ZipCrypto", with ``ExtractOptions/password``),
+/// UTF-8 names (bit 11), Info-ZIP Unicode Path fields, and code page 437 names
+/// (a name not flagged UTF-8 is read as UTF-8 only when the archive was made on
+/// Unix or macOS and the bytes are valid UTF-8, as Info-ZIP's tools write them).
+///
+/// What it refuses, before writing anything:
+/// - ``HotUpdateError/Code/notAnArchive``: an empty file, a file without an end record;
+/// - ``HotUpdateError/Code/corruptArchive``: a truncated file, a local header that
+///   disagrees with the central directory, entries whose bytes overlap each other or
+///   the central directory (overlapping-file zip bombs);
+/// - ``HotUpdateError/Code/unsafeEntry``: `..`, absolute, UNC and drive-letter paths
+///   (`\` counts as a separator), NUL bytes, empty names, duplicates, a file where a
+///   directory is needed, devices, FIFOs and sockets, and symlinks unless
+///   ``ExtractOptions/symlinks`` is ``SymlinkPolicy/allowWithinDestination`` and the
+///   target stays inside (then the links are created last, and no entry may lie beneath one);
+/// - ``HotUpdateError/Code/limitExceeded``: too many entries, a name too long, declared
+///   sizes over ``ExtractOptions/maxTotalBytes``, a compression ratio over the limit;
+/// - ``HotUpdateError/Code/unsupportedMethod`` and ``HotUpdateError/Code/unsupportedEncryption``
+///   (WinZip AES, PKWARE strong encryption), ``HotUpdateError/Code/passwordRequired``.
+///
+/// And while inflating: more or fewer bytes than declared (`.corruptArchive`), a bad
+/// CRC-32 or data descriptor (`.checksumMismatch`), a password that does not decrypt
+/// (`.wrongPassword`), more than ``ExtractOptions/maxTotalBytes`` written (`.limitExceeded`).
+///
+/// Prefix and trailing data: bytes before the archive (a self-extractor stub, or an
+/// archive appended to another file) are accepted the way Info-ZIP accepts them: the
+/// distance between where the end record says the central directory ends and where the
+/// end record is becomes an offset added to every position. Bytes after the end record
+/// are accepted too. Split archives are refused (``HotUpdateError/Code/unsupported``).
+///
+/// Files get the owner's permission bits of a Unix archive (at least 0o600, never
+/// setuid, setgid or sticky), directories 0o700; times are not restored.
+///
+/// ```swift
+/// let unzip = ZipUnarchiver()
+/// let report = try await unzip.extract(package, to: staging, options: ExtractOptions(maxTotalBytes: 500 << 20))
+/// for file in report.files { print(file.path, file.size) }
+/// ```
+public struct ZipUnarchiver: Unarchiver {
+    /// Creates an unarchiver. It holds no state; one value serves any number of extractions.
+    public init() {}
+
+    /// Lists the entries of `archive` without extracting anything.
+    ///
+    /// Names, kinds, limits and the symlink policy are checked as for ``extract(_:to:options:progress:)``,
+    /// so an archive that lists is one that would be admitted; data is not inflated
+    /// (except symlink targets, when links are allowed).
+    ///
+    /// - Parameters:
+    ///   - archive: The ZIP file.
+    ///   - options: Limits and policies.
+    /// - Returns: The entries in central directory order, with normalised paths.
+    /// - Throws: ``HotUpdateError`` (see the type's documentation).
+    ///
+    /// ```swift
+    /// let names = try await ZipUnarchiver().entries(of: zip, options: ExtractOptions()).map(\.path)
+    /// ```
+    public func entries(of archive: URL, options: ExtractOptions) async throws -> [ArchiveEntry] {
+        try await BlockingThreads.perform {
+            do {
+                let file = try ReadOnlyFile(archive)
+                return try ZipArchivePlan.make(file, options: options).entries.map(\.archiveEntry)
+            } catch {
+                throw HotUpdateError.wrap(error, as: .fileSystem, "listing '\(archive.lastPathComponent)'")
+            }
+        }
+    }
+
+    /// Extracts `archive` into `destination`, all or nothing.
+    ///
+    /// Entries are written into `<parent>/.<name>.partial-<uuid>` beside the destination,
+    /// which is renamed onto `destination` once every entry has been written and checked;
+    /// on any failure (or cancellation) that directory is removed and `destination` is left
+    /// as it was. Entries are extracted by up to ``ExtractOptions/concurrency`` threads
+    /// (0: one per active core).
+    ///
+    /// - Parameters:
+    ///   - archive: The ZIP file.
+    ///   - destination: A directory that does not exist or is empty; its parent is created if needed.
+    ///   - options: Password, limits, symlink policy, concurrency, and an optional file hasher
+    ///     whose digest of each file's bytes is reported in ``ExtractedFile/digest``.
+    ///   - progress: Called after each entry, from worker threads.
+    /// - Returns: The files (in archive order), directories and symlinks written.
+    /// - Throws: ``HotUpdateError`` (see the type's documentation); `.invalidArgument` when the
+    ///   destination exists and is not empty; `.fileSystem` when writing fails; `.cancelled`.
+    ///
+    /// ```swift
+    /// let report = try await ZipUnarchiver().extract(zip, to: dir, options: ExtractOptions(), progress: { p in
+    ///     print("\(p.entriesCompleted)/\(p.entriesTotal)")
+    /// })
+    /// ```
+    public func extract(
+        _ archive: URL, to destination: URL, options: ExtractOptions,
+        progress: (@Sendable (ExtractionProgress) -> Void)?
+    ) async throws -> ExtractionReport {
+        try Task.checkCancellation()
+        let name = archive.lastPathComponent
+        let (file, plan, staging) = try await BlockingThreads.perform {
+            do {
+                let file = try ReadOnlyFile(archive)
+                let plan = try ZipArchivePlan.make(file, options: options)
+                for entry in plan.entries where entry.kind == .file {
+                    try EntryDataReader.checkReadable(
+                        entry.record, name: entry.name, archive: name, hasPassword: options.password != nil)
+                }
+                let staging = try StagingArea.create(for: destination)
+                return (file, plan, staging)
+            } catch {
+                throw HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'")
+            }
+        }
+        let fileIndices = plan.entries.indices.filter { plan.entries[$0].kind == .file }
+        let state = ExtractionState(
+            archive: name, workCount: fileIndices.count, entriesTotal: plan.entries.count,
+            bytesTotal: plan.declaredBytes, maxTotalBytes: options.maxTotalBytes, progress: progress)
+        do {
+            try staging.createDirectories(plan.directories)
+            let explicitDirectories = plan.entries.count(where: { $0.kind == .directory })
+            if explicitDirectories > 0 { state.finished(entries: explicitDirectories) }
+
+            let cores = options.concurrency > 0 ? options.concurrency : ProcessInfo.processInfo.activeProcessorCount
+            let workers = min(max(1, cores), fileIndices.count)
+            await withTaskCancellationHandler {
+                await BlockingThreads.run(count: workers) { _ in
+                    Self.work(file: file, plan: plan, fileIndices: fileIndices, staging: staging, options: options, state: state)
+                }
+            } onCancel: {
+                state.cancel()
+            }
+            if let failure = state.outcome { throw failure }
+
+            var links: [String] = []
+            for entry in plan.entries where entry.kind == .symlink {
+                guard let target = entry.linkTarget else {
+                    throw HotUpdateError(
+                        .internalInconsistency, "symlink '\(entry.name)' was admitted without a target", subject: entry.name)
+                }
+                try staging.createSymlink(entry.path, target: target)
+                links.append(entry.path)
+                state.finished()
+            }
+            try Task.checkCancellation()
+            try staging.commit()
+            let files = state.writtenFiles
+            return ExtractionReport(
+                files: files, directories: plan.directories, symlinks: links,
+                totalBytes: files.reduce(0) { $0 + $1.size })
+        } catch {
+            staging.discard()
+            throw HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'")
+        }
+    }
+
+    /// One worker: takes files until none is left or the extraction stops.
+    private static func work(
+        file: ReadOnlyFile, plan: ZipArchivePlan, fileIndices: [Int], staging: StagingArea, options: ExtractOptions,
+        state: ExtractionState
+    ) {
+        let reader = EntryDataReader(file: file, password: options.password)
+        while let slot = state.claim() {
+            let index = fileIndices[slot]
+            let entry = plan.entries[index]
+            do {
+                let fd = try staging.createFile(entry.path, mode: entry.mode)
+                var open = true
+                defer { if open { close(fd) } }
+                let hasher = try options.fileHasher?()
+                let path = entry.path
+                try reader.read(entry.record, name: entry.name, isCancelled: { state.isStopping }) { chunk in
+                    try state.account(chunk.count, entry: path)
+                    hasher?.update(chunk)
+                    try writeAll(fd, chunk, path: staging.path(path))
+                }
+                open = false
+                guard close(fd) == 0 else {
+                    throw ArchiveError.system("closing", path: staging.path(path), errno: errno)
+                }
+                let record = ExtractedFile(
+                    path: entry.path, size: Int64(entry.record.uncompressedSize), digest: hasher?.finalize())
+                state.finished(file: (index, record))
+            } catch {
+                state.fail(HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(entry.name)'"))
+                return
+            }
+        }
+    }
+}
