@@ -1,0 +1,84 @@
+import Foundation
+import HotCore
+import HotStore
+
+/// A fresh directory for one test, removed when the test ends.
+func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
+    let directory = FileManager.default.temporaryDirectory
+        .appendingPathComponent("HotStoreTests-\(UUID().uuidString)", isDirectory: true)
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer {
+        try? FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.path)
+        try? FileManager.default.removeItem(at: directory)
+    }
+    return try await body(directory)
+}
+
+/// The two stores, so every test runs against both.
+enum StoreKind: String, CaseIterable, CustomStringConvertible, Sendable {
+    case json, binaryPropertyList, xmlPropertyList
+
+    var description: String { rawValue }
+
+    var defaultFileName: String { self == .json ? "store.json" : "store.plist" }
+
+    func make(root: URL, fileName: String? = nil) -> any MetadataStore {
+        switch self {
+        case .json:
+            JSONMetadataStore(root: root, fileName: fileName ?? JSONMetadataStore.defaultFileName)
+        case .binaryPropertyList:
+            PropertyListMetadataStore(root: root, fileName: fileName ?? PropertyListMetadataStore.defaultFileName)
+        case .xmlPropertyList:
+            PropertyListMetadataStore(
+                root: root, fileName: fileName ?? PropertyListMetadataStore.defaultFileName, encoding: .xml)
+        }
+    }
+}
+
+/// Runs a command found on `PATH`; returns standard output, throws on a non-zero exit.
+@discardableResult
+func run(_ arguments: [String]) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+        throw HotUpdateError(.internalInconsistency, "\(arguments.joined(separator: " ")) failed")
+    }
+    return String(decoding: data, as: UTF8.self)
+}
+
+/// Names in `directory`, sorted.
+func listing(_ directory: URL) throws -> [String] {
+    try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
+}
+
+/// A snapshot with several packages, older versions, dates and a unicode error message.
+/// Dates are whole seconds, which every encoding keeps exactly.
+func richSnapshot(generation: Int = 7) -> StoreSnapshot {
+    func version(_ id: String, _ number: String, at seconds: TimeInterval) -> InstalledVersion {
+        InstalledVersion(
+            version: number, path: "packages/\(id)/\(number)", archiveSize: 1_234_567 + Int64(seconds) % 1000,
+            sha256: String(repeating: "ab", count: 32), md5: number == "1" ? nil : String(repeating: "0f", count: 16),
+            sourceURL: "https://cdn.example.com/\(id)-\(number).zip?sig=a%2Fb&x=1",
+            installedAt: Date(timeIntervalSince1970: seconds))
+    }
+    return StoreSnapshot(
+        generation: generation,
+        packages: [
+            "images": InstallRecord(
+                id: "images", state: .installed, active: version("images", "3", at: 1_700_000_300),
+                previous: [version("images", "2", at: 1_700_000_200), version("images", "1", at: 1_700_000_100)]),
+            "h5-home": InstallRecord(
+                id: "h5-home", state: .failed, active: version("h5-home", "1.0.2+build~7", at: 1_600_000_000),
+                previous: [], lastError: "下载失败：摘要不匹配 — digest mismatch 🚫 \"quoted\" \\ <tag> &amp;"),
+            "fonts": InstallRecord(id: "fonts", state: .disabled, active: nil),
+            "future": InstallRecord(id: "future", state: PackageState(rawValue: "someLaterState"), active: nil),
+        ],
+        highestManifestVersion: 42)
+}
