@@ -5,25 +5,65 @@ enum AssetName {
     ///
     /// Names that need no change (the usual case) are returned as they are, after one scan.
     static func normalise(_ name: String) -> String? {
+        var name = name
+        // One scan over contiguous UTF-8 (native strings always are).
+        let verdict = name.withUTF8 { scan($0) }
+        switch verdict {
+        case .clean(let prefix):
+            if prefix == 0 { return name }
+            // The prefix is ASCII, so this index is on a character boundary.
+            return String(name[name.utf8.index(name.utf8.startIndex, offsetBy: prefix)...])
+        case .escapes:
+            return nil
+        case .rebuild:
+            let kept = name.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }
+            return kept.isEmpty ? nil : kept.joined(separator: "/")
+        }
+    }
+
+    private enum Verdict {
+        /// Fine after dropping this many leading bytes of `/` and `./`.
+        case clean(prefix: Int)
+        /// Has a `..` component.
+        case escapes
+        /// Has empty or `.` components inside.
+        case rebuild
+    }
+
+    private static func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> Verdict {
+        let slash = UInt8(ascii: "/")
+        let dot = UInt8(ascii: ".")
+        let count = bytes.count
+        var start = 0
+        while start < count {
+            if bytes[start] == slash {
+                start += 1
+            } else if bytes[start] == dot, start + 1 < count, bytes[start + 1] == slash {
+                start += 2
+            } else {
+                break
+            }
+        }
         var needsRebuild = false
         var length = 0
         var dots = 0
-        for byte in name.utf8 {
-            if byte == UInt8(ascii: "/") {
+        var index = start
+        while index < count {
+            let byte = bytes[index]
+            if byte == slash {
+                if length == 2 && dots == 2 { return .escapes }
                 if length == 0 || (length == 1 && dots == 1) { needsRebuild = true }
-                if length == 2 && dots == 2 { return nil }
                 length = 0
                 dots = 0
             } else {
                 length += 1
-                if byte == UInt8(ascii: ".") { dots += 1 }
+                if byte == dot { dots += 1 }
             }
+            index += 1
         }
-        if length == 2 && dots == 2 { return nil }
+        if length == 2 && dots == 2 { return .escapes }
         if length == 0 || (length == 1 && dots == 1) { needsRebuild = true }
-        guard needsRebuild else { return name }
-        let kept = name.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }
-        return kept.isEmpty ? nil : kept.joined(separator: "/")
+        return needsRebuild ? .rebuild : .clean(prefix: start)
     }
 
     /// A file name taken apart: `icon@2x.png` is stem `icon`, scale 2, extension `png`.
