@@ -1,0 +1,197 @@
+import Foundation
+import HotCore
+
+/// Resolves asset names to the regular files of one directory tree.
+///
+/// The tree is read once, when the resolver is created, into a dictionary from every
+/// name that can be asked to the best file for it; ``resolve(_:)`` then does no file-system
+/// I/O. Files added to the tree later are not seen: make a new resolver (installed
+/// package trees never change).
+///
+/// How a name is resolved (after stripping a leading `/` or `./`; a name with a `..`
+/// component resolves to nil):
+/// - a name whose file name carries a scale suffix (`sub/sample@3x.png`), or has no
+///   extension and exists as a file (`LICENSE`), matches that path exactly; a scale
+///   suffix without extension (`sub/sample@3x`) takes that scale with any extension;
+/// - a name with an extension (`sub/sample.png`) finds the scale variants in
+///   ``ScalePreference`` order: `sub/sample@3x.png`, `sub/sample@2x.png`, then
+///   `sub/sample.png` itself (which is found last even when scale 1 is not listed);
+/// - a name without an extension (`sub/sample`) finds the scale variants the same way,
+///   with any extension: at one scale, extensions are preferred in `extensionOrder`
+///   (default `png`, `jpg`, `jpeg`, `webp`, `gif`, `pdf`, compared case-insensitively),
+///   then the others alphabetically.
+///
+/// Only regular files are returned: symbolic links (to files or directories) and other
+/// special files are ignored, and no link is followed while walking the tree.
+///
+/// ```swift
+/// let bundle = try DirectoryAssetResolver(directory: Bundle.main.resourceURL!, origin: .bundle)
+/// bundle.resolve("images/sample")?.url   // …/images/sample@3x.png
+/// ```
+public struct DirectoryAssetResolver: AssetResolver {
+    /// The extension order used unless another is given.
+    public static let defaultExtensionOrder = ["png", "jpg", "jpeg", "webp", "gif", "pdf"]
+
+    /// The directory whose tree is resolved.
+    public let directory: URL
+    /// The origin every resolved asset reports.
+    public let origin: AssetOrigin
+    /// The scale preference the index was built with.
+    public let scales: ScalePreference
+    /// How many regular files the tree held when it was indexed.
+    public let fileCount: Int
+
+    private let index: [String: ResolvedAsset]
+
+    /// Indexes the tree under `directory`.
+    ///
+    /// - Parameters:
+    ///   - directory: The root of the tree: the app bundle's resources, or an installed package.
+    ///   - origin: What resolved assets report: ``AssetOrigin/bundle`` or
+    ///     ``AssetOrigin/package(id:version:)``.
+    ///   - scales: Which scale variants to prefer.
+    ///   - extensionOrder: Extensions preferred for names given without one, best first.
+    /// - Throws: ``HotUpdateError/Code/notFound`` when `directory` is not a directory (a
+    ///   symbolic link to one is accepted as the root); ``HotUpdateError/Code/fileSystem``
+    ///   when part of the tree cannot be listed.
+    public init(
+        directory: URL, origin: AssetOrigin, scales: ScalePreference = .standard,
+        extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder
+    ) throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue
+        else {
+            throw HotUpdateError(
+                .notFound, "the asset directory does not exist or is not a directory", packageID: origin.packageID,
+                subject: directory.path)
+        }
+        var builder = IndexBuilder(
+            root: directory, origin: origin, scales: scales,
+            extensionRanks: Dictionary(
+                extensionOrder.enumerated().map { ($1.lowercased(), $0) }, uniquingKeysWith: { first, _ in first }))
+        try builder.walk(directory, relative: "")
+        self.directory = directory
+        self.origin = origin
+        self.scales = scales
+        self.fileCount = builder.fileCount
+        self.index = builder.index.mapValues(\.asset)
+    }
+
+    /// Returns the best file for `name` in this tree, or nil.
+    public func resolve(_ name: String) -> ResolvedAsset? {
+        if let asset = index[name] { return asset }
+        guard let normalised = AssetName.normalise(name), normalised != name else { return nil }
+        return index[normalised]
+    }
+}
+
+extension AssetOrigin {
+    /// The package id, for messages.
+    var packageID: String? {
+        if case .package(let id, _) = self { return id }
+        return nil
+    }
+}
+
+/// Walks a tree and keeps, for every name that can be asked, the best file.
+private struct IndexBuilder {
+    /// How good a file is for a key; smaller is better.
+    struct Rank: Comparable {
+        /// -1 for exact-only names, else the scale's place in the preference.
+        var tier: Int
+        /// 0 when the name's own extension matched, 1 when an extension was added.
+        var kind: Int
+        /// The extension's place in the preferred order.
+        var extensionRank: Int
+        var pathExtension: String
+        var path: String
+
+        static func < (lhs: Rank, rhs: Rank) -> Bool {
+            (lhs.tier, lhs.kind, lhs.extensionRank, lhs.pathExtension, lhs.path)
+                < (rhs.tier, rhs.kind, rhs.extensionRank, rhs.pathExtension, rhs.path)
+        }
+    }
+
+    struct Entry {
+        var rank: Rank
+        var asset: ResolvedAsset
+    }
+
+    let root: URL
+    let origin: AssetOrigin
+    let scales: ScalePreference
+    let extensionRanks: [String: Int]
+    var index: [String: Entry] = [:]
+    var fileCount = 0
+
+    mutating func walk(_ directory: URL, relative: String) throws {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        } catch {
+            throw HotUpdateError.wrap(
+                error, as: .fileSystem, "cannot list \(directory.path) while indexing assets", packageID: origin.packageID)
+        }
+        for name in names.sorted() {
+            let url = directory.appendingPathComponent(name)
+            let path = relative.isEmpty ? name : relative + "/" + name
+            // attributesOfItem does not follow symbolic links: a link reports .typeSymbolicLink.
+            guard let type = try? FileManager.default.attributesOfItem(atPath: url.path)[.type] as? FileAttributeType
+            else { continue }
+            if type == .typeDirectory {
+                try walk(url, relative: path)
+            } else if type == .typeRegular {
+                add(path: path, folder: relative.isEmpty ? "" : relative + "/", fileName: name, url: url)
+            }
+        }
+    }
+
+    private mutating func add(path: String, folder: String, fileName: String, url: URL) {
+        fileCount += 1
+        let asset = ResolvedAsset(url: url, origin: origin)
+        let parts = AssetName.parts(of: fileName[...])
+        let stemKey = folder + parts.stem
+
+        if parts.scale != nil || parts.pathExtension == nil {
+            offer(path, Rank(tier: -1, kind: 0, extensionRank: 0, pathExtension: "", path: path), asset)
+        }
+        if let scale = parts.scale, let pathExtension = parts.pathExtension {
+            // `sub/sample@2x` names that scale exactly, with any extension.
+            let lowered = pathExtension.lowercased()
+            offer(
+                stemKey + "@\(scale)x",
+                Rank(
+                    tier: -1, kind: 1, extensionRank: extensionRanks[lowered] ?? extensionRanks.count,
+                    pathExtension: lowered, path: path), asset)
+        }
+        let scale = parts.scale ?? 1
+        let tier: Int
+        if let rank = scales.rank(of: scale) {
+            tier = rank
+        } else if scale == 1 {
+            tier = scales.scales.count  // the name as given, after every listed scale
+        } else {
+            return
+        }
+        if let pathExtension = parts.pathExtension {
+            let lowered = pathExtension.lowercased()
+            let extensionRank = extensionRanks[lowered] ?? extensionRanks.count
+            offer(
+                stemKey + "." + String(pathExtension),
+                Rank(tier: tier, kind: 0, extensionRank: 0, pathExtension: "", path: path), asset)
+            offer(
+                stemKey,
+                Rank(tier: tier, kind: 1, extensionRank: extensionRank, pathExtension: lowered, path: path), asset)
+        } else {
+            offer(
+                stemKey,
+                Rank(tier: tier, kind: 1, extensionRank: extensionRanks.count + 1, pathExtension: "", path: path),
+                asset)
+        }
+    }
+
+    private mutating func offer(_ key: String, _ rank: Rank, _ asset: ResolvedAsset) {
+        if let current = index[key], current.rank <= rank { return }
+        index[key] = Entry(rank: rank, asset: asset)
+    }
+}
