@@ -95,7 +95,7 @@ func run() async throws {
     let installed = try await updater.installedPackages().map {
         InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
     }
-    let resolver = AssetResolverChain.make(packages: installed, bundle: bundle, scales: ScalePreference([3, 2, 1]))
+    let resolver = try AssetResolverChain.make(packages: installed, bundle: bundle, scales: ScalePreference([3, 2, 1]))
     for name in ["sub/sample", "logo.png", "config.json"] {
         guard let asset = resolver.resolve(name) else {
             print("  \(name): not found")

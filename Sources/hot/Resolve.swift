@@ -36,7 +36,7 @@ struct Resolve: AsyncParsableCommand {
             let installed = try await updater.installedPackages().map {
                 InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
             }
-            let resolver = AssetResolverChain.make(
+            let resolver = try AssetResolverChain.make(
                 packages: installed, bundle: bundle.map(directoryURL), scales: ScalePreference(scaleList))
             guard let asset = resolver.resolve(name) else {
                 throw HotUpdateError(.notFound, "no installed package or bundle has this asset", subject: name)

@@ -41,16 +41,14 @@ func readTree(_ directory: URL) throws -> [String: Data] {
 /// Deterministic bytes that do not compress (a cheap xorshift stream).
 func noise(_ count: Int, seed: UInt64) -> Data {
     var state = seed | 1
-    var data = Data(count: count)
-    data.withUnsafeMutableBytes { buffer in
-        for index in 0..<count {
-            state ^= state << 13
-            state ^= state >> 7
-            state ^= state << 17
-            buffer[index] = UInt8(truncatingIfNeeded: state)
-        }
+    var bytes = [UInt8](repeating: 0, count: count)
+    for index in 0..<count {
+        state ^= state << 13
+        state ^= state >> 7
+        state ^= state << 17
+        bytes[index] = UInt8(truncatingIfNeeded: state)
     }
-    return data
+    return Data(bytes)
 }
 
 /// A static repository on disk, written the way `hot pack` writes it.

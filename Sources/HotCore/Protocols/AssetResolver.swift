@@ -26,7 +26,7 @@ public struct ResolvedAsset: Sendable, Hashable {
 /// Resolution is synchronous and does no network I/O: an app asks on its main thread
 /// while it draws. Resolvers chain: the installed packages first, the bundle last.
 ///
-/// Implementations: `PackageAssetResolver`, `DirectoryAssetResolver`, `ChainedAssetResolver`
+/// Implementations: `DirectoryAssetResolver`, `ChainedAssetResolver`, `AssetResolverChain`
 /// (in `HotAssets`).
 ///
 /// ```swift
