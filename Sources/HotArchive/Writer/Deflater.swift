@@ -76,7 +76,7 @@ final class Deflater: @unchecked Sendable {
                               compressedSize: compressed, spillOffset: start)
             }
             // Deflate did not help (images, media): store the bytes instead.
-            guard ftruncate(spill, off_t(start)) == 0 else {
+            guard ftruncate(spill, off_t(start)) == 0, lseek(spill, off_t(start), SEEK_SET) == off_t(start) else {
                 throw ArchiveError.system("truncating", path: spillPath, errno: errno)
             }
             spillSize = start
