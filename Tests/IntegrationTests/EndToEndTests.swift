@@ -95,7 +95,7 @@ struct EndToEndTests {
             url: server.baseURL.appendingPathComponent("manifest.json"), transport: transport.make())
         #expect(try await updater.sync(from: source).failures.isEmpty)
         let before = try readTree(root.appendingPathComponent("packages"))
-        let storeBefore = try await updater.installedPackages()
+        let storeBefore = try await updater.installedPackages().map { "\($0.id) \($0.version) \($0.directory.path)" }
 
         let v2 = try makeTemporaryDirectory("v2")
         try writeTree(Self.sampleTree(version: 2), under: v2)
@@ -125,7 +125,7 @@ struct EndToEndTests {
         let failure = try #require(report.failures.first)
         #expect(sabotage.expected.contains(try #require(failure.error).code), "\(failure.error?.detailedDescription() ?? "")")
         #expect(failure.activeVersion == "1")
-        #expect(try await updater.installedPackages() == storeBefore)
+        #expect(try await updater.installedPackages().map { "\($0.id) \($0.version) \($0.directory.path)" } == storeBefore)
         #expect(try readTree(root.appendingPathComponent("packages")) == before)
         #expect(try await updater.currentSnapshot().packages["images"]?.state == .failed)
         let staging = root.appendingPathComponent("staging")
