@@ -88,9 +88,9 @@ let package = Package(
             dependencies: ["HotCore", "HotTesting", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "HotArchiveTests", dependencies: ["HotArchive", "HotCore"]),
         .testTarget(name: "HotTransportTests", dependencies: ["HotTransport", "HotCore", "HotTesting"]),
-        .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore"]),
+        .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore", "HotTesting"]),
         .testTarget(name: "HotStoreTests", dependencies: ["HotStore", "HotCore", "HotTesting"]),
-        .testTarget(name: "HotAssetsTests", dependencies: ["HotAssets", "HotCore"]),
+        .testTarget(name: "HotAssetsTests", dependencies: ["HotAssets", "HotCore", "HotTesting"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [

@@ -6,8 +6,8 @@ import Testing
 @Suite("ChainedAssetResolver and AssetResolverChain")
 struct ChainedAssetResolverTests {
     @Test("Packages first, newest first, then the bundle; each answer reports its origin")
-    func packageThenBundle() throws {
-        try withTemporaryDirectory { parent in
+    func packageThenBundle() async throws {
+        try await withTemporaryDirectory { parent in
             let bundle = parent.appendingPathComponent("bundle")
             let imagesV3 = parent.appendingPathComponent("packages/images/3")
             let themeV1 = parent.appendingPathComponent("packages/theme/1")
@@ -47,8 +47,8 @@ struct ChainedAssetResolverTests {
     }
 
     @Test("The scale preference applies to every tree of the chain")
-    func scalesAcrossChain() throws {
-        try withTemporaryDirectory { parent in
+    func scalesAcrossChain() async throws {
+        try await withTemporaryDirectory { parent in
             let bundle = parent.appendingPathComponent("bundle")
             let package = parent.appendingPathComponent("package")
             try makeTree(bundle, files: ["b.png", "b@2x.png", "b@3x.png"], tag: "bundle")
@@ -62,8 +62,8 @@ struct ChainedAssetResolverTests {
     }
 
     @Test("No bundle, no packages, and a missing package directory")
-    func edges() throws {
-        try withTemporaryDirectory { parent in
+    func edges() async throws {
+        try await withTemporaryDirectory { parent in
             let package = parent.appendingPathComponent("package")
             try makeTree(package, files: ["a.png"], tag: "package")
             let packagesOnly = try AssetResolverChain.make(

@@ -29,8 +29,8 @@ struct DirectoryAssetResolverTests {
     }
 
     @Test("Names without and with extension prefer @3x, then @2x, then 1x")
-    func defaultScaleOrder() throws {
-        try withTemporaryDirectory { root in
+    func defaultScaleOrder() async throws {
+        try await withTemporaryDirectory { root in
             try makeTree(root, files: Self.files, tag: "b")
             let resolver = try resolver(root)
             #expect(tag(of: resolver.resolve("sub/sample")) == "b:sub/sample@3x.png")
@@ -46,8 +46,8 @@ struct DirectoryAssetResolverTests {
     }
 
     @Test("A custom order [2, 3, 1] and orders that leave scales out")
-    func customScaleOrder() throws {
-        try withTemporaryDirectory { root in
+    func customScaleOrder() async throws {
+        try await withTemporaryDirectory { root in
             try makeTree(root, files: Self.files, tag: "b")
             let twoFirst = try resolver(root, scales: ScalePreference([2, 3, 1]))
             #expect(tag(of: twoFirst.resolve("sub/sample")) == "b:sub/sample@2x.png")
@@ -84,8 +84,8 @@ struct DirectoryAssetResolverTests {
     }
 
     @Test("Exact relative paths match exactly")
-    func exactNames() throws {
-        try withTemporaryDirectory { root in
+    func exactNames() async throws {
+        try await withTemporaryDirectory { root in
             try makeTree(root, files: Self.files, tag: "b")
             let resolver = try resolver(root)
             #expect(tag(of: resolver.resolve("sub/sample@2x.png")) == "b:sub/sample@2x.png")
@@ -103,8 +103,8 @@ struct DirectoryAssetResolverTests {
     }
 
     @Test("Without an extension: png, jpg, jpeg, webp, gif, pdf, then alphabetical; configurable")
-    func extensionOrder() throws {
-        try withTemporaryDirectory { root in
+    func extensionOrder() async throws {
+        try await withTemporaryDirectory { root in
             try makeTree(root, files: Self.files, tag: "b")
             let resolver = try resolver(root)
             #expect(tag(of: resolver.resolve("photo")) == "b:photo.png")
@@ -122,8 +122,8 @@ struct DirectoryAssetResolverTests {
     }
 
     @Test("Nested and unicode paths, and normalised names")
-    func nestedAndNormalised() throws {
-        try withTemporaryDirectory { root in
+    func nestedAndNormalised() async throws {
+        try await withTemporaryDirectory { root in
             try makeTree(root, files: Self.files, tag: "b")
             let resolver = try resolver(root)
             #expect(tag(of: resolver.resolve("deep/a/b/c/file.txt")) == "b:deep/a/b/c/file.txt")
@@ -141,8 +141,8 @@ struct DirectoryAssetResolverTests {
     }
 
     @Test("Names with a .. component never resolve, even when they would stay inside")
-    func dotDotRefused() throws {
-        try withTemporaryDirectory { parent in
+    func dotDotRefused() async throws {
+        try await withTemporaryDirectory { parent in
             let root = parent.appendingPathComponent("bundle")
             try makeTree(root, files: Self.files, tag: "b")
             try makeTree(parent, files: ["outside.txt"], tag: "o")
@@ -161,8 +161,8 @@ struct DirectoryAssetResolverTests {
     }
 
     @Test("Symbolic links, FIFOs and directories are never returned, and links are not followed")
-    func onlyRegularFiles() throws {
-        try withTemporaryDirectory { parent in
+    func onlyRegularFiles() async throws {
+        try await withTemporaryDirectory { parent in
             let root = parent.appendingPathComponent("bundle")
             try makeTree(root, files: ["sub/sample.png", "real.txt"], tag: "b")
             try makeTree(parent, files: ["elsewhere/secret.png"], tag: "o")
@@ -174,7 +174,7 @@ struct DirectoryAssetResolverTests {
                 withDestinationPath: parent.appendingPathComponent("elsewhere").path)
             try manager.createSymbolicLink(
                 atPath: root.appendingPathComponent("sub/sample@3x.png").path, withDestinationPath: "sample.png")
-            try run(["mkfifo", root.appendingPathComponent("pipe.png").path])
+            try await run(["mkfifo", root.appendingPathComponent("pipe.png").path])
             try manager.createDirectory(at: root.appendingPathComponent("folder.png"), withIntermediateDirectories: false)
 
             let resolver = try resolver(root)
@@ -194,8 +194,8 @@ struct DirectoryAssetResolverTests {
     }
 
     @Test("A symbolic link as the root itself is accepted; a missing root throws .notFound")
-    func rootDirectory() throws {
-        try withTemporaryDirectory { parent in
+    func rootDirectory() async throws {
+        try await withTemporaryDirectory { parent in
             let root = parent.appendingPathComponent("real")
             try makeTree(root, files: ["a.png"], tag: "b")
             let link = parent.appendingPathComponent("current")

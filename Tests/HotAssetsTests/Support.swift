@@ -1,14 +1,15 @@
 import Foundation
+import HotTesting
 import HotCore
 import Testing
 
 /// A fresh directory for one test, removed when the test ends.
-func withTemporaryDirectory<T>(_ body: (URL) throws -> T) throws -> T {
+func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
     let directory = FileManager.default.temporaryDirectory
         .appendingPathComponent("HotAssetsTests-\(UUID().uuidString)", isDirectory: true)
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
-    return try body(directory)
+    return try await body(directory)
 }
 
 /// Creates each file under `root` with its own tag as content, so a test can tell
@@ -28,13 +29,6 @@ func tag(of asset: ResolvedAsset?) -> String? {
 }
 
 /// Runs a command found on `PATH`; throws on a non-zero exit.
-func run(_ arguments: [String]) throws {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
-    try process.run()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw HotUpdateError(.internalInconsistency, "\(arguments.joined(separator: " ")) failed")
-    }
+func run(_ arguments: [String]) async throws {
+    try await Subprocess.check(arguments[0], Array(arguments.dropFirst()))
 }

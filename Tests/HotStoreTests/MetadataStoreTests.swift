@@ -125,7 +125,7 @@ struct MetadataStoreTests {
             let format = kind == .json ? "json" : kind == .binaryPropertyList ? "binary" : "xml"
             for breach in ["absolute", "escaping", "misfiled"] {
                 try before.write(to: file)
-                try run(["python3", "-c", script, file.path, format, breach, root.path])
+                try await run(["python3", "-c", script, file.path, format, breach, root.path])
                 let error = try await #require(throws: HotUpdateError.self) { try await kind.make(root: root).load() }
                 #expect(error.code == .storeCorrupt, "\(breach)")
                 #expect(error.message.contains("inconsistent"), "\(breach): \(error)")
@@ -149,7 +149,7 @@ struct MetadataStoreTests {
                     open(sys.argv[1], "wb").write(plistlib.dumps(doc, fmt=fmt))
                 """
             let format = kind == .json ? "json" : kind == .binaryPropertyList ? "binary" : "xml"
-            try run(["python3", "-c", script, file.path, format])
+            try await run(["python3", "-c", script, file.path, format])
             let error = try await #require(throws: HotUpdateError.self) { try await kind.make(root: root).load() }
             #expect(error.code == .storeCorrupt)
             #expect(error.message.contains("newer"), "\(error)")
@@ -180,7 +180,7 @@ struct MetadataStoreTests {
                     open(sys.argv[1], "wb").write(plistlib.dumps(doc, fmt=fmt))
                 """
             let format = kind == .json ? "json" : kind == .binaryPropertyList ? "binary" : "xml"
-            try run(["python3", "-c", script, file.path, format])
+            try await run(["python3", "-c", script, file.path, format])
             let snapshot = try await kind.make(root: root).load()
             #expect(snapshot.generation == 2)
             #expect(snapshot.highestManifestVersion == 9)
@@ -207,7 +207,7 @@ struct MetadataStoreTests {
             #expect(generation.lowerBound < packages.lowerBound && packages.lowerBound < schema.lowerBound)
             #expect(try await store.load() == snapshot)
             // python3 agrees it is JSON.
-            let checked = try run(["python3", "-c", "import json,sys; print(json.load(open(sys.argv[1]))['generation'])", store.fileURL.path])
+            let checked = try await run(["python3", "-c", "import json,sys; print(json.load(open(sys.argv[1]))['generation'])", store.fileURL.path])
             #expect(checked == "7\n")
         }
     }
@@ -222,7 +222,7 @@ struct MetadataStoreTests {
             #expect(try await store.load() == snapshot)
             let bytes = try Data(contentsOf: store.fileURL)
             #expect(bytes.starts(with: Data("bplist00".utf8)))
-            let checked = try run([
+            let checked = try await run([
                 "python3", "-c", "import plistlib,sys; d=plistlib.load(open(sys.argv[1],'rb')); print(d['generation'], sorted(d['packages']))",
                 store.fileURL.path,
             ])

@@ -1,4 +1,5 @@
 import Foundation
+import HotTesting
 import HotCore
 import HotStore
 
@@ -37,20 +38,8 @@ enum StoreKind: String, CaseIterable, CustomStringConvertible, Sendable {
 
 /// Runs a command found on `PATH`; returns standard output, throws on a non-zero exit.
 @discardableResult
-func run(_ arguments: [String]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw HotUpdateError(.internalInconsistency, "\(arguments.joined(separator: " ")) failed")
-    }
-    return String(decoding: data, as: UTF8.self)
+func run(_ arguments: [String]) async throws -> String {
+    try await Subprocess.check(arguments[0], Array(arguments.dropFirst())).stdout
 }
 
 /// Names in `directory`, sorted.

@@ -8,13 +8,13 @@ struct DigestTests {
     static let sizes = [0, 1, 55, 64, 1000, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 * (1 << 20) + 17]
 
     @Test("SHA-256 of a file equals openssl dgst and sha256sum", arguments: sizes)
-    func sha256OfFile(size: Int) throws {
-        try withTemporaryDirectory { directory in
+    func sha256OfFile(size: Int) async throws {
+        try await withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("data.bin")
             let data = pseudoRandomBytes(count: size, seed: UInt64(size) + 11)
             try data.write(to: file)
-            let viaOpenSSL = firstWord(of: try run(["openssl", "dgst", "-sha256", "-r", file.path]))
-            let viaCoreutils = firstWord(of: try run(["sha256sum", file.path]))
+            let viaOpenSSL = firstWord(of: try await run(["openssl", "dgst", "-sha256", "-r", file.path]))
+            let viaCoreutils = firstWord(of: try await run(["sha256sum", file.path]))
             #expect(viaOpenSSL == viaCoreutils)
             #expect(viaOpenSSL.count == 64)
 
@@ -28,13 +28,13 @@ struct DigestTests {
     }
 
     @Test("MD5 of a file equals openssl dgst and md5sum", arguments: sizes)
-    func md5OfFile(size: Int) throws {
-        try withTemporaryDirectory { directory in
+    func md5OfFile(size: Int) async throws {
+        try await withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("data.bin")
             let data = pseudoRandomBytes(count: size, seed: UInt64(size) + 23)
             try data.write(to: file)
-            let viaOpenSSL = firstWord(of: try run(["openssl", "dgst", "-md5", "-r", file.path]))
-            let viaCoreutils = firstWord(of: try run(["md5sum", file.path]))
+            let viaOpenSSL = firstWord(of: try await run(["openssl", "dgst", "-md5", "-r", file.path]))
+            let viaCoreutils = firstWord(of: try await run(["md5sum", file.path]))
             #expect(viaOpenSSL == viaCoreutils)
             #expect(viaOpenSSL.count == 32)
 
@@ -47,7 +47,7 @@ struct DigestTests {
     }
 
     @Test("Known vectors of the empty input")
-    func emptyInput() throws {
+    func emptyInput() async throws {
         let verifier = CryptoVerifier()
         #expect(
             try verifier.digest(of: Data(), using: .sha256).hex
@@ -58,7 +58,7 @@ struct DigestTests {
     }
 
     @Test("Updates in uneven chunks equal one update", arguments: [DigestAlgorithm.sha256, .md5])
-    func chunkedEqualsOneShot(algorithm: DigestAlgorithm) throws {
+    func chunkedEqualsOneShot(algorithm: DigestAlgorithm) async throws {
         let data = pseudoRandomBytes(count: 2 * (1 << 20) + 333, seed: 99)
         let verifier = CryptoVerifier()
         let oneShot = try verifier.digest(of: data, using: algorithm)
@@ -82,7 +82,7 @@ struct DigestTests {
     }
 
     @Test("finalize twice returns the same digest")
-    func finalizeTwice() throws {
+    func finalizeTwice() async throws {
         let hasher = try CryptoHasher(algorithm: .sha256)
         hasher.update(Data("abc".utf8))
         let first = hasher.finalize()
@@ -91,7 +91,7 @@ struct DigestTests {
     }
 
     @Test("An unsupported algorithm throws .unsupported")
-    func unsupportedAlgorithm() throws {
+    func unsupportedAlgorithm() async throws {
         let verifier = CryptoVerifier()
         #expect(verifier.supportedDigests == [.sha256, .md5])
         let sha1 = DigestAlgorithm(name: "sha1", byteCount: 20)
@@ -100,8 +100,8 @@ struct DigestTests {
     }
 
     @Test("A missing file or a directory throws .fileSystem naming it")
-    func unreadableFile() throws {
-        try withTemporaryDirectory { directory in
+    func unreadableFile() async throws {
+        try await withTemporaryDirectory { directory in
             let missing = directory.appendingPathComponent("missing.bin")
             let error = try #require(throws: HotUpdateError.self) {
                 try CryptoVerifier().digest(ofFile: missing, using: .sha256)

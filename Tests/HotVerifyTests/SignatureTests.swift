@@ -22,33 +22,33 @@ struct KeyFixture {
     let kind: Kind
 
     /// Generates a private key and returns the paths of it and its PEM public key.
-    func makeKey(_ name: String, ed25519: Bool) throws -> (privateKey: URL, publicKey: URL) {
+    func makeKey(_ name: String, ed25519: Bool) async throws -> (privateKey: URL, publicKey: URL) {
         let privateKey = directory.appendingPathComponent("\(name).key")
         let publicKey = directory.appendingPathComponent("\(name).pub")
         if ed25519 {
-            try run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", privateKey.path])
+            try await run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", privateKey.path])
         } else {
-            try run(["openssl", "genrsa", "-out", privateKey.path, "2048"])
+            try await run(["openssl", "genrsa", "-out", privateKey.path, "2048"])
         }
-        try run(["openssl", "pkey", "-in", privateKey.path, "-pubout", "-out", publicKey.path])
+        try await run(["openssl", "pkey", "-in", privateKey.path, "-pubout", "-out", publicKey.path])
         return (privateKey, publicKey)
     }
 
     /// Signs `message` with `privateKey` the way publishers do for `kind`.
-    func sign(_ message: Data, with privateKey: URL, pssSaltLength: String = "digest") throws -> Data {
+    func sign(_ message: Data, with privateKey: URL, pssSaltLength: String = "digest") async throws -> Data {
         let messageFile = directory.appendingPathComponent("message-\(UUID().uuidString).bin")
         let signatureFile = directory.appendingPathComponent("signature-\(UUID().uuidString).bin")
         try message.write(to: messageFile)
         switch kind {
         case .ed25519:
-            try run([
+            try await run([
                 "openssl", "pkeyutl", "-sign", "-rawin", "-inkey", privateKey.path, "-in", messageFile.path,
                 "-out", signatureFile.path,
             ])
         case .rsaPKCS1:
-            try run(["openssl", "dgst", "-sha256", "-sign", privateKey.path, "-out", signatureFile.path, messageFile.path])
+            try await run(["openssl", "dgst", "-sha256", "-sign", privateKey.path, "-out", signatureFile.path, messageFile.path])
         case .rsaPSS:
-            try run([
+            try await run([
                 "openssl", "dgst", "-sha256", "-sigopt", "rsa_padding_mode:pss", "-sigopt",
                 "rsa_pss_saltlen:\(pssSaltLength)", "-sign", privateKey.path, "-out", signatureFile.path,
                 messageFile.path,
@@ -67,15 +67,15 @@ struct SignatureTests {
     let verifier = CryptoVerifier()
 
     @Test("A valid signature verifies; any altered byte, or another key, does not", arguments: KeyFixture.Kind.allCases)
-    func validAndTampered(kind: KeyFixture.Kind) throws {
-        try withTemporaryDirectory { directory in
+    func validAndTampered(kind: KeyFixture.Kind) async throws {
+        try await withTemporaryDirectory { directory in
             let fixture = KeyFixture(directory: directory, kind: kind)
-            let (privateKey, publicKeyFile) = try fixture.makeKey("signer", ed25519: kind == .ed25519)
-            let (_, otherPublicKeyFile) = try fixture.makeKey("other", ed25519: kind == .ed25519)
+            let (privateKey, publicKeyFile) = try await fixture.makeKey("signer", ed25519: kind == .ed25519)
+            let (_, otherPublicKeyFile) = try await fixture.makeKey("other", ed25519: kind == .ed25519)
             let key = try fixture.publicKey(publicKeyFile)
             let otherKey = try fixture.publicKey(otherPublicKeyFile)
             let message = pseudoRandomBytes(count: 4099, seed: 7)
-            let signature = try fixture.sign(message, with: privateKey)
+            let signature = try await fixture.sign(message, with: privateKey)
 
             #expect(try verifier.verify(signature: signature, of: message, with: key))
             #expect(try verifier.verify(signature: signature, of: message, with: otherKey) == false)
@@ -97,12 +97,12 @@ struct SignatureTests {
     }
 
     @Test("An empty RSA message signs and verifies", arguments: [KeyFixture.Kind.rsaPKCS1, .rsaPSS])
-    func emptyMessage(kind: KeyFixture.Kind) throws {
-        try withTemporaryDirectory { directory in
+    func emptyMessage(kind: KeyFixture.Kind) async throws {
+        try await withTemporaryDirectory { directory in
             let fixture = KeyFixture(directory: directory, kind: kind)
-            let (privateKey, publicKeyFile) = try fixture.makeKey("signer", ed25519: false)
+            let (privateKey, publicKeyFile) = try await fixture.makeKey("signer", ed25519: false)
             let key = try fixture.publicKey(publicKeyFile)
-            let signature = try fixture.sign(Data(), with: privateKey)
+            let signature = try await fixture.sign(Data(), with: privateKey)
             #expect(try verifier.verify(signature: signature, of: Data(), with: key))
             #expect(try verifier.verify(signature: signature, of: Data([0]), with: key) == false)
         }
@@ -111,7 +111,7 @@ struct SignatureTests {
     /// `openssl pkeyutl -rawin` (3.0) cannot sign an empty file, so the empty Ed25519 message
     /// uses RFC 8032's first test vector, its public key wrapped in a SubjectPublicKeyInfo.
     @Test("An empty Ed25519 message verifies (RFC 8032 test 1)")
-    func emptyEd25519Message() throws {
+    func emptyEd25519Message() async throws {
         let rawKey = try Digest(algorithm: .sha256, hex: "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a").bytes
         let spki = Data([0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00] + rawKey)
         let pem = "-----BEGIN PUBLIC KEY-----\n\(spki.base64EncodedString())\n-----END PUBLIC KEY-----\n"
@@ -130,33 +130,33 @@ struct SignatureTests {
     }
 
     @Test("PKCS#1 and PSS signatures do not pass for each other; PSS needs a 32-byte salt")
-    func rsaPaddingIsChecked() throws {
-        try withTemporaryDirectory { directory in
+    func rsaPaddingIsChecked() async throws {
+        try await withTemporaryDirectory { directory in
             let pkcs1 = KeyFixture(directory: directory, kind: .rsaPKCS1)
             let pss = KeyFixture(directory: directory, kind: .rsaPSS)
-            let (privateKey, publicKeyFile) = try pkcs1.makeKey("rsa", ed25519: false)
+            let (privateKey, publicKeyFile) = try await pkcs1.makeKey("rsa", ed25519: false)
             let pkcs1Key = try pkcs1.publicKey(publicKeyFile)
             let pssKey = try pss.publicKey(publicKeyFile)
             let message = Data("manifest bytes".utf8)
-            let pkcs1Signature = try pkcs1.sign(message, with: privateKey)
-            let pssSignature = try pss.sign(message, with: privateKey)
+            let pkcs1Signature = try await pkcs1.sign(message, with: privateKey)
+            let pssSignature = try await pss.sign(message, with: privateKey)
 
             #expect(try verifier.verify(signature: pkcs1Signature, of: message, with: pkcs1Key))
             #expect(try verifier.verify(signature: pssSignature, of: message, with: pssKey))
             #expect(try verifier.verify(signature: pkcs1Signature, of: message, with: pssKey) == false)
             #expect(try verifier.verify(signature: pssSignature, of: message, with: pkcs1Key) == false)
 
-            let shortSalt = try pss.sign(message, with: privateKey, pssSaltLength: "20")
+            let shortSalt = try await pss.sign(message, with: privateKey, pssSaltLength: "20")
             #expect(try verifier.verify(signature: shortSalt, of: message, with: pssKey) == false)
         }
     }
 
     @Test("A key of the wrong type for its scheme throws .signatureInvalid")
-    func wrongKeyType() throws {
-        try withTemporaryDirectory { directory in
+    func wrongKeyType() async throws {
+        try await withTemporaryDirectory { directory in
             let fixture = KeyFixture(directory: directory, kind: .ed25519)
-            let (_, edPublic) = try fixture.makeKey("ed", ed25519: true)
-            let (_, rsaPublic) = try fixture.makeKey("rsa", ed25519: false)
+            let (_, edPublic) = try await fixture.makeKey("ed", ed25519: true)
+            let (_, rsaPublic) = try await fixture.makeKey("rsa", ed25519: false)
             let message = Data("m".utf8)
             let signature = Data(repeating: 1, count: 64)
             for scheme in [SignatureScheme.rsaPKCS1SHA256, .rsaPSSSHA256] {
@@ -176,10 +176,10 @@ struct SignatureTests {
     }
 
     @Test("Garbage, a private key or an empty string as PEM throws .signatureInvalid")
-    func garbagePEM() throws {
-        try withTemporaryDirectory { directory in
+    func garbagePEM() async throws {
+        try await withTemporaryDirectory { directory in
             let fixture = KeyFixture(directory: directory, kind: .ed25519)
-            let (privateKey, _) = try fixture.makeKey("ed", ed25519: true)
+            let (privateKey, _) = try await fixture.makeKey("ed", ed25519: true)
             let privatePEM = try String(contentsOf: privateKey, encoding: .utf8)
             let garbage = [
                 "not a key",
@@ -200,10 +200,10 @@ struct SignatureTests {
     }
 
     @Test("An unknown scheme throws .unsupported")
-    func unknownScheme() throws {
-        try withTemporaryDirectory { directory in
+    func unknownScheme() async throws {
+        try await withTemporaryDirectory { directory in
             let fixture = KeyFixture(directory: directory, kind: .ed25519)
-            let (_, publicKey) = try fixture.makeKey("ed", ed25519: true)
+            let (_, publicKey) = try await fixture.makeKey("ed", ed25519: true)
             let key = try fixture.publicKey(publicKey, scheme: SignatureScheme(rawValue: "ecdsa-p256-sha256"))
             #expect(throws: HotUpdateError(.unsupported, "")) {
                 try verifier.verify(signature: Data(), of: Data(), with: key)
@@ -212,13 +212,13 @@ struct SignatureTests {
     }
 
     @Test("keyID is the SHA-256 of the DER SubjectPublicKeyInfo", arguments: [true, false])
-    func keyID(ed25519: Bool) throws {
-        try withTemporaryDirectory { directory in
+    func keyID(ed25519: Bool) async throws {
+        try await withTemporaryDirectory { directory in
             let fixture = KeyFixture(directory: directory, kind: ed25519 ? .ed25519 : .rsaPKCS1)
-            let (_, publicKey) = try fixture.makeKey("k", ed25519: ed25519)
-            let (_, otherPublicKey) = try fixture.makeKey("o", ed25519: ed25519)
+            let (_, publicKey) = try await fixture.makeKey("k", ed25519: ed25519)
+            let (_, otherPublicKey) = try await fixture.makeKey("o", ed25519: ed25519)
             let expected = firstWord(
-                of: try run([
+                of: try await run([
                     "sh", "-c", "openssl pkey -pubin -in \"$1\" -outform DER | sha256sum", "sh", publicKey.path,
                 ]))
             #expect(expected.count == 64)
@@ -235,11 +235,11 @@ struct SignatureTests {
 @Suite("SubjectPublicKeyInfo parsing (used where libcrypto is absent)")
 struct SubjectPublicKeyInfoTests {
     @Test("Reads the algorithm and key bits of openssl's keys", arguments: [true, false])
-    func parse(ed25519: Bool) throws {
-        try withTemporaryDirectory { directory in
+    func parse(ed25519: Bool) async throws {
+        try await withTemporaryDirectory { directory in
             let fixture = KeyFixture(directory: directory, kind: ed25519 ? .ed25519 : .rsaPKCS1)
-            let (_, publicKey) = try fixture.makeKey("k", ed25519: ed25519)
-            let der = Array(try run(["openssl", "pkey", "-pubin", "-in", publicKey.path, "-outform", "DER"]))
+            let (_, publicKey) = try await fixture.makeKey("k", ed25519: ed25519)
+            let der = Array(try await run(["openssl", "pkey", "-pubin", "-in", publicKey.path, "-outform", "DER"]))
             let info = try SubjectPublicKeyInfo(pem: try String(contentsOf: publicKey, encoding: .utf8))
             #expect(info.der == der)
             if ed25519 {
@@ -250,7 +250,7 @@ struct SubjectPublicKeyInfoTests {
             } else {
                 #expect(info.algorithmOID == "1.2.840.113549.1.1.1")
                 let pkcs1 = Array(
-                    try run(["openssl", "rsa", "-pubin", "-in", publicKey.path, "-RSAPublicKey_out", "-outform", "DER"]))
+                    try await run(["openssl", "rsa", "-pubin", "-in", publicKey.path, "-RSAPublicKey_out", "-outform", "DER"]))
                 #expect(try info.rsaPublicKeyDER() == pkcs1)
                 #expect(!info.fits(.ed25519) && info.fits(.rsaPKCS1SHA256) && info.fits(.rsaPSSSHA256))
             }

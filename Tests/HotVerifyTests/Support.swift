@@ -1,13 +1,14 @@
 import Foundation
+import HotTesting
 import Testing
 
 /// A fresh directory for one test, removed when the test ends.
-func withTemporaryDirectory<T>(_ body: (URL) throws -> T) throws -> T {
+func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
     let directory = FileManager.default.temporaryDirectory
         .appendingPathComponent("HotVerifyTests-\(UUID().uuidString)", isDirectory: true)
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
-    return try body(directory)
+    return try await body(directory)
 }
 
 struct CommandFailed: Error, CustomStringConvertible {
@@ -16,23 +17,8 @@ struct CommandFailed: Error, CustomStringConvertible {
 
 /// Runs a command found on `PATH` and returns its standard output; throws on a non-zero exit.
 @discardableResult
-func run(_ arguments: [String]) throws -> Data {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw CommandFailed(description: "\(arguments.joined(separator: " ")) exited \(process.terminationStatus): \(errorText)")
-    }
-    return data
+func run(_ arguments: [String]) async throws -> Data {
+    try await Subprocess.check(arguments[0], Array(arguments.dropFirst())).standardOutput
 }
 
 /// The first whitespace-separated word of a command's output: the hex digest of

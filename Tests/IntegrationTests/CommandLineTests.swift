@@ -24,21 +24,10 @@ struct CommandLineTests {
         throw HotUpdateError(.notFound, "hot executable not found near \(directory.path)")
     }
 
-    static func run(_ arguments: [String]) throws -> Result {
-        let process = Process()
-        process.executableURL = try hotExecutable()
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self))
+    /// Runs `hot`, waiting on a thread of its own (see ``Subprocess``).
+    static func run(_ arguments: [String]) async throws -> Result {
+        let output = try await Subprocess.run(try hotExecutable().path, arguments)
+        return Result(status: output.status, stdout: output.stdout, stderr: output.stderr)
     }
 
     struct StatusDocument: Decodable {
@@ -57,7 +46,7 @@ struct CommandLineTests {
         let files = ["sub/sample@3x.png": noise(4_000, seed: 1), "a/b/c.json": Data("{}".utf8)]
         try writeTree(files, under: source)
         let repo = try makeTemporaryDirectory("repo")
-        let packed = try Self.run(["pack", source.path, "--id", "images", "--version", "7", "--repo", repo.path])
+        let packed = try await Self.run(["pack", source.path, "--id", "images", "--version", "7", "--repo", repo.path])
         #expect(packed.status == 0, "\(packed.stderr)")
         let manifest = try ManifestDocument.decode(Data(contentsOf: repo.appendingPathComponent("manifest.json")))
         #expect(manifest.packages.map(\.url) == ["packages/images-7.zip"])
@@ -66,13 +55,13 @@ struct CommandLineTests {
         let root = try makeTemporaryDirectory("store")
         for transport in ["curl", "urlsession"] {
             let storeRoot = root.appendingPathComponent(transport)
-            let synced = try Self.run([
+            let synced = try await Self.run([
                 "sync", "--manifest", server.baseURL.appendingPathComponent("manifest.json").absoluteString,
                 "--root", storeRoot.path, "--transport", transport,
             ])
             #expect(synced.status == 0, "\(synced.stderr)")
 
-            let status = try Self.run(["status", "--root", storeRoot.path, "--json"])
+            let status = try await Self.run(["status", "--root", storeRoot.path, "--json"])
             let document = try JSONDecoder().decode(StatusDocument.self, from: Data(status.stdout.utf8))
             let package = try #require(document.packages.first)
             #expect(package.id == "images" && package.version == "7" && package.state == "installed")
@@ -80,11 +69,11 @@ struct CommandLineTests {
 
             let bundle = try makeTemporaryDirectory("bundle")
             try writeTree(["logo.png": Data("l".utf8)], under: bundle)
-            let resolved = try Self.run(["resolve", "sub/sample", "--root", storeRoot.path, "--bundle", bundle.path])
+            let resolved = try await Self.run(["resolve", "sub/sample", "--root", storeRoot.path, "--bundle", bundle.path])
             #expect(resolved.stdout.trimmingCharacters(in: .newlines) == "\(try #require(package.path))/sub/sample@3x.png")
-            let fallback = try Self.run(["resolve", "logo", "--root", storeRoot.path, "--bundle", bundle.path])
+            let fallback = try await Self.run(["resolve", "logo", "--root", storeRoot.path, "--bundle", bundle.path])
             #expect(fallback.stdout.trimmingCharacters(in: .newlines) == bundle.appendingPathComponent("logo.png").path)
-            let missing = try Self.run(["resolve", "nothing", "--root", storeRoot.path, "--bundle", bundle.path])
+            let missing = try await Self.run(["resolve", "nothing", "--root", storeRoot.path, "--bundle", bundle.path])
             #expect(missing.status != 0)
         }
         await server.stop()
@@ -97,19 +86,19 @@ struct CommandLineTests {
         try writeTree(["a.txt": Data("one".utf8)], under: v1)
         let v2 = try makeTemporaryDirectory("v2")
         try writeTree(["a.txt": Data("two".utf8)], under: v2)
-        #expect(try Self.run(["pack", v1.path, "--id", "p", "--version", "1", "--repo", repo.path]).status == 0)
+        #expect(try await Self.run(["pack", v1.path, "--id", "p", "--version", "1", "--repo", repo.path]).status == 0)
         let server = try await NginxServer.start(root: repo)
         let root = try makeTemporaryDirectory("store")
         let manifestURL = server.baseURL.appendingPathComponent("manifest.json").absoluteString
-        #expect(try Self.run(["sync", "--manifest", manifestURL, "--root", root.path]).status == 0)
+        #expect(try await Self.run(["sync", "--manifest", manifestURL, "--root", root.path]).status == 0)
 
-        #expect(try Self.run(["pack", v2.path, "--id", "p", "--version", "2", "--repo", repo.path]).status == 0)
+        #expect(try await Self.run(["pack", v2.path, "--id", "p", "--version", "2", "--repo", repo.path]).status == 0)
         let archive = repo.appendingPathComponent("packages/p-2.zip")
         var bytes = try Data(contentsOf: archive)
         bytes[bytes.count / 2] ^= 0xff
         try bytes.write(to: archive)
 
-        let failed = try Self.run(["sync", "--manifest", manifestURL, "--root", root.path])
+        let failed = try await Self.run(["sync", "--manifest", manifestURL, "--root", root.path])
         #expect(failed.status == 1)
         let lines = failed.stderr.split(separator: "\n")
         #expect(lines.count == 1)
@@ -117,7 +106,7 @@ struct CommandLineTests {
         #expect(failed.stderr.contains("package p"))
 
         let status = try JSONDecoder().decode(
-            StatusDocument.self, from: Data(try Self.run(["status", "--root", root.path, "--json"]).stdout.utf8))
+            StatusDocument.self, from: Data(try await Self.run(["status", "--root", root.path, "--json"]).stdout.utf8))
         #expect(status.packages.first?.version == "1")
         #expect(status.packages.first?.state == "failed")
         let path = try #require(status.packages.first?.path)
@@ -126,7 +115,7 @@ struct CommandLineTests {
     }
 
     @Test("unpack refuses a zip-slip archive, names the entry, and leaves nothing behind")
-    func unpackHostile() throws {
+    func unpackHostile() async throws {
         let work = try makeTemporaryDirectory("unpack")
         let archive = work.appendingPathComponent("evil.zip")
         let script = """
@@ -135,17 +124,12 @@ struct CommandLineTests {
                 z.writestr("ok.txt", "fine")
                 z.writestr("../../evil.txt", "escaped")
             """
-        let python = Process()
-        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        python.arguments = ["python3", "-c", script, archive.path]
-        try python.run()
-        python.waitUntilExit()
-        #expect(python.terminationStatus == 0)
+        try await Subprocess.check("python3", ["-c", script, archive.path])
 
         let destination = work.appendingPathComponent("out")
         for backend in ["zip", "libarchive"] {
             let before = try FileManager.default.contentsOfDirectory(atPath: work.path).sorted()
-            let result = try Self.run(["unpack", archive.path, destination.path, "--backend", backend])
+            let result = try await Self.run(["unpack", archive.path, destination.path, "--backend", backend])
             #expect(result.status != 0)
             #expect(result.stderr.split(separator: "\n").count == 1)
             #expect(result.stderr.contains("../../evil.txt"))
@@ -155,14 +139,14 @@ struct CommandLineTests {
     }
 
     @Test("bad invocations fail with one line on stderr")
-    func badInvocations() throws {
+    func badInvocations() async throws {
         let root = try makeTemporaryDirectory("bad")
-        let missingDirectory = try Self.run(["pack", root.appendingPathComponent("nope").path, "--id", "a", "--version", "1", "--repo", root.path])
+        let missingDirectory = try await Self.run(["pack", root.appendingPathComponent("nope").path, "--id", "a", "--version", "1", "--repo", root.path])
         #expect(missingDirectory.status != 0)
         #expect(missingDirectory.stderr.contains("not a directory"))
-        let badID = try Self.run(["pack", root.path, "--id", "../x", "--version", "1", "--repo", root.path])
+        let badID = try await Self.run(["pack", root.path, "--id", "../x", "--version", "1", "--repo", root.path])
         #expect(badID.status != 0)
-        let badManifest = try Self.run(["sync", "--manifest", root.appendingPathComponent("none.json").path, "--root", root.path])
+        let badManifest = try await Self.run(["sync", "--manifest", root.appendingPathComponent("none.json").path, "--root", root.path])
         #expect(badManifest.status != 0)
         #expect(badManifest.stderr.split(separator: "\n").count == 1)
     }
