@@ -266,8 +266,11 @@ struct HTTPTransportTests {
     func cancelBeforeHeaders(kind: HTTPTransportKind) async throws {
         try await withRawServer(.neverRespond) { server in
             let transport = kind.make()
-            let fetching = Task { try await transport.fetch(TransportRequest(url: server.url)) }
-            #expect(await server.wait { $0.requestLines.count == 1 })
+            // Generous limits: this test is about cancellation, and a loaded machine may be slow
+            // to send the request; no timeout may fire first.
+            let patient = TransportTimeouts(connect: .seconds(600), lowSpeedWindow: .seconds(600))
+            let fetching = Task { try await transport.fetch(TransportRequest(url: server.url, timeouts: patient)) }
+            #expect(await server.wait(timeout: .seconds(300)) { $0.requestLines.count == 1 })
             fetching.cancel()
             let error = await hotError { _ = try await fetching.value }
             #expect(error?.code == .cancelled, "\(error?.detailedDescription() ?? "no error")")
