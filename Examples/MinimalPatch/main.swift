@@ -103,7 +103,7 @@ func run() async throws {
         }
         let origin: String
         switch asset.origin {
-        case .package(let id, let version): origin = "patch \(id) v\(version)"
+        case .package(let id, let version): origin = "package \(id) v\(version)"
         case .bundle: origin = "bundle"
         }
         print("  \(name) -> \(asset.url.lastPathComponent) from \(origin)")
