@@ -143,10 +143,15 @@ import Testing
         try Tool.python(
             """
             import os
+            # Hard links to a few empty files: 66,000 names without 66,000 inodes
+            # (ext4 allows 65,000 links per inode).
+            os.makedirs('src')
+            for seed in range(4):
+                open('seed%d' % seed, 'wb').close()
             for d in range(66):
                 os.makedirs('src/d%02d' % d)
                 for f in range(1000):
-                    open('src/d%02d/f%04d' % (d, f), 'wb').close()
+                    os.link('seed%d' % (d % 4), 'src/d%02d/f%04d' % (d, f))
             """, in: scratch.url)
         let archive = scratch.path("many.zip")
         let summary = try ZipWriter.write(directory: source, to: archive)

@@ -11,9 +11,10 @@ import HotCore
 /// structure is checked and every name admitted by the same code ``ZipUnarchiver``
 /// uses (libarchive trusts local headers and does not notice overlapping entries
 /// or a local name that disagrees with the central directory). Each entry
-/// libarchive returns is matched to its central directory record by the position
-/// of its local header, and written under the name and mode that check produced,
-/// so both unarchivers write the same tree. Limits are enforced on the data blocks
+/// libarchive returns is matched to its central directory record by name (names
+/// are unique by then), and written under the path and mode that check produced,
+/// so both unarchivers write the same tree. libarchive runs on a thread of its own
+/// with a UTF-8 `LC_CTYPE` for that thread only, so non-ASCII names convert. Limits are enforced on the data blocks
 /// as libarchive delivers them; entries go into a staging directory renamed onto
 /// the destination at the end.
 ///

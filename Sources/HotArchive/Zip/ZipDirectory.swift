@@ -6,7 +6,8 @@ import HotCore
 /// Reading it refuses, with ``HotUpdateError/Code/corruptArchive``, every
 /// inconsistency a reader could be fooled by: a local header that disagrees
 /// with the central directory (name, method, encryption, and CRC and sizes
-/// unless a data descriptor defers them), data that runs past the central
+/// unless a data descriptor defers them; names must be the same bytes or decode
+/// to the same name through a Unicode Path field), data that runs past the central
 /// directory or the end of the file, and entries whose bytes overlap (the
 /// overlapping-files zip bomb).
 ///
