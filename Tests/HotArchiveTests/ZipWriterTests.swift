@@ -127,6 +127,32 @@ import Testing
         #expect(listing.split(separator: "\n") == ["a.txt"])
     }
 
+    @Test func emptyDirectoryGivesAnEmptyArchive() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let source = scratch.path("src")
+        try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
+        let summary = try ZipWriter.write(directory: source, to: scratch.path("e.zip"))
+        #expect(summary.fileCount == 0 && summary.directoryCount == 0)
+        #expect(summary.archiveBytes == 22)
+        for backend in Backend.allCases {
+            let report = try await backend.unarchiver.extract(scratch.path("e.zip"), to: scratch.path("out-\(backend.rawValue)"))
+            #expect(report.files.isEmpty)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path("out-\(backend.rawValue)").path).isEmpty)
+        }
+    }
+
+    @Test func specialFilesAreRefused() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try Tool.python("import os\nos.makedirs('src')\nos.mkfifo('src/pipe')", in: scratch.url)
+        let error = await expectHotError(.invalidArgument) {
+            try ZipWriter.write(directory: scratch.path("src"), to: scratch.path("p.zip"))
+        }
+        #expect(error?.message.contains("pipe") == true)
+        #expect(!FileManager.default.fileExists(atPath: scratch.path("p.zip").path))
+    }
+
     @Test func compressionLevelOutOfRangeIsRefused() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
@@ -143,10 +169,15 @@ import Testing
         try Tool.python(
             """
             import os
+            # Hard links to a few empty files: 66,000 names without 66,000 inodes
+            # (ext4 allows 65,000 links per inode).
+            os.makedirs('src')
+            for seed in range(4):
+                open('seed%d' % seed, 'wb').close()
             for d in range(66):
                 os.makedirs('src/d%02d' % d)
                 for f in range(1000):
-                    open('src/d%02d/f%04d' % (d, f), 'wb').close()
+                    os.link('seed%d' % (d % 4), 'src/d%02d/f%04d' % (d, f))
             """, in: scratch.url)
         let archive = scratch.path("many.zip")
         let summary = try ZipWriter.write(directory: source, to: archive)

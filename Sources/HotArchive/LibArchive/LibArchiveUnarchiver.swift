@@ -11,9 +11,10 @@ import HotCore
 /// structure is checked and every name admitted by the same code ``ZipUnarchiver``
 /// uses (libarchive trusts local headers and does not notice overlapping entries
 /// or a local name that disagrees with the central directory). Each entry
-/// libarchive returns is matched to its central directory record by the position
-/// of its local header, and written under the name and mode that check produced,
-/// so both unarchivers write the same tree. Limits are enforced on the data blocks
+/// libarchive returns is matched to its central directory record by name (names
+/// are unique by then), and written under the path and mode that check produced,
+/// so both unarchivers write the same tree. libarchive runs on a thread of its own
+/// with a UTF-8 `LC_CTYPE` for that thread only, so non-ASCII names convert. Limits are enforced on the data blocks
 /// as libarchive delivers them; entries go into a staging directory renamed onto
 /// the destination at the end.
 ///
@@ -87,8 +88,16 @@ public struct LibArchiveUnarchiver: Unarchiver {
         let (plan, staging) = try await BlockingThreads.perform {
             do {
                 let plan = try ZipArchivePlan.make(try ReadOnlyFile(archive), options: options)
-                if options.password == nil, let locked = plan.entries.first(where: { $0.record.isEncrypted && $0.kind == .file }) {
-                    throw ArchiveError.make(.passwordRequired, name, "it is encrypted and no password was given", entry: locked.name)
+                for entry in plan.entries where entry.kind == .file && entry.record.isEncrypted {
+                    if entry.record.flags & ZipFormat.flagStrongEncryption != 0 {
+                        throw ArchiveError.make(
+                            .unsupportedEncryption, name, "it uses PKWARE strong encryption, which is not supported",
+                            entry: entry.name)
+                    }
+                    if options.password == nil {
+                        throw ArchiveError.make(
+                            .passwordRequired, name, "it is encrypted and no password was given", entry: entry.name)
+                    }
                 }
                 return (plan, try StagingArea.create(for: destination))
             } catch {
@@ -202,7 +211,9 @@ private final class LibArchiveReader {
         var names: [[UInt8]: Int] = [:]
         for (index, entry) in plan.entries.enumerated() {
             names[Self.key(entry.record.rawName)] = index
+            names[Self.key(entry.name.utf8)] = index
             if let unicode = entry.record.unicodePath { names[Self.key(unicode)] = index }
+            if let local = entry.record.localName { names[Self.key(local)] = index }
         }
         for root in plan.rootEntries { names[Self.key(root.rawName)] = Self.root }
         byName = names
@@ -218,9 +229,11 @@ private final class LibArchiveReader {
 
     deinit { archive_read_free(handle) }
 
-    /// The name without a trailing `/`: libarchive may add or drop one on directories.
+    /// The name with `\\` as `/` and no trailing `/`: libarchive turns DOS separators into
+    /// slashes and may add or drop a slash on directories. Names that collide under this
+    /// key have already been refused as duplicates.
     private static func key<Bytes: Collection>(_ bytes: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
-        var key = Array(bytes)
+        var key = bytes.map { $0 == UInt8(ascii: "\\") ? UInt8(ascii: "/") : $0 }
         if key.last == UInt8(ascii: "/") { key.removeLast() }
         return key
     }
@@ -228,8 +241,9 @@ private final class LibArchiveReader {
     /// The next entry's index in the plan, or nil at the end.
     ///
     /// Entries are matched by name: the structure check has made local and central
-    /// names agree and names unique, and libarchive returns either the raw bytes or,
-    /// for UTF-8 names and Unicode Path fields, their UTF-8 form.
+    /// names agree and names unique, and libarchive returns either the raw bytes or
+    /// a UTF-8 form (of a flagged name or a Unicode Path field), which is our decoded
+    /// name. An ambiguous match fails safely: the same entry seen twice is an error.
     func nextEntry() throws -> (Int, OpaquePointer)? {
         while true {
             var entry: OpaquePointer?

@@ -6,7 +6,8 @@ enum ExtraFields {
     /// Applies the extra fields in `extra` to `record`.
     ///
     /// - Parameter central: Whether `extra` comes from the central directory (which
-    ///   may also carry the local header offset and a Unicode path).
+    ///   may also carry the local header offset). A Unicode Path field is kept only
+    ///   when its CRC matches `record.rawName`.
     /// - Throws: ``HotUpdateError/Code/corruptArchive`` when a zip64 field is too short.
     static func apply(
         _ extra: UnsafeRawBufferPointer, to record: inout ZipEntryRecord, central: Bool, archive: String
@@ -22,7 +23,7 @@ enum ExtraFields {
             switch id {
             case ZipFormat.extraZip64:
                 try applyZip64(field, to: &record, central: central, archive: archive)
-            case ZipFormat.extraUnicodePath where central:
+            case ZipFormat.extraUnicodePath:
                 applyUnicodePath(field, to: &record)
             default:
                 break

@@ -44,15 +44,36 @@ enum LocalHeaders {
                     headerLength, at: Int64(entry.localHeaderOffset),
                     what: "the local header of '\(entry.displayName)'")
             }
-            let localName = header[ZipFormat.localHeaderLength..<(ZipFormat.localHeaderLength + nameLength)]
-            guard localName.elementsEqual(entry.rawName) else {
+            let localFlags = header.uint16LE(at: 6)
+            let localMethod = header.uint16LE(at: 8)
+            let deferred = localFlags & ZipFormat.flagDataDescriptor != 0
+            let localName = Array(header[ZipFormat.localHeaderLength..<(ZipFormat.localHeaderLength + nameLength)])
+            // The local header's own values, its extra fields applied.
+            var local = entry
+            local.rawName = localName
+            local.flags = localFlags
+            local.usesZip64 = false
+            local.unicodePath = nil
+            local.crc32 = header.uint32LE(at: 14)
+            local.compressedSize = UInt64(header.uint32LE(at: 18))
+            local.uncompressedSize = UInt64(header.uint32LE(at: 22))
+            try header.withUnsafeBytes { bytes in
+                let start = ZipFormat.localHeaderLength + nameLength
+                try ExtraFields.apply(
+                    UnsafeRawBufferPointer(rebasing: bytes[start..<(start + extraLength)]), to: &local,
+                    central: false, archive: archive)
+            }
+            // The names agree byte for byte, or once decoded (a legacy name in one header and
+            // the same name in a Unicode Path field of the other).
+            let namesAgree = try localName == entry.rawName
+                || sameDecodedName(local, entry, header, nameLength, extraLength, archive)
+            guard namesAgree else {
                 throw ArchiveError.corrupt(
                     archive,
                     "the local header names it '\(String(decoding: localName, as: UTF8.self))', the central directory disagrees",
                     entry: entry.displayName)
             }
-            let localFlags = header.uint16LE(at: 6)
-            let localMethod = header.uint16LE(at: 8)
+            if localName != entry.rawName { entry.localName = localName }
             guard localMethod == entry.method else {
                 throw ArchiveError.corrupt(
                     archive, "the local header says method \(localMethod), the central directory \(entry.method)",
@@ -63,17 +84,7 @@ enum LocalHeaders {
                     archive, "the local header and the central directory disagree on encryption",
                     entry: entry.displayName)
             }
-            if localFlags & ZipFormat.flagDataDescriptor == 0 {
-                var local = entry
-                local.crc32 = header.uint32LE(at: 14)
-                local.compressedSize = UInt64(header.uint32LE(at: 18))
-                local.uncompressedSize = UInt64(header.uint32LE(at: 22))
-                try header.withUnsafeBytes { bytes in
-                    let start = ZipFormat.localHeaderLength + nameLength
-                    try ExtraFields.apply(
-                        UnsafeRawBufferPointer(rebasing: bytes[start..<(start + extraLength)]), to: &local,
-                        central: false, archive: archive)
-                }
+            if !deferred {
                 guard local.crc32 == entry.crc32 else {
                     throw ArchiveError.corrupt(
                         archive, "the local header's CRC-32 disagrees with the central directory",
@@ -87,32 +98,33 @@ enum LocalHeaders {
                         "the local header declares \(local.compressedSize)/\(local.uncompressedSize) bytes, the central directory \(entry.compressedSize)/\(entry.uncompressedSize)",
                         entry: entry.displayName)
                 }
-                entry.usesZip64 = entry.usesZip64 || local.usesZip64
                 entry.flags &= ~ZipFormat.flagDataDescriptor
             } else {
-                // The local header's zip64 field tells the descriptor's width.
-                var local = entry
-                local.usesZip64 = false
-                local.compressedSize = UInt64(header.uint32LE(at: 18))
-                local.uncompressedSize = UInt64(header.uint32LE(at: 22))
-                try header.withUnsafeBytes { bytes in
-                    let start = ZipFormat.localHeaderLength + nameLength
-                    try ExtraFields.apply(
-                        UnsafeRawBufferPointer(rebasing: bytes[start..<(start + extraLength)]), to: &local,
-                        central: false, archive: archive)
-                }
-                entry.usesZip64 = entry.usesZip64 || local.usesZip64
                 entry.flags |= ZipFormat.flagDataDescriptor
             }
+            // The local header's zip64 field also tells a descriptor's width.
+            entry.usesZip64 = entry.usesZip64 || local.usesZip64
             entry.dataOffset = entry.localHeaderOffset + UInt64(headerLength)
-            let descriptor: UInt64 = entry.hasDataDescriptor ? 12 : 0
             let (dataEnd, overflow) = entry.dataOffset.addingReportingOverflow(entry.compressedSize)
-            guard !overflow, dataEnd <= centralDirectoryOffset, descriptor <= centralDirectoryOffset - dataEnd else {
+            guard !overflow, dataEnd <= centralDirectoryOffset else {
                 throw ArchiveError.corrupt(
                     archive, "its \(entry.compressedSize) bytes of data run into the central directory",
                     entry: entry.displayName)
             }
-            if entry.hasDataDescriptor { try checkDescriptor(entry, at: dataEnd, in: file) }
+            var descriptor: UInt64 = 0
+            if entry.hasDataDescriptor {
+                descriptor = 12
+                if centralDirectoryOffset - dataEnd < descriptor {
+                    // Some WinZip AES writers set bit 3 and write no descriptor; AES does not use the CRC.
+                    guard entry.method == ZipFormat.methodAES else {
+                        throw ArchiveError.corrupt(
+                            archive, "its data descriptor runs into the central directory", entry: entry.displayName)
+                    }
+                    descriptor = 0
+                } else if entry.method != ZipFormat.methodAES {
+                    try checkDescriptor(entry, at: dataEnd, in: file)
+                }
+            }
             spans.append((entry.localHeaderOffset, dataEnd + descriptor, index))
             entries[index] = entry
         }
@@ -123,6 +135,30 @@ enum LocalHeaders {
                 "its data overlaps entry '\(entries[next.index].displayName)' (overlapping entries are a zip bomb technique)",
                 entry: entries[previous.index].displayName)
         }
+    }
+
+    /// Whether differing local and central names decode to the same name. A local
+    /// Unicode Path field counts when its CRC matches either header's raw name.
+    private static func sameDecodedName(
+        _ local: ZipEntryRecord, _ central: ZipEntryRecord, _ header: [UInt8], _ nameLength: Int,
+        _ extraLength: Int, _ archive: String
+    ) throws -> Bool {
+        var local = local
+        if local.unicodePath == nil {
+            var probe = local
+            probe.rawName = central.rawName
+            try header.withUnsafeBytes { bytes in
+                let start = ZipFormat.localHeaderLength + nameLength
+                try ExtraFields.apply(
+                    UnsafeRawBufferPointer(rebasing: bytes[start..<(start + extraLength)]), to: &probe,
+                    central: false, archive: archive)
+            }
+            local.unicodePath = probe.unicodePath
+        }
+        guard let localName = try? ZipArchivePlan.decodeName(local, archive: archive),
+            let centralName = try? ZipArchivePlan.decodeName(central, archive: archive)
+        else { return false }
+        return localName == centralName
     }
 
     private static func checkDescriptor(_ entry: ZipEntryRecord, at offset: UInt64, in file: ReadOnlyFile) throws {

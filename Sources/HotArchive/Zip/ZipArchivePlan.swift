@@ -120,7 +120,9 @@ struct ZipArchivePlan: Sendable {
 
     /// What an entry is, from its name and (for Unix hosts) its mode.
     static func kind(of record: ZipEntryRecord, name: String) -> ArchiveEntryKind {
-        let nameIsDirectory = name.hasSuffix("/") || name.hasSuffix("\\")
+        // Without a Unix mode, the MS-DOS directory attribute (0x10) marks directories too.
+        let dosDirectory = record.unixMode == nil && record.externalAttributes & 0x10 != 0
+        let nameIsDirectory = name.hasSuffix("/") || name.hasSuffix("\\") || dosDirectory
         switch (record.unixMode ?? 0) & 0o170000 {
         case 0o040000: return .directory
         case 0o120000: return nameIsDirectory ? .directory : .symlink

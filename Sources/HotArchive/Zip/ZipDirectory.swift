@@ -6,7 +6,8 @@ import HotCore
 /// Reading it refuses, with ``HotUpdateError/Code/corruptArchive``, every
 /// inconsistency a reader could be fooled by: a local header that disagrees
 /// with the central directory (name, method, encryption, and CRC and sizes
-/// unless a data descriptor defers them), data that runs past the central
+/// unless a data descriptor defers them; names must be the same bytes or decode
+/// to the same name through a Unicode Path field), data that runs past the central
 /// directory or the end of the file, and entries whose bytes overlap (the
 /// overlapping-files zip bomb).
 ///
@@ -235,6 +236,13 @@ struct EndRecord {
             let bytes = try file.readExactly(
                 ZipFormat.zip64EndLength, at: Int64(candidate), what: "the zip64 end record")
             guard bytes.uint32LE(at: 0) == ZipFormat.zip64EndSignature else { continue }
+            // Version 6.2 and later in the zip64 end record: the central directory may be encrypted.
+            if bytes.uint16LE(at: 14) & 0xFF >= 62 {
+                throw HotUpdateError(
+                    .unsupportedEncryption,
+                    "'\(name)' has an encrypted central directory (PKWARE strong encryption), which is not supported",
+                    subject: name)
+            }
             guard bytes.uint32LE(at: 16) == 0, bytes.uint32LE(at: 20) == 0 else {
                 throw HotUpdateError(
                     .unsupported, "'\(name)' is split across several disks, which is not supported", subject: name)

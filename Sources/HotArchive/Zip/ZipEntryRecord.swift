@@ -21,6 +21,8 @@ struct ZipEntryRecord: Sendable {
     var unicodePath: [UInt8]?
     /// Whether either header carried a zip64 extra field (the data descriptor then has 8-byte sizes).
     var usesZip64: Bool
+    /// The local header's name when its bytes differ from the central one (they then decode alike).
+    var localName: [UInt8]?
     /// Absolute offset of the entry's data; known once the local header has been read.
     var dataOffset: UInt64 = 0
 

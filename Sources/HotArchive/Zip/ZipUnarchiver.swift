@@ -47,8 +47,12 @@ import HotCore
 /// end record is becomes an offset added to every position. Bytes after the end record
 /// are accepted too. Split archives are refused (``HotUpdateError/Code/unsupported``).
 ///
-/// Files get the owner's permission bits of a Unix archive (at least 0o600, never
-/// setuid, setgid or sticky), directories 0o700; times are not restored.
+/// Kinds: a name ending in `/`, a Unix directory mode or (without a Unix mode) the
+/// MS-DOS directory attribute make a directory; a `./` entry (bsdtar writes one)
+/// names the destination itself and is skipped. Files get the owner's permission
+/// bits of a Unix archive (at least 0o600, never setuid, setgid or sticky),
+/// directories 0o700; times are not restored and nothing is `fsync`ed (the caller
+/// commits durability, as the store does with its metadata).
 ///
 /// ```swift
 /// let unzip = ZipUnarchiver()
@@ -128,7 +132,9 @@ public struct ZipUnarchiver: Unarchiver {
                 throw HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'")
             }
         }
+        // Largest first, so one big file does not finish alone while the other workers idle.
         let fileIndices = plan.entries.indices.filter { plan.entries[$0].kind == .file }
+            .sorted { plan.entries[$0].record.uncompressedSize > plan.entries[$1].record.uncompressedSize }
         let state = ExtractionState(
             archive: name, workCount: fileIndices.count, entriesTotal: plan.entries.count,
             bytesTotal: plan.declaredBytes, maxTotalBytes: options.maxTotalBytes, progress: progress)

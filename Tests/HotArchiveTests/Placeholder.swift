@@ -1,3 +1,0 @@
-import HotArchive
-import HotCore
-import Testing
