@@ -4,7 +4,7 @@ import Foundation
 ///
 /// A struct with static members rather than an enum, so new states can be added
 /// without breaking a `switch` in user code.
-public struct PackageState: Hashable, Sendable, Codable, CustomStringConvertible {
+public struct PackageState: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
     /// The state's stable name, as stored.
     public let rawValue: String
     /// Creates a state from its stored name.
@@ -21,13 +21,6 @@ public struct PackageState: Hashable, Sendable, Codable, CustomStringConvertible
     /// A file of the active version does not match its recorded digest.
     public static let digestMismatch = PackageState(rawValue: "digestMismatch")
 
-    public init(from decoder: any Decoder) throws {
-        rawValue = try decoder.singleValueContainer().decode(String.self)
-    }
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
     public var description: String { rawValue }
 }
 

@@ -20,7 +20,7 @@ extension DigestHasher {
 }
 
 /// A signature scheme.
-public struct SignatureScheme: Hashable, Sendable, Codable, CustomStringConvertible {
+public struct SignatureScheme: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
     /// The scheme's stable name.
     public let rawValue: String
     /// Creates a scheme from its name.
@@ -32,13 +32,6 @@ public struct SignatureScheme: Hashable, Sendable, Codable, CustomStringConverti
     /// RSA-PSS with SHA-256, MGF1-SHA-256 and a salt as long as the digest.
     public static let rsaPSSSHA256 = SignatureScheme(rawValue: "rsa-pss-sha256")
 
-    public init(from decoder: any Decoder) throws {
-        rawValue = try decoder.singleValueContainer().decode(String.self)
-    }
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
     public var description: String { rawValue }
 }
 
