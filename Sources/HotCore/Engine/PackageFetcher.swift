@@ -78,7 +78,9 @@ struct PackageFetcher: Sendable {
                 }
                 try writer.write(chunk)
             }
-            try writer.close()
+            // A staging download needs no fsync: a crash sweeps staging, and what is
+            // installed is flushed before it is recorded.
+            try writer.close(sync: false)
         } catch let error as HotUpdateError where error.code == .byteLimitExceeded {
             throw oversize(descriptor, limit: limit)
         }

@@ -329,6 +329,13 @@ public actor Updater {
         try FileSystem.createDirectory(layout.packageDirectory(id: offered.id))
         try FileSystem.remove(destination)
         try FileSystem.rename(staged.tree, to: destination)
+        do {
+            let root = layout.root
+            try await FileSystem.offload { try FileSystem.syncFileSystem(containing: root) }
+        } catch {
+            try? FileSystem.remove(destination)
+            throw error
+        }
 
         let version = InstalledVersion(
             version: offered.version, path: relative, archiveSize: staged.size, sha256: staged.sha256.hex,

@@ -77,6 +77,45 @@ public enum FileSystem {
         _ = fsync(fd)
     }
 
+    /// Flushes everything written to the file system holding `url` to stable storage:
+    /// `syncfs` on Linux (one call for a whole unpacked tree), `sync` elsewhere. The engine
+    /// calls it before the commit that makes a version active, so a power loss never leaves
+    /// a recorded version with files that were not yet on disk.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    public static func syncFileSystem(containing url: URL) throws {
+        #if canImport(Glibc) || canImport(Musl)
+            let fd = open(url.path, O_RDONLY | O_DIRECTORY)
+            guard fd >= 0 else {
+                let code = errno
+                throw HotUpdateError(
+                    .fileSystem, "cannot open \(url.path) to flush it: \(String(cString: strerror(code)))")
+            }
+            defer { _ = systemCloseFD(fd) }
+            guard let syncfs = linuxSyncfs else {
+                sync()
+                return
+            }
+            guard syncfs(fd) == 0 else {
+                let code = errno
+                throw HotUpdateError(
+                    .fileSystem, "cannot flush the file system of \(url.path): \(String(cString: strerror(code)))")
+            }
+        #else
+            sync()
+        #endif
+    }
+
+    /// Runs blocking file-system work on a thread outside Swift's cooperative pool, so a
+    /// slow disk never stalls other tasks.
+    public static func offload<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global(qos: .utility).async {
+                continuation.resume(with: Result { try body() })
+            }
+        }
+    }
+
     /// The names in a directory; an empty list when it does not exist.
     public static func contents(of url: URL) -> [String] {
         (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
@@ -85,3 +124,12 @@ public enum FileSystem {
 
 private func systemRename(_ from: String, _ to: String) -> Int32 { rename(from, to) }
 private func systemCloseFD(_ fd: Int32) -> Int32 { close(fd) }
+
+#if canImport(Glibc) || canImport(Musl)
+    /// `syncfs(2)`, looked up at run time: glibc declares it only under `_GNU_SOURCE`,
+    /// which Swift's system module does not define.
+    private let linuxSyncfs: (@convention(c) (Int32) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
+    }()
+#endif

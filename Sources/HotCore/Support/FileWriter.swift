@@ -57,12 +57,12 @@ public final class FileWriter {
         try data.withUnsafeBytes { try write($0) }
     }
 
-    /// Flushes to stable storage and closes.
+    /// Closes the file, first flushing it to stable storage when `sync` is true.
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
-    public func close() throws {
+    public func close(sync: Bool = true) throws {
         guard fd >= 0 else { return }
-        let syncResult = fsync(fd)
+        let syncResult = sync ? fsync(fd) : 0
         let syncError = errno
         let closeResult = systemClose(fd)
         fd = -1
