@@ -67,7 +67,9 @@ final class Benchmark {
         report.header(machine: Machine.description(), tools: toolVersions(), startup: startupCosts(), settings: [
             "corpora: \(sizes.map { "\($0.name) (\($0.title))" }.joined(separator: ", "))",
             "extraction: \(runs) timed runs per tool, round-robin, after one checked warm-up run",
-            "packing: \(packRuns) timed runs per packer, round-robin",
+            packRuns > 0
+                ? "packing: \(packRuns) timed runs per packer, round-robin"
+                : "packing: not measured (--pack-runs 0)",
             child.launcher == nil
                 ? "peak RSS: ru_maxrss from wait4, tools spawned directly (hot-bench-spawn is missing), so every "
                     + "reading includes hot-bench's own footprint"
@@ -117,7 +119,7 @@ final class Benchmark {
         }
         var archiveBytes = fileSize(archive)
         progress(String(format: "  %.1f MB archive in %.2f s", Double(archiveBytes) / 1e6, monotonicSeconds() - started))
-        var archiveNote = "archive by ZipWriter (level 6)"
+        var archiveNote = "by ZipWriter (level 6)"
         if let problem = try testArchive(archive, errorLog: errorLog) {
             // A broken archive would fail every extractor: measure on Info-ZIP's instead, and say so.
             let replacement = base + "/corpus-zip.zip"
@@ -132,17 +134,23 @@ final class Benchmark {
             unlink(archive)
             guard rename(replacement, archive) == 0 else { throw systemError("renaming", replacement) }
             archiveBytes = fileSize(archive)
-            archiveNote = "archive by zip -r -q, because ZipWriter's failed `unzip -tq`: \(problem)"
+            archiveNote = "by zip -r -q, because ZipWriter's failed `unzip -tq`: \(problem)"
         }
 
         let packing = packRuns > 0 ? try measurePacking(corpus, target: target, base: base, errorLog: errorLog) : nil
         let extraction = try measureExtraction(corpus, archive: archive, target: target, base: base, errorLog: errorLog)
 
         let heading = "\(target.name) · \(spec.name): \(spec.title)"
-        let detail = String(
-            format: "%@ files, %.1f MB unpacked, %.1f MB %@; %@ = %@ (%@)",
-            corpus.files.count.grouped, Double(corpus.totalBytes) / 1e6, Double(archiveBytes) / 1e6, archiveNote,
-            target.name, target.parent, Machine.fileSystemType(of: target.parent) ?? "unknown")
+        let detail = [
+            String(
+                format: "corpus: %@ files, %.1f MB, fnv64 %@", corpus.files.count.grouped,
+                Double(corpus.totalBytes) / 1e6, corpus.fingerprint),
+            String(
+                format: "archive: %.1f MB, %@, fnv64 %@", Double(archiveBytes) / 1e6, archiveNote,
+                Fingerprint.ofFile(archive) ?? "unreadable"),
+            "file system: \(target.parent) (\(Machine.fileSystemType(of: target.parent) ?? "unknown"))"
+                + (target.syncs ? ", sync before each timed run" : ""),
+        ]
         let goals = Goal.evaluate(extraction, tools: extractors, fileSystem: target.name, large: spec == .large)
         report.section(
             heading: heading, detail: detail, extraction: extraction, tools: extractors, runs: runs,

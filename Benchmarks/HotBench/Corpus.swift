@@ -54,6 +54,8 @@ struct Corpus: Sendable {
     let root: URL
     /// Every file, sorted by path.
     let files: [File]
+    /// FNV-1a of every path and its bytes, in generation order: the same on every run.
+    let fingerprint: String
 
     /// The bytes of all files together.
     var totalBytes: Int64 { files.reduce(0) { $0 + $1.size } }
@@ -72,6 +74,7 @@ struct Corpus: Sendable {
         let perFile = spec.megabytes * 1024 * 1024 / spec.files
         var created: Set<String> = []
         var files: [File] = []
+        var fingerprint = Fingerprint()
         var bytes: [UInt8] = []
         bytes.reserveCapacity(perFile * 3)
         do {
@@ -111,8 +114,11 @@ struct Corpus: Sendable {
             let path = folder.isEmpty ? name : folder + "/" + name
             try writeFile(bytes, to: root.appendingPathComponent(path).path)
             files.append(File(path: path, size: Int64(bytes.count)))
+            fingerprint.add(Array(path.utf8))
+            fingerprint.add(bytes)
         }
-        return Corpus(spec: spec, root: root, files: files.sorted { $0.path < $1.path })
+        return Corpus(
+            spec: spec, root: root, files: files.sorted { $0.path < $1.path }, fingerprint: fingerprint.hex)
     }
 
     private static func writeFile(_ bytes: [UInt8], to path: String) throws {

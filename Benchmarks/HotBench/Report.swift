@@ -32,12 +32,11 @@ struct Report {
     }
 
     func section(
-        heading text: String, detail: String, extraction: [ToolResult], tools: [ExtractionTool], runs: Int,
+        heading text: String, detail: [String], extraction: [ToolResult], tools: [ExtractionTool], runs: Int,
         packing: [(result: ToolResult, archiveBytes: Int64)]?, packers: [PackingTool], packRuns: Int, goals: [Goal]
     ) {
         heading(text, level: 3)
-        emit(detail)
-        emit()
+        list(detail)
         emit("Extraction (\(runs) runs each; wall time spawn→exit; peak RSS of the child):")
         emit()
         let bsdtar = tools.firstIndex(where: { $0.id == "bsdtar" }).flatMap { extraction[$0].samples }
