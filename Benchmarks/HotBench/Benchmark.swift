@@ -106,7 +106,7 @@ final class Benchmark {
         var started = monotonicSeconds()
         let corpus = try Corpus.generate(spec, at: URL(fileURLWithPath: base + "/corpus", isDirectory: true))
         progress(String(format: "  %d files, %.1f MB in %.1f s", corpus.files.count,
-                        Double(corpus.totalBytes) / 1e6, monotonicSeconds() - started))
+                        Double(corpus.totalBytes) / mebibyte, monotonicSeconds() - started))
 
         progress("[\(target.name) \(spec.name)] packing with ZipWriter")
         let archive = base + "/corpus.zip"
@@ -118,7 +118,7 @@ final class Benchmark {
                 .fileSystem, "ZipWriter could not pack the \(spec.name) corpus: \(made.errorOutput)", subject: archive)
         }
         var archiveBytes = fileSize(archive)
-        progress(String(format: "  %.1f MB archive in %.2f s", Double(archiveBytes) / 1e6, monotonicSeconds() - started))
+        progress(String(format: "  %.1f MB archive in %.2f s", Double(archiveBytes) / mebibyte, monotonicSeconds() - started))
         var archiveNote = "by ZipWriter (level 6)"
         if let problem = try testArchive(archive, errorLog: errorLog) {
             // A broken archive would fail every extractor: measure on Info-ZIP's instead, and say so.
@@ -144,9 +144,9 @@ final class Benchmark {
         let detail = [
             String(
                 format: "corpus: %@ files, %.1f MB, fnv64 %@", corpus.files.count.grouped,
-                Double(corpus.totalBytes) / 1e6, corpus.fingerprint),
+                Double(corpus.totalBytes) / mebibyte, corpus.fingerprint),
             String(
-                format: "archive: %.1f MB, %@, fnv64 %@", Double(archiveBytes) / 1e6, archiveNote,
+                format: "archive: %.1f MB, %@, fnv64 %@", Double(archiveBytes) / mebibyte, archiveNote,
                 Fingerprint.ofFile(archive) ?? "unreadable"),
             "file system: \(target.parent) (\(Machine.fileSystemType(of: target.parent) ?? "unknown"))"
                 + (target.syncs ? ", sync before each timed run" : ""),
@@ -308,6 +308,9 @@ final class Benchmark {
 }
 
 // MARK: - Small helpers
+
+/// Sizes are printed in MiB, labelled MB as the corpora's names are.
+let mebibyte = 1_048_576.0
 
 private func progress(_ message: String) {
     FileHandle.standardError.write(Data((message + "\n").utf8))

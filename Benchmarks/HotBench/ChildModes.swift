@@ -24,11 +24,22 @@ struct Extract: AsyncParsableCommand {
     @Argument(help: "The destination directory (absent or empty).")
     var destination: String
 
+    @Flag(help: "Only list the entries (the checks that precede extraction) and print how long that took.")
+    var listOnly = false
+
     func run() async throws {
         let source = URL(fileURLWithPath: archive)
         let target = URL(fileURLWithPath: destination, isDirectory: true)
         let start = monotonicSeconds()
         do {
+            if listOnly {
+                switch backend {
+                case .zip: _ = try await ZipUnarchiver().entries(of: source, options: ExtractOptions())
+                case .libarchive: _ = try await LibArchiveUnarchiver().entries(of: source, options: ExtractOptions())
+                }
+                print(Int64((monotonicSeconds() - start) * 1e9))
+                return
+            }
             switch backend {
             case .zip:
                 _ = try await ZipUnarchiver().extract(source, to: target)
@@ -74,4 +85,40 @@ struct Idle: AsyncParsableCommand {
         abstract: "Start and exit (used by the benchmark to measure start-up).", shouldDisplay: false)
 
     func run() async throws {}
+}
+
+/// `hot-bench corpus --size S DIR [--archive ZIP]`: writes one corpus (and optionally its
+/// ZipWriter archive) and keeps it, for profiling a backend by hand.
+struct MakeCorpus: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "corpus", abstract: "Write a benchmark corpus to a directory and keep it.", shouldDisplay: false)
+
+    @Option(help: "small or large.")
+    var size: String = "small"
+
+    @Option(help: "Also pack the corpus with ZipWriter into this file.")
+    var archive: String?
+
+    @Argument(help: "The directory to create (it must not exist).")
+    var directory: String
+
+    func run() async throws {
+        guard let spec = CorpusSpec.all.first(where: { $0.name == size }) else {
+            throw ValidationError("unknown size '\(size)' (use small, large)")
+        }
+        guard !FileManager.default.fileExists(atPath: directory) else {
+            throw ValidationError("'\(directory)' exists already")
+        }
+        do {
+            let root = URL(fileURLWithPath: directory, isDirectory: true)
+            let corpus = try Corpus.generate(spec, at: root)
+            print("\(corpus.files.count) files, \(corpus.totalBytes) bytes, fnv64 \(corpus.fingerprint)")
+            if let archive {
+                try ZipWriter.write(directory: root, to: URL(fileURLWithPath: archive))
+            }
+        } catch let error as HotUpdateError {
+            FileHandle.standardError.write(Data("hot-bench corpus: \(error.detailedDescription())\n".utf8))
+            throw ExitCode(1)
+        }
+    }
 }

@@ -60,7 +60,7 @@ struct Corpus: Sendable {
     /// The bytes of all files together.
     var totalBytes: Int64 { files.reduce(0) { $0 + $1.size } }
 
-    /// Writes the tree for `spec` under `root` (which must not exist yet).
+    /// Writes the tree for `spec` under `root` (created if needed; it should be empty).
     ///
     /// About half the files (by count) are `.png`-named random bytes that no
     /// compressor shrinks; the others are JavaScript-like lines and JSON arrays

@@ -14,7 +14,7 @@ struct HotBench: AsyncParsableCommand {
             and fastest wall time and the peak RSS of each. Run it in release mode: \
             swift run -c release hot-bench
             """,
-        subcommands: [Measure.self, Extract.self, Pack.self, Idle.self],
+        subcommands: [Measure.self, Extract.self, Pack.self, Idle.self, MakeCorpus.self],
         defaultSubcommand: Measure.self)
 }
 

@@ -18,15 +18,17 @@ enum Machine {
         lines.append("cores: \(ProcessInfo.processInfo.activeProcessorCount) (nproc)")
         var names = utsname()
         if uname(&names) == 0 {
-            let field = { (value: Any) -> String in
-                withUnsafeBytes(of: value) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
-            }
             lines.append("kernel: \(field(names.sysname)) \(field(names.release)) \(field(names.machine))")
         }
         if let cpu = cpuModel() { lines.append("cpu: \(cpu)") }
         let gib = Double(ProcessInfo.processInfo.physicalMemory) / 1_073_741_824
         lines.append("memory: \(String(format: "%.1f", gib)) GiB")
         return lines
+    }
+
+    /// A NUL-terminated `char[]` field of a C struct, as a string.
+    private static func field<T>(_ value: T) -> String {
+        withUnsafeBytes(of: value) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
     }
 
     private static func cpuModel() -> String? {

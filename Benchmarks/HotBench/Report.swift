@@ -64,7 +64,7 @@ struct Report {
             var notes: [String] = []
             for (tool, entry) in zip(packers, packing) {
                 var cells = row(tool.label, entry.result, reference: zipCLI, notes: &notes)
-                cells.append(entry.result.samples == nil ? "" : String(format: "%.1f", Double(entry.archiveBytes) / 1e6))
+                cells.append(entry.result.samples == nil ? "" : String(format: "%.1f", Double(entry.archiveBytes) / mebibyte))
                 table.add(cells)
             }
             emit(table.render(markdown: markdown))

@@ -33,7 +33,7 @@ struct Samples: Sendable {
     var minimumMilliseconds: Double { (seconds.min() ?? .nan) * 1000 }
 
     /// The highest peak RSS of any run, in MiB.
-    var peakMegabytes: Double { Double(peakRSS.max() ?? 0) / 1_048_576 }
+    var peakMegabytes: Double { Double(peakRSS.max() ?? 0) / mebibyte }
 }
 
 /// How one tool fared on one corpus and file system.
