@@ -22,6 +22,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // Only the benchmark uses it, as one of the extractors it compares.
+        .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
     ],
     targets: [
         // System libraries.
@@ -81,6 +83,23 @@ let package = Package(
             path: "Examples/MinimalPatch",
             exclude: ["Patches", "README.md"],
             resources: [.copy("Bundle")]),
+
+        // Benchmarks: extraction and packing against system tools (`swift run -c release hot-bench`).
+        .executableTarget(
+            name: "hot-bench",
+            dependencies: [
+                "HotCore", "HotArchive", "hot-bench-spawn",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/HotBench"),
+        // Spawns each measured tool from a small process, so its peak RSS is its own.
+        .executableTarget(name: "hot-bench-spawn", path: "Benchmarks/HotBenchSpawn"),
+        // ZIPFoundation's zlib module map declares a module named CZlib, as ours does, so no
+        // target can see both: its extractor is a separate executable that hot-bench runs.
+        .executableTarget(
+            name: "hot-bench-zipfoundation",
+            dependencies: [.product(name: "ZIPFoundation", package: "ZIPFoundation")],
+            path: "Benchmarks/ZIPFoundationExtract"),
 
         // Tests.
         .testTarget(
