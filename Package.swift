@@ -28,16 +28,16 @@ let package = Package(
     targets: [
         // System libraries.
         .systemLibrary(
-            name: "CZlib", pkgConfig: "zlib",
+            name: "CHotZlib", pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
         .systemLibrary(
-            name: "CArchive", pkgConfig: "libarchive",
+            name: "CHotArchive", pkgConfig: "libarchive",
             providers: [.apt(["libarchive-dev"]), .brew(["libarchive"])]),
         .systemLibrary(
-            name: "CCrypto", pkgConfig: "libcrypto",
+            name: "CHotCrypto", pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
         .systemLibrary(
-            name: "CCurl", pkgConfig: "libcurl",
+            name: "CHotCurl", pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]),
 
         // Abstractions and the engine.
@@ -50,19 +50,19 @@ let package = Package(
             name: "HotTransport",
             dependencies: [
                 "HotCore",
-                .target(name: "CCurl", condition: .when(platforms: nonApple + [.macOS])),
+                .target(name: "CHotCurl", condition: .when(platforms: nonApple + [.macOS])),
             ]),
         .target(
             name: "HotArchive",
             dependencies: [
-                "HotCore", "CZlib",
-                .target(name: "CArchive", condition: .when(platforms: nonApple + [.macOS])),
+                "HotCore", "CHotZlib",
+                .target(name: "CHotArchive", condition: .when(platforms: nonApple + [.macOS])),
             ]),
         .target(
             name: "HotVerify",
             dependencies: [
                 "HotCore",
-                .target(name: "CCrypto", condition: .when(platforms: nonApple)),
+                .target(name: "CHotCrypto", condition: .when(platforms: nonApple)),
             ]),
         .target(name: "HotStore", dependencies: ["HotCore"]),
         .target(name: "HotAssets", dependencies: ["HotCore"]),
@@ -94,8 +94,8 @@ let package = Package(
             path: "Benchmarks/HotBench"),
         // Spawns each measured tool from a small process, so its peak RSS is its own.
         .executableTarget(name: "hot-bench-spawn", path: "Benchmarks/HotBenchSpawn"),
-        // ZIPFoundation's zlib module map declares a module named CZlib, as ours does, so no
-        // target can see both: its extractor is a separate executable that hot-bench runs.
+        // ZIPFoundation's extractor is an executable of its own, so hot-bench's rows for our
+        // backends measure a process that links none of it.
         .executableTarget(
             name: "hot-bench-zipfoundation",
             dependencies: [.product(name: "ZIPFoundation", package: "ZIPFoundation")],

@@ -54,7 +54,7 @@ func makeTransport(_ name: String?, for url: URL) throws -> any Transport {
     case "file": return FileTransport()
     case "urlsession": return URLSessionTransport()
     case "curl":
-        #if canImport(CCurl)
+        #if canImport(CHotCurl)
             return CurlTransport()
         #else
             return URLSessionTransport()

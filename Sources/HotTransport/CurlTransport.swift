@@ -1,5 +1,5 @@
-#if canImport(CCurl)
-import CCurl
+#if canImport(CHotCurl)
+import CHotCurl
 import Foundation
 import HotCore
 

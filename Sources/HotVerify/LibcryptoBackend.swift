@@ -1,5 +1,5 @@
-#if canImport(CCrypto)
-import CCrypto
+#if canImport(CHotCrypto)
+import CHotCrypto
 import Foundation
 import HotCore
 

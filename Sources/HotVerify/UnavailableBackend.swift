@@ -1,4 +1,4 @@
-#if !canImport(CCrypto) && !canImport(CryptoKit)
+#if !canImport(CHotCrypto) && !canImport(CryptoKit)
 import Foundation
 import HotCore
 

@@ -19,7 +19,7 @@ enum TransportKind: String, ExpressibleByArgument, CaseIterable {
     func make() throws -> any Transport {
         switch self {
         case .curl:
-            #if canImport(CCurl)
+            #if canImport(CHotCurl)
                 return CurlTransport()
             #else
                 throw ValidationError("the curl transport is not available on this platform")
@@ -38,7 +38,7 @@ enum UnarchiverKind: String, ExpressibleByArgument, CaseIterable {
         switch self {
         case .zip: return ZipUnarchiver()
         case .libarchive:
-            #if canImport(CArchive)
+            #if canImport(CHotArchive)
                 return LibArchiveUnarchiver()
             #else
                 throw ValidationError("the libarchive backend is not available on this platform")

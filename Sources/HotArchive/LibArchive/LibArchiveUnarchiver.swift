@@ -1,5 +1,5 @@
-#if canImport(CArchive)
-import CArchive
+#if canImport(CHotArchive)
+import CHotArchive
 import Foundation
 import HotCore
 

@@ -1,4 +1,4 @@
-#if canImport(CArchive)
+#if canImport(CHotArchive)
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

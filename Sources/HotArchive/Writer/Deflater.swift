@@ -5,7 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CZlib
+import CHotZlib
 import HotCore
 
 /// Compresses files into a worker's spill file: one raw deflate stream and two

@@ -1,4 +1,4 @@
-import CZlib
+import CHotZlib
 import HotCore
 
 /// Decodes entries' data: reads the compressed bytes with `pread`, decrypts

@@ -1,4 +1,4 @@
-import CZlib
+import CHotZlib
 
 /// The extra fields HotArchive reads: zip64 sizes and offsets, and the Info-ZIP
 /// Unicode Path field.

@@ -1,4 +1,4 @@
-import CZlib
+import CHotZlib
 
 /// PKWARE's traditional ("ZipCrypto") stream cipher, for reading archives made
 /// with `zip -P`. It is weak; it is read for compatibility, never written.
