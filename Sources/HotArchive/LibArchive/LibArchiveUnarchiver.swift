@@ -5,7 +5,7 @@ import HotCore
 
 /// A ZIP unarchiver over libarchive: libarchive decodes the entries (so it reads
 /// what libarchive reads: bzip2, LZMA, zstd, xz, WinZip AES… as built) and
-/// `archive_write_disk` writes them, under the same contract as ``ZipUnarchiver``.
+/// HotArchive writes them, under the same contract as ``ZipUnarchiver``.
 ///
 /// Same checks, same errors: before libarchive touches the file, the archive's
 /// structure is checked and every name admitted by the same code ``ZipUnarchiver``
@@ -13,22 +13,30 @@ import HotCore
 /// or a local name that disagrees with the central directory). Each entry
 /// libarchive returns is matched to its central directory record by name (names
 /// are unique by then), and written under the path and mode that check produced,
-/// so both unarchivers write the same tree. libarchive runs on a thread of its own
-/// with a UTF-8 `LC_CTYPE` for that thread only, so non-ASCII names convert. Limits are enforced on the data blocks
-/// as libarchive delivers them; entries go into a staging directory renamed onto
-/// the destination at the end.
+/// so both unarchivers write the same tree. libarchive runs on threads of their own
+/// with a UTF-8 `LC_CTYPE` for those threads only, so non-ASCII names convert. Limits
+/// are enforced on the data blocks as libarchive delivers them; entries go into a
+/// staging directory renamed onto the destination at the end.
 ///
-/// `archive_write_disk` runs with `ARCHIVE_EXTRACT_SECURE_SYMLINKS`,
-/// `ARCHIVE_EXTRACT_SECURE_NODOTDOT`, `ARCHIVE_EXTRACT_NO_OVERWRITE` and
-/// `ARCHIVE_EXTRACT_PERM`. `ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS` is not set:
-/// `archive_write_disk` resolves relative paths against the process's working
-/// directory, which a library must not change, so every path handed to it is the
-/// absolute staging directory (its symlinks resolved) joined to a relative path
-/// that the shared validator has already cleared of `/`, drive letters and `..`.
+/// libarchive is only the decoder (`archive_read_data_block`); `archive_write_disk`
+/// is not used. Files are created by the staging area ``ZipUnarchiver`` writes
+/// with: `open` with `O_CREAT | O_EXCL | O_NOFOLLOW` under the staging directory,
+/// at a path the shared validator has cleared of `/`, drive letters and `..`.
+/// No link can be on the way while files are written: the staging directory is
+/// new, its directories are created first by this code, and symlinks (refused
+/// unless ``ExtractOptions/symlinks`` admits them, and then never with an entry
+/// beneath one) are created only after every file has been written and closed.
 ///
-/// Only the ZIP format is enabled (`archive_read_support_format_zip`), so an empty
-/// file or anything else is ``HotUpdateError/Code/notAnArchive``. Extraction is
-/// sequential (libarchive reads one entry at a time).
+/// Extraction is parallel: up to ``ExtractOptions/concurrency`` workers (0: one per
+/// active core), each with its own libarchive reader on the archive, opened with
+/// the seekable ZIP reader (`archive_read_support_format_zip_seekable`, driven by the
+/// central directory). Entries are split, in the order of their local headers, into
+/// contiguous shares of about equal bytes; a worker skips the entries before its
+/// share (without decoding them), extracts its share and stops. Every entry of the
+/// plan must be returned by libarchive to the worker that owns it.
+///
+/// Only the ZIP format is enabled, so an empty file or anything else is
+/// ``HotUpdateError/Code/notAnArchive``.
 ///
 /// ```swift
 /// let report = try await LibArchiveUnarchiver().extract(zip, to: dir, options: ExtractOptions(password: "s3cret"))
@@ -53,9 +61,11 @@ public struct LibArchiveUnarchiver: Unarchiver {
         try await BlockingThreads.perform {
             do {
                 let plan = try ZipArchivePlan.make(try ReadOnlyFile(archive), options: options)
+                // Nothing for libarchive to decode in an archive that is just an end record.
+                guard !plan.entries.isEmpty || !plan.rootEntries.isEmpty else { return [] }
                 try withUTF8ThreadLocale {
                     let reader = try LibArchiveReader(archive: archive, plan: plan, password: options.password)
-                    while try reader.nextEntry() != nil { try reader.skipData() }
+                    while try reader.nextEntry() != nil {}
                     try reader.expectAllSeen()
                 }
                 return plan.entries.map(\.archiveEntry)
@@ -71,8 +81,9 @@ public struct LibArchiveUnarchiver: Unarchiver {
     ///   - archive: The ZIP file.
     ///   - destination: A directory that does not exist or is empty.
     ///   - options: Password (given to `archive_read_add_passphrase`), limits, symlink
-    ///     policy, and an optional hasher for ``ExtractedFile/digest``. `concurrency` is ignored.
-    ///   - progress: Called after each entry.
+    ///     policy, concurrency (0: one worker per active core), and an optional hasher for
+    ///     ``ExtractedFile/digest``.
+    ///   - progress: Called after each entry, from worker threads.
     /// - Returns: What was written.
     /// - Throws: ``HotUpdateError``; the destination is then untouched.
     ///
@@ -108,16 +119,41 @@ public struct LibArchiveUnarchiver: Unarchiver {
             archive: name, workCount: 0, entriesTotal: plan.entries.count, bytesTotal: plan.declaredBytes,
             maxTotalBytes: options.maxTotalBytes, progress: progress)
         do {
-            let links = try await withTaskCancellationHandler {
-                try await BlockingThreads.perform {
-                    try withUTF8ThreadLocale {
-                        try Self.write(archive: archive, plan: plan, staging: staging, options: options, state: state)
+            try staging.createDirectories(plan.directories)
+            let explicitDirectories = plan.entries.count(where: { $0.kind == .directory })
+            if explicitDirectories > 0 { state.finished(entries: explicitDirectories) }
+
+            let cores = options.concurrency > 0 ? options.concurrency : ProcessInfo.processInfo.activeProcessorCount
+            let fileCount = plan.entries.count(where: { $0.kind == .file })
+            let shares = Shares(plan: plan, workers: min(max(1, cores), max(1, fileCount)))
+            await withTaskCancellationHandler {
+                await BlockingThreads.run(count: shares.count) { worker in
+                    do {
+                        try withUTF8ThreadLocale {
+                            try Self.work(
+                                worker, shares: shares, archive: archive, plan: plan, staging: staging,
+                                options: options, state: state)
+                        }
+                    } catch {
+                        state.fail(HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'"))
                     }
                 }
             } onCancel: {
                 state.cancel()
             }
             if let failure = state.outcome { throw failure }
+
+            // Symlinks last, once every file is written and closed: nothing is written through one.
+            var links: [String] = []
+            for entry in plan.entries where entry.kind == .symlink {
+                guard let target = entry.linkTarget else {
+                    throw HotUpdateError(
+                        .internalInconsistency, "symlink '\(entry.name)' was admitted without a target", subject: entry.name)
+                }
+                try staging.createSymlink(entry.path, target: target)
+                links.append(entry.path)
+                state.finished()
+            }
             try Task.checkCancellation()
             try staging.commit()
             let files = state.writtenFiles
@@ -130,36 +166,41 @@ public struct LibArchiveUnarchiver: Unarchiver {
         }
     }
 
-    /// Reads with libarchive and writes with `archive_write_disk`; returns the symlinks made.
-    private static func write(
-        archive: URL, plan: ZipArchivePlan, staging: StagingArea, options: ExtractOptions, state: ExtractionState
-    ) throws -> [String] {
+    /// One worker: reads the archive with its own libarchive handle up to the end of its
+    /// share, writing the share's files; throws when libarchive leaves one of them out.
+    private static func work(
+        _ worker: Int, shares: Shares, archive: URL, plan: ZipArchivePlan, staging: StagingArea,
+        options: ExtractOptions, state: ExtractionState
+    ) throws {
         let name = archive.lastPathComponent
-        try staging.createDirectories(plan.directories)
-        let explicitDirectories = plan.entries.count(where: { $0.kind == .directory })
-        if explicitDirectories > 0 { state.finished(entries: explicitDirectories) }
-
         let reader = try LibArchiveReader(archive: archive, plan: plan, password: options.password)
-        let writer = try DiskWriter(archive: name)
-        while let (index, _) = try reader.nextEntry() {
+        var remaining = shares.sizes[worker]
+        while remaining > 0, let index = try reader.nextEntry() {
+            guard shares.owner[index] == worker else { continue }
+            remaining -= 1
             let entry = plan.entries[index]
-            guard entry.kind == .file else {
-                try reader.skipData()
-                continue
-            }
-            if state.isStopping { break }
+            guard entry.kind == .file else { continue }
+            if state.isStopping { return }
+            let path = entry.path
+            let fd = try staging.createFile(path, mode: entry.mode)
+            var open = true
+            defer { if open { close(fd) } }
             let hasher = try options.fileHasher?()
-            try writer.begin(entry, path: staging.path(entry.path))
             var written: Int64 = 0
             let declared = Int64(entry.record.uncompressedSize)
-            try reader.readData(entry: entry) { block, offset in
+            try reader.readData { block, offset in
+                guard offset == written else {
+                    throw ArchiveError.corrupt(
+                        name, "libarchive delivered its data out of order (at \(offset), expected \(written))",
+                        entry: entry.name)
+                }
                 guard Int64(block.count) <= declared - written else {
                     throw ArchiveError.corrupt(
                         name, "its data inflates to more than the \(declared) bytes it declares", entry: entry.name)
                 }
-                try state.account(block.count, entry: entry.path)
+                try state.account(block.count, entry: path)
                 hasher?.update(block)
-                try writer.write(block, at: offset, entry: entry)
+                try writeAll(fd, block, path: staging.path(path))
                 written += Int64(block.count)
             }
             guard written == declared else {
@@ -167,24 +208,61 @@ public struct LibArchiveUnarchiver: Unarchiver {
                     name, "its data inflates to \(written) bytes, fewer than the \(declared) it declares",
                     entry: entry.name)
             }
-            try writer.finish(entry)
-            state.finished(file: (index, ExtractedFile(path: entry.path, size: written, digest: hasher?.finalize())))
+            open = false
+            guard close(fd) == 0 else { throw ArchiveError.system("closing", path: staging.path(path), errno: errno) }
+            state.finished(file: (index, ExtractedFile(path: path, size: written, digest: hasher?.finalize())))
         }
-        if let failure = state.outcome { throw failure }
-        try reader.expectAllSeen()
+        if remaining > 0, !state.isStopping,
+            let missing = plan.entries.indices.first(where: { shares.owner[$0] == worker && !reader.hasSeen($0) })
+        {
+            throw ArchiveError.corrupt(name, "libarchive did not return this entry", entry: plan.entries[missing].name)
+        }
+    }
+}
 
-        var links: [String] = []
-        for entry in plan.entries where entry.kind == .symlink {
-            guard let target = entry.linkTarget else {
-                throw HotUpdateError(
-                    .internalInconsistency, "symlink '\(entry.name)' was admitted without a target", subject: entry.name)
-            }
-            try writer.symlink(entry, path: staging.path(entry.path), target: target)
-            links.append(entry.path)
-            state.finished()
+/// How the plan's entries are split among workers: contiguous runs in the order of
+/// their local headers (the order libarchive's seekable reader returns them), of
+/// about equal weight (bytes read and written, plus a fixed cost per entry).
+private struct Shares: Sendable {
+    /// The worker of each plan entry.
+    var owner: [Int]
+    /// How many entries each worker owns.
+    var sizes: [Int]
+    var count: Int { sizes.count }
+
+    init(plan: ZipArchivePlan, workers: Int) {
+        let order = plan.entries.indices.sorted {
+            plan.entries[$0].record.localHeaderOffset < plan.entries[$1].record.localHeaderOffset
         }
-        try writer.close()
-        return links
+        func weight(_ index: Int) -> UInt64 {
+            let record = plan.entries[index].record
+            return 16 * 1024 + (plan.entries[index].kind == .file ? record.compressedSize + record.uncompressedSize : 0)
+        }
+        let total = order.reduce(UInt64(0)) { $0 + weight($1) }
+        var owner = [Int](repeating: 0, count: plan.entries.count)
+        var sizes = [Int](repeating: 0, count: max(1, workers))
+        var worker = 0
+        var sum: UInt64 = 0
+        for index in order {
+            // Move to the next worker once this one has its fair part of the total.
+            if worker < sizes.count - 1, sum >= total / UInt64(sizes.count) * UInt64(worker + 1) { worker += 1 }
+            owner[index] = worker
+            sizes[worker] += 1
+            sum += weight(index)
+        }
+        // A worker left without entries would read the archive for nothing.
+        let used = sizes.indices.filter { sizes[$0] > 0 }
+        if used.count < sizes.count {
+            var renumber = [Int](repeating: 0, count: sizes.count)
+            for (new, old) in used.enumerated() { renumber[old] = new }
+            owner = owner.map { renumber[$0] }
+            sizes = used.map { sizes[$0] }
+        }
+        // An archive without entries (just an end record) has nothing for libarchive to decode,
+        // and its seekable reader does not recognise one; `./` entries alone still get a reader.
+        if plan.entries.isEmpty { sizes = plan.rootEntries.isEmpty ? [] : [0] }
+        self.owner = owner
+        self.sizes = sizes
     }
 }
 
@@ -217,7 +295,8 @@ private final class LibArchiveReader {
         }
         for root in plan.rootEntries { names[Self.key(root.rawName)] = Self.root }
         byName = names
-        archive_read_support_format_zip(handle)
+        // Driven by the central directory: skipping an entry's data costs nothing.
+        archive_read_support_format_zip_seekable(handle)
         archive_read_support_filter_all(handle)
         // Keep AppleDouble entries as entries of their own, as the plan lists them.
         _ = archive_read_set_options(handle, "zip:!mac-ext")
@@ -244,7 +323,8 @@ private final class LibArchiveReader {
     /// names agree and names unique, and libarchive returns either the raw bytes or
     /// a UTF-8 form (of a flagged name or a Unicode Path field), which is our decoded
     /// name. An ambiguous match fails safely: the same entry seen twice is an error.
-    func nextEntry() throws -> (Int, OpaquePointer)? {
+    /// Data the caller does not read is skipped by the next call.
+    func nextEntry() throws -> Int? {
         while true {
             var entry: OpaquePointer?
             let status = archive_read_next_header(handle, &entry)
@@ -268,7 +348,7 @@ private final class LibArchiveReader {
         }
     }
 
-    private func admit(_ index: Int, _ entry: OpaquePointer) throws -> (Int, OpaquePointer) {
+    private func admit(_ index: Int, _ entry: OpaquePointer) throws -> Int {
         guard seen.insert(index).inserted else {
             throw ArchiveError.corrupt(archiveName, "libarchive returned the same entry twice", entry: plan.entries[index].name)
         }
@@ -279,15 +359,18 @@ private final class LibArchiveReader {
             _ = try EntryPathValidator.components(
                 of: String(cString: raw), archive: archiveName, maxNameLength: Int.max)
         }
-        return (index, entry)
+        return index
     }
+
+    /// Whether libarchive has returned the plan's entry `index`.
+    func hasSeen(_ index: Int) -> Bool { seen.contains(index) }
 
     func skipData() throws {
         guard archive_read_data_skip(handle) == ARCHIVE_OK else { throw failure("skipping data") }
     }
 
     /// Hands out the current entry's data blocks with their offsets.
-    func readData(entry: PlannedEntry, _ consume: (UnsafeRawBufferPointer, Int64) throws -> Void) throws {
+    func readData(_ consume: (UnsafeRawBufferPointer, Int64) throws -> Void) throws {
         while true {
             var buffer: UnsafeRawPointer?
             var size = 0
@@ -330,71 +413,4 @@ private final class LibArchiveReader {
     }
 }
 
-/// An `archive_write_disk` handle with the secure extraction flags.
-private final class DiskWriter {
-    private let handle: OpaquePointer
-    private let archiveName: String
-
-    init(archive: String) throws {
-        archiveName = archive
-        guard let handle = archive_write_disk_new() else {
-            throw HotUpdateError(.internalInconsistency, "libarchive could not allocate a disk writer")
-        }
-        self.handle = handle
-        let flags =
-            ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_NO_OVERWRITE
-            | ARCHIVE_EXTRACT_PERM
-        archive_write_disk_set_options(handle, flags)
-    }
-
-    deinit { archive_write_free(handle) }
-
-    /// Starts a regular file at the absolute `path`.
-    func begin(_ entry: PlannedEntry, path: String) throws {
-        let header = archive_entry_new()
-        defer { archive_entry_free(header) }
-        archive_entry_set_pathname(header, path)
-        archive_entry_set_filetype(header, 0o100000)  // AE_IFREG
-        archive_entry_set_perm(header, mode_t(entry.mode))
-        archive_entry_set_size(header, la_int64_t(entry.record.uncompressedSize))
-        guard archive_write_header(handle, header) == ARCHIVE_OK else { throw failure("creating", entry: entry) }
-    }
-
-    func write(_ block: UnsafeRawBufferPointer, at offset: Int64, entry: PlannedEntry) throws {
-        guard archive_write_data_block(handle, block.baseAddress, block.count, la_int64_t(offset)) >= 0 else {
-            throw failure("writing", entry: entry)
-        }
-    }
-
-    func finish(_ entry: PlannedEntry) throws {
-        guard archive_write_finish_entry(handle) == ARCHIVE_OK else { throw failure("finishing", entry: entry) }
-    }
-
-    /// Creates a symlink (after every file, so nothing is written through it).
-    func symlink(_ entry: PlannedEntry, path: String, target: String) throws {
-        let header = archive_entry_new()
-        defer { archive_entry_free(header) }
-        archive_entry_set_pathname(header, path)
-        archive_entry_set_filetype(header, 0o120000)  // AE_IFLNK
-        archive_entry_set_perm(header, 0o777)
-        archive_entry_set_symlink(header, target)
-        guard archive_write_header(handle, header) == ARCHIVE_OK else { throw failure("creating symlink", entry: entry) }
-        guard archive_write_finish_entry(handle) == ARCHIVE_OK else { throw failure("finishing symlink", entry: entry) }
-    }
-
-    func close() throws {
-        guard archive_write_close(handle) == ARCHIVE_OK else {
-            let message = archive_error_string(handle).map { String(cString: $0) } ?? "unknown error"
-            throw HotUpdateError(.fileSystem, "'\(archiveName)': finishing the extraction failed: \(message)")
-        }
-    }
-
-    private func failure(_ doing: String, entry: PlannedEntry) -> HotUpdateError {
-        let message = archive_error_string(handle).map { String(cString: $0) } ?? "unknown error"
-        let lower = message.lowercased()
-        let code: HotUpdateError.Code =
-            lower.contains("symlink") || lower.contains("..") || lower.contains("absolute") ? .unsafeEntry : .fileSystem
-        return ArchiveError.make(code, archiveName, "libarchive failed \(doing) it on disk: \(message)", entry: entry.name)
-    }
-}
 #endif
