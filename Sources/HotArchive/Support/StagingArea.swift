@@ -143,3 +143,27 @@ func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: @autoclosure (
         left -= n
     }
 }
+
+extension StagingArea {
+    /// Ends a successful extraction: creates the plan's symlinks last, once every file is
+    /// written and closed, so nothing is ever written through one; moves the staging
+    /// directory into place; and reports what was written.
+    func finish(_ plan: ZipArchivePlan, _ state: ExtractionState) throws -> ExtractionReport {
+        var links: [String] = []
+        for entry in plan.entries where entry.kind == .symlink {
+            guard let target = entry.linkTarget else {
+                throw HotUpdateError(
+                    .internalInconsistency, "symlink '\(entry.name)' was admitted without a target", subject: entry.name)
+            }
+            try createSymlink(entry.path, target: target)
+            links.append(entry.path)
+            state.finished()
+        }
+        try Task.checkCancellation()
+        try commit()
+        let files = state.writtenFiles
+        return ExtractionReport(
+            files: files, directories: plan.directories, symlinks: links,
+            totalBytes: files.reduce(0) { $0 + $1.size })
+    }
+}

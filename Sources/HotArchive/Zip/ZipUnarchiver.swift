@@ -154,22 +154,7 @@ public struct ZipUnarchiver: Unarchiver {
             }
             if let failure = state.outcome { throw failure }
 
-            var links: [String] = []
-            for entry in plan.entries where entry.kind == .symlink {
-                guard let target = entry.linkTarget else {
-                    throw HotUpdateError(
-                        .internalInconsistency, "symlink '\(entry.name)' was admitted without a target", subject: entry.name)
-                }
-                try staging.createSymlink(entry.path, target: target)
-                links.append(entry.path)
-                state.finished()
-            }
-            try Task.checkCancellation()
-            try staging.commit()
-            let files = state.writtenFiles
-            return ExtractionReport(
-                files: files, directories: plan.directories, symlinks: links,
-                totalBytes: files.reduce(0) { $0 + $1.size })
+            return try staging.finish(plan, state)
         } catch {
             staging.discard()
             throw HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'")
