@@ -16,7 +16,11 @@ import HotCore
 /// so both unarchivers write the same tree. libarchive runs on a thread of its own
 /// with a UTF-8 `LC_CTYPE` for that thread only, so non-ASCII names convert. Limits are enforced on the data blocks
 /// as libarchive delivers them; entries go into a staging directory renamed onto
-/// the destination at the end.
+/// the destination at the end. Symlink targets are the ones libarchive decodes
+/// (whatever their compression method), checked like ``ZipUnarchiver``'s before any
+/// link is created. WinZip AES entries whose data libarchive decrypts but cannot then
+/// decompress (3.6.2 with bzip2, LZMA, PPMd, xz or zstd inside) are
+/// ``HotUpdateError/Code/unsupportedMethod``.
 ///
 /// `archive_write_disk` runs with `ARCHIVE_EXTRACT_SECURE_SYMLINKS`,
 /// `ARCHIVE_EXTRACT_SECURE_NODOTDOT`, `ARCHIVE_EXTRACT_NO_OVERWRITE` and
@@ -52,10 +56,15 @@ public struct LibArchiveUnarchiver: Unarchiver {
     public func entries(of archive: URL, options: ExtractOptions) async throws -> [ArchiveEntry] {
         try await BlockingThreads.perform {
             do {
-                let plan = try ZipArchivePlan.make(try ReadOnlyFile(archive), options: options)
+                var plan = try ZipArchivePlan.make(try ReadOnlyFile(archive), options: options, readsLinkTargets: false)
                 try withUTF8ThreadLocale {
                     let reader = try LibArchiveReader(archive: archive, plan: plan, password: options.password)
-                    while try reader.nextEntry() != nil { try reader.skipData() }
+                    while let (index, entry) = try reader.nextEntry() {
+                        if plan.entries[index].kind == .symlink {
+                            try plan.admitLinkTarget(reader.linkTarget(of: entry, for: plan.entries[index]), at: index)
+                        }
+                        try reader.skipData()
+                    }
                     try reader.expectAllSeen()
                 }
                 return plan.entries.map(\.archiveEntry)
@@ -87,7 +96,8 @@ public struct LibArchiveUnarchiver: Unarchiver {
         let name = archive.lastPathComponent
         let (plan, staging) = try await BlockingThreads.perform {
             do {
-                let plan = try ZipArchivePlan.make(try ReadOnlyFile(archive), options: options)
+                let plan = try ZipArchivePlan.make(
+                    try ReadOnlyFile(archive), options: options, readsLinkTargets: false)
                 for entry in plan.entries where entry.kind == .file && entry.record.isEncrypted {
                     if entry.record.flags & ZipFormat.flagStrongEncryption != 0 {
                         throw ArchiveError.make(
@@ -134,6 +144,7 @@ public struct LibArchiveUnarchiver: Unarchiver {
     private static func write(
         archive: URL, plan: ZipArchivePlan, staging: StagingArea, options: ExtractOptions, state: ExtractionState
     ) throws -> [String] {
+        var plan = plan
         let name = archive.lastPathComponent
         try staging.createDirectories(plan.directories)
         let explicitDirectories = plan.entries.count(where: { $0.kind == .directory })
@@ -141,9 +152,13 @@ public struct LibArchiveUnarchiver: Unarchiver {
 
         let reader = try LibArchiveReader(archive: archive, plan: plan, password: options.password)
         let writer = try DiskWriter(archive: name)
-        while let (index, _) = try reader.nextEntry() {
+        while let (index, header) = try reader.nextEntry() {
             let entry = plan.entries[index]
             guard entry.kind == .file else {
+                // libarchive decodes link targets (whatever their method); checked before any link is made.
+                if entry.kind == .symlink {
+                    try plan.admitLinkTarget(reader.linkTarget(of: header, for: entry), at: index)
+                }
                 try reader.skipData()
                 continue
             }
@@ -249,7 +264,11 @@ private final class LibArchiveReader {
             var entry: OpaquePointer?
             let status = archive_read_next_header(handle, &entry)
             if status == ARCHIVE_EOF { return nil }
-            guard status == ARCHIVE_OK || status == ARCHIVE_WARN, let entry else { throw failure("reading a header") }
+            guard status == ARCHIVE_OK || status == ARCHIVE_WARN, let entry else {
+                // libarchive reads in central directory order: the header that failed is the first not seen.
+                let next = plan.entries.indices.first { !seen.contains($0) }.map { plan.entries[$0].name }
+                throw failure("reading a header", entry: next ?? current)
+            }
             let raw = archive_entry_pathname(entry)
             let utf8 = archive_entry_pathname_utf8(entry)
             let candidates = [raw, utf8].compactMap { $0 }.map { pointer in
@@ -282,6 +301,14 @@ private final class LibArchiveReader {
         return (index, entry)
     }
 
+    /// The target libarchive read for the symlink `entry` (libarchive decodes it with the header).
+    func linkTarget(of entry: OpaquePointer, for planned: PlannedEntry) throws -> [UInt8] {
+        guard let target = archive_entry_symlink(entry) else {
+            throw ArchiveError.corrupt(archiveName, "libarchive read no link target for this symlink", entry: planned.name)
+        }
+        return Array(UnsafeRawBufferPointer(start: target, count: strlen(target)))
+    }
+
     func skipData() throws {
         guard archive_read_data_skip(handle) == ARCHIVE_OK else { throw failure("skipping data") }
     }
@@ -295,7 +322,7 @@ private final class LibArchiveReader {
             let status = archive_read_data_block(handle, &buffer, &size, &offset)
             if status == ARCHIVE_EOF { return }
             // For ZIP data, libarchive reports a bad CRC or size as a mere warning: refuse it.
-            guard status == ARCHIVE_OK else { throw failure("reading data") }
+            guard status == ARCHIVE_OK else { throw dataFailure(entry) }
             if size > 0, let buffer { try consume(UnsafeRawBufferPointer(start: buffer, count: size), Int64(offset)) }
         }
     }
@@ -308,8 +335,26 @@ private final class LibArchiveReader {
         }
     }
 
+    /// A failure reading `entry`'s data. WinZip AES over a method other than stored or deflate
+    /// is one libarchive may not decode (3.6.2 decrypts, then cannot decompress bzip2, LZMA,
+    /// PPMd, xz or zstd): that is ``HotUpdateError/Code/unsupportedMethod``, not a corrupt archive.
+    private func dataFailure(_ entry: PlannedEntry) -> HotUpdateError {
+        let error = failure("reading data")
+        guard entry.record.method == ZipFormat.methodAES, let inner = entry.record.aesMethod,
+            inner != ZipFormat.methodStored, inner != ZipFormat.methodDeflate, error.code == .corruptArchive
+        else { return error }
+        let message = archive_error_string(handle).map { String(cString: $0) } ?? "unknown error"
+        let version = archive_version_string().map { String(cString: $0) } ?? "libarchive"
+        return ArchiveError.make(
+            .unsupportedMethod, archiveName,
+            "it is WinZip AES-encrypted \(ZipFormat.methodName(inner)) data (method \(inner)), which \(version) cannot decrypt and decompress (\(message))",
+            entry: entry.name, cause: error)
+    }
+
     /// Turns libarchive's last error into a ``HotUpdateError`` with the code its cause deserves.
-    private func failure(_ doing: String) -> HotUpdateError {
+    private func failure(_ doing: String) -> HotUpdateError { failure(doing, entry: current) }
+
+    private func failure(_ doing: String, entry: String?) -> HotUpdateError {
         let message = archive_error_string(handle).map { String(cString: $0) } ?? "unknown error"
         let lower = message.lowercased()
         let code: HotUpdateError.Code
@@ -326,7 +371,7 @@ private final class LibArchiveReader {
         } else {
             code = .corruptArchive
         }
-        return ArchiveError.make(code, archiveName, "libarchive failed \(doing): \(message)", entry: current)
+        return ArchiveError.make(code, archiveName, "libarchive failed \(doing): \(message)", entry: entry)
     }
 }
 
