@@ -5,7 +5,7 @@ import HotTesting
 import Testing
 
 /// The hostile archives golang/go's `src/archive/zip/reader_test.go` builds inline, rebuilt
-/// here byte for byte in python at test time (from their description, not their hex), each
+/// in python at test time from what each test describes (not copied from its hex), each
 /// with what Go asserts and what both of our unarchivers must do.
 struct GoReaderCase: Sendable, CustomTestStringConvertible {
     var name: String
