@@ -105,7 +105,7 @@ let package = Package(
         .testTarget(
             name: "HotCoreTests",
             dependencies: ["HotCore", "HotTesting", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "HotArchiveTests", dependencies: ["HotArchive", "HotCore"]),
+        .testTarget(name: "HotArchiveTests", dependencies: ["HotArchive", "HotCore", "HotTesting"]),
         .testTarget(name: "HotTransportTests", dependencies: ["HotTransport", "HotCore", "HotTesting"]),
         .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore", "HotTesting"]),
         .testTarget(name: "HotStoreTests", dependencies: ["HotStore", "HotCore", "HotTesting"]),

@@ -1,6 +1,7 @@
 import Foundation
 import HotArchive
 import HotCore
+import HotTesting
 import Testing
 
 /// FNV-1a 64, a hasher independent of any library, to check `fileHasher` plumbing.
@@ -47,10 +48,10 @@ final class ProgressLog: @unchecked Sendable {
 
 /// The parts of the ``Unarchiver`` contract beyond refusing hostile input.
 @Suite struct ExtractionContractTests {
-    private func makeArchive(_ scratch: Scratch) throws -> (archive: URL, source: URL) {
+    private func makeArchive(_ scratch: Scratch) async throws -> (archive: URL, source: URL) {
         let source = scratch.path("src")
         try Trees.makeMixed(at: source, largeBytes: 1_500_000)
-        try Tool.check("zip", ["-qr", "../a.zip", "."], in: source)
+        try await Subprocess.check("zip", ["-qr", "../a.zip", "."], in: source)
         return (scratch.path("a.zip"), source)
     }
 
@@ -58,7 +59,7 @@ final class ProgressLog: @unchecked Sendable {
     func nonEmptyDestinationIsRefusedAndUntouched(_ backend: Backend) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let (archive, _) = try makeArchive(scratch)
+        let (archive, _) = try await makeArchive(scratch)
         let destination = scratch.path("out")
         try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false)
         try Data("keep me".utf8).write(to: destination.appendingPathComponent("existing.txt"))
@@ -72,7 +73,7 @@ final class ProgressLog: @unchecked Sendable {
     func emptyDestinationIsReplacedAndMissingParentsCreated(_ backend: Backend) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let (archive, source) = try makeArchive(scratch)
+        let (archive, source) = try await makeArchive(scratch)
         let empty = scratch.path("empty")
         try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: false)
         _ = try await backend.unarchiver.extract(archive, to: empty)
@@ -97,7 +98,7 @@ final class ProgressLog: @unchecked Sendable {
     func progressAndDigests(_ backend: Backend) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let (archive, source) = try makeArchive(scratch)
+        let (archive, source) = try await makeArchive(scratch)
         let log = ProgressLog()
         let options = ExtractOptions(concurrency: 3, fileHasher: { FNVHasher() })
         let report = try await backend.unarchiver.extract(
@@ -124,7 +125,7 @@ final class ProgressLog: @unchecked Sendable {
     func listingDescribesEntries(_ backend: Backend) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try Tool.python(
+        try await Python.run(
             """
             import zipfile
             with zipfile.ZipFile('a.zip', 'w', zipfile.ZIP_DEFLATED) as z:
@@ -154,7 +155,7 @@ final class ProgressLog: @unchecked Sendable {
     func modesKeepOwnerBitsOnly(_ backend: Backend) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try Tool.python(
+        try await Python.run(
             """
             from zipcraft import *
             build('a.zip', [Entry('d/', method=0, mode=0o40777),
@@ -178,7 +179,7 @@ final class ProgressLog: @unchecked Sendable {
     func symlinksWithinDestination(_ backend: Backend) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try Tool.python(
+        try await Python.run(
             """
             from zipcraft import *
             build('a.zip', [Entry('data/real.txt', b'real'),
@@ -200,7 +201,7 @@ final class ProgressLog: @unchecked Sendable {
     @Test func concurrencyDoesNotChangeTheResult() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let (archive, source) = try makeArchive(scratch)
+        let (archive, source) = try await makeArchive(scratch)
         for workers in [1, 2, 8] {
             let out = scratch.path("out-\(workers)")
             _ = try await ZipUnarchiver().extract(archive, to: out, options: ExtractOptions(concurrency: workers))

@@ -1,6 +1,7 @@
 import Foundation
 import HotArchive
 import HotCore
+import HotTesting
 import Testing
 
 /// A hostile archive crafted with python3 at test time, and the error it must raise.
@@ -198,7 +199,7 @@ struct HostileCase: Sendable, CustomTestStringConvertible {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let script = "from zipcraft import *\n" + hostile.script.replacingOccurrences(of: "SCRATCH", with: scratch.url.path)
-        try Tool.python(script, in: scratch.url)
+        try await Python.run(script, in: scratch.url)
         try? FileManager.default.removeItem(at: scratch.path("tmp.zip"))
         let before = scratch.listing()
         let destination = scratch.path("out")
@@ -215,7 +216,7 @@ struct HostileCase: Sendable, CustomTestStringConvertible {
     func listingRefusesUnsafeNames(_ backend: Backend) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try Tool.python("from zipcraft import *\nbuild('a.zip', [Entry('ok.txt', b'x'), Entry('../evil', b'x')])", in: scratch.url)
+        try await Python.run("from zipcraft import *\nbuild('a.zip', [Entry('ok.txt', b'x'), Entry('../evil', b'x')])", in: scratch.url)
         await expectHotError(.unsafeEntry) {
             try await backend.unarchiver.entries(of: scratch.path("a.zip"), options: ExtractOptions())
         }
@@ -226,7 +227,7 @@ struct HostileCase: Sendable, CustomTestStringConvertible {
     func failureMidExtractionLeavesNothing(_ backend: Backend) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try Tool.python(
+        try await Python.run(
             """
             from zipcraft import *
             entries = [Entry('dir%d/file%d.txt' % (i % 7, i), bytes([i % 256]) * (1000 + i * 300)) for i in range(120)]
@@ -249,7 +250,7 @@ struct HostileCase: Sendable, CustomTestStringConvertible {
     func failureLeavesEmptyDestinationInPlace(_ backend: Backend) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try Tool.python("from zipcraft import *\nbuild('a.zip', [Entry('x.txt', b'x' * 10, crc=7)])", in: scratch.url)
+        try await Python.run("from zipcraft import *\nbuild('a.zip', [Entry('x.txt', b'x' * 10, crc=7)])", in: scratch.url)
         let destination = scratch.path("out")
         try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false)
         await expectHotError(.checksumMismatch) {

@@ -1,6 +1,7 @@
 import Foundation
 import HotArchive
 import HotCore
+import HotTesting
 import Testing
 
 /// Archives made by real tools at test time, extracted by both unarchivers and
@@ -10,13 +11,13 @@ import Testing
     /// extracts with `backend` and compares.
     private func roundTrip(
         _ backend: Backend, options: ExtractOptions = ExtractOptions(),
-        make: (Scratch, URL) throws -> Void
+        make: (Scratch, URL) async throws -> Void
     ) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let source = scratch.path("src")
         try Trees.makeMixed(at: source)
-        try make(scratch, source)
+        try await make(scratch, source)
         let report = try await backend.unarchiver.extract(scratch.path("a.zip"), to: scratch.path("out"), options: options)
         try Trees.expectEqual(scratch.path("out"), source)
         #expect(report.files.count == 8)
@@ -26,25 +27,25 @@ import Testing
 
     @Test(arguments: Backend.allCases)
     func infoZipRecursive(_ backend: Backend) async throws {
-        try await roundTrip(backend) { _, source in try Tool.check("zip", ["-qr", "../a.zip", "."], in: source) }
+        try await roundTrip(backend) { _, source in try await Subprocess.check("zip", ["-qr", "../a.zip", "."], in: source) }
     }
 
     @Test(arguments: Backend.allCases)
     func infoZipStoredOnly(_ backend: Backend) async throws {
-        try await roundTrip(backend) { _, source in try Tool.check("zip", ["-qr0", "../a.zip", "."], in: source) }
+        try await roundTrip(backend) { _, source in try await Subprocess.check("zip", ["-qr0", "../a.zip", "."], in: source) }
     }
 
     @Test(arguments: Backend.allCases)
     func bsdtarZip(_ backend: Backend) async throws {
         try await roundTrip(backend) { _, source in
-            try Tool.check("bsdtar", ["-a", "-cf", "../a.zip", "."], in: source)
+            try await Subprocess.check("bsdtar", ["-a", "-cf", "../a.zip", "."], in: source)
         }
     }
 
     @Test(arguments: Backend.allCases)
     func pythonZipfileMixedMethods(_ backend: Backend) async throws {
         try await roundTrip(backend) { scratch, _ in
-            try Tool.python(
+            try await Python.run(
                 """
                 import os, zipfile
                 with zipfile.ZipFile('a.zip', 'w') as z:
@@ -62,7 +63,7 @@ import Testing
     @Test(arguments: Backend.allCases)
     func pythonForcedZip64(_ backend: Backend) async throws {
         try await roundTrip(backend) { scratch, _ in
-            try Tool.python(
+            try await Python.run(
                 """
                 import os, zipfile
                 with zipfile.ZipFile('a.zip', 'w', zipfile.ZIP_DEFLATED) as z:
@@ -88,7 +89,7 @@ import Testing
     @Test(arguments: Backend.allCases)
     func pythonUnseekableStreamDataDescriptors(_ backend: Backend) async throws {
         try await roundTrip(backend) { scratch, _ in
-            try Tool.python(
+            try await Python.run(
                 """
                 import os, zipfile
                 class Unseekable:
@@ -114,7 +115,7 @@ import Testing
     func descriptorsWithoutSignature(_ backend: Backend) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try Tool.python(
+        try await Python.run(
             """
             from zipcraft import *
             build('a.zip', [Entry('d/deflated.txt', b'hello ' * 5000, descriptor='nosig'),
@@ -135,7 +136,7 @@ import Testing
     func codePage437Names(_ backend: Backend) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try Tool.python(
+        try await Python.run(
             """
             from zipcraft import *
             high = bytes(range(0x80, 0x100))
@@ -163,7 +164,7 @@ import Testing
         defer { scratch.remove() }
         let source = scratch.path("src")
         try Trees.makeMixed(at: source, largeBytes: 2_000_000)
-        try Tool.check("zip", ["-qr", "-P", "s3cret pass", "../a.zip", "."], in: source)
+        try await Subprocess.check("zip", ["-qr", "-P", "s3cret pass", "../a.zip", "."], in: source)
         let archive = scratch.path("a.zip")
         let listed = try await backend.unarchiver.entries(of: archive, options: ExtractOptions())
         #expect(listed.contains { $0.isEncrypted && $0.path == "readme.txt" })
@@ -185,7 +186,7 @@ import Testing
     @Test func bzip2EntryRefusedByZipReadByLibArchive() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try Tool.python(
+        try await Python.run(
             """
             import zipfile
             with zipfile.ZipFile('a.zip', 'w') as z:
@@ -207,7 +208,7 @@ import Testing
     func prefixAndTrailingJunk(_ backend: Backend) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try Tool.python(
+        try await Python.run(
             """
             from zipcraft import *
             build('a.zip', [Entry('x/a.txt', b'A' * 3000), Entry('x/b.bin', bytes(range(256)), method=0)],

@@ -1,6 +1,7 @@
 import Foundation
 import HotArchive
 import HotCore
+import HotTesting
 import Testing
 
 /// ZipWriter's archives are read back by both our unarchivers, by `unzip -t` and by
@@ -25,10 +26,10 @@ import Testing
             _ = try await backend.unarchiver.extract(archive, to: out)
             try Trees.expectEqual(out, source)
         }
-        let test = try Tool.run("unzip", ["-t", archive.path])
+        let test = try await Subprocess.run("unzip", ["-t", archive.path])
         #expect(test.status == 0, "\(test.stdout)\(test.stderr)")
         #expect(test.stdout.contains("No errors detected"))
-        try Tool.python(
+        try await Python.run(
             """
             import zipfile, os
             z = zipfile.ZipFile('pkg.zip')
@@ -67,7 +68,7 @@ import Testing
         #expect(try Data(contentsOf: first) == Data(contentsOf: second))
     }
 
-    @Test func permissionsAndTimestampAreRecorded() throws {
+    @Test func permissionsAndTimestampAreRecorded() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let source = scratch.path("src")
@@ -78,7 +79,7 @@ import Testing
         try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: source.appendingPathComponent("bin/data.txt").path)
         let date = Date(timeIntervalSince1970: 1_718_454_600)  // 2024-06-15 12:30:00 UTC
         try ZipWriter.write(directory: source, to: scratch.path("p.zip"), options: .init(modificationDate: date))
-        try Tool.python(
+        try await Python.run(
             """
             import zipfile
             z = zipfile.ZipFile('p.zip')
@@ -117,13 +118,13 @@ import Testing
         }
     }
 
-    @Test func archiveInsideTheSourceIsLeftOut() throws {
+    @Test func archiveInsideTheSourceIsLeftOut() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         try Data("x".utf8).write(to: scratch.path("a.txt"))
         try ZipWriter.write(directory: scratch.url, to: scratch.path("self.zip"))
         try ZipWriter.write(directory: scratch.url, to: scratch.path("self.zip"))  // replaces, still excluding itself
-        let listing = try Tool.check("unzip", ["-Z1", scratch.path("self.zip").path]).stdout
+        let listing = try await Subprocess.check("unzip", ["-Z1", scratch.path("self.zip").path]).stdout
         #expect(listing.split(separator: "\n") == ["a.txt"])
     }
 
@@ -145,7 +146,7 @@ import Testing
     @Test func specialFilesAreRefused() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try Tool.python("import os\nos.makedirs('src')\nos.mkfifo('src/pipe')", in: scratch.url)
+        try await Python.run("import os\nos.makedirs('src')\nos.mkfifo('src/pipe')", in: scratch.url)
         let error = await expectHotError(.invalidArgument) {
             try ZipWriter.write(directory: scratch.path("src"), to: scratch.path("p.zip"))
         }
@@ -166,7 +167,7 @@ import Testing
         let scratch = try Scratch()
         defer { scratch.remove() }
         let source = scratch.path("src")
-        try Tool.python(
+        try await Python.run(
             """
             import os
             # Hard links to a few empty files: 66,000 names without 66,000 inodes
@@ -183,7 +184,7 @@ import Testing
         let summary = try ZipWriter.write(directory: source, to: archive)
         #expect(summary.fileCount + summary.directoryCount == 66_066)
         #expect(summary.usesZip64)
-        try Tool.python(
+        try await Python.run(
             "import zipfile\nassert len(zipfile.ZipFile('many.zip').infolist()) == 66066", in: scratch.url)
         let entries = try await ZipUnarchiver().entries(of: archive, options: ExtractOptions())
         #expect(entries.count == 66_066)

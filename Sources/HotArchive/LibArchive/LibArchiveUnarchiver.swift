@@ -16,7 +16,9 @@ import HotCore
 /// so both unarchivers write the same tree. libarchive runs on threads of their own
 /// with a UTF-8 `LC_CTYPE` for those threads only, so non-ASCII names convert. Limits
 /// are enforced on the data blocks as libarchive delivers them; entries go into a
-/// staging directory renamed onto the destination at the end.
+/// staging directory renamed onto the destination at the end. WinZip AES entries whose
+/// data libarchive decrypts but cannot then decompress (3.6.2 with bzip2, LZMA, PPMd, xz
+/// or zstd inside) are ``HotUpdateError/Code/unsupportedMethod``.
 ///
 /// libarchive is only the decoder (`archive_read_data_block`); `archive_write_disk`
 /// is not used. Files are created by the staging area ``ZipUnarchiver`` writes
@@ -172,7 +174,7 @@ public struct LibArchiveUnarchiver: Unarchiver {
             let hasher = try options.fileHasher?()
             var written: Int64 = 0
             let declared = Int64(entry.record.uncompressedSize)
-            try reader.readData { block, offset in
+            try reader.readData(of: entry) { block, offset in
                 guard offset == written else {
                     throw ArchiveError.corrupt(
                         name, "libarchive delivered its data out of order (at \(offset), expected \(written))",
@@ -313,7 +315,11 @@ private final class LibArchiveReader {
             var entry: OpaquePointer?
             let status = archive_read_next_header(handle, &entry)
             if status == ARCHIVE_EOF { return nil }
-            guard status == ARCHIVE_OK || status == ARCHIVE_WARN, let entry else { throw failure("reading a header") }
+            guard status == ARCHIVE_OK || status == ARCHIVE_WARN, let entry else {
+                // libarchive reads in central directory order: the header that failed is the first not seen.
+                let next = plan.entries.indices.first { !seen.contains($0) }.map { plan.entries[$0].name }
+                throw failure("reading a header", entry: next ?? current)
+            }
             let raw = archive_entry_pathname(entry)
             let utf8 = archive_entry_pathname_utf8(entry)
             let candidates = [raw, utf8].compactMap { $0 }.map { pointer in
@@ -354,7 +360,7 @@ private final class LibArchiveReader {
     }
 
     /// Hands out the current entry's data blocks with their offsets.
-    func readData(_ consume: (UnsafeRawBufferPointer, Int64) throws -> Void) throws {
+    func readData(of entry: PlannedEntry, _ consume: (UnsafeRawBufferPointer, Int64) throws -> Void) throws {
         while true {
             var buffer: UnsafeRawPointer?
             var size = 0
@@ -362,7 +368,7 @@ private final class LibArchiveReader {
             let status = archive_read_data_block(handle, &buffer, &size, &offset)
             if status == ARCHIVE_EOF { return }
             // For ZIP data, libarchive reports a bad CRC or size as a mere warning: refuse it.
-            guard status == ARCHIVE_OK else { throw failure("reading data") }
+            guard status == ARCHIVE_OK else { throw dataFailure(entry) }
             if size > 0, let buffer { try consume(UnsafeRawBufferPointer(start: buffer, count: size), Int64(offset)) }
         }
     }
@@ -375,8 +381,26 @@ private final class LibArchiveReader {
         }
     }
 
+    /// A failure reading `entry`'s data. WinZip AES over a method other than stored or deflate
+    /// is one libarchive may not decode (3.6.2 decrypts, then cannot decompress bzip2, LZMA,
+    /// PPMd, xz or zstd): that is ``HotUpdateError/Code/unsupportedMethod``, not a corrupt archive.
+    private func dataFailure(_ entry: PlannedEntry) -> HotUpdateError {
+        let error = failure("reading data")
+        guard entry.record.method == ZipFormat.methodAES, let inner = entry.record.aesMethod,
+            inner != ZipFormat.methodStored, inner != ZipFormat.methodDeflate, error.code == .corruptArchive
+        else { return error }
+        let message = archive_error_string(handle).map { String(cString: $0) } ?? "unknown error"
+        let version = archive_version_string().map { String(cString: $0) } ?? "libarchive"
+        return ArchiveError.make(
+            .unsupportedMethod, archiveName,
+            "it is WinZip AES-encrypted \(ZipFormat.methodName(inner)) data (method \(inner)), which \(version) cannot decrypt and decompress (\(message))",
+            entry: entry.name, cause: error)
+    }
+
     /// Turns libarchive's last error into a ``HotUpdateError`` with the code its cause deserves.
-    private func failure(_ doing: String) -> HotUpdateError {
+    private func failure(_ doing: String) -> HotUpdateError { failure(doing, entry: current) }
+
+    private func failure(_ doing: String, entry: String?) -> HotUpdateError {
         let message = archive_error_string(handle).map { String(cString: $0) } ?? "unknown error"
         let lower = message.lowercased()
         let code: HotUpdateError.Code
@@ -393,7 +417,7 @@ private final class LibArchiveReader {
         } else {
             code = .corruptArchive
         }
-        return ArchiveError.make(code, archiveName, "libarchive failed \(doing): \(message)", entry: current)
+        return ArchiveError.make(code, archiveName, "libarchive failed \(doing): \(message)", entry: entry)
     }
 }
 

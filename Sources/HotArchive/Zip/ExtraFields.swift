@@ -1,7 +1,7 @@
 import CHotZlib
 
-/// The extra fields HotArchive reads: zip64 sizes and offsets, and the Info-ZIP
-/// Unicode Path field.
+/// The extra fields HotArchive reads: zip64 sizes and offsets, the Info-ZIP
+/// Unicode Path field, and the compression method inside WinZip AES.
 enum ExtraFields {
     /// Applies the extra fields in `extra` to `record`.
     ///
@@ -25,6 +25,8 @@ enum ExtraFields {
                 try applyZip64(field, to: &record, central: central, archive: archive)
             case ZipFormat.extraUnicodePath:
                 applyUnicodePath(field, to: &record)
+            case ZipFormat.extraWinZipAES where field.count >= 7:
+                record.aesMethod = field.uint16LE(at: 5)
             default:
                 break
             }

@@ -41,11 +41,18 @@ struct ZipArchivePlan: Sendable {
     var directories: [String]
     /// The sum of the declared sizes of files and symlinks.
     var declaredBytes: Int64
+    /// Every admitted path, for checking link targets.
+    private var validator: EntryPathValidator
 
     /// Builds the plan for `file` under `options`.
     ///
+    /// - Parameter readsLinkTargets: Whether symlink targets are decoded here (with
+    ///   ``EntryDataReader``, stored and deflate only) and checked; when false the caller
+    ///   decodes them and hands each to ``admitLinkTarget(_:at:)`` before creating any link.
     /// - Throws: ``HotUpdateError``: structure errors, `.unsafeEntry`, `.limitExceeded`.
-    static func make(_ file: ReadOnlyFile, options: ExtractOptions) throws -> ZipArchivePlan {
+    static func make(_ file: ReadOnlyFile, options: ExtractOptions, readsLinkTargets: Bool = true) throws
+        -> ZipArchivePlan
+    {
         let archive = file.displayName
         let directory = try ZipDirectory.read(file, maxEntries: options.maxEntries)
         var validator = EntryPathValidator(archive: archive, maxNameLength: options.maxNameLength)
@@ -87,7 +94,7 @@ struct ZipArchivePlan: Sendable {
             entries.append(
                 PlannedEntry(record: record, name: name, path: path, kind: kind, mode: mode, linkTarget: nil))
         }
-        if entries.contains(where: { $0.kind == .symlink }) {
+        if readsLinkTargets, entries.contains(where: { $0.kind == .symlink }) {
             let reader = EntryDataReader(file: file, password: options.password)
             for index in entries.indices where entries[index].kind == .symlink {
                 let target = try readLinkTarget(entries[index], reader: reader, archive: archive)
@@ -97,7 +104,17 @@ struct ZipArchivePlan: Sendable {
         }
         return ZipArchivePlan(
             directory: directory, entries: entries, rootEntries: rootEntries, directories: validator.directories,
-            declaredBytes: declared)
+            declaredBytes: declared, validator: validator)
+    }
+
+    /// Checks and records the target of the symlink at `index`, decoded by another reader.
+    ///
+    /// - Throws: `.unsafeEntry` when the target is too long, not UTF-8, or leaves the destination.
+    mutating func admitLinkTarget(_ bytes: [UInt8], at index: Int) throws {
+        let entry = entries[index]
+        let target = try Self.linkTarget(bytes, of: entry, archive: validator.archive)
+        try validator.checkLinkTarget(target, of: entry.path, entry: entry.name)
+        entries[index].linkTarget = target
     }
 
     /// Decodes an entry's name (see the type's documentation for the rules).
@@ -154,6 +171,13 @@ struct ZipArchivePlan: Sendable {
         }
         var bytes: [UInt8] = []
         try reader.read(entry.record, name: entry.name, isCancelled: { false }) { bytes.append(contentsOf: $0) }
+        return try linkTarget(bytes, of: entry, archive: archive)
+    }
+
+    private static func linkTarget(_ bytes: [UInt8], of entry: PlannedEntry, archive: String) throws -> String {
+        guard bytes.count <= 4095 else {
+            throw ArchiveError.unsafe(archive, "its link target is longer than 4095 bytes", entry: entry.name)
+        }
         guard let target = validUTF8(bytes) else {
             throw ArchiveError.unsafe(archive, "its link target is not valid UTF-8", entry: entry.name)
         }

@@ -15,7 +15,9 @@ import HotCore
 /// Info-ZIP, the distance between where the end record says the central
 /// directory ends and where the end record really is, is taken as the length of
 /// a prefix and added to every offset. Trailing bytes after the end record
-/// (junk, signatures) are accepted when the end record's comment length fits.
+/// (junk) are accepted when the end record's comment fits in the file; the last
+/// end record signature in the file is the end record, and one whose comment runs
+/// past the end of the file is refused rather than skipped.
 struct ZipDirectory: Sendable {
     /// The entries in central directory order.
     var entries: [ZipEntryRecord]
@@ -34,6 +36,13 @@ struct ZipDirectory: Sendable {
         let name = file.displayName
         guard file.size > 0 else { throw ArchiveError.notAnArchive(name, "the file is empty") }
         let end = try EndRecord.locate(in: file)
+        // A count the directory cannot hold is a lie, not a large archive (Go's CVE-2021-33196 test).
+        let capacity = end.directorySize / UInt64(ZipFormat.centralHeaderLength)
+        if end.entryCount > capacity {
+            throw ArchiveError.corrupt(
+                name,
+                "it declares \(end.entryCount) entries, but its central directory of \(end.directorySize) bytes holds at most \(capacity)")
+        }
         if end.entryCount > UInt64(max(0, maxEntries)) {
             throw ArchiveError.limit(name, "it declares \(end.entryCount) entries, more than the limit of \(maxEntries)")
         }
@@ -148,6 +157,10 @@ struct EndRecord {
     var directoryEndPosition: UInt64
 
     /// Finds the end record by scanning back from the end of the file.
+    ///
+    /// The last end record signature is the end record: when its comment would run past
+    /// the end of the file it is refused, not skipped for an earlier one (which could
+    /// describe another archive hidden inside this one: Go's issue 66869).
     static func locate(in file: ReadOnlyFile) throws -> EndRecord {
         let name = file.displayName
         let tailLength = Int(min(file.size, Int64(ZipFormat.endOfCentralDirectoryLength + ZipFormat.maxCommentLength)))
@@ -159,22 +172,30 @@ struct EndRecord {
             while index >= 0 {
                 // Cheap first-byte test before the full signature.
                 if buffer[index] == 0x50, buffer.uint32LE(at: index) == ZipFormat.endOfCentralDirectorySignature {
-                    let commentLength = Int(buffer.uint16LE(at: index + 20))
-                    if index + ZipFormat.endOfCentralDirectoryLength + commentLength <= buffer.count {
-                        found = index
-                        return
-                    }
+                    found = index
+                    return
                 }
                 index -= 1
             }
         }
         guard let index = found else {
             let head = try file.readExactly(Int(min(4, file.size)), at: 0, what: "the file's first bytes")
-            if head.count == 4, head.uint32LE(at: 0) == ZipFormat.localHeaderSignature {
+            // A local header, or another ZIP record (a spanned archive starts with PK\7\8 or PK00).
+            let zipRecords: Set<UInt32> = [
+                ZipFormat.localHeaderSignature, ZipFormat.centralHeaderSignature, ZipFormat.dataDescriptorSignature,
+                ZipFormat.zip64EndSignature, ZipFormat.zip64LocatorSignature, 0x3030_4b50,
+            ]
+            if head.count == 4, zipRecords.contains(head.uint32LE(at: 0)) {
                 throw ArchiveError.corrupt(
                     name, "it begins like a ZIP archive but has no end of central directory record (truncated?)")
             }
             throw ArchiveError.notAnArchive(name, "no end of central directory record")
+        }
+        let commentLength = Int(tail.uint16LE(at: index + 20))
+        guard index + ZipFormat.endOfCentralDirectoryLength + commentLength <= tail.count else {
+            throw ArchiveError.corrupt(
+                name,
+                "its end of central directory record declares a comment of \(commentLength) bytes, which runs past the end of the file")
         }
         let position = UInt64(tailStart) + UInt64(index)
         let disk = tail.uint16LE(at: index + 4)
@@ -221,6 +242,9 @@ struct EndRecord {
         }
         let totalDisks = locator.uint32LE(at: 16)
         guard locator.uint32LE(at: 4) == 0, totalDisks <= 1 else {
+            // An end record that needs no zip64 values says this is disk 0: a locator that
+            // disagrees is stray bytes, not a spanned archive (Go's issue 12449).
+            if !required { return nil }
             throw HotUpdateError(
                 .unsupported, "'\(name)' is split across several disks, which is not supported", subject: name)
         }

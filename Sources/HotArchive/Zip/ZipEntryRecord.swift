@@ -25,6 +25,8 @@ struct ZipEntryRecord: Sendable {
     var localName: [UInt8]?
     /// Absolute offset of the entry's data; known once the local header has been read.
     var dataOffset: UInt64 = 0
+    /// For a WinZip AES entry (method 99), the compression method of the encrypted data.
+    var aesMethod: UInt16?
 
     var isEncrypted: Bool { flags & ZipFormat.flagEncrypted != 0 }
     var hasDataDescriptor: Bool { flags & ZipFormat.flagDataDescriptor != 0 }

@@ -28,6 +28,7 @@ enum ZipFormat {
     /// Extra field ids.
     static let extraZip64: UInt16 = 0x0001
     static let extraUnicodePath: UInt16 = 0x7075
+    static let extraWinZipAES: UInt16 = 0x9901
 
     /// "Version made by" hosts whose external attributes carry a Unix mode.
     static let hostUnix: UInt8 = 3
