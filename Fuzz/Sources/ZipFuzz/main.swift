@@ -45,7 +45,7 @@ let options = ExtractOptions(
 
 /// The directories the harness works in, created once per process.
 ///
-/// `base/input.zip` is the archive; `base/up1/up2/up3/work/out` the destination.
+/// `base/input.zip` is the archive; the destination is `out` inside `base/up1/up2/up3/work`.
 /// The `up` levels catch `..` escapes that climb out of `work`.
 struct Sandbox {
     let base: String
