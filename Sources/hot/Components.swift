@@ -84,15 +84,17 @@ struct StoreOptions: ParsableArguments {
     var rootURL: URL { directoryURL(root) }
 
     /// Builds an updater over this root with the given parts.
-    func makeUpdater(transport: any Transport = FileTransport(), unarchiver: any Unarchiver = ZipUnarchiver())
-        -> Updater
-    {
+    func makeUpdater(
+        transport: any Transport = FileTransport(), unarchiver: any Unarchiver = ZipUnarchiver(),
+        keepPreviousVersions: Int = 1, maxConcurrentPackages: Int = 2
+    ) -> Updater {
         var logger = Logger(label: "hot", factory: { StreamLogHandler.standardError(label: $0) })
         logger.logLevel = verbose ? .debug : .critical
         let kind = store ?? StoreKind.detect(root: rootURL)
         return Updater(
             configuration: UpdaterConfiguration(
                 root: rootURL, transport: transport, unarchiver: unarchiver, verifier: CryptoVerifier(),
-                store: kind.make(root: rootURL), logger: logger))
+                store: kind.make(root: rootURL), maxConcurrentPackages: maxConcurrentPackages,
+                keepPreviousVersions: keepPreviousVersions, logger: logger))
     }
 }

@@ -46,26 +46,33 @@ extension Updater {
     /// Deletes a package: every version of it, its record, and the objects no other
     /// package or version links. Files it shares with other packages stay for them.
     ///
+    /// Work on the package in progress is cancelled first.
+    ///
     /// - Parameter packageID: The package.
+    /// - Returns: The versions deleted and the objects freed.
     /// - Throws: ``HotUpdateError/Code/notFound`` when the store does not know the package;
     ///   ``HotUpdateError/Code/fileSystem`` when the store cannot be written.
     ///
     /// ```swift
     /// try await updater.remove(packageID: "filters")
     /// ```
-    public func remove(packageID: String) async throws {
+    @discardableResult
+    public func remove(packageID: String) async throws -> GarbageReport {
         await cancel(packageID: packageID)
-        try await serialized { try await self.performRemove(packageID: packageID, missingIsError: true) }
+        return try await serialized { try await self.performRemove(packageID: packageID, missingIsError: true) }
     }
 
-    func performRemove(packageID: String, missingIsError: Bool) async throws {
+    func performRemove(packageID: String, missingIsError: Bool) async throws -> GarbageReport {
         var next = try await open()
         guard let record = next.packages.removeValue(forKey: packageID) else {
             if missingIsError { throw HotUpdateError(.notFound, "not installed", packageID: packageID) }
-            return
+            return GarbageReport(versionsRemoved: 0, objectsRemoved: 0, bytesFreed: 0)
         }
         try await commit(next)
-        await deleteVersions(([record.active].compactMap { $0 }) + record.previous, of: packageID)
+        hub.publish(packageID, nil, .removed)
+        let versions = ([record.active].compactMap { $0 }) + record.previous
+        let freed = await deleteVersions(versions, of: packageID)
+        return GarbageReport(versionsRemoved: versions.count, objectsRemoved: freed.objects, bytesFreed: freed.bytes)
     }
 
     /// Collects garbage: deletes versions beyond the active one and the

@@ -79,7 +79,7 @@ extension Updater {
         switch entry.change {
         case .remove:
             do {
-                try await serialized { try await self.performRemove(packageID: entry.id, missingIsError: false) }
+                _ = try await serialized { try await self.performRemove(packageID: entry.id, missingIsError: false) }
                 logger.info("removed", metadata: ["package": "\(entry.id)"])
                 return PackageOutcome(id: entry.id, change: .remove, activeVersion: nil)
             } catch {

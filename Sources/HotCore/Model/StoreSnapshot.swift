@@ -38,6 +38,9 @@ public struct PackageState: RawRepresentable, Hashable, Sendable, Codable, Custo
     /// A file of the active version does not match its recorded digest.
     public static let digestMismatch = PackageState(rawValue: "digestMismatch")
 
+    /// The package was deleted with every version (published, never stored: the record goes).
+    public static let removed = PackageState(rawValue: "removed")
+
     /// Whether the state is only published while work runs and never committed.
     public var isTransient: Bool { self == .downloading || self == .verifying }
 
