@@ -63,12 +63,8 @@ extension Updater {
     /// if !health.isHealthy { _ = try await updater.repair(packageID: "filters") }
     /// ```
     public func verify(packageID: String, depth: VerificationDepth = .full) async throws -> PackageHealth {
-        let snapshot = try await open()
-        guard let active = snapshot.packages[packageID]?.active else {
-            throw HotUpdateError(.notFound, "no active version to verify", packageID: packageID)
-        }
-        let list = try await fileList(forVersionPath: active.path).files
-        let root = try layout.url(forRelativePath: active.path)
+        let (active, fileList, root) = try await activeTree(of: packageID, toDo: "verify")
+        let list = fileList.files
         let verifier = configuration.verifier
         let (missing, damaged) = try await FileSystem.offload {
             Self.examine(list, under: root, depth: depth, verifier: verifier)
@@ -164,15 +160,22 @@ extension Updater {
             md5: try active.md5.map { try Digest(algorithm: .md5, hex: $0) })
     }
 
+    /// The active version of a package, its file list and its tree.
+    private func activeTree(of packageID: String, toDo action: String) async throws
+        -> (version: InstalledVersion, files: FileList, directory: URL)
+    {
+        guard let active = try await open().packages[packageID]?.active else {
+            throw HotUpdateError(.notFound, "no active version to \(action)", packageID: packageID)
+        }
+        return (active, try await fileList(forVersionPath: active.path), try layout.url(forRelativePath: active.path))
+    }
+
     /// Links intact objects back in place of missing or damaged files; runs on the store
     /// queue. Returns the paths restored and those whose object is gone or damaged.
     private func restoreFromObjects(_ packageID: String, paths: [String]) async throws -> ([String], [String]) {
-        let snapshot = try await open()
-        guard let active = snapshot.packages[packageID]?.active else {
-            throw HotUpdateError(.notFound, "no active version to repair", packageID: packageID)
-        }
-        let files = try await fileList(forVersionPath: active.path).byPath
-        let root = try layout.url(forRelativePath: active.path)
+        let tree = try await activeTree(of: packageID, toDo: "repair")
+        let files = tree.files.byPath
+        let root = tree.directory
         let objects = self.objects
         let verifier = configuration.verifier
         return try await FileSystem.offload {
