@@ -154,6 +154,11 @@ extension Updater {
         guard let active = snapshot?.packages[packageID]?.active, let url = URL(string: active.sourceURL) else {
             throw HotUpdateError(.notFound, "no source recorded for the active version", packageID: packageID)
         }
+        guard !Self.isLocalSource(active.sourceURL) else {
+            throw HotUpdateError(
+                .unsupported, "installed from the local folder \(url.path), which cannot be downloaded again",
+                packageID: packageID)
+        }
         return try PackageDescriptor(
             id: packageID, version: active.version, url: url, size: active.archiveSize,
             sha256: try active.sha256.map { try Digest(algorithm: .sha256, hex: $0) },

@@ -94,7 +94,8 @@ extension Updater {
 
     /// Records what the plan found, in one commit and only if anything changes: a package to
     /// add is ``PackageState/new``, one to update ``PackageState/updateAvailable``, and an
-    /// unchanged one whose last attempt failed (or was interrupted) is installed again.
+    /// unchanged one whose last attempt failed (or was interrupted) is installed again; the
+    /// manifest's order of packages is kept for activating script patches at launch.
     /// A store that cannot be written here does not stop the sync: the states are facts the
     /// installs will record anyway.
     private func recordPlannedStates(_ plan: UpdatePlan) async {
@@ -126,7 +127,10 @@ extension Updater {
             next.packages[entry.id] = record
             changes.append(PackageStateChange(id: entry.id, version: entry.offered?.version, state: state))
         }
-        if !changes.isEmpty { try await commit(next) }
+        let order = plan.manifest.packages.map(\.id)
+        let reordered = next.manifestOrder != order
+        next.manifestOrder = order
+        if !changes.isEmpty || reordered { try await commit(next) }
         return changes
     }
 }

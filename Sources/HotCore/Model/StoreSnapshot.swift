@@ -120,6 +120,9 @@ public struct StoreSnapshot: Codable, Sendable, Hashable {
     public var packages: [String: InstallRecord]
     /// The highest manifest version this client has trusted, for rollback protection.
     public var highestManifestVersion: Int?
+    /// The package ids in the order of the last manifest applied: the order script patches
+    /// are activated in at launch. Nil until a manifest was applied.
+    public var manifestOrder: [String]?
 
     /// Creates a snapshot; the default is an empty store.
     public init(
