@@ -111,4 +111,20 @@ struct ContentStoreTests {
         #expect(!FileManager.default.fileExists(atPath: fixture.url("filelists/p/2.files").path))
         #expect(try await reopened.verify(packageID: "p").isHealthy)
     }
+
+    @Test("file lists round-trip any path and refuse what they cannot read")
+    func fileListFormat() throws {
+        let digest = String(repeating: "ab", count: 32)
+        let list = FileList(files: [
+            InstalledFile(path: "plain/a.png", size: 3, sha256: digest),
+            InstalledFile(path: "with space/100% sure.txt", size: 0, sha256: digest),
+            InstalledFile(path: "line\nfeed\r.js", size: 12, sha256: digest),
+            InstalledFile(path: "字体/émoji-🙂.ttf", size: 1 << 40, sha256: digest),
+        ])
+        #expect(try FileList.decode(list.encoded(), name: "test") == list)
+        #expect(try FileList.decode(Data("hotfiles 1\n".utf8), name: "empty").files.isEmpty)
+        for bad in ["", "{}", "hotfiles 2\n", "hotfiles 1\nabc 3 a.png\n", "hotfiles 1\n\(digest) x a.png\n"] {
+            #expect(throws: HotUpdateError(.storeCorrupt, "")) { try FileList.decode(Data(bad.utf8), name: "bad") }
+        }
+    }
 }

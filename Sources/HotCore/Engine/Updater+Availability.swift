@@ -214,6 +214,11 @@ extension Updater {
                     ? "\(health.missing.count) installed file(s) missing, first \(health.missing[0])"
                     : "\(health.damaged.count) installed file(s) damaged, first \(health.damaged[0])",
                 packageID: id)
+        // Nothing to record (the usual case at launch): no store step.
+        if let stored = snapshot?.packages[id], stored.active?.path == path {
+            let wasDamaged = stored.state == .fileMissing || stored.state == .digestMismatch
+            if stored.state == found || (health.isHealthy && !wasDamaged) { return }
+        }
         let changed = try await serialized {
             var next = try await self.open()
             guard var record = next.packages[id], record.active?.path == path else { return false }

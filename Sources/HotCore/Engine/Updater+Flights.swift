@@ -200,9 +200,10 @@ extension Updater {
                 staged = try await PackageFetcher(configuration: configuration, layout: layout)
                     .stage(descriptor, observer: observer)
             }
-            let version = try await serialized {
-                try await self.installStaged(staged, descriptor, isRepair: isRepair)
-            }
+            let version =
+                isRepair
+                ? try await serialized { try await self.repairStaged(staged, descriptor) }
+                : try await installStaged(staged, descriptor)
             return FlightResult(version: version, bytesDownloaded: staged.size)
         } catch {
             let hot = HotUpdateError.wrap(error, as: .internalInconsistency, "failed", packageID: id)

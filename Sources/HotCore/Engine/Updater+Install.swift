@@ -1,46 +1,148 @@
 import Foundation
 import Logging
 
+/// A staged package waiting for the next group commit.
+struct PendingInstall {
+    var number: Int
+    var staged: StagedPackage
+    var offered: PackageDescriptor
+    var continuation: CheckedContinuation<InstalledVersion, any Error>
+}
+
+/// A tree moved into place whose version is not recorded yet.
+private struct PreparedInstall {
+    var pending: PendingInstall
+    var version: InstalledVersion
+    var destination: URL
+    var listURL: URL
+    var dropped: [InstalledVersion]
+}
+
 extension Updater {
-    /// Installs a staged package; runs on the store queue.
+    /// Installs a staged package in the next group commit and returns the version recorded.
     ///
-    /// The steps, each safe to interrupt: every file becomes an object (or a link to the
-    /// object already holding its content); the file list is written; the tree is renamed
-    /// into `packages/`; the file system is flushed; one commit makes the version active.
-    /// A crash before the commit leaves a tree no record refers to, which the next open
-    /// sweeps together with the objects only it linked. The staging directory is removed
-    /// whatever happens.
-    func installStaged(_ staged: StagedPackage, _ offered: PackageDescriptor, isRepair: Bool) async throws
-        -> InstalledVersion
-    {
-        defer { try? FileSystem.remove(staged.stagingDirectory) }
-        try Task.checkCancellation()
-        var next = try await open()
-        let existing = next.packages[offered.id]
-        if !isRepair, let active = existing?.active, UpdatePlan.isSame(offered, active),
-            FileSystem.isDirectory(try layout.url(forRelativePath: active.path))
-        {
-            return active  // a flight that started before this one installed it
+    /// Packages staged while the store queue is busy are installed together, with one flush
+    /// of the file system and one commit for all of them, so syncing many small packages does
+    /// not pay a flush and a commit each. For every package the steps are safe to interrupt:
+    /// every file becomes an object (or a link to the object already holding its content);
+    /// the file list is written; the tree is renamed into `packages/`; then, for the group,
+    /// the file system is flushed and one commit makes the versions active. A crash before
+    /// the commit leaves trees no record refers to, which the next open sweeps together with
+    /// the objects only they linked. The staging directory is removed whatever happens.
+    ///
+    /// Cancelling the caller before its group starts withdraws the package; after that, it
+    /// is installed completely.
+    func installStaged(_ staged: StagedPackage, _ offered: PackageDescriptor) async throws -> InstalledVersion {
+        installCounter += 1
+        let number = installCounter
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                guard !Task.isCancelled else {
+                    try? FileSystem.remove(staged.stagingDirectory)
+                    continuation.resume(throwing: CancellationError())
+                    return
+                }
+                pendingInstalls.append(
+                    PendingInstall(number: number, staged: staged, offered: offered, continuation: continuation))
+                if !installGroupQueued {
+                    installGroupQueued = true
+                    enqueue { await self.commitPendingInstalls() }
+                }
+            }
+        } onCancel: {
+            Task { await self.withdrawInstall(number) }
+        }
+    }
+
+    private func withdrawInstall(_ number: Int) {
+        guard let index = pendingInstalls.firstIndex(where: { $0.number == number }) else { return }
+        let pending = pendingInstalls.remove(at: index)
+        try? FileSystem.remove(pending.staged.stagingDirectory)
+        pending.continuation.resume(throwing: CancellationError())
+    }
+
+    /// Installs every pending package as one group; runs on the store queue.
+    private func commitPendingInstalls() async {
+        let group = pendingInstalls
+        pendingInstalls = []
+        installGroupQueued = false
+        guard !group.isEmpty else { return }
+        var next: StoreSnapshot
+        do {
+            next = try await open()
+        } catch {
+            for pending in group { settle(pending, .failure(error)) }
+            return
         }
 
+        var prepared: [PreparedInstall] = []
+        for pending in group {
+            let offered = pending.offered
+            if let active = next.packages[offered.id]?.active, UpdatePlan.isSame(offered, active),
+                let directory = try? layout.url(forRelativePath: active.path), FileSystem.isDirectory(directory)
+            {
+                settle(pending, .success(active))  // a flight that started before this one installed it
+                continue
+            }
+            do {
+                prepared.append(try await prepare(pending, in: &next))
+            } catch {
+                settle(pending, .failure(error))
+            }
+        }
+        guard !prepared.isEmpty else { return }
+
+        do {
+            let root = layout.root
+            try await FileSystem.offload { try FileSystem.syncFileSystem(containing: root) }
+            try await commit(next)
+        } catch {
+            for install in prepared.reversed() {
+                await discardTree(install.destination, listURL: install.listURL, files: install.pending.staged.files)
+                settle(install.pending, .failure(error))
+            }
+            return
+        }
+        for install in prepared {
+            let offered = install.pending.offered
+            fileLists[install.version.path] = FileList(files: install.pending.staged.files)
+            checkedVersions.insert(install.version.path)
+            hub.publish(offered.id, offered.version, .installed)
+            logger.info("installed", metadata: ["package": "\(offered.id)", "version": "\(offered.version)"])
+        }
+        // Versions beyond those kept go before the callers hear back, so a caller never sees them.
+        for install in prepared where !install.dropped.isEmpty {
+            await deleteVersions(install.dropped, of: install.pending.offered.id)
+        }
+        for install in prepared { settle(install.pending, .success(install.version)) }
+    }
+
+    /// Removes the staging directory and answers the caller.
+    private func settle(_ pending: PendingInstall, _ result: Result<InstalledVersion, any Error>) {
+        try? FileSystem.remove(pending.staged.stagingDirectory)
+        pending.continuation.resume(with: result)
+    }
+
+    /// Turns one staged package into objects, a file list and a tree in place, and records
+    /// it in `next` (not committed yet).
+    private func prepare(_ pending: PendingInstall, in next: inout StoreSnapshot) async throws -> PreparedInstall {
+        let staged = pending.staged
+        let offered = pending.offered
         let objects = self.objects
         let verifier = configuration.verifier
         let files = staged.files
         let tree = staged.tree
         try await FileSystem.offload {
-            try objects.adopt(tree: tree, files: files, distrustExisting: isRepair, verifier: verifier)
-        }
-        if isRepair {
-            return try await replaceActiveTree(with: staged, of: offered.id, in: next)
+            try objects.adopt(tree: tree, files: files, distrustExisting: false, verifier: verifier)
         }
 
+        let existing = next.packages[offered.id]
         let kept = ([existing?.active].compactMap { $0 }) + (existing?.previous ?? [])
         let relative = try versionPath(for: offered, digest: staged.sha256, avoiding: Set(kept.map(\.path)))
         let destination = try layout.url(forRelativePath: relative)
         guard let listURL = layout.fileListURL(forVersionPath: relative) else {
             throw HotUpdateError(.internalInconsistency, "no file list path for \(relative)", packageID: offered.id)
         }
-        let root = layout.root
         let packageDirectory = layout.packageDirectory(id: offered.id)
         do {
             try await FileSystem.offload {
@@ -48,7 +150,6 @@ extension Updater {
                 try FileSystem.createDirectory(packageDirectory)
                 try FileSystem.remove(destination)
                 try FileSystem.rename(tree, to: destination)
-                try FileSystem.syncFileSystem(containing: root)
             }
         } catch {
             await discardTree(destination, listURL: listURL, files: files)
@@ -59,21 +160,27 @@ extension Updater {
             version: offered.version, path: relative, archiveSize: staged.size, sha256: staged.sha256.hex,
             md5: staged.md5?.hex, sourceURL: offered.url.absoluteString, installedAt: Date())
         let keep = configuration.keepPreviousVersions
-        let dropped = kept.count > keep ? Array(kept[keep...]) : []
         next.packages[offered.id] = InstallRecord(
             id: offered.id, state: .installed, active: version, previous: Array(kept.prefix(keep)), lastError: nil)
-        do {
-            try await commit(next)
-        } catch {
-            await discardTree(destination, listURL: listURL, files: files)
-            throw error
+        return PreparedInstall(
+            pending: pending, version: version, destination: destination, listURL: listURL,
+            dropped: kept.count > keep ? Array(kept[keep...]) : [])
+    }
+
+    /// Replaces the active version's damaged tree with a freshly fetched one; runs on the
+    /// store queue. Existing objects are hashed before they are reused: one may be what was
+    /// damaged.
+    func repairStaged(_ staged: StagedPackage, _ offered: PackageDescriptor) async throws -> InstalledVersion {
+        defer { try? FileSystem.remove(staged.stagingDirectory) }
+        try Task.checkCancellation()
+        let objects = self.objects
+        let verifier = configuration.verifier
+        let files = staged.files
+        let tree = staged.tree
+        try await FileSystem.offload {
+            try objects.adopt(tree: tree, files: files, distrustExisting: true, verifier: verifier)
         }
-        fileLists[relative] = FileList(files: files)
-        checkedVersions.insert(relative)
-        hub.publish(offered.id, offered.version, .installed)
-        logger.info("installed", metadata: ["package": "\(offered.id)", "version": "\(offered.version)"])
-        await deleteVersions(dropped, of: offered.id)
-        return version
+        return try await replaceActiveTree(with: staged, of: offered.id, in: try await open())
     }
 
     /// The directory for a new version: its version, or the version and digest when a kept

@@ -58,6 +58,10 @@ public actor Updater {
     var checkedVersions: Set<String> = []
     /// File lists read during this launch, by version path.
     var fileLists: [String: FileList] = [:]
+    /// Staged packages waiting for the next group commit.
+    var pendingInstalls: [PendingInstall] = []
+    var installGroupQueued = false
+    var installCounter = 0
 
     nonisolated let hub = EventHub()
     nonisolated let slots: AsyncSemaphore

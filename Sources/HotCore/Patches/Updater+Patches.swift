@@ -83,9 +83,7 @@ extension Updater {
             try? FileSystem.remove(staging)
             throw HotUpdateError.wrap(error, as: .fileSystem, "cannot copy the local patch", packageID: id)
         }
-        let installed = try await serialized {
-            try await self.installStaged(staged, descriptor, isRepair: false)
-        }
+        let installed = try await installStaged(staged, descriptor)
         guard let record = snapshot?.packages[id] else {
             throw HotUpdateError(.internalInconsistency, "installed but not recorded", packageID: id)
         }
