@@ -33,6 +33,9 @@ struct StoreBenchmark: AsyncParsableCommand {
     @Option(help: "Packages downloaded and unpacked at once in the concurrent sync.")
     var concurrency = 8
 
+    @Option(help: "Also sync the small packages with each connection limited to this many bytes per second (0: not).")
+    var rateLimit = 256 << 10
+
     @Option(help: "The work directory (default: the system's temporary directory).")
     var workDir: String?
 
@@ -40,7 +43,8 @@ struct StoreBenchmark: AsyncParsableCommand {
     var markdown = false
 
     func validate() throws {
-        guard packages >= 1, filesPerPackage >= 3, smallPackages >= 1, runs >= 1, concurrency >= 1 else {
+        guard packages >= 1, filesPerPackage >= 3, smallPackages >= 1, runs >= 1, concurrency >= 1, rateLimit >= 0
+        else {
             throw ValidationError("counts must be positive (at least 3 files per package)")
         }
     }
@@ -187,16 +191,33 @@ struct StoreBenchmark: AsyncParsableCommand {
         }
         try document.encoded().write(to: repository.appendingPathComponent("manifest.json"))
 
+        try await measureSyncs(from: repository, rateLimit: nil, in: work, into: &table)
+        if rateLimit > 0 {
+            try await measureSyncs(from: repository, rateLimit: rateLimit, in: work, into: &table)
+        }
+    }
+
+    /// Syncs the small packages one after another and then `concurrency` at once, from nginx
+    /// (each connection limited to `rateLimit` bytes per second when given) or from file://.
+    private func measureSyncs(from repository: URL, rateLimit: Int?, in work: URL, into table: inout Table)
+        async throws
+    {
         let server: NginxServer?
         do {
-            server = try await NginxServer.start(root: repository)
+            let locations = rateLimit.map { [NginxServer.Location.rateLimited(prefix: "/packages/", bytesPerSecond: $0)] }
+            server = try await NginxServer.start(root: repository, options: .init(locations: locations ?? []))
         } catch {
+            guard rateLimit == nil else {
+                note("nginx is not available (\(error)); no rate-limited sync")
+                return
+            }
             note("nginx is not available (\(error)); syncing from file://")
             server = nil
         }
         let manifestURL = server?.baseURL.appendingPathComponent("manifest.json")
             ?? repository.appendingPathComponent("manifest.json")
-        let over = server == nil ? "file://" : "nginx 127.0.0.1"
+        var over = server == nil ? "file://" : "nginx 127.0.0.1"
+        if let rateLimit { over += " at \(rateLimit / 1024) KiB/s per connection" }
         func transport() -> any Transport {
             #if canImport(CHotCurl)
                 if server != nil { return CurlTransport() }
@@ -208,7 +229,7 @@ struct StoreBenchmark: AsyncParsableCommand {
 
         var timings: [(String, [Double])] = []
         for (label, width) in [("one after another", 1), ("\(concurrency) at once", concurrency)] {
-            note("syncing \(smallPackages) small packages \(label)")
+            note("syncing \(smallPackages) small packages over \(over), \(label)")
             var seconds: [Double] = []
             for run in 0..<runs {
                 let root = work.appendingPathComponent("small-store-\(width)-\(run)", isDirectory: true)

@@ -239,15 +239,19 @@ extension Updater {
     ) -> (missing: [String], damaged: [String]) {
         var missing: [String] = []
         var damaged: [String] = []
+        // Plain path strings: building a URL per file would cost more than the lstat.
+        let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
         for file in files {
-            let url = root.appendingPathComponent(file.path, isDirectory: false)
-            guard let info = FileInfo(url), info.isRegular else {
+            guard let info = FileInfo(path: base + file.path), info.isRegular else {
                 missing.append(file.path)
                 continue
             }
             if info.size != file.size {
                 damaged.append(file.path)
-            } else if depth == .full, (try? verifier.digest(ofFile: url, using: .sha256).hex) != file.sha256 {
+            } else if depth == .full,
+                (try? verifier.digest(ofFile: URL(fileURLWithPath: base + file.path), using: .sha256).hex)
+                    != file.sha256
+            {
                 damaged.append(file.path)
             }
         }

@@ -149,7 +149,7 @@ extension Updater {
                 try FileList(files: files).write(to: listURL)
                 try FileSystem.createDirectory(packageDirectory)
                 try FileSystem.remove(destination)
-                try FileSystem.rename(tree, to: destination)
+                try FileSystem.rename(tree, to: destination, durable: false)  // the group's flush follows
             }
         } catch {
             await discardTree(destination, listURL: listURL, files: files)
@@ -283,7 +283,8 @@ extension Updater {
                 freed.add(
                     try await FileSystem.offload {
                         try FileSystem.createDirectory(staging)
-                        if FileSystem.isDirectory(url) { try FileSystem.rename(url, to: trash) }
+                        // Not fsynced: lost in a crash, the tree is swept as one no record names.
+                        if FileSystem.isDirectory(url) { try FileSystem.rename(url, to: trash, durable: false) }
                         try FileSystem.remove(trash)
                         if let listURL { try FileSystem.remove(listURL) }
                         return objects.release((list?.files ?? []).map(\.sha256))

@@ -103,7 +103,8 @@ public struct FileList: Sendable, Hashable {
     }
 
     /// Writes the list to `url` through a temporary file and a rename, so a reader sees the
-    /// old list or the new one. Durability comes from the flush before the version is committed.
+    /// old list or the new one. Nothing is fsynced: the engine flushes the file system before
+    /// it commits the version the list belongs to.
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
     public func write(to url: URL) throws {
@@ -116,7 +117,7 @@ public struct FileList: Sendable, Hashable {
             try? FileSystem.remove(temporary)
             throw HotUpdateError.wrap(error, as: .fileSystem, "cannot write the file list \(url.path)")
         }
-        try FileSystem.rename(temporary, to: url)
+        try FileSystem.rename(temporary, to: url, durable: false)
     }
 
     /// The files by path.

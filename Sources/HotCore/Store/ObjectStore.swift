@@ -150,8 +150,12 @@ struct FileInfo: Sendable, Hashable {
     var allocatedBytes: Int64
 
     init?(_ url: URL) {
+        self.init(path: url.path)
+    }
+
+    init?(path: String) {
         var info = stat()
-        guard lstat(url.path, &info) == 0 else { return nil }
+        guard lstat(path, &info) == 0 else { return nil }
         isRegular = (info.st_mode & S_IFMT) == S_IFREG
         size = Int64(info.st_size)
         links = Int(info.st_nlink)
