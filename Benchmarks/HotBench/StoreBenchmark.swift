@@ -285,8 +285,15 @@ struct StoreBenchmark: AsyncParsableCommand {
             let url = source.appendingPathComponent(path)
             try FileManager.default.createDirectory(
                 at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            // The name, then seeded random bytes: every file differs and nothing compresses,
+            // so an archive is as large as its files.
             var bytes = Data("\(id)/\(path)\n".utf8)
-            while bytes.count < fileBytes { bytes.append(contentsOf: bytes.prefix(fileBytes - bytes.count)) }
+            if bytes.count < fileBytes {
+                var random = SeededRandom(seed: UInt64(index) << 32 | UInt64(file))
+                var tail = Data(count: fileBytes - bytes.count)
+                tail.withUnsafeMutableBytes { random.fill($0) }
+                bytes.append(tail)
+            }
             try bytes.write(to: url)
         }
         let archive = repository.appendingPathComponent("packages/\(id)-1.zip")

@@ -128,13 +128,9 @@ extension Updater {
     private func prepare(_ pending: PendingInstall, in next: inout StoreSnapshot) async throws -> PreparedInstall {
         let staged = pending.staged
         let offered = pending.offered
-        let objects = self.objects
-        let verifier = configuration.verifier
         let files = staged.files
         let tree = staged.tree
-        try await FileSystem.offload {
-            try objects.adopt(tree: tree, files: files, distrustExisting: false, verifier: verifier)
-        }
+        try await adoptObjects(of: staged, distrustingExisting: false)
 
         let existing = next.packages[offered.id]
         let kept = ([existing?.active].compactMap { $0 }) + (existing?.previous ?? [])
@@ -173,14 +169,19 @@ extension Updater {
     func repairStaged(_ staged: StagedPackage, _ offered: PackageDescriptor) async throws -> InstalledVersion {
         defer { try? FileSystem.remove(staged.stagingDirectory) }
         try Task.checkCancellation()
+        try await adoptObjects(of: staged, distrustingExisting: true)
+        return try await replaceActiveTree(with: staged, of: offered.id, in: try await open())
+    }
+
+    /// Makes every file of a staged tree an object, off the cooperative pool.
+    private func adoptObjects(of staged: StagedPackage, distrustingExisting: Bool) async throws {
         let objects = self.objects
         let verifier = configuration.verifier
         let files = staged.files
         let tree = staged.tree
         try await FileSystem.offload {
-            try objects.adopt(tree: tree, files: files, distrustExisting: true, verifier: verifier)
+            try objects.adopt(tree: tree, files: files, distrustExisting: distrustingExisting, verifier: verifier)
         }
-        return try await replaceActiveTree(with: staged, of: offered.id, in: try await open())
     }
 
     /// The directory for a new version: its version, or the version and digest when a kept

@@ -51,38 +51,60 @@ public struct FileList: Sendable, Hashable {
         return try decode(data, name: url.path)
     }
 
-    /// Decodes the bytes of a list; `name` says which in errors.
+    /// Decodes the bytes of a list; `name` says which in errors. Works on the UTF-8 bytes
+    /// (Swift's `Character` splitting would cost more than the launch check's `lstat`s).
     ///
     /// - Throws: ``HotUpdateError/Code/storeCorrupt`` naming the line that cannot be read.
     public static func decode(_ data: Data, name: String) throws -> FileList {
-        let text = String(decoding: data, as: UTF8.self)
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: true)[...]
-        guard let header = lines.popFirst(), header.hasPrefix("hotfiles "),
-            let format = Int(header.dropFirst("hotfiles ".count))
+        let bytes = [UInt8](data)
+        let newline = UInt8(ascii: "\n")
+        let space = UInt8(ascii: " ")
+        let header = Array("hotfiles ".utf8)
+        guard let headerEnd = bytes.firstIndex(of: newline), headerEnd > header.count,
+            Array(bytes[0..<header.count]) == header,
+            let format = Int(String(decoding: bytes[header.count..<headerEnd], as: UTF8.self))
         else {
             throw HotUpdateError(.storeCorrupt, "not a file list", subject: name)
         }
         guard format <= currentFormat else {
-            throw HotUpdateError(.storeCorrupt, "the file list was written by a newer HotUpdate (format \(format))", subject: name)
+            throw HotUpdateError(
+                .storeCorrupt, "the file list was written by a newer HotUpdate (format \(format))", subject: name)
         }
         var files: [InstalledFile] = []
-        files.reserveCapacity(lines.count)
-        for (number, line) in lines.enumerated() {
-            guard let first = line.firstIndex(of: " "), line.distance(from: line.startIndex, to: first) == 64 else {
-                throw HotUpdateError(.storeCorrupt, "line \(number + 2) of the file list has no digest", subject: name)
+        var start = headerEnd + 1
+        var number = 1
+        while start < bytes.count {
+            number += 1
+            let end = bytes[start...].firstIndex(of: newline) ?? bytes.count
+            defer { start = end + 1 }
+            guard end > start else { continue }
+            let digestEnd = start + 64
+            guard digestEnd < end, bytes[digestEnd] == space else {
+                throw HotUpdateError(.storeCorrupt, "line \(number) of the file list has no digest", subject: name)
             }
-            let rest = line[line.index(after: first)...]
-            guard let second = rest.firstIndex(of: " "), let size = Int64(rest[..<second]), size >= 0 else {
-                throw HotUpdateError(.storeCorrupt, "line \(number + 2) of the file list has no size", subject: name)
+            var size: Int64 = 0
+            var cursor = digestEnd + 1
+            while cursor < end, bytes[cursor] != space {
+                let digit = bytes[cursor] &- UInt8(ascii: "0")
+                guard digit < 10, size < Int64.max / 10 else {
+                    throw HotUpdateError(.storeCorrupt, "line \(number) of the file list has no size", subject: name)
+                }
+                size = size * 10 + Int64(digit)
+                cursor += 1
             }
-            var path = String(rest[rest.index(after: second)...])
-            if path.contains("%") {
+            guard cursor > digestEnd + 1, cursor < end else {
+                throw HotUpdateError(.storeCorrupt, "line \(number) of the file list has no size", subject: name)
+            }
+            let pathBytes = bytes[(cursor + 1)..<end]
+            var path = String(decoding: pathBytes, as: UTF8.self)
+            if pathBytes.contains(UInt8(ascii: "%")) {
                 guard let decoded = path.removingPercentEncoding else {
-                    throw HotUpdateError(.storeCorrupt, "line \(number + 2) of the file list has a bad path", subject: name)
+                    throw HotUpdateError(.storeCorrupt, "line \(number) of the file list has a bad path", subject: name)
                 }
                 path = decoded
             }
-            files.append(InstalledFile(path: path, size: size, sha256: String(line[..<first])))
+            files.append(
+                InstalledFile(path: path, size: size, sha256: String(decoding: bytes[start..<digestEnd], as: UTF8.self)))
         }
         return FileList(files: files)
     }
