@@ -96,14 +96,14 @@ struct ManifestAuthenticator: Sendable {
         let trustedKeys: [String: PublicKey]
         let trustedThreshold: Int
         if let stored {
-            trustedKeys = try keyTable(stored.keys)
+            trustedKeys = try SignedManifestBody.keyTable(stored.keys, verifier: verifier)
             trustedThreshold = stored.threshold
         } else {
             trustedKeys = try Dictionary(
                 trust.rootKeys.map { (try verifier.keyID(of: $0), $0) }, uniquingKeysWith: { first, _ in first })
             trustedThreshold = trust.threshold
         }
-        try requireThreshold(envelope, keys: trustedKeys, threshold: trustedThreshold, whose: "trusted", subject)
+        try envelope.tally(keys: trustedKeys, verifier: verifier).require(trustedThreshold, whose: "trusted", subject: subject)
 
         let body = try SignedManifestBody.decode(envelope.signed)
         guard body.channel == context.channel else {
@@ -112,8 +112,8 @@ struct ManifestAuthenticator: Sendable {
                 "the manifest is for channel '\(body.channel ?? "(none)")', this client follows '\(context.channel ?? "(none)")'",
                 subject: subject)
         }
-        let declared = try keyTable(body.keys)
-        try requireThreshold(envelope, keys: declared, threshold: body.threshold, whose: "declared", subject)
+        let declared = try body.keyTable(verifier: verifier)
+        try envelope.tally(keys: declared, verifier: verifier).require(body.threshold, whose: "declared", subject: subject)
 
         let signedSHA256 = try verifier.digest(of: envelope.signed, using: .sha256).hex
         if let stored {
@@ -153,53 +153,6 @@ struct ManifestAuthenticator: Sendable {
             try state.save(root: storeRoot)
         }
         return .signed(body)
-    }
-
-    /// Key id → key, checking each id is derived from its key.
-    private func keyTable(_ keys: [String: SignedManifestBody.Key]) throws -> [String: PublicKey] {
-        var table: [String: PublicKey] = [:]
-        for (keyID, entry) in keys {
-            let key = entry.publicKey
-            let derived = try verifier.keyID(of: key)
-            guard derived == keyID else {
-                throw HotUpdateError(
-                    .manifestInvalid, "key id \(keyID) does not match its key (which has id \(derived))")
-            }
-            table[keyID] = key
-        }
-        return table
-    }
-
-    /// Throws unless at least `threshold` distinct keys of `keys` signed the envelope.
-    private func requireThreshold(
-        _ envelope: SignedEnvelope, keys: [String: PublicKey], threshold: Int, whose: String, _ subject: String
-    ) throws {
-        var valid = Set<String>()
-        var unknown: [String] = []
-        var wrong: [String] = []
-        for signature in envelope.signatures {
-            guard let key = keys[signature.keyid] else {
-                unknown.append(String(signature.keyid.prefix(12)))
-                continue
-            }
-            guard let bytes = HexBytes.decode(signature.sig),
-                try verifier.verify(signature: bytes, of: envelope.signed, with: key)
-            else {
-                wrong.append(String(signature.keyid.prefix(12)))
-                continue
-            }
-            valid.insert(signature.keyid)
-        }
-        guard valid.count >= threshold else {
-            var reasons: [String] = []
-            if !wrong.isEmpty { reasons.append("signatures that do not verify by \(wrong.joined(separator: ", "))") }
-            if !unknown.isEmpty { reasons.append("signatures by unknown keys \(unknown.joined(separator: ", "))") }
-            throw HotUpdateError(
-                .signatureInvalid,
-                "the manifest has \(valid.count) valid signatures by \(whose) keys, \(threshold) needed"
-                    + (reasons.isEmpty ? "" : " (\(reasons.joined(separator: "; ")))"),
-                subject: subject)
-        }
     }
 
     /// Identifies the app's root of trust: its key ids and threshold.

@@ -84,6 +84,52 @@ public struct SignedEnvelope: Sendable, Hashable {
         return data
     }
 
+    /// Which signatures verify with which of `keys`.
+    public struct Tally: Sendable, Hashable {
+        /// Key ids whose signature verifies (each counted once).
+        public var valid: Set<String>
+        /// Key ids of `keys` whose signature does not verify.
+        public var invalid: [String]
+        /// Key ids not in `keys`.
+        public var unknown: [String]
+
+        /// Throws unless at least `threshold` keys signed validly.
+        ///
+        /// - Parameter whose: Names the key set in the message ("trusted", "declared").
+        /// - Throws: ``HotUpdateError/Code/signatureInvalid`` naming the failures.
+        public func require(_ threshold: Int, whose: String, subject: String? = nil) throws {
+            guard valid.count < threshold else { return }
+            var reasons: [String] = []
+            let short = { (ids: [String]) in ids.map { String($0.prefix(12)) }.joined(separator: ", ") }
+            if !invalid.isEmpty { reasons.append("signatures that do not verify by \(short(invalid))") }
+            if !unknown.isEmpty { reasons.append("signatures by unknown keys \(short(unknown))") }
+            throw HotUpdateError(
+                .signatureInvalid,
+                "the manifest has \(valid.count) valid signatures by \(whose) keys, \(threshold) needed"
+                    + (reasons.isEmpty ? "" : " (\(reasons.joined(separator: "; ")))"),
+                subject: subject)
+        }
+    }
+
+    /// Checks every signature against `keys` (key id → key).
+    ///
+    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when a key cannot be used.
+    public func tally(keys: [String: PublicKey], verifier: any Verifier) throws -> Tally {
+        var tally = Tally(valid: [], invalid: [], unknown: [])
+        for signature in signatures {
+            guard let key = keys[signature.keyid] else {
+                tally.unknown.append(signature.keyid)
+                continue
+            }
+            if let bytes = HexBytes.decode(signature.sig), try verifier.verify(signature: bytes, of: signed, with: key) {
+                tally.valid.insert(signature.keyid)
+            } else {
+                tally.invalid.append(signature.keyid)
+            }
+        }
+        return tally
+    }
+
     /// Signs `signed` with every signer and returns the envelope.
     ///
     /// - Parameters:

@@ -193,6 +193,27 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         }
     }
 
+    /// The declared keys by id, checking each id is derived from its key.
+    ///
+    /// - Throws: ``HotUpdateError/Code/manifestInvalid`` for an id that does not match its key.
+    public func keyTable(verifier: any Verifier) throws -> [String: PublicKey] {
+        try Self.keyTable(keys, verifier: verifier)
+    }
+
+    /// Key id → key, checking each id is derived from its key.
+    static func keyTable(_ keys: [String: Key], verifier: any Verifier) throws -> [String: PublicKey] {
+        var table: [String: PublicKey] = [:]
+        for (keyID, entry) in keys {
+            let derived = try verifier.keyID(of: entry.publicKey)
+            guard derived == keyID else {
+                throw HotUpdateError(
+                    .manifestInvalid, "key id \(keyID) does not match its key (which has id \(derived))")
+            }
+            table[keyID] = entry.publicKey
+        }
+        return table
+    }
+
     /// The package with `id`, if listed.
     public func package(_ id: String) -> Package? { packages.first { $0.id == id } }
 
