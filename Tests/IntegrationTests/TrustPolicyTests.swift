@@ -7,21 +7,29 @@ import Testing
 /// Key rotation, staged rollouts, app-version limits and channels, over nginx on 127.0.0.1.
 @Suite("Signed manifests: rotation and release policy, over nginx")
 struct TrustPolicyTests {
-    @Test("a manifest signed by the trusted key and the new one rotates to the new key, across restarts")
-    func rotationAccepted() async throws {
+    /// A client that installed version 1 signed by `old`, and a repository whose next manifest
+    /// (version 2, not yet signed) declares only `new`.
+    static func rotationSetup(newKey: KeyKind) async throws
+        -> (old: CryptoSigner, new: CryptoSigner, SignedRepository, NginxServer, SignedClient)
+    {
         let old = try CryptoSigner.generate()
-        let new = try CryptoSigner.generate(.rsa(bits: 2048))
+        let new = try CryptoSigner.generate(newKey)
         let repository = try SignedRepository(keys: [old])
         try repository.pack(releaseFiles("1"), id: "app", version: "1")
         try repository.sign(with: [old])
         let server = try await NginxServer.start(root: repository.directory)
         let client = try SignedClient(trust: .signed(by: [old.publicKey]))
-        let url = repository.url(on: server)
-        #expect(try await client.sync(url).failures.isEmpty)
-
-        // Version 2 declares only the new key, signed by the old (trusted) and the new (declared).
+        #expect(try await client.sync(repository.url(on: server)).failures.isEmpty)
         repository.body.keys = [try CryptoVerifier().keyID(of: new.publicKey): .init(new.publicKey)]
         try repository.pack(releaseFiles("2"), id: "app", version: "2")
+        return (old, new, repository, server, client)
+    }
+
+    @Test("a manifest signed by the trusted key and the new one rotates to the new key, across restarts")
+    func rotationAccepted() async throws {
+        let (old, new, repository, server, client) = try await Self.rotationSetup(newKey: .rsa(bits: 2048))
+        let url = repository.url(on: server)
+        // Version 2 declares only the new key, signed by the old (trusted) and the new (declared).
         try repository.sign(with: [old, new])
         #expect(try await client.sync(url).failures.isEmpty)
         #expect(try await client.active() == ["app 2"])
@@ -40,18 +48,8 @@ struct TrustPolicyTests {
 
     @Test("a rotation signed only by the new key, or only by the old key, is refused")
     func rotationRefused() async throws {
-        let old = try CryptoSigner.generate()
-        let new = try CryptoSigner.generate()
-        let repository = try SignedRepository(keys: [old])
-        try repository.pack(releaseFiles("1"), id: "app", version: "1")
-        try repository.sign(with: [old])
-        let server = try await NginxServer.start(root: repository.directory)
-        let client = try SignedClient(trust: .signed(by: [old.publicKey]))
+        let (old, new, repository, server, client) = try await Self.rotationSetup(newKey: .ed25519)
         let url = repository.url(on: server)
-        #expect(try await client.sync(url).failures.isEmpty)
-
-        repository.body.keys = [try CryptoVerifier().keyID(of: new.publicKey): .init(new.publicKey)]
-        try repository.pack(releaseFiles("2"), id: "app", version: "2")
         for signers in [[new], [old]] {
             try repository.sign(with: signers)
             await #expect(throws: HotUpdateError(.signatureInvalid, "")) { try await client.sync(url) }

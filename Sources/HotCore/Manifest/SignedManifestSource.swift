@@ -96,14 +96,8 @@ public struct SignedManifestSource: ManifestSource {
         case .unsigned(let document):
             return try document.manifest(relativeTo: url)
         case .signed(let body):
-            let policy = ReleasePolicy(context: context, verifier: verifier)
-            for package in body.packages {
-                let (chosen, reason) = try policy.choose(package)
-                if chosen == nil {
-                    logger.info("not using the package: \(reason)", metadata: ["package": "\(package.id)"])
-                }
-            }
-            return try policy.manifest(for: body, relativeTo: url)
+            return try ReleasePolicy(context: context, verifier: verifier).manifest(
+                for: body, relativeTo: url, logger: logger)
         }
     }
 }

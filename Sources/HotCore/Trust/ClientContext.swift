@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// Who this client is, for the publisher's per-package policy: which app version runs,
 /// which stable id decides its staged-rollout bucket, and which channel it follows.
@@ -128,14 +129,18 @@ public struct ReleasePolicy: Sendable {
     /// - Parameters:
     ///   - body: The verified signed part.
     ///   - baseURL: The manifest's URL, against which package URLs resolve.
+    ///   - logger: Where to say why a package is not used, if anywhere.
     /// - Throws: ``HotUpdateError/Code/manifestInvalid`` for a bad entry.
-    public func manifest(for body: SignedManifestBody, relativeTo baseURL: URL) throws -> Manifest {
+    public func manifest(for body: SignedManifestBody, relativeTo baseURL: URL, logger: Logger? = nil) throws
+        -> Manifest
+    {
         var offered: [PackageDescriptor] = []
         var disabled = Set<String>()
         for package in body.packages {
             try PackageDescriptor.validateComponent(package.id, what: "package id")
-            let (chosen, _) = try choose(package)
+            let (chosen, reason) = try choose(package)
             guard let chosen else {
+                logger?.info("not using the package: \(reason)", metadata: ["package": "\(package.id)"])
                 disabled.insert(package.id)
                 continue
             }
