@@ -59,6 +59,51 @@ struct TrustPolicyTests {
         await server.stop()
     }
 
+    @Test("after a refused expired manifest, a freshly signed one is accepted")
+    func recoversAfterFreeze() async throws {
+        let key = try CryptoSigner.generate()
+        let repository = try SignedRepository(keys: [key])
+        try repository.pack(releaseFiles("1"), id: "app", version: "1")
+        try repository.sign(with: [key], expires: Date().addingTimeInterval(3_600))
+        let server = try await NginxServer.start(root: repository.directory)
+        var client = try SignedClient(trust: .signed(by: [key.publicKey]))
+        client.now = { Date().addingTimeInterval(7_200) }
+        await #expect(throws: HotUpdateError(.manifestExpired, "")) { try await client.sync(repository.url(on: server)) }
+        #expect(try await client.active().isEmpty)
+
+        try repository.sign(with: [key], expires: Date().addingTimeInterval(86_400))
+        #expect(try await client.sync(repository.url(on: server)).failures.isEmpty)
+        #expect(try await client.active() == ["app 1"])
+        await server.stop()
+    }
+
+    @Test("an app that ships other root keys trusts them, and their manifests start a new version floor")
+    func newRootKeysRecover() async throws {
+        let lost = try CryptoSigner.generate()
+        let repository = try SignedRepository(keys: [lost])
+        try repository.pack(releaseFiles("1"), id: "app", version: "1")
+        try repository.sign(with: [lost], version: 1_000_000)  // a far-future version, say by a thief
+        let server = try await NginxServer.start(root: repository.directory)
+        var client = try SignedClient(trust: .signed(by: [lost.publicKey]))
+        #expect(try await client.sync(repository.url(on: server)).failures.isEmpty)
+
+        let replacement = try CryptoSigner.generate()
+        let fresh = try SignedRepository(directory: repository.directory, keys: [replacement])
+        try fresh.pack(releaseFiles("2"), id: "app", version: "2")
+        try fresh.sign(with: [replacement], version: 1)
+        // Still the old app: the new key is unknown.
+        await #expect(throws: HotUpdateError(.signatureInvalid, "")) { try await client.sync(fresh.url(on: server)) }
+        // The next app release ships the replacement key.
+        client.trust = .signed(by: [replacement.publicKey])
+        #expect(try await client.sync(fresh.url(on: server)).failures.isEmpty)
+        #expect(try await client.active() == ["app 2"])
+        #expect(try TrustState.load(root: client.root).channels[""]?.version == 1)
+        // And the old key no longer counts.
+        try repository.sign(with: [lost], version: 1_000_001)
+        await #expect(throws: HotUpdateError(.signatureInvalid, "")) { try await client.sync(repository.url(on: server)) }
+        await server.stop()
+    }
+
     @Test("rollout buckets are deterministic, spread evenly, and differ between releases")
     func rolloutBuckets() throws {
         let policy = { (id: String) in ReleasePolicy(context: ClientContext(clientID: id), verifier: CryptoVerifier()) }
