@@ -134,4 +134,33 @@ struct PublisherWorkflowTests {
         #expect(unsignedSync.status != 0)
         #expect(unsignedSync.stderr.contains("--trust"))
     }
+
+    @Test("a version packed for staging is released to production from the same file; verify checks every channel")
+    func channelsShareFiles() async throws {
+        let work = try makeTemporaryDirectory("channels")
+        let repo = work.appendingPathComponent("repo").path
+        let key = (work.appendingPathComponent("k.pem").path, work.appendingPathComponent("k.pub").path)
+        try await Self.hot(["keygen", "--private", key.0, "--public", key.1])
+        let source = work.appendingPathComponent("v1")
+        try writeTree(releaseFiles("1"), under: source)
+        try await Self.hot(["pack", source.path, "--id", "app", "--version", "1", "--repo", repo, "--channel", "staging"])
+        try await Self.hot(["release", "app", "1", "--repo", repo, "--channel", "production"])
+        for channel in ["staging", "production"] {
+            try await Self.hot(["sign", "--repo", repo, "--channel", channel, "--key", key.0])
+        }
+        let files = try FileManager.default.contentsOfDirectory(atPath: repo + "/packages")
+        #expect(files.count == 1)
+        for channel in ["staging", "production"] {
+            let data = try Data(contentsOf: URL(fileURLWithPath: "\(repo)/channels/\(channel)/manifest.json"))
+            let body = try SignedManifestBody.decode(SignedEnvelope.parse(data).signed)
+            #expect(body.channel == channel)
+            #expect(body.package("app")?.entry(for: "1")?.url == "../../packages/\(try #require(files.first))")
+        }
+        let verified = try await Self.hot(["verify", "--repo", repo, "--trust", key.1])
+        #expect(verified.stdout.contains("ok: 2 manifest(s), 1 package file(s)"))
+
+        let missing = try await CommandLineTests.run(["release", "app", "9", "--repo", repo, "--channel", "production"])
+        #expect(missing.status != 0)
+        #expect(missing.stderr.contains("not packed"))
+    }
 }
