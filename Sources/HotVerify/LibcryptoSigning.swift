@@ -26,7 +26,7 @@ enum SigningBackend {
 
     /// The public PEM of a private key, and whether it is RSA.
     static func publicKey(ofPrivatePEM pem: String) throws -> (String, Bool) {
-        let key = try readPrivateKey(pem)
+        let key = try Libcrypto.readPrivateKey(pem)
         defer { EVP_PKEY_free(key) }
         let type = EVP_PKEY_get_base_id(key)
         guard type == EVP_PKEY_ED25519 || type == EVP_PKEY_RSA else {
@@ -37,7 +37,7 @@ enum SigningBackend {
     }
 
     static func sign(_ message: Data, privatePEM: String, scheme: SignatureScheme) throws -> Data {
-        let key = try readPrivateKey(privatePEM)
+        let key = try Libcrypto.readPrivateKey(privatePEM)
         defer { EVP_PKEY_free(key) }
         guard let context = EVP_MD_CTX_new() else {
             throw HotUpdateError(.internalInconsistency, "libcrypto could not allocate a signing context")
@@ -72,25 +72,6 @@ enum SigningBackend {
             throw HotUpdateError(.signatureInvalid, "libcrypto failed to sign with \(scheme): \(Libcrypto.takeErrors())")
         }
         return Data(signature)
-    }
-
-    private static func readPrivateKey(_ pem: String) throws -> OpaquePointer {
-        ERR_clear_error()
-        let bytes = Array(pem.utf8)
-        guard !bytes.isEmpty, bytes.count < Int(Int32.max) else {
-            throw HotUpdateError(.signatureInvalid, "the private key PEM is empty or too large")
-        }
-        let key = bytes.withUnsafeBytes { raw -> OpaquePointer? in
-            guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }
-            defer { BIO_free(bio) }
-            return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
-        }
-        guard let key else {
-            throw HotUpdateError(
-                .signatureInvalid,
-                "the key is not an unencrypted PEM private key ('-----BEGIN PRIVATE KEY-----'): \(Libcrypto.takeErrors())")
-        }
-        return key
     }
 
     /// Runs a PEM writer into a memory BIO and returns what it wrote.
