@@ -76,6 +76,9 @@ enum CryptoBackend {
         let pkey = try Libcrypto.readPublicKey(key.pem)
         defer { EVP_PKEY_free(pkey) }
         try check(pkey, fits: key.scheme)
+        if key.scheme == .rsaPKCS1Raw {
+            return try verifyRecovered(signature: signature, of: message, with: pkey)
+        }
 
         guard let context = EVP_MD_CTX_new() else {
             throw HotUpdateError(.internalInconsistency, "libcrypto could not allocate a verification context")
@@ -122,6 +125,33 @@ enum CryptoBackend {
         return status == 1
     }
 
+    /// RSA PKCS#1 v1.5 without a digest: libcrypto recovers the padded message with the
+    /// public key and compares it with `message` byte for byte.
+    private static func verifyRecovered(signature: Data, of message: Data, with pkey: OpaquePointer) throws -> Bool {
+        guard let keyContext = EVP_PKEY_CTX_new(pkey, nil) else {
+            throw HotUpdateError(.internalInconsistency, "libcrypto could not allocate a key context")
+        }
+        defer { EVP_PKEY_CTX_free(keyContext) }
+        guard EVP_PKEY_verify_init(keyContext) == 1,
+            EVP_PKEY_CTX_set_rsa_padding(keyContext, RSA_PKCS1_PADDING) == 1
+        else {
+            throw HotUpdateError(
+                .signatureInvalid, "libcrypto cannot set up rsa-pkcs1-raw for this key: \(Libcrypto.takeErrors())")
+        }
+        let status = signature.withUnsafeBytes { signatureBytes in
+            message.withUnsafeBytes { messageBytes in
+                Libcrypto.withNonNullBase(signatureBytes) { signaturePointer in
+                    Libcrypto.withNonNullBase(messageBytes) { messagePointer in
+                        EVP_PKEY_verify(
+                            keyContext, signaturePointer, signatureBytes.count, messagePointer, messageBytes.count)
+                    }
+                }
+            }
+        }
+        ERR_clear_error()
+        return status == 1
+    }
+
     static func keyID(ofPEM pem: String) throws -> String {
         let pkey = try Libcrypto.readPublicKey(pem)
         defer { EVP_PKEY_free(pkey) }
@@ -147,7 +177,7 @@ enum CryptoBackend {
         let fits: Bool
         switch scheme {
         case .ed25519: fits = type == EVP_PKEY_ED25519
-        case .rsaPKCS1SHA256: fits = type == EVP_PKEY_RSA
+        case .rsaPKCS1SHA256, .rsaPKCS1Raw: fits = type == EVP_PKEY_RSA
         case .rsaPSSSHA256: fits = type == EVP_PKEY_RSA || type == EVP_PKEY_RSA_PSS
         default: fits = false
         }
