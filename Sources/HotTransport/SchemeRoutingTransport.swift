@@ -7,8 +7,8 @@ import HotCore
 ///
 /// Schemes are matched case-insensitively. A URL whose scheme has no route fails with
 /// ``HotUpdateError/Code/invalidArgument`` before anything is fetched. Redirects stay with
-/// the transport that started the request: the HTTP transports follow only HTTP(S)
-/// redirects, so a server cannot redirect a download to a local file.
+/// the transport that started the request, and neither HTTP transport follows a redirect
+/// to a local file.
 ///
 /// ```swift
 /// let transport = SchemeRoutingTransport(

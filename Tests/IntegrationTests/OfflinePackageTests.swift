@@ -59,6 +59,20 @@ struct OfflinePackageTests {
             snapshot: { try await updater.currentSnapshot() })
     }
 
+    /// A server answering with module 10010 version 1 (nginx also answers 500 at
+    /// `/offline/broken`), and a store where it is installed.
+    func installedHome1() async throws -> (Server, Digest, NginxServer, Updater) {
+        let server = try Server()
+        let home1 = try await server.module("home-1", pages: ["index.html": "home 1"])
+        try server.answer([["moduleId": "10010", "moduleVer": "1", "packageUrl": "/packages/home-1.zip", "packageMD5": home1.hex]])
+        let nginx = try await NginxServer.start(
+            root: server.directory,
+            options: .init(locations: [Self.checkLocation, .status(500, at: "/offline/broken")]))
+        let updater = makeUpdater(root: try makeTemporaryDirectory("store"), using: CurlTransport())
+        try await updater.sync(from: source(nginx, updater)).throwIfFailed()
+        return (server, home1, nginx, updater)
+    }
+
     func webResolver(_ updater: Updater, inactive: Set<String> = []) async throws -> WebModuleResolver {
         WebModuleResolver(
             modules: Self.modules,
@@ -130,13 +144,7 @@ struct OfflinePackageTests {
 
     @Test("a wrong packageMD5 fails that module and keeps the version installed before")
     func wrongMD5() async throws {
-        let server = try Server()
-        let home1 = try await server.module("home-1", pages: ["index.html": "home 1"])
-        try server.answer([["moduleId": "10010", "moduleVer": "1", "packageUrl": "/packages/home-1.zip", "packageMD5": home1.hex]])
-        let nginx = try await NginxServer.start(root: server.directory, options: .init(locations: [Self.checkLocation]))
-        let root = try makeTemporaryDirectory("store")
-        let updater = makeUpdater(root: root, using: CurlTransport())
-        try await updater.sync(from: source(nginx, updater)).throwIfFailed()
+        let (server, home1, nginx, updater) = try await installedHome1()
 
         _ = try await server.module("home-2", pages: ["index.html": "home 2"])
         try server.answer([["moduleId": "10010", "moduleVer": "2", "packageUrl": "/packages/home-2.zip", "packageMD5": home1.hex]])
@@ -150,15 +158,7 @@ struct OfflinePackageTests {
 
     @Test("a malformed answer or a server error fails the check and changes nothing")
     func badAnswers() async throws {
-        let server = try Server()
-        let home1 = try await server.module("home-1", pages: ["index.html": "home 1"])
-        try server.answer([["moduleId": "10010", "moduleVer": "1", "packageUrl": "/packages/home-1.zip", "packageMD5": home1.hex]])
-        let nginx = try await NginxServer.start(
-            root: server.directory,
-            options: .init(locations: [Self.checkLocation, .status(500, at: "/offline/broken")]))
-        let root = try makeTemporaryDirectory("store")
-        let updater = makeUpdater(root: root, using: CurlTransport())
-        try await updater.sync(from: source(nginx, updater)).throwIfFailed()
+        let (server, _, nginx, updater) = try await installedHome1()
 
         for body in ["<html>maintenance</html>", #"{"resultData": [{"moduleId": "10010", "packageUrl": "x.zip"}]}"#] {
             try server.answer(raw: body)

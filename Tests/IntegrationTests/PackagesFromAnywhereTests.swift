@@ -122,3 +122,29 @@ struct PackagesFromAnywhereTests {
         #expect(try await installedTree(updater, "p") == ["a.txt": Data("v1".utf8)])
     }
 }
+
+@Suite("Scheme routing and redirects")
+struct SchemeRoutingRedirectTests {
+    @Test("a server cannot redirect a download to a local file", arguments: TransportKind.allCases)
+    func redirectToFile(transport: TransportKind) async throws {
+        let served = try makeTemporaryDirectory("served")
+        let secrets = try makeTemporaryDirectory("secrets")
+        defer { for directory in [served, secrets] { try? FileManager.default.removeItem(at: directory) } }
+        let secret = secrets.appendingPathComponent("secret.txt")
+        try Data("local secret".utf8).write(to: secret)
+        let nginx = try await NginxServer.start(
+            root: served, options: .init(locations: [.redirect(from: "/package.zip", to: secret.absoluteString)]))
+        let router = SchemeRoutingTransport(http: transport.make())
+        let url = nginx.baseURL.appendingPathComponent("package.zip")
+        var body = Data()
+        do {
+            let response = try await router.fetch(TransportRequest(url: url, maxBytes: 1 << 20))
+            if response.isSuccess { body = try await response.collect(limit: 1 << 20) } else { response.body.cancel() }
+        } catch let error as HotUpdateError {
+            #expect(error.code != .cancelled)
+        }
+        #expect(nginx.requests().first?.status == 302)
+        #expect(body != Data("local secret".utf8))
+        await nginx.stop()
+    }
+}

@@ -48,6 +48,20 @@ struct SignedPatchListTests {
             verifier: CryptoVerifier(), trustedKeys: keys)
     }
 
+    /// A server listing fix-login v1, nginx serving it, and a store where v1 is installed.
+    func installedFirstVersion() async throws
+        -> (Server, [String: String], NginxServer, Updater, SignedPatchListManifestSource)
+    {
+        let server = try await Server()
+        let v1 = try await server.patch("fix-login", file: "fix-login-1", script: "fixLogin(1)")
+        try server.publish([v1])
+        let nginx = try await NginxServer.start(root: server.directory)
+        let updater = makeUpdater(root: try makeTemporaryDirectory("store"), using: CurlTransport())
+        let source = source(nginx, keys: [server.key.publicKey])
+        try await updater.sync(from: source).throwIfFailed()
+        return (server, v1, nginx, updater, source)
+    }
+
     @Test("a correctly signed list installs every patch; an unchanged list downloads nothing; a dropped patch is removed")
     func installs() async throws {
         let server = try await Server()
@@ -107,14 +121,7 @@ struct SignedPatchListTests {
 
     @Test("a tampered signature refuses the whole list and keeps the installed patch", arguments: Tamper.allCases)
     func tampered(_ tamper: Tamper) async throws {
-        let server = try await Server()
-        let v1 = try await server.patch("fix-login", file: "fix-login-1", script: "fixLogin(1)")
-        try server.publish([v1])
-        let nginx = try await NginxServer.start(root: server.directory)
-        let root = try makeTemporaryDirectory("store")
-        let updater = makeUpdater(root: root, using: CurlTransport())
-        let source = source(nginx, keys: [server.key.publicKey])
-        try await updater.sync(from: source).throwIfFailed()
+        let (server, v1, nginx, updater, source) = try await installedFirstVersion()
 
         let stranger = try await PatchServerKey.make(in: server.directory, name: "stranger")
         var v2 = try await server.patch("fix-login", file: "fix-login-2", script: "evil()")
@@ -144,14 +151,7 @@ struct SignedPatchListTests {
 
     @Test("a correctly signed md5 with a substituted file fails that patch on its digest; the old version stays")
     func substitutedFile() async throws {
-        let server = try await Server()
-        let v1 = try await server.patch("fix-login", file: "fix-login-1", script: "fixLogin(1)")
-        try server.publish([v1])
-        let nginx = try await NginxServer.start(root: server.directory)
-        let root = try makeTemporaryDirectory("store")
-        let updater = makeUpdater(root: root, using: CurlTransport())
-        let source = source(nginx, keys: [server.key.publicKey])
-        try await updater.sync(from: source).throwIfFailed()
+        let (server, v1, nginx, updater, source) = try await installedFirstVersion()
 
         let v2 = try await server.patch("fix-login", file: "fix-login-2", script: "fixLogin(2)")
         try await zipFiles(
@@ -180,14 +180,7 @@ struct SignedPatchListTests {
             #"[{"patchId": "a", "url": "patches/a.zip", "signature": "AA=="}]"#,
         ])
     func malformed(body: String) async throws {
-        let server = try await Server()
-        let v1 = try await server.patch("fix-login", file: "fix-login-1", script: "fixLogin(1)")
-        try server.publish([v1])
-        let nginx = try await NginxServer.start(root: server.directory)
-        let root = try makeTemporaryDirectory("store")
-        let updater = makeUpdater(root: root, using: CurlTransport())
-        let source = source(nginx, keys: [server.key.publicKey])
-        try await updater.sync(from: source).throwIfFailed()
+        let (server, v1, nginx, updater, source) = try await installedFirstVersion()
 
         try server.publish(raw: body)
         let error = await #expect(throws: HotUpdateError.self) { try await updater.sync(from: source) }
