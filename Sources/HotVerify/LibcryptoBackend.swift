@@ -76,6 +76,9 @@ enum CryptoBackend {
         let pkey = try Libcrypto.readPublicKey(key.pem)
         defer { EVP_PKEY_free(pkey) }
         try check(pkey, fits: key.scheme)
+        if key.scheme == .rsaPKCS1Raw {
+            return try verifyRecovered(signature: signature, of: message, with: pkey)
+        }
 
         guard let context = EVP_MD_CTX_new() else {
             throw HotUpdateError(.internalInconsistency, "libcrypto could not allocate a verification context")
@@ -106,20 +109,27 @@ enum CryptoBackend {
                     .signatureInvalid, "libcrypto cannot set up \(key.scheme) for this key: \(Libcrypto.takeErrors())")
             }
         }
-        let status = signature.withUnsafeBytes { signatureBytes in
-            message.withUnsafeBytes { messageBytes in
-                Libcrypto.withNonNullBase(signatureBytes) { signaturePointer in
-                    Libcrypto.withNonNullBase(messageBytes) { messagePointer in
-                        EVP_DigestVerify(
-                            context, signaturePointer, signatureBytes.count, messagePointer, messageBytes.count)
-                    }
-                }
-            }
+        return Libcrypto.isValid(signature: signature, of: message) {
+            EVP_DigestVerify(context, $0, $1, $2, $3)
         }
-        // 1 is a valid signature; 0 a wrong one; a negative value a malformed one
-        // (bad length, bad encoding). Only 1 is accepted; the error queue is left clean.
-        ERR_clear_error()
-        return status == 1
+    }
+
+    /// RSA PKCS#1 v1.5 without a digest: libcrypto recovers the padded message with the
+    /// public key and compares it with `message` byte for byte.
+    private static func verifyRecovered(signature: Data, of message: Data, with pkey: OpaquePointer) throws -> Bool {
+        guard let keyContext = EVP_PKEY_CTX_new(pkey, nil) else {
+            throw HotUpdateError(.internalInconsistency, "libcrypto could not allocate a key context")
+        }
+        defer { EVP_PKEY_CTX_free(keyContext) }
+        guard EVP_PKEY_verify_init(keyContext) == 1,
+            EVP_PKEY_CTX_set_rsa_padding(keyContext, RSA_PKCS1_PADDING) == 1
+        else {
+            throw HotUpdateError(
+                .signatureInvalid, "libcrypto cannot set up rsa-pkcs1-raw for this key: \(Libcrypto.takeErrors())")
+        }
+        return Libcrypto.isValid(signature: signature, of: message) {
+            EVP_PKEY_verify(keyContext, $0, $1, $2, $3)
+        }
     }
 
     static func keyID(ofPEM pem: String) throws -> String {
@@ -147,7 +157,7 @@ enum CryptoBackend {
         let fits: Bool
         switch scheme {
         case .ed25519: fits = type == EVP_PKEY_ED25519
-        case .rsaPKCS1SHA256: fits = type == EVP_PKEY_RSA
+        case .rsaPKCS1SHA256, .rsaPKCS1Raw: fits = type == EVP_PKEY_RSA
         case .rsaPSSSHA256: fits = type == EVP_PKEY_RSA || type == EVP_PKEY_RSA_PSS
         default: fits = false
         }
@@ -197,6 +207,27 @@ enum Libcrypto {
 
     /// Calls `body` with the buffer's base address, or with a pointer to a dummy byte for
     /// an empty buffer (libcrypto wants non-null pointers even for zero lengths).
+    /// Runs a libcrypto verification over the bytes of `signature` and `message`
+    /// (`signature, signature length, message, message length`) and reads its status: 1 is a
+    /// valid signature; 0 a wrong one; a negative value a malformed one (bad length, bad
+    /// encoding). Only 1 is accepted; the error queue is left clean.
+    static func isValid(
+        signature: Data, of message: Data,
+        _ verify: (UnsafePointer<UInt8>, Int, UnsafePointer<UInt8>, Int) -> Int32
+    ) -> Bool {
+        let status = signature.withUnsafeBytes { signatureBytes in
+            message.withUnsafeBytes { messageBytes in
+                withNonNullBase(signatureBytes) { signaturePointer in
+                    withNonNullBase(messageBytes) { messagePointer in
+                        verify(signaturePointer, signatureBytes.count, messagePointer, messageBytes.count)
+                    }
+                }
+            }
+        }
+        ERR_clear_error()
+        return status == 1
+    }
+
     static func withNonNullBase<R>(_ buffer: UnsafeRawBufferPointer, _ body: (UnsafePointer<UInt8>) -> R) -> R {
         if let base = buffer.baseAddress, !buffer.isEmpty {
             return body(base.assumingMemoryBound(to: UInt8.self))
