@@ -1,4 +1,5 @@
 import Foundation
+import HotAssets
 import HotCore
 import HotTesting
 import HotVerify
@@ -101,6 +102,42 @@ struct TrustPolicyTests {
         // And the old key no longer counts.
         try repository.sign(with: [lost], version: 1_000_001)
         await #expect(throws: HotUpdateError(.signatureInvalid, "")) { try await client.sync(repository.url(on: server)) }
+        await server.stop()
+    }
+
+    @Test("a web module the publisher disables is served online again, and from its kept files once enabled")
+    func disabledWebModuleGoesOnline() async throws {
+        let key = try CryptoSigner.generate()
+        let repository = try SignedRepository(keys: [key])
+        try repository.pack(["index.html": Data("<p>offline</p>".utf8)], id: "home", version: "1")
+        try repository.sign(with: [key])
+        let server = try await NginxServer.start(root: repository.directory)
+        let client = try SignedClient(trust: .signed(by: [key.publicKey]))
+        let page = try #require(URL(string: "https://m.example.com/home/"))
+        let location = { () async throws -> WebPageLocation in
+            WebModuleResolver(
+                modules: [WebModule(id: "home", onlineBase: page)],
+                installed: try await client.updater().installedPackages().map {
+                    InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
+                }
+            ).resolve(page)
+        }
+        #expect(try await client.sync(repository.url(on: server)).failures.isEmpty)
+        guard case .local(let local) = try await location() else {
+            Issue.record("the installed module is not served locally")
+            return
+        }
+        #expect(local.fileURL.lastPathComponent == "index.html")
+
+        repository.body.editPackage("home") { $0.disabled = true }
+        try repository.sign(with: [key])
+        #expect(try await client.sync(repository.url(on: server)).packages.map(\.change) == [.disable])
+        #expect(try await location() == .online(page, reason: .notInstalled))
+
+        repository.body.editPackage("home") { $0.disabled = false }
+        try repository.sign(with: [key])
+        #expect(try await client.sync(repository.url(on: server)).packages.map(\.change) == [.enable])
+        #expect(try await location() == .local(local))
         await server.stop()
     }
 
