@@ -24,7 +24,9 @@ public struct KeyKind: Sendable, Hashable, CustomStringConvertible {
 /// Signs with a private key over libcrypto: the publisher's half of ``CryptoVerifier``.
 ///
 /// Keys are PEM PKCS#8 (`-----BEGIN PRIVATE KEY-----`), as `openssl genpkey` writes them;
-/// signatures verify with `openssl pkeyutl -verify` and with ``CryptoVerifier``.
+/// signatures verify with `openssl pkeyutl -verify` and with ``CryptoVerifier``. Signing
+/// is the publisher's side and needs libcrypto: where HotVerify does not link it (Apple
+/// platforms use CryptoKit to verify), every call throws ``HotUpdateError/Code/unsupported``.
 ///
 /// ```swift
 /// let signer = try CryptoSigner.generate(.ed25519)

@@ -48,7 +48,7 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "The app version the publisher's min/max app version policy is checked against.")
     var appVersion: String?
 
-    @Option(help: "The client id the staged-rollout bucket is derived from.")
+    @Option(help: "The client id the staged-rollout bucket is derived from (clients with the same id share a bucket).")
     var clientID = ""
 
     @Option(help: "The channel followed; must match the manifest's channel.")
