@@ -172,20 +172,35 @@ enum CryptoBackend {
 enum Libcrypto {
     /// Reads a PEM SubjectPublicKeyInfo; the caller frees the key with `EVP_PKEY_free`.
     static func readPublicKey(_ pem: String) throws -> OpaquePointer {
+        try readPEM(
+            pem, what: "public key",
+            expected: "a PEM public key ('-----BEGIN PUBLIC KEY-----', SubjectPublicKeyInfo)"
+        ) { PEM_read_bio_PUBKEY($0, nil, nil, nil) }
+    }
+
+    /// Reads an unencrypted PEM private key; the caller frees the key with `EVP_PKEY_free`.
+    static func readPrivateKey(_ pem: String) throws -> OpaquePointer {
+        try readPEM(
+            pem, what: "private key", expected: "an unencrypted PEM private key ('-----BEGIN PRIVATE KEY-----')"
+        ) { PEM_read_bio_PrivateKey($0, nil, nil, nil) }
+    }
+
+    /// Runs a PEM reader over the text of `pem` in a memory BIO.
+    private static func readPEM(
+        _ pem: String, what: String, expected: String, _ read: (OpaquePointer) -> OpaquePointer?
+    ) throws -> OpaquePointer {
         ERR_clear_error()
         let bytes = Array(pem.utf8)
         guard !bytes.isEmpty, bytes.count < Int(Int32.max) else {
-            throw HotUpdateError(.signatureInvalid, "the public key PEM is empty or too large (\(bytes.count) bytes)")
+            throw HotUpdateError(.signatureInvalid, "the \(what) PEM is empty or too large (\(bytes.count) bytes)")
         }
         let key = bytes.withUnsafeBytes { raw -> OpaquePointer? in
             guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }
             defer { BIO_free(bio) }
-            return PEM_read_bio_PUBKEY(bio, nil, nil, nil)
+            return read(bio)
         }
         guard let key else {
-            throw HotUpdateError(
-                .signatureInvalid,
-                "the key is not a PEM public key ('-----BEGIN PUBLIC KEY-----', SubjectPublicKeyInfo): \(takeErrors())")
+            throw HotUpdateError(.signatureInvalid, "the key is not \(expected): \(takeErrors())")
         }
         return key
     }

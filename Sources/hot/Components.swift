@@ -83,16 +83,22 @@ struct StoreOptions: ParsableArguments {
 
     var rootURL: URL { directoryURL(root) }
 
-    /// Builds an updater over this root with the given parts.
-    func makeUpdater(transport: any Transport = FileTransport(), unarchiver: any Unarchiver = ZipUnarchiver())
-        -> Updater
-    {
+    /// A logger on stderr: debug with --verbose, else only critical messages, or warnings too.
+    func makeLogger(warnings: Bool = false) -> Logger {
         var logger = Logger(label: "hot", factory: { StreamLogHandler.standardError(label: $0) })
-        logger.logLevel = verbose ? .debug : .critical
+        logger.logLevel = verbose ? .debug : (warnings ? .warning : .critical)
+        return logger
+    }
+
+    /// Builds an updater over this root with the given parts.
+    func makeUpdater(
+        transport: any Transport = FileTransport(), unarchiver: any Unarchiver = ZipUnarchiver(),
+        timeouts: TransportTimeouts = TransportTimeouts()
+    ) -> Updater {
         let kind = store ?? StoreKind.detect(root: rootURL)
         return Updater(
             configuration: UpdaterConfiguration(
                 root: rootURL, transport: transport, unarchiver: unarchiver, verifier: CryptoVerifier(),
-                store: kind.make(root: rootURL), logger: logger))
+                store: kind.make(root: rootURL), timeouts: timeouts, logger: makeLogger()))
     }
 }

@@ -8,7 +8,10 @@ struct Hot: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hot",
         abstract: "Publish, install and inspect HotUpdate packages.",
-        subcommands: [Pack.self, Sync.self, Status.self, Resolve.self, Unpack.self])
+        subcommands: [
+            Keygen.self, Pack.self, Release.self, Rollback.self, Disable.self, Enable.self, Sign.self, Verify.self,
+            Sync.self, Status.self, Resolve.self, Unpack.self,
+        ])
 }
 
 /// Runs a command body, turning any failure into one line on stderr and exit code 1.

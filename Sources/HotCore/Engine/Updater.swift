@@ -234,6 +234,14 @@ public actor Updater {
         }
         if touched { try await commit(snapshot) }
 
+        // Disable and enable: the files stay, only the state changes; nothing is downloaded.
+        let toggles = plan.packages.filter { $0.change == .disable || $0.change == .enable }
+        if !toggles.isEmpty {
+            var snapshot = try await open()
+            for entry in toggles { outcomes[entry.id] = snapshot.setAvailability(entry, logger: logger) }
+            try await commit(snapshot)
+        }
+
         // Downloads, with bounded parallelism; each commits as soon as it is unpacked.
         let fetcher = PackageFetcher(configuration: configuration, layout: layout)
         let downloads = plan.packages.filter { $0.change.downloads }
