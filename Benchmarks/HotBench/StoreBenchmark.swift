@@ -34,7 +34,7 @@ struct StoreBenchmark: AsyncParsableCommand {
     var concurrency = 8
 
     @Option(help: "Also sync the small packages with each connection limited to this many bytes per second (0: not).")
-    var rateLimit = 256 << 10
+    var rateLimit = 0
 
     @Option(help: "The work directory (default: the system's temporary directory).")
     var workDir: String?

@@ -2,10 +2,13 @@
 // changed, check it, unpack it, and resolve images cache-first with the bundled copy as
 // fallback.
 //
-//     MinimalPatch <manifest-url> [--root DIR] [--patch-info] [--transport curl|urlsession|file]
+//     MinimalPatch <manifest-url> --trust PUBLIC_KEY [--root DIR] [--transport curl|urlsession|file]
+//     MinimalPatch <manifest-url> --allow-unsigned …   (a development repository)
+//     MinimalPatch <patch-info-url> --patch-info …
 //
-// <manifest-url> is a native manifest.json (as `hot pack` writes), or with --patch-info the
-// older single `{"url": …, "md5": …}` patch info.
+// <manifest-url> is a repository's manifest.json, signed with `hot sign` by the key whose
+// public half is given with --trust; with --patch-info it is the older single
+// `{"url": …, "md5": …}` patch info.
 
 import Foundation
 import HotArchive
@@ -20,10 +23,21 @@ struct ExampleError: Error, CustomStringConvertible {
     let description: String
 }
 
-func parseArguments() throws -> (manifest: URL, root: URL, patchInfo: Bool, transport: String?) {
+struct Arguments {
+    var manifest: URL
+    var root: URL
+    var patchInfo: Bool
+    var transport: String?
+    var trust: [PublicKey]
+    var allowUnsigned: Bool
+}
+
+func parseArguments() throws -> Arguments {
     var arguments = Array(CommandLine.arguments.dropFirst())
     var root = FileManager.default.temporaryDirectory.appendingPathComponent("MinimalPatch-store")
     var patchInfo = false
+    var trust: [PublicKey] = []
+    var allowUnsigned = false
     var transport: String?
     var positional: [String] = []
     while !arguments.isEmpty {
@@ -34,6 +48,11 @@ func parseArguments() throws -> (manifest: URL, root: URL, patchInfo: Bool, tran
             root = URL(fileURLWithPath: arguments.removeFirst(), isDirectory: true)
         case "--patch-info":
             patchInfo = true
+        case "--trust":
+            guard !arguments.isEmpty else { throw ExampleError(description: "--trust needs a public key file") }
+            trust.append(try CryptoVerifier.publicKey(pem: String(contentsOfFile: arguments.removeFirst(), encoding: .utf8)))
+        case "--allow-unsigned":
+            allowUnsigned = true
         case "--transport":
             guard !arguments.isEmpty else { throw ExampleError(description: "--transport needs a name") }
             transport = arguments.removeFirst()
@@ -44,9 +63,15 @@ func parseArguments() throws -> (manifest: URL, root: URL, patchInfo: Bool, tran
     guard positional.count == 1, let url = URL(string: positional[0]), url.scheme != nil else {
         throw ExampleError(
             description:
-                "usage: MinimalPatch <manifest-url> [--root DIR] [--patch-info] [--transport curl|urlsession|file]")
+                "usage: MinimalPatch <manifest-url> (--trust KEY.pub | --allow-unsigned | --patch-info) [--root DIR] [--transport curl|urlsession|file]"
+        )
     }
-    return (url, root, patchInfo, transport)
+    guard patchInfo || allowUnsigned || !trust.isEmpty else {
+        throw ExampleError(description: "a signed manifest needs --trust KEY.pub (or --allow-unsigned for a development repository)")
+    }
+    return Arguments(
+        manifest: url, root: root, patchInfo: patchInfo, transport: transport, trust: trust,
+        allowUnsigned: allowUnsigned)
 }
 
 func makeTransport(_ name: String?, for url: URL) throws -> any Transport {
@@ -80,7 +105,10 @@ func run() async throws {
     let source: any ManifestSource =
         arguments.patchInfo
         ? PatchInfoManifestSource(url: arguments.manifest, transport: transport)
-        : StaticManifestSource(url: arguments.manifest, transport: transport)
+        : SignedManifestSource(
+            url: arguments.manifest, transport: transport, verifier: CryptoVerifier(),
+            trust: arguments.allowUnsigned ? .unsignedDevelopment(keys: arguments.trust) : .signed(by: arguments.trust),
+            storeRoot: arguments.root, context: ClientContext(appVersion: "1.0"), logger: logger)
     print("checking \(arguments.manifest.absoluteString)")
     let report = try await updater.sync(from: source)
     for outcome in report.packages {

@@ -92,8 +92,13 @@ enum CryptoBackend {
             throw HotUpdateError(.signatureInvalid, "Security cannot read the RSA key: \(reason)")
         }
         // Security's PSS uses MGF1 with the same hash and a salt as long as the digest.
+        // rsa-pkcs1-raw: PKCS#1 v1.5 padding over the message as given, no DigestInfo.
         let algorithm: SecKeyAlgorithm =
-            key.scheme == .rsaPSSSHA256 ? .rsaSignatureMessagePSSSHA256 : .rsaSignatureMessagePKCS1v15SHA256
+            switch key.scheme {
+            case .rsaPSSSHA256: .rsaSignatureMessagePSSSHA256
+            case .rsaPKCS1Raw: .rsaSignatureDigestPKCS1v15Raw
+            default: .rsaSignatureMessagePKCS1v15SHA256
+            }
         var verifyError: Unmanaged<CFError>?
         let valid = SecKeyVerifySignature(secKey, algorithm, message as CFData, signature as CFData, &verifyError)
         verifyError?.release()

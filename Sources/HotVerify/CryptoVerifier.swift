@@ -5,7 +5,8 @@ import HotCore
 /// libcrypto (OpenSSL 3) where it is linked, CryptoKit and Security on Apple platforms.
 ///
 /// Digests: MD5 (for older servers) and SHA-256. Signatures: Ed25519,
-/// RSA PKCS#1 v1.5 with SHA-256, and RSA-PSS with SHA-256, MGF1-SHA-256 and a 32-byte salt.
+/// RSA PKCS#1 v1.5 with SHA-256, RSA-PSS with SHA-256, MGF1-SHA-256 and a 32-byte salt,
+/// and, for older patch servers, RSA PKCS#1 v1.5 over the raw message (``SignatureScheme/rsaPKCS1Raw``).
 /// Keys are PEM SubjectPublicKeyInfo (`-----BEGIN PUBLIC KEY-----`), as
 /// `openssl pkey -pubout` writes them.
 ///
@@ -19,7 +20,9 @@ import HotCore
 /// ```
 public struct CryptoVerifier: Verifier {
     /// The signature schemes ``verify(signature:of:with:)`` checks.
-    public static let supportedSchemes: Set<SignatureScheme> = [.ed25519, .rsaPKCS1SHA256, .rsaPSSSHA256]
+    public static let supportedSchemes: Set<SignatureScheme> = [
+        .ed25519, .rsaPKCS1SHA256, .rsaPSSSHA256, .rsaPKCS1Raw,
+    ]
 
     /// Creates a verifier. It holds no state; make as many as you like.
     public init() {}
@@ -52,7 +55,8 @@ public struct CryptoVerifier: Verifier {
         guard Self.supportedSchemes.contains(key.scheme) else {
             throw HotUpdateError(
                 .unsupported,
-                "signature scheme '\(key.scheme)' is not supported (supported: ed25519, rsa-pkcs1-sha256, rsa-pss-sha256)"
+                "signature scheme '\(key.scheme)' is not supported "
+                    + "(supported: ed25519, rsa-pkcs1-sha256, rsa-pss-sha256, rsa-pkcs1-raw)"
             )
         }
         return try CryptoBackend.verify(signature: signature, of: message, with: key)

@@ -76,6 +76,9 @@ enum CryptoBackend {
         let pkey = try Libcrypto.readPublicKey(key.pem)
         defer { EVP_PKEY_free(pkey) }
         try check(pkey, fits: key.scheme)
+        if key.scheme == .rsaPKCS1Raw {
+            return try verifyRecovered(signature: signature, of: message, with: pkey)
+        }
 
         guard let context = EVP_MD_CTX_new() else {
             throw HotUpdateError(.internalInconsistency, "libcrypto could not allocate a verification context")
@@ -106,20 +109,27 @@ enum CryptoBackend {
                     .signatureInvalid, "libcrypto cannot set up \(key.scheme) for this key: \(Libcrypto.takeErrors())")
             }
         }
-        let status = signature.withUnsafeBytes { signatureBytes in
-            message.withUnsafeBytes { messageBytes in
-                Libcrypto.withNonNullBase(signatureBytes) { signaturePointer in
-                    Libcrypto.withNonNullBase(messageBytes) { messagePointer in
-                        EVP_DigestVerify(
-                            context, signaturePointer, signatureBytes.count, messagePointer, messageBytes.count)
-                    }
-                }
-            }
+        return Libcrypto.isValid(signature: signature, of: message) {
+            EVP_DigestVerify(context, $0, $1, $2, $3)
         }
-        // 1 is a valid signature; 0 a wrong one; a negative value a malformed one
-        // (bad length, bad encoding). Only 1 is accepted; the error queue is left clean.
-        ERR_clear_error()
-        return status == 1
+    }
+
+    /// RSA PKCS#1 v1.5 without a digest: libcrypto recovers the padded message with the
+    /// public key and compares it with `message` byte for byte.
+    private static func verifyRecovered(signature: Data, of message: Data, with pkey: OpaquePointer) throws -> Bool {
+        guard let keyContext = EVP_PKEY_CTX_new(pkey, nil) else {
+            throw HotUpdateError(.internalInconsistency, "libcrypto could not allocate a key context")
+        }
+        defer { EVP_PKEY_CTX_free(keyContext) }
+        guard EVP_PKEY_verify_init(keyContext) == 1,
+            EVP_PKEY_CTX_set_rsa_padding(keyContext, RSA_PKCS1_PADDING) == 1
+        else {
+            throw HotUpdateError(
+                .signatureInvalid, "libcrypto cannot set up rsa-pkcs1-raw for this key: \(Libcrypto.takeErrors())")
+        }
+        return Libcrypto.isValid(signature: signature, of: message) {
+            EVP_PKEY_verify(keyContext, $0, $1, $2, $3)
+        }
     }
 
     static func keyID(ofPEM pem: String) throws -> String {
@@ -147,7 +157,7 @@ enum CryptoBackend {
         let fits: Bool
         switch scheme {
         case .ed25519: fits = type == EVP_PKEY_ED25519
-        case .rsaPKCS1SHA256: fits = type == EVP_PKEY_RSA
+        case .rsaPKCS1SHA256, .rsaPKCS1Raw: fits = type == EVP_PKEY_RSA
         case .rsaPSSSHA256: fits = type == EVP_PKEY_RSA || type == EVP_PKEY_RSA_PSS
         default: fits = false
         }
@@ -162,26 +172,62 @@ enum CryptoBackend {
 enum Libcrypto {
     /// Reads a PEM SubjectPublicKeyInfo; the caller frees the key with `EVP_PKEY_free`.
     static func readPublicKey(_ pem: String) throws -> OpaquePointer {
+        try readPEM(
+            pem, what: "public key",
+            expected: "a PEM public key ('-----BEGIN PUBLIC KEY-----', SubjectPublicKeyInfo)"
+        ) { PEM_read_bio_PUBKEY($0, nil, nil, nil) }
+    }
+
+    /// Reads an unencrypted PEM private key; the caller frees the key with `EVP_PKEY_free`.
+    static func readPrivateKey(_ pem: String) throws -> OpaquePointer {
+        try readPEM(
+            pem, what: "private key", expected: "an unencrypted PEM private key ('-----BEGIN PRIVATE KEY-----')"
+        ) { PEM_read_bio_PrivateKey($0, nil, nil, nil) }
+    }
+
+    /// Runs a PEM reader over the text of `pem` in a memory BIO.
+    private static func readPEM(
+        _ pem: String, what: String, expected: String, _ read: (OpaquePointer) -> OpaquePointer?
+    ) throws -> OpaquePointer {
         ERR_clear_error()
         let bytes = Array(pem.utf8)
         guard !bytes.isEmpty, bytes.count < Int(Int32.max) else {
-            throw HotUpdateError(.signatureInvalid, "the public key PEM is empty or too large (\(bytes.count) bytes)")
+            throw HotUpdateError(.signatureInvalid, "the \(what) PEM is empty or too large (\(bytes.count) bytes)")
         }
         let key = bytes.withUnsafeBytes { raw -> OpaquePointer? in
             guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }
             defer { BIO_free(bio) }
-            return PEM_read_bio_PUBKEY(bio, nil, nil, nil)
+            return read(bio)
         }
         guard let key else {
-            throw HotUpdateError(
-                .signatureInvalid,
-                "the key is not a PEM public key ('-----BEGIN PUBLIC KEY-----', SubjectPublicKeyInfo): \(takeErrors())")
+            throw HotUpdateError(.signatureInvalid, "the key is not \(expected): \(takeErrors())")
         }
         return key
     }
 
     /// Calls `body` with the buffer's base address, or with a pointer to a dummy byte for
     /// an empty buffer (libcrypto wants non-null pointers even for zero lengths).
+    /// Runs a libcrypto verification over the bytes of `signature` and `message`
+    /// (`signature, signature length, message, message length`) and reads its status: 1 is a
+    /// valid signature; 0 a wrong one; a negative value a malformed one (bad length, bad
+    /// encoding). Only 1 is accepted; the error queue is left clean.
+    static func isValid(
+        signature: Data, of message: Data,
+        _ verify: (UnsafePointer<UInt8>, Int, UnsafePointer<UInt8>, Int) -> Int32
+    ) -> Bool {
+        let status = signature.withUnsafeBytes { signatureBytes in
+            message.withUnsafeBytes { messageBytes in
+                withNonNullBase(signatureBytes) { signaturePointer in
+                    withNonNullBase(messageBytes) { messagePointer in
+                        verify(signaturePointer, signatureBytes.count, messagePointer, messageBytes.count)
+                    }
+                }
+            }
+        }
+        ERR_clear_error()
+        return status == 1
+    }
+
     static func withNonNullBase<R>(_ buffer: UnsafeRawBufferPointer, _ body: (UnsafePointer<UInt8>) -> R) -> R {
         if let base = buffer.baseAddress, !buffer.isEmpty {
             return body(base.assumingMemoryBound(to: UInt8.self))

@@ -21,7 +21,7 @@ struct SubjectPublicKeyInfo: Sendable, Hashable {
     func fits(_ scheme: SignatureScheme) -> Bool {
         switch scheme {
         case .ed25519: return algorithmOID == Self.ed25519OID
-        case .rsaPKCS1SHA256: return algorithmOID == Self.rsaEncryptionOID
+        case .rsaPKCS1SHA256, .rsaPKCS1Raw: return algorithmOID == Self.rsaEncryptionOID
         case .rsaPSSSHA256: return algorithmOID == Self.rsaEncryptionOID || algorithmOID == Self.rsaPSSOID
         default: return false
         }

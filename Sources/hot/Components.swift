@@ -83,18 +83,23 @@ struct StoreOptions: ParsableArguments {
 
     var rootURL: URL { directoryURL(root) }
 
+    /// A logger on stderr: debug with --verbose, else only critical messages, or warnings too.
+    func makeLogger(warnings: Bool = false) -> Logger {
+        var logger = Logger(label: "hot", factory: { StreamLogHandler.standardError(label: $0) })
+        logger.logLevel = verbose ? .debug : (warnings ? .warning : .critical)
+        return logger
+    }
+
     /// Builds an updater over this root with the given parts.
     func makeUpdater(
         transport: any Transport = FileTransport(), unarchiver: any Unarchiver = ZipUnarchiver(),
-        keepPreviousVersions: Int = 1, maxConcurrentPackages: Int = 2
+        timeouts: TransportTimeouts = TransportTimeouts(), keepPreviousVersions: Int = 1, maxConcurrentPackages: Int = 2
     ) -> Updater {
-        var logger = Logger(label: "hot", factory: { StreamLogHandler.standardError(label: $0) })
-        logger.logLevel = verbose ? .debug : .critical
         let kind = store ?? StoreKind.detect(root: rootURL)
         return Updater(
             configuration: UpdaterConfiguration(
                 root: rootURL, transport: transport, unarchiver: unarchiver, verifier: CryptoVerifier(),
-                store: kind.make(root: rootURL), maxConcurrentPackages: maxConcurrentPackages,
-                keepPreviousVersions: keepPreviousVersions, logger: logger))
+                store: kind.make(root: rootURL), timeouts: timeouts, maxConcurrentPackages: maxConcurrentPackages,
+                keepPreviousVersions: keepPreviousVersions, logger: makeLogger()))
     }
 }

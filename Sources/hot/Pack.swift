@@ -5,14 +5,16 @@ import HotCore
 import HotStore
 import HotVerify
 
-/// `hot pack DIR --id ID --version V --repo REPO`
+/// `hot pack DIR --id ID --version V --repo REPO [--channel NAME] [--no-release]`
 struct Pack: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Zip a directory into a repository and record it in the repository's manifest.json.",
+        abstract: "Zip a directory into a repository, list it in a channel's manifest and release it.",
         discussion: """
-            The archive is written to REPO/packages/ID-VERSION.zip and the package's entry in
-            REPO/manifest.json is added or replaced (size, sha256, md5), with a URL relative to
-            the manifest, so the repository can be served from anywhere.
+            The archive is written to REPO/packages/ID-VERSION-SHA.zip, named by its content
+            (the first 12 hex digits of its SHA-256), so the file never changes and a CDN may
+            cache it forever; the manifest is the only file that changes. The version is listed
+            in the channel's manifest (size, sha256, md5) and released unless --no-release is
+            given. The manifest is left unsigned: run `hot sign` before publishing.
             """)
 
     @Argument(help: "The directory to pack.")
@@ -24,8 +26,10 @@ struct Pack: AsyncParsableCommand {
     @Option(help: "The package version.")
     var version: String
 
-    @Option(help: "The repository directory (created if missing).")
-    var repo: String
+    @OptionGroup var repository: RepositoryOptions
+
+    @Flag(help: "Only list the version; release it later with `hot release`.")
+    var noRelease = false
 
     func run() async throws {
         try await runReportingErrors {
@@ -33,31 +37,27 @@ struct Pack: AsyncParsableCommand {
             guard FileSystem.isDirectory(source) else {
                 throw HotUpdateError(.notFound, "not a directory", subject: source.path)
             }
-            _ = try PackageDescriptor(
-                id: id, version: version, url: URL(fileURLWithPath: "/"))  // validates id and version
-            let repository = directoryURL(repo)
-            let packages = repository.appendingPathComponent("packages", isDirectory: true)
-            try FileSystem.createDirectory(packages)
-            let archiveName = "\(id)-\(version).zip"
-            let archive = packages.appendingPathComponent(archiveName)
-
-            let summary = try ZipWriter.write(directory: source, to: archive, options: ZipWriter.Options())
-            let verifier = CryptoVerifier()
-            let sha256 = try verifier.digest(ofFile: archive, using: .sha256)
-            let md5 = try verifier.digest(ofFile: archive, using: .md5)
-            let size = try archive.resourceValues(forKeys: [.fileSizeKey]).fileSize ?? 0
-
-            let manifestURL = repository.appendingPathComponent("manifest.json")
-            var document = ManifestDocument()
-            if FileManager.default.fileExists(atPath: manifestURL.path) {
-                document = try ManifestDocument.decode(try Data(contentsOf: manifestURL))
+            _ = try PackageDescriptor(id: id, version: version, url: URL(fileURLWithPath: "/"))  // validates id and version
+            let files = repository.files
+            try FileSystem.createDirectory(files.packagesDirectory)
+            let temporary = files.packagesDirectory.appendingPathComponent(".\(id)-\(version)-\(UUID().uuidString).zip")
+            defer { try? FileSystem.remove(temporary) }
+            let summary = try ZipWriter.write(directory: source, to: temporary, options: ZipWriter.Options())
+            let sha256 = try CryptoVerifier().digest(ofFile: temporary, using: .sha256)
+            let archive = files.packagesDirectory.appendingPathComponent("\(id)-\(version)-\(sha256.hex.prefix(12)).zip")
+            if !FileManager.default.fileExists(atPath: archive.path) {
+                try FileSystem.rename(temporary, to: archive)
             }
-            document.upsert(
-                ManifestDocument.Entry(
-                    id: id, version: version, url: "packages/\(archiveName)", size: Int64(size),
-                    sha256: sha256.hex, md5: md5.hex))
-            try DurableFile.write(try document.encoded(), to: manifestURL)
-            print("packed \(id) \(version): \(summary.fileCount) files, \(size) bytes, sha256 \(sha256.hex)")
+            let entry = try files.versionEntry(of: archive, version: version, channel: repository.channel)
+            try repository.edit { body, _ in
+                try body.editPackage(id) { package in
+                    try package.addVersion(entry)
+                    if !noRelease { package.release(version, rollout: nil) }
+                }
+            }
+            print(
+                "packed \(id) \(version): \(summary.fileCount) files, \(entry.size) bytes, \(archive.lastPathComponent)"
+                    + (noRelease ? "" : ", released"))
         }
     }
 }

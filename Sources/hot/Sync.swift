@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HotCore
+import HotVerify
 
 /// `hot sync --manifest URL --root DIR`
 struct Sync: AsyncParsableCommand {
@@ -43,18 +44,60 @@ struct Sync: AsyncParsableCommand {
     @Flag(help: "Show no progress on stderr.")
     var quiet = false
 
+    @Option(help: "A trusted public key (PEM) for a native manifest (repeatable).")
+    var trust: [String] = []
+
+    @Option(help: "How many of the --trust keys must sign the first manifest.")
+    var threshold = 1
+
+    @Flag(help: "Accept unsigned native manifests (development repositories only; warns on every sync).")
+    var allowUnsigned = false
+
+    @Option(help: "The app version the publisher's min/max app version policy is checked against.")
+    var appVersion: String?
+
+    @Option(help: "The client id the staged-rollout bucket is derived from (clients with the same id share a bucket).")
+    var clientID = ""
+
+    @Option(help: "The channel followed; must match the manifest's channel.")
+    var channel: String?
+
+    @Option(help: "Seconds a transfer may stay below 1 byte/s before it is abandoned.")
+    var lowSpeedTime: Int = 30
+
+    @Option(help: "Seconds the manifest request may take in all.")
+    var timeout: Int = 120
+
+    func validate() throws {
+        if format == .native, trust.isEmpty, !allowUnsigned {
+            throw ValidationError("a native manifest needs --trust PUBLIC_KEY (or --allow-unsigned for a development repository)")
+        }
+        guard lowSpeedTime > 0, timeout > 0 else { throw ValidationError("--low-speed-time and --timeout must be positive") }
+        guard concurrency >= 1 else { throw ValidationError("--concurrency must be 1 or more") }
+    }
+
     func run() async throws {
         try await runReportingErrors {
             let manifestURL = try parseLocation(manifest)
             let transport = try (transport ?? TransportKind.defaultKind(for: manifestURL)).make()
-            guard concurrency >= 1 else { throw ValidationError("--concurrency must be 1 or more") }
+            let timeouts = TransportTimeouts(lowSpeedWindow: .seconds(lowSpeedTime), total: .seconds(timeout))
             let updater = storeOptions.makeUpdater(
-                transport: transport, unarchiver: try unarchiver.make(), maxConcurrentPackages: concurrency)
-            let source: any ManifestSource =
-                switch format {
-                case .native: StaticManifestSource(url: manifestURL, transport: transport)
-                case .patchinfo: PatchInfoManifestSource(url: manifestURL, transport: transport, packageID: patchID)
-                }
+                transport: transport, unarchiver: try unarchiver.make(),
+                timeouts: TransportTimeouts(lowSpeedWindow: .seconds(lowSpeedTime)), maxConcurrentPackages: concurrency)
+            let source: any ManifestSource
+            switch format {
+            case .native:
+                let keys = try readPublicKeys(trust)
+                source = SignedManifestSource(
+                    url: manifestURL, transport: transport, verifier: CryptoVerifier(),
+                    trust: allowUnsigned
+                        ? .unsignedDevelopment(keys: keys, threshold: threshold) : .signed(by: keys, threshold: threshold),
+                    storeRoot: storeOptions.rootURL,
+                    context: ClientContext(appVersion: appVersion, clientID: clientID, channel: channel),
+                    timeouts: timeouts, logger: storeOptions.makeLogger(warnings: true))
+            case .patchinfo:
+                source = PatchInfoManifestSource(url: manifestURL, transport: transport, packageID: patchID)
+            }
             let display = SyncProgressDisplay()
             let events = updater.events()
             let shown = quiet ? nil : Task { await display.run(events) }

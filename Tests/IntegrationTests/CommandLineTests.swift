@@ -48,8 +48,11 @@ struct CommandLineTests {
         let repo = try makeTemporaryDirectory("repo")
         let packed = try await Self.run(["pack", source.path, "--id", "images", "--version", "7", "--repo", repo.path])
         #expect(packed.status == 0, "\(packed.stderr)")
-        let manifest = try ManifestDocument.decode(Data(contentsOf: repo.appendingPathComponent("manifest.json")))
-        #expect(manifest.packages.map(\.url) == ["packages/images-7.zip"])
+        let envelope = try SignedEnvelope.parse(Data(contentsOf: repo.appendingPathComponent("manifest.json")))
+        #expect(envelope.signatures.isEmpty)
+        let entry = try #require(try SignedManifestBody.decode(envelope.signed).package("images")?.entry(for: "7"))
+        // Content-addressed: the name carries the first 12 hex digits of the archive's SHA-256.
+        #expect(entry.url == "packages/images-7-\(entry.sha256.prefix(12)).zip")
 
         let server = try await NginxServer.start(root: repo)
         let root = try makeTemporaryDirectory("store")
@@ -57,7 +60,7 @@ struct CommandLineTests {
             let storeRoot = root.appendingPathComponent(transport)
             let synced = try await Self.run([
                 "sync", "--manifest", server.baseURL.appendingPathComponent("manifest.json").absoluteString,
-                "--root", storeRoot.path, "--transport", transport,
+                "--root", storeRoot.path, "--transport", transport, "--allow-unsigned",
             ])
             #expect(synced.status == 0, "\(synced.stderr)")
 
@@ -86,19 +89,28 @@ struct CommandLineTests {
         try writeTree(["a.txt": Data("one".utf8)], under: v1)
         let v2 = try makeTemporaryDirectory("v2")
         try writeTree(["a.txt": Data("two".utf8)], under: v2)
+        let keys = try makeTemporaryDirectory("keys")
+        let (privateKey, publicKey) = (keys.appendingPathComponent("k.pem").path, keys.appendingPathComponent("k.pub").path)
+        #expect(try await Self.run(["keygen", "--private", privateKey, "--public", publicKey]).status == 0)
         #expect(try await Self.run(["pack", v1.path, "--id", "p", "--version", "1", "--repo", repo.path]).status == 0)
+        #expect(try await Self.run(["sign", "--repo", repo.path, "--key", privateKey]).status == 0)
         let server = try await NginxServer.start(root: repo)
         let root = try makeTemporaryDirectory("store")
         let manifestURL = server.baseURL.appendingPathComponent("manifest.json").absoluteString
-        #expect(try await Self.run(["sync", "--manifest", manifestURL, "--root", root.path]).status == 0)
+        let sync = ["sync", "--manifest", manifestURL, "--root", root.path, "--trust", publicKey]
+        #expect(try await Self.run(sync).status == 0)
 
         #expect(try await Self.run(["pack", v2.path, "--id", "p", "--version", "2", "--repo", repo.path]).status == 0)
-        let archive = repo.appendingPathComponent("packages/p-2.zip")
+        #expect(try await Self.run(["sign", "--repo", repo.path, "--key", privateKey]).status == 0)
+        let name = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: repo.appendingPathComponent("packages").path)
+                .first { $0.hasPrefix("p-2-") })
+        let archive = repo.appendingPathComponent("packages/\(name)")
         var bytes = try Data(contentsOf: archive)
         bytes[bytes.count / 2] ^= 0xff
         try bytes.write(to: archive)
 
-        let failed = try await Self.run(["sync", "--manifest", manifestURL, "--root", root.path])
+        let failed = try await Self.run(sync)
         #expect(failed.status == 1)
         // Not a terminal: progress comes as plain lines, and the failure as one error line.
         let lines = failed.stderr.split(separator: "\n")
@@ -150,7 +162,9 @@ struct CommandLineTests {
         #expect(missingDirectory.stderr.contains("not a directory"))
         let badID = try await Self.run(["pack", root.path, "--id", "../x", "--version", "1", "--repo", root.path])
         #expect(badID.status != 0)
-        let badManifest = try await Self.run(["sync", "--manifest", root.appendingPathComponent("none.json").path, "--root", root.path])
+        let badManifest = try await Self.run([
+            "sync", "--manifest", root.appendingPathComponent("none.json").path, "--root", root.path, "--allow-unsigned",
+        ])
         #expect(badManifest.status != 0)
         #expect(badManifest.stderr.split(separator: "\n").count == 1)
     }
@@ -174,7 +188,7 @@ struct StoreMaintenanceCommandTests {
         let server = try await NginxServer.start(root: repo)
         let root = try makeTemporaryDirectory("store")
         let manifestURL = server.baseURL.appendingPathComponent("manifest.json").absoluteString
-        let synced = try await CommandLineTests.run(["sync", "--manifest", manifestURL, "--root", root.path])
+        let synced = try await CommandLineTests.run(["sync", "--manifest", manifestURL, "--root", root.path, "--allow-unsigned"])
         #expect(synced.status == 0, "\(synced.stderr)")
         await server.stop()
 

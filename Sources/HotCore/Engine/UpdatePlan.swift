@@ -10,6 +10,11 @@ public struct PackageChange: Hashable, Sendable, CustomStringConvertible {
     public static let unchanged = PackageChange("unchanged")
     /// The manifest no longer lists the package: remove it.
     public static let remove = PackageChange("remove")
+    /// The manifest disables the package: keep its files, stop resolving from it.
+    public static let disable = PackageChange("disable")
+    /// The manifest offers the disabled package's installed version again: resolve from it
+    /// again, with no download.
+    public static let enable = PackageChange("enable")
     public var description: String { name }
 
     /// Whether the change downloads anything.
@@ -62,20 +67,28 @@ public struct UpdatePlan: Hashable, Sendable {
     /// A package is unchanged when its version and its digest (SHA-256 when both sides
     /// have one, else MD5) match the active version; otherwise it is added or updated.
     /// When the manifest is complete, installed packages it does not list are removed.
+    /// An installed package the manifest disables is disabled (its files stay); when the
+    /// manifest offers its installed version again, it is enabled without a download.
     public static func make(manifest: Manifest, snapshot: StoreSnapshot) -> UpdatePlan {
         var entries: [PackagePlan] = []
         for offered in manifest.packages {
-            let installed = snapshot.packages[offered.id]?.active
+            let record = snapshot.packages[offered.id]
+            let installed = record?.active
             let change: PackageChange
             if let installed {
-                change = Self.isSame(offered, installed) ? .unchanged : .update
+                change = Self.isSame(offered, installed) ? (record?.state == .disabled ? .enable : .unchanged) : .update
             } else {
                 change = .add
             }
             entries.append(PackagePlan(id: offered.id, change: change, offered: offered, installed: installed))
         }
+        for id in manifest.disabledPackageIDs.sorted() {
+            guard let record = snapshot.packages[id] else { continue }
+            let change: PackageChange = record.state == .disabled ? .unchanged : .disable
+            entries.append(PackagePlan(id: id, change: change, offered: nil, installed: record.active))
+        }
         if manifest.isComplete {
-            let listed = Set(manifest.packages.map(\.id))
+            let listed = Set(manifest.packages.map(\.id)).union(manifest.disabledPackageIDs)
             for id in snapshot.packages.keys.sorted() where !listed.contains(id) {
                 entries.append(
                     PackagePlan(id: id, change: .remove, offered: nil, installed: snapshot.packages[id]?.active))

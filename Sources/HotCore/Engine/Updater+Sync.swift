@@ -41,6 +41,21 @@ extension Updater {
         await recordPlannedStates(plan)
         var outcomes: [String: PackageOutcome] = [:]
 
+        // Disable and enable: the files stay, only the state changes; nothing is downloaded.
+        let toggles = plan.packages.filter { $0.change == .disable || $0.change == .enable }
+        if !toggles.isEmpty {
+            let toggled = try await serialized {
+                var next = try await self.open()
+                let results = toggles.map { next.setAvailability($0, logger: self.logger) }
+                try await self.commit(next)
+                return results
+            }
+            for outcome in toggled {
+                outcomes[outcome.id] = outcome
+                hub.publish(outcome.id, outcome.activeVersion, outcome.change == .disable ? .disabled : .installed)
+            }
+        }
+
         // Downloads: all flights start now and share the updater's slots.
         await withTaskGroup(of: PackageOutcome.self) { group in
             for entry in plan.packages where entry.change.downloads {
@@ -50,8 +65,8 @@ extension Updater {
             for await outcome in group { outcomes[outcome.id] = outcome }
         }
 
-        // Changes that download nothing.
-        for entry in plan.packages where !entry.change.downloads {
+        // The other changes that download nothing.
+        for entry in plan.packages where !entry.change.downloads && outcomes[entry.id] == nil {
             outcomes[entry.id] = await applyLocally(entry)
         }
         let ordered = plan.packages.compactMap { outcomes[$0.id] }

@@ -25,6 +25,8 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case sizeMismatch
             case digestMismatch
             case signatureInvalid
+            case manifestRollback
+            case manifestExpired
             case manifestInvalid
             case notAnArchive
             case corruptArchive
@@ -64,6 +66,11 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let digestMismatch = Code(.digestMismatch)
         /// A signature does not verify, or a key is unknown or malformed.
         public static let signatureInvalid = Code(.signatureInvalid)
+        /// A signed manifest's version is lower than the highest this client has trusted, or
+        /// the same version with other content (rollback and mix-and-match defence).
+        public static let manifestRollback = Code(.manifestRollback)
+        /// A signed manifest's expiry time has passed (freeze defence).
+        public static let manifestExpired = Code(.manifestExpired)
         /// A manifest cannot be parsed or breaks a rule of its format.
         public static let manifestInvalid = Code(.manifestInvalid)
         /// The file is not an archive of a format the unarchiver reads (an empty file included).

@@ -39,6 +39,25 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
             self.sha256 = sha256
             self.md5 = md5
         }
+
+        /// Resolves the entry against `baseURL` (the manifest's URL) and validates it.
+        ///
+        /// - Throws: ``HotUpdateError/Code/manifestInvalid`` for a bad URL, digest, id or version.
+        public func descriptor(relativeTo baseURL: URL) throws -> PackageDescriptor {
+            guard !url.isEmpty, let resolved = URL(string: url, relativeTo: baseURL)?.absoluteURL else {
+                throw HotUpdateError(.manifestInvalid, "url '\(url)' is not a URL", packageID: id)
+            }
+            let sha256Digest: Digest
+            let md5Digest: Digest?
+            do {
+                sha256Digest = try Digest(algorithm: .sha256, hex: sha256)
+                md5Digest = try md5.map { try Digest(algorithm: .md5, hex: $0) }
+            } catch let error as HotUpdateError {
+                throw HotUpdateError(.manifestInvalid, error.message, packageID: id)
+            }
+            return try PackageDescriptor(
+                id: id, version: version, url: resolved, size: size, sha256: sha256Digest, md5: md5Digest)
+        }
     }
 
     /// The schema number; must be ``currentSchema``.
@@ -92,21 +111,8 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
     ///
     /// - Throws: ``HotUpdateError/Code/manifestInvalid`` for a bad URL, digest, id or version.
     public func manifest(relativeTo baseURL: URL) throws -> Manifest {
-        let descriptors = try packages.map { entry -> PackageDescriptor in
-            guard !entry.url.isEmpty, let url = URL(string: entry.url, relativeTo: baseURL)?.absoluteURL else {
-                throw HotUpdateError(.manifestInvalid, "url '\(entry.url)' is not a URL", packageID: entry.id)
-            }
-            let sha256: Digest
-            let md5: Digest?
-            do {
-                sha256 = try Digest(algorithm: .sha256, hex: entry.sha256)
-                md5 = try entry.md5.map { try Digest(algorithm: .md5, hex: $0) }
-            } catch let error as HotUpdateError {
-                throw HotUpdateError(.manifestInvalid, error.message, packageID: entry.id)
-            }
-            return try PackageDescriptor(
-                id: entry.id, version: entry.version, url: url, size: entry.size, sha256: sha256, md5: md5)
-        }
-        return try Manifest(schema: schema, version: version, packages: descriptors, isComplete: true)
+        try Manifest(
+            schema: schema, version: version, packages: packages.map { try $0.descriptor(relativeTo: baseURL) },
+            isComplete: true)
     }
 }

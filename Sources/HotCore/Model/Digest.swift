@@ -53,40 +53,15 @@ public struct Digest: Hashable, Sendable, CustomStringConvertible {
                 .invalidArgument,
                 "'\(hex)' is not a \(algorithm) digest (\(algorithm.byteCount * 2) hex digits expected)")
         }
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(algorithm.byteCount)
-        var index = 0
-        while index < utf8.count {
-            guard let high = Self.nibble(utf8[index]), let low = Self.nibble(utf8[index + 1]) else {
-                throw HotUpdateError(.invalidArgument, "'\(hex)' is not hexadecimal")
-            }
-            bytes.append(high << 4 | low)
-            index += 2
+        guard let bytes = HexBytes.decode(hex) else {
+            throw HotUpdateError(.invalidArgument, "'\(hex)' is not hexadecimal")
         }
         self.algorithm = algorithm
-        self.bytes = bytes
+        self.bytes = Array(bytes)
     }
 
     /// The digest as lowercase hexadecimal.
-    public var hex: String {
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    public var hex: String { HexBytes.encode(bytes) }
 
     public var description: String { "\(algorithm):\(hex)" }
-
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-        default: return nil
-        }
-    }
 }

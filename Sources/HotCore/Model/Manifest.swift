@@ -66,18 +66,29 @@ public struct Manifest: Sendable, Hashable {
     public var packages: [PackageDescriptor]
     /// Whether the list is complete: when true, an installed package missing from it is removed.
     public var isComplete: Bool
+    /// Packages the client must stop using (disabled by the publisher, or withheld from this
+    /// client by its policy): their files stay, assets resolve from the bundle instead.
+    public var disabledPackageIDs: Set<String>
 
     /// Creates a manifest.
     ///
-    /// - Throws: ``HotUpdateError/Code/manifestInvalid`` when two packages share an id.
-    public init(schema: Int = 1, version: Int? = nil, packages: [PackageDescriptor], isComplete: Bool = true) throws {
+    /// - Throws: ``HotUpdateError/Code/manifestInvalid`` when two packages share an id, or a
+    ///   package is both offered and disabled.
+    public init(
+        schema: Int = 1, version: Int? = nil, packages: [PackageDescriptor], isComplete: Bool = true,
+        disabledPackageIDs: Set<String> = []
+    ) throws {
         var seen = Set<String>()
         for package in packages where !seen.insert(package.id).inserted {
             throw HotUpdateError(.manifestInvalid, "package id '\(package.id)' appears twice")
+        }
+        if let both = disabledPackageIDs.intersection(seen).sorted().first {
+            throw HotUpdateError(.manifestInvalid, "package '\(both)' is both offered and disabled")
         }
         self.schema = schema
         self.version = version
         self.packages = packages
         self.isComplete = isComplete
+        self.disabledPackageIDs = disabledPackageIDs
     }
 }

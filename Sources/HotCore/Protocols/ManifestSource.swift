@@ -1,6 +1,7 @@
 /// Learns what is current: which packages, which versions, how to check them.
 ///
-/// Implementations in `HotCore`: ``StaticManifestSource`` (the native JSON manifest) and
+/// Implementations in `HotCore`: ``SignedManifestSource`` (the native signed manifest),
+/// ``StaticManifestSource`` (unsigned schema-1 manifests, for development) and
 /// ``PatchInfoManifestSource`` (the older single `{url, md5}` patch info).
 ///
 /// ```swift

@@ -4,7 +4,7 @@ import HotTesting
 import Testing
 
 @Suite("Availability and repair")
-struct AvailabilityTests {
+struct RepairTests {
     @Test("isAvailable answers for packages and for resources in them")
     func availability() async throws {
         let fixture = try EngineFixture()

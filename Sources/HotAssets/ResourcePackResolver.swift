@@ -1,0 +1,172 @@
+import Foundation
+import HotCore
+
+/// A resource pack opened from an installed package: its index, and for every handled type
+/// the name → local file URL of each listed resource.
+///
+/// The URLs are computed from the package's directory of this launch and live only in
+/// memory: never store them (an app's container moves between launches). Store the pack id
+/// and resource names, and open the pack again.
+public struct ResourcePack: Sendable, Hashable {
+    /// The package the pack is installed as.
+    public var packageID: String
+    /// The package's installed version.
+    public var version: String
+    /// The package's installed tree.
+    public var directory: URL
+    /// The pack's `index.json`.
+    public var index: ResourcePackIndex
+    /// Name → file, for each handled type the index lists.
+    public var resources: [ResourceType: [String: URL]]
+
+    /// The file of resource `name` of `type`, or nil when the pack does not list it.
+    public func url(for name: String, type: ResourceType) -> URL? {
+        resources[type]?[name]
+    }
+}
+
+/// Opens resource packs: packages carrying an `index.json` (``ResourcePackIndex``) that
+/// lists typed resources, as resource-pack servers publish them (overlays, images, filters,
+/// fonts).
+///
+/// Only the types in ``types`` are handled; the index's other lists are ignored. Every name
+/// of a handled type is checked before the pack is returned: it must be relative, without
+/// `..`, `.` or empty components or a backslash, and name a regular file inside the package
+/// (a symbolic link leading out of it is refused). A pack breaking any rule is refused
+/// whole, with the offending name in the error, so an app never shows half a pack.
+///
+/// ```swift
+/// let resolver = ResourcePackResolver()          // overlay, image, filter, font
+/// let packages = try await updater.installedPackages().map {
+///     InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
+/// }
+/// let library = resolver.open(packages)
+/// if let blend = library.url(for: "blend.jpg", type: .overlay) { show(blend) }
+/// for (id, error) in library.failures { log("pack \(id): \(error)") }
+/// ```
+public struct ResourcePackResolver: Sendable {
+    /// The types handled.
+    public var types: Set<ResourceType>
+
+    /// Creates a resolver.
+    ///
+    /// - Parameter types: The types handled; ``ResourceType/defaults`` (overlay, image, filter,
+    ///   font) unless the app says otherwise.
+    public init(types: Set<ResourceType> = ResourceType.defaults) {
+        self.types = types
+    }
+
+    /// Opens the pack installed as `package`.
+    ///
+    /// - Parameter package: The installed package.
+    /// - Returns: The pack, every handled resource checked.
+    /// - Throws: ``HotUpdateError`` naming the package: ``HotUpdateError/Code/notFound`` (no
+    ///   `index.json`, or a listed file is missing), ``HotUpdateError/Code/manifestInvalid`` (a
+    ///   malformed index), ``HotUpdateError/Code/unsafeEntry`` (a name that is absolute, has
+    ///   `..`, or leads out of the package).
+    public func open(_ package: InstalledPackageLocation) throws -> ResourcePack {
+        do {
+            let index = try ResourcePackIndex.load(fromPackage: package.directory)
+            let root = package.directory.standardizedFileURL.resolvingSymlinksInPath()
+            var resources: [ResourceType: [String: URL]] = [:]
+            for (type, names) in index.names where types.contains(type) {
+                var files: [String: URL] = [:]
+                for name in names {
+                    files[name] = try Self.file(named: name, type: type, in: root)
+                }
+                resources[type] = files
+            }
+            return ResourcePack(
+                packageID: package.id, version: package.version, directory: package.directory, index: index,
+                resources: resources)
+        } catch {
+            throw HotUpdateError.wrap(error, as: .fileSystem, "cannot open the resource pack", packageID: package.id)
+        }
+    }
+
+    /// Opens every package that is a resource pack (has an `index.json`); packages without one
+    /// are skipped, packs that fail to open are reported in ``ResourcePackLibrary/failures``.
+    ///
+    /// - Parameter packages: The installed packages, the one to prefer first (as
+    ///   `Updater.installedPackages()` orders them: most recently installed first).
+    public func open(_ packages: [InstalledPackageLocation]) -> ResourcePackLibrary {
+        var packs: [ResourcePack] = []
+        var failures: [String: HotUpdateError] = [:]
+        for package in packages {
+            let index = package.directory.appendingPathComponent(ResourcePackIndex.fileName)
+            guard FileManager.default.fileExists(atPath: index.path) else { continue }
+            do {
+                packs.append(try open(package))
+            } catch {
+                failures[package.id] = HotUpdateError.wrap(error, as: .fileSystem, "cannot open", packageID: package.id)
+            }
+        }
+        return ResourcePackLibrary(packs: packs, failures: failures)
+    }
+
+    /// Checks `name` and returns its file under `root` (already free of symbolic links).
+    static func file(named name: String, type: ResourceType, in root: URL) throws -> URL {
+        let components = name.split(separator: "/", omittingEmptySubsequences: false)
+        guard !name.isEmpty, !name.hasPrefix("/"), !name.contains("\\"), !name.utf8.contains(0),
+            components.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." })
+        else {
+            throw HotUpdateError(
+                .unsafeEntry,
+                "\(type) resource '\(name)' must be a relative path without '..', '.', empty components or '\\'",
+                subject: name)
+        }
+        let url = components.reduce(root) { $0.appendingPathComponent(String($1)) }
+        let resolved = url.resolvingSymlinksInPath()
+        guard resolved.path.hasPrefix(root.path + "/") else {
+            throw HotUpdateError(.unsafeEntry, "\(type) resource '\(name)' leads out of the package", subject: name)
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: resolved.path, isDirectory: &isDirectory), !isDirectory.boolValue
+        else {
+            throw HotUpdateError(
+                .notFound, "\(type) resource '\(name)' listed in index.json is not a file of the package", subject: name)
+        }
+        return url
+    }
+}
+
+/// The resource packs among the installed packages.
+public struct ResourcePackLibrary: Sendable {
+    /// The packs, in the order the packages were given (the preferred first).
+    public var packs: [ResourcePack]
+    /// The packages that carry an `index.json` but could not be opened, by package id.
+    public var failures: [String: HotUpdateError]
+
+    /// Creates a library.
+    public init(packs: [ResourcePack], failures: [String: HotUpdateError] = [:]) {
+        self.packs = packs
+        self.failures = failures
+    }
+
+    /// The pack installed as `packageID`, or nil.
+    public func pack(packageID: String) -> ResourcePack? {
+        packs.first { $0.packageID == packageID }
+    }
+
+    /// The pack whose `index.json` has `id`, or nil.
+    public func pack(indexID: String) -> ResourcePack? {
+        packs.first { $0.index.id == indexID }
+    }
+
+    /// The file of resource `name` of `type` from the first pack listing it, or nil.
+    public func url(for name: String, type: ResourceType) -> URL? {
+        for pack in packs {
+            if let url = pack.url(for: name, type: type) { return url }
+        }
+        return nil
+    }
+
+    /// Every resource of `type`, name → file; a name in several packs maps to the first pack's.
+    public func resources(of type: ResourceType) -> [String: URL] {
+        var result: [String: URL] = [:]
+        for pack in packs.reversed() {
+            result.merge(pack.resources[type] ?? [:]) { _, preferred in preferred }
+        }
+        return result
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import HotCore
+
+/// A web (H5) module: the online address its pages live under, and the package that holds
+/// its offline copy.
+public struct WebModule: Sendable, Hashable {
+    /// The package id the module is installed as (the server's `moduleId`).
+    public var id: String
+    /// The online address the module's pages live under, such as `https://m.example.com/home/`.
+    /// Pages under it are served from the package; the path is matched segment by segment.
+    public var onlineBase: URL
+    /// The folder inside the package that corresponds to ``onlineBase`` (`""` for the
+    /// package's root, `"dist"` when the zip holds a `dist/` folder).
+    public var packageFolder: String
+    /// The file served for a directory address (`…/home/` → `index.html`).
+    public var indexFile: String
+
+    /// Creates a module.
+    ///
+    /// - Parameters:
+    ///   - id: The package id.
+    ///   - onlineBase: The online address of the module's pages.
+    ///   - packageFolder: The folder inside the package matching `onlineBase`.
+    ///   - indexFile: The file served for a directory address.
+    public init(id: String, onlineBase: URL, packageFolder: String = "", indexFile: String = "index.html") {
+        self.id = id
+        self.onlineBase = onlineBase
+        self.packageFolder = packageFolder
+        self.indexFile = indexFile
+    }
+}
+
+/// Where a web view should load a page from.
+public enum WebPageLocation: Sendable, Hashable {
+    /// The installed copy: load `fileURL` granting read access to `readAccessRoot`
+    /// (`WKWebView.loadFileURL(_:allowingReadAccessTo:)`).
+    case local(LocalWebPage)
+    /// The online page, for the reason given.
+    case online(URL, reason: OnlineFallbackReason)
+
+    /// The URL to load, local or online.
+    public var url: URL {
+        switch self {
+        case .local(let page): page.fileURL
+        case .online(let url, _): url
+        }
+    }
+}
+
+/// A page served from an installed web module.
+public struct LocalWebPage: Sendable, Hashable {
+    /// The file, with the online URL's query and fragment carried over.
+    public var fileURL: URL
+    /// The directory a web view may read: the module's folder in its package.
+    public var readAccessRoot: URL
+    /// The module.
+    public var moduleID: String
+    /// The installed version served.
+    public var version: String
+}
+
+/// Why a page is loaded online.
+public struct OnlineFallbackReason: Hashable, Sendable, CustomStringConvertible {
+    private let name: String
+    private init(_ name: String) { self.name = name }
+    /// No module's online address covers the URL.
+    public static let notAModulePage = OnlineFallbackReason("notAModulePage")
+    /// The module has no installed version (not yet downloaded, or removed).
+    public static let notInstalled = OnlineFallbackReason("notInstalled")
+    /// The server disabled the module (`isActive` false), or the store marks it disabled.
+    public static let inactive = OnlineFallbackReason("inactive")
+    /// The installed version has no file for this page.
+    public static let fileMissing = OnlineFallbackReason("fileMissing")
+    /// The URL's path would leave the module (`..`, an encoded slash, a link out).
+    public static let unsafePath = OnlineFallbackReason("unsafePath")
+    public var description: String { name }
+}
+
+/// Maps a web module's online URL to the local file in its installed package, with the
+/// read-access root a web view needs, and falls back to the online URL whenever the local
+/// copy cannot serve the page.
+///
+/// `https://m.example.com/home/detail.html?x=1#y`, with a module whose online base is
+/// `https://m.example.com/home/`, becomes `file:///…/packages/home/1.0.5/detail.html?x=1#y`
+/// with read access to `file:///…/packages/home/1.0.5/`. The page is loaded online when no
+/// module covers the URL, the module is not installed, inactive or disabled, its file is
+/// missing, or the path would leave the module. Scheme and host compare case-insensitively,
+/// default ports are implied, and the base path matches whole segments (`/home` does not
+/// cover `/homepage`); the longest matching base wins.
+///
+/// The resolver is a value built from a list of installed packages: build a new one after
+/// each sync. Resolution only checks that a file exists; it never touches the network.
+///
+/// ```swift
+/// let resolver = WebModuleResolver(
+///     modules: [WebModule(id: "10010", onlineBase: URL(string: "https://m.example.com/home/")!)],
+///     installed: try await updater.installedPackages().map {
+///         InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
+///     },
+///     inactiveModuleIDs: check.inactiveModuleIDs)
+/// switch resolver.resolve(url) {
+/// case .local(let page): webView.loadFileURL(page.fileURL, allowingReadAccessTo: page.readAccessRoot)
+/// case .online(let url, _): webView.load(URLRequest(url: url))
+/// }
+/// ```
+public struct WebModuleResolver: Sendable {
+    /// The modules, longest online base first.
+    public let modules: [WebModule]
+    /// The installed packages, by id.
+    public let installed: [String: InstalledPackageLocation]
+    /// Modules served online whatever is installed.
+    public let inactiveModuleIDs: Set<String>
+
+    /// Creates a resolver.
+    ///
+    /// - Parameters:
+    ///   - modules: The web modules the app knows.
+    ///   - installed: The installed, enabled packages (as `Updater.installedPackages()`
+    ///     returns them: disabled packages are already left out).
+    ///   - inactiveModuleIDs: Modules the server disabled, such as
+    ///     `OfflinePackageManifestSource.Check.inactiveModuleIDs`.
+    public init(modules: [WebModule], installed: [InstalledPackageLocation], inactiveModuleIDs: Set<String> = []) {
+        self.modules = modules.sorted { Self.segments(of: $0.onlineBase).count > Self.segments(of: $1.onlineBase).count }
+        var byID: [String: InstalledPackageLocation] = [:]
+        for package in installed where byID[package.id] == nil { byID[package.id] = package }
+        self.installed = byID
+        self.inactiveModuleIDs = inactiveModuleIDs
+    }
+
+    /// Where to load `url` from.
+    ///
+    /// - Parameter url: An online page address.
+    /// - Returns: The local page, or the online URL and why.
+    public func resolve(_ url: URL) -> WebPageLocation {
+        guard let (module, rest) = match(url) else { return .online(url, reason: .notAModulePage) }
+        guard !inactiveModuleIDs.contains(module.id) else { return .online(url, reason: .inactive) }
+        guard let package = installed[module.id] else { return .online(url, reason: .notInstalled) }
+
+        var components = rest
+        if components.isEmpty || Self.rawPath(of: url).hasSuffix("/") {
+            components.append(module.indexFile)
+        }
+        let folder = module.packageFolder.split(separator: "/").map(String.init)
+        guard (folder + components).allSatisfy(Self.isSafeComponent) else {
+            return .online(url, reason: .unsafePath)
+        }
+        let packageRoot = package.directory.standardizedFileURL.resolvingSymlinksInPath()
+        let readAccessRoot = folder.reduce(packageRoot) { $0.appendingPathComponent($1, isDirectory: true) }
+        let file = components.reduce(readAccessRoot) { $0.appendingPathComponent($1) }
+        guard file.resolvingSymlinksInPath().path.hasPrefix(readAccessRoot.path + "/") else {
+            return .online(url, reason: .unsafePath)
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: file.path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+            return .online(url, reason: .fileMissing)
+        }
+        var local = URLComponents(url: file, resolvingAgainstBaseURL: false)
+        let online = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        local?.percentEncodedQuery = online?.percentEncodedQuery
+        local?.percentEncodedFragment = online?.percentEncodedFragment
+        return .local(
+            LocalWebPage(
+                fileURL: local?.url ?? file, readAccessRoot: readAccessRoot, moduleID: module.id,
+                version: package.version))
+    }
+
+    /// The module covering `url` and the decoded path components after its base.
+    private func match(_ url: URL) -> (WebModule, [String])? {
+        guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { return nil }
+        let path = Self.segments(of: url)
+        for module in modules {
+            let base = module.onlineBase
+            guard base.scheme?.lowercased() == scheme, base.host?.lowercased() == host,
+                Self.port(of: base) == Self.port(of: url)
+            else { continue }
+            let prefix = Self.segments(of: base)
+            guard path.count >= prefix.count, Array(path.prefix(prefix.count)) == prefix else { continue }
+            // Decode each raw segment on its own, so an encoded "/" stays inside one component.
+            let rest = path.dropFirst(prefix.count).map { $0.removingPercentEncoding ?? "\u{0}" }
+            return (module, rest)
+        }
+        return nil
+    }
+
+    private static func isSafeComponent(_ component: String) -> Bool {
+        !component.isEmpty && component != "." && component != ".." && !component.contains("/")
+            && !component.contains("\\") && !component.utf8.contains(0)
+    }
+
+    /// The URL's path as written (percent-encoded).
+    private static func rawPath(of url: URL) -> String {
+        URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? url.path
+    }
+
+    /// The URL's non-empty raw path segments.
+    private static func segments(of url: URL) -> [String] {
+        rawPath(of: url).split(separator: "/").map(String.init)
+    }
+
+    private static func port(of url: URL) -> Int? {
+        if let port = url.port { return port }
+        switch url.scheme?.lowercased() {
+        case "http": return 80
+        case "https": return 443
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,150 @@
+import ArgumentParser
+import Foundation
+import HotCore
+import HotVerify
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// `hot keygen --private FILE --public FILE [--rsa]`
+struct Keygen: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Generate a signing key: Ed25519 by default, RSA-3072 (PSS, SHA-256) with --rsa.",
+        discussion: """
+            The private key is written as PEM PKCS#8 with mode 0600, the public key as PEM
+            SubjectPublicKeyInfo; neither file may exist. Ship the public key in the app
+            (`hot sync --trust`) and keep the private key offline.
+            """)
+
+    @Option(name: .customLong("private"), help: "Where to write the private key.") var privateFile: String
+    @Option(name: .customLong("public"), help: "Where to write the public key.") var publicFile: String
+    @Flag(help: "Generate RSA-3072 instead of Ed25519.") var rsa = false
+
+    func run() async throws {
+        try await runReportingErrors {
+            let signer = try CryptoSigner.generate(rsa ? .rsa3072 : .ed25519)
+            try writeNewFile(Data(signer.privateKeyPEM.utf8), to: privateFile, mode: 0o600)
+            try writeNewFile(Data(signer.publicKey.pem.utf8), to: publicFile, mode: 0o644)
+            print("\(signer.publicKey.scheme) key \(try CryptoVerifier().keyID(of: signer.publicKey))")
+        }
+    }
+
+    /// Creates `path` with `mode`, refusing to replace an existing file.
+    private func writeNewFile(_ data: Data, to path: String, mode: mode_t) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard fd >= 0 else {
+            let code = errno
+            throw HotUpdateError(.fileSystem, "cannot create the key file: \(String(cString: strerror(code)))", subject: path)
+        }
+        defer { close(fd) }
+        let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == data.count, fsync(fd) == 0 else {
+            throw HotUpdateError(.fileSystem, "cannot write the key file", subject: path)
+        }
+    }
+}
+
+/// Reads PEM public keys given on the command line.
+func readPublicKeys(_ paths: [String]) throws -> [PublicKey] {
+    try paths.map { path in
+        let pem: String
+        do {
+            pem = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw HotUpdateError.wrap(error, as: .notFound, "cannot read the public key \(path)")
+        }
+        return try CryptoVerifier.publicKey(pem: pem)
+    }
+}
+
+/// `hot sign --repo DIR [--channel NAME] --key FILE… [--expires 30d]`
+struct Sign: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sign a channel's manifest: bump its version, set its expiry, add a signature per key.",
+        discussion: """
+            --expires takes a duration (30d, 12h, 15m, 2s) or an ISO 8601 time; 30 days by
+            default. The manifest declares the keys allowed to sign the next one: on the first
+            signing the signing keys, later the same keys unless --trusted-key lists new ones
+            (key rotation: sign with a threshold of the old keys and of the new ones).
+            """)
+
+    @OptionGroup var repository: RepositoryOptions
+
+    @Option(name: .customLong("key"), help: "A private key to sign with (repeatable, one signature each).")
+    var keys: [String] = []
+
+    @Option(help: "When the manifest expires: a duration (30d, 12h, 2s) or an ISO 8601 time.")
+    var expires = "30d"
+
+    @Option(name: .customLong("trusted-key"), help: "A public key the manifest declares for signing the next one (repeatable; replaces the declared set).")
+    var trustedKeys: [String] = []
+
+    @Option(help: "How many declared keys must sign (kept when omitted; 1 at first).")
+    var threshold: Int?
+
+    func run() async throws {
+        try await runReportingErrors {
+            guard !keys.isEmpty else { throw ValidationError("give at least one --key") }
+            if let threshold, threshold < 1 { throw ValidationError("--threshold must be at least 1") }
+            let now = Date()
+            let expiry = try parseExpiry(expires, now: now)
+            guard expiry > now else { throw ValidationError("--expires \(expires) is in the past") }
+            let signers = try keys.map { path -> CryptoSigner in
+                let pem: String
+                do {
+                    pem = try String(contentsOfFile: path, encoding: .utf8)
+                } catch {
+                    throw HotUpdateError.wrap(error, as: .notFound, "cannot read the private key \(path)")
+                }
+                return try CryptoSigner(privateKeyPEM: pem)
+            }
+            let verifier = CryptoVerifier()
+            let files = repository.files
+            var body = try files.loadBody(channel: repository.channel)
+            if !trustedKeys.isEmpty {
+                body.keys = try keyTable(readPublicKeys(trustedKeys), verifier: verifier)
+            } else if body.keys.isEmpty {
+                body.keys = try keyTable(signers.map(\.publicKey), verifier: verifier)
+                body.threshold = 1
+            }
+            if let threshold { body.threshold = threshold }
+            guard body.threshold <= body.keys.count else {
+                throw ValidationError("the threshold \(body.threshold) is above the \(body.keys.count) declared keys")
+            }
+            body.version += 1
+            body.expires = expiry
+            body.channel = repository.channel
+
+            let envelope = try SignedEnvelope.sign(try body.canonicalBytes(), with: signers, verifier: verifier)
+            let declaredSigners = try envelope.signatures.filter { body.keys[$0.keyid] != nil }.count
+            guard declaredSigners >= body.threshold else {
+                throw HotUpdateError(
+                    .signatureInvalid,
+                    "only \(declaredSigners) of the signing keys are declared by the manifest, \(body.threshold) needed; clients would refuse it")
+            }
+            try files.write(envelope, channel: repository.channel)
+            print(
+                "signed \(files.manifestPath(channel: repository.channel)) version \(body.version), expires \(SignedManifestBody.rfc3339(expiry)), \(envelope.signatures.count) signature(s)"
+            )
+        }
+    }
+
+    private func keyTable(_ keys: [PublicKey], verifier: CryptoVerifier) throws -> [String: SignedManifestBody.Key] {
+        var table: [String: SignedManifestBody.Key] = [:]
+        for key in keys { table[try verifier.keyID(of: key)] = SignedManifestBody.Key(key) }
+        return table
+    }
+}
+
+/// Reads `30d`, `12h`, `15m`, `2s` (from `now`) or an ISO 8601 time.
+func parseExpiry(_ text: String, now: Date) throws -> Date {
+    let units: [Character: Double] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400]
+    if let unit = text.last, let seconds = units[unit], let count = Double(text.dropLast()), count > 0 {
+        return now.addingTimeInterval(count * seconds)
+    }
+    if let date = SignedManifestBody.parseDate(text) { return date }
+    throw ValidationError("--expires takes 30d, 12h, 15m, 2s or an ISO 8601 time such as 2027-01-31T00:00:00Z, not '\(text)'")
+}

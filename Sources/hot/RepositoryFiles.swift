@@ -1,0 +1,177 @@
+import ArgumentParser
+import Foundation
+import HotArchive
+import HotCore
+import HotStore
+import HotVerify
+
+/// Options naming a repository and one of its channels.
+struct RepositoryOptions: ParsableArguments {
+    @Option(help: "The repository directory.")
+    var repo: String
+
+    @Option(help: "The channel (its manifest is channels/NAME/manifest.json); none for manifest.json at the root.")
+    var channel: String?
+
+    var files: RepositoryFiles { RepositoryFiles(root: directoryURL(repo)) }
+
+    /// Validates the channel name.
+    func validate() throws {
+        if let channel {
+            do {
+                try PackageDescriptor.validateComponent(channel, what: "channel")
+            } catch let error as HotUpdateError {
+                throw ValidationError(error.message)
+            }
+        }
+    }
+
+    /// Loads the channel's manifest, lets `edit` change it, and saves it unsigned.
+    func edit(_ edit: (inout SignedManifestBody, RepositoryFiles) throws -> Void) throws {
+        let files = self.files
+        var body = try files.loadBody(channel: channel)
+        try edit(&body, files)
+        try files.saveUnsigned(body, channel: channel)
+        printNote("\(files.manifestPath(channel: channel)) changed; sign it with `hot sign` before publishing")
+    }
+}
+
+/// A static repository on disk: content-addressed package files shared by every channel,
+/// and one manifest per channel.
+///
+/// ```
+/// packages/<id>-<version>-<sha256 prefix>.zip   immutable, cacheable forever
+/// manifest.json                                 the manifest when there are no channels
+/// channels/<name>/manifest.json                 one manifest per channel
+/// ```
+struct RepositoryFiles {
+    let root: URL
+
+    var packagesDirectory: URL { root.appendingPathComponent("packages", isDirectory: true) }
+
+    func manifestURL(channel: String?) -> URL {
+        guard let channel else { return root.appendingPathComponent("manifest.json") }
+        return root.appendingPathComponent("channels/\(channel)/manifest.json")
+    }
+
+    /// The manifest's path relative to the repository, for messages.
+    func manifestPath(channel: String?) -> String {
+        channel.map { "channels/\($0)/manifest.json" } ?? "manifest.json"
+    }
+
+    /// A package file's URL as written in the channel's manifest (relative to the manifest).
+    func packageReference(_ fileName: String, channel: String?) -> String {
+        (channel == nil ? "" : "../../") + "packages/" + fileName
+    }
+
+    /// Every manifest in the repository, by channel (nil for the root manifest).
+    func channels() -> [String?] {
+        var result: [String?] = []
+        if FileManager.default.fileExists(atPath: manifestURL(channel: nil).path) { result.append(nil) }
+        let channelsDirectory = root.appendingPathComponent("channels", isDirectory: true)
+        for name in FileSystem.contents(of: channelsDirectory).sorted()
+        where FileManager.default.fileExists(atPath: manifestURL(channel: name).path) {
+            result.append(name)
+        }
+        return result
+    }
+
+    /// The served bytes of a channel's manifest.
+    func manifestData(channel: String?) throws -> Data {
+        let url = manifestURL(channel: channel)
+        do {
+            return try Data(contentsOf: url)
+        } catch {
+            throw HotUpdateError.wrap(error, as: .notFound, "cannot read \(manifestPath(channel: channel))")
+        }
+    }
+
+    /// The channel's signed part; a new one when the manifest does not exist, and a
+    /// schema-1 manifest converted (each package released at its listed version).
+    func loadBody(channel: String?) throws -> SignedManifestBody {
+        guard FileManager.default.fileExists(atPath: manifestURL(channel: channel).path) else {
+            return SignedManifestBody(channel: channel)
+        }
+        let data = try manifestData(channel: channel)
+        if SignedEnvelope.isEnvelope(data) {
+            return try SignedManifestBody.decode(try SignedEnvelope.parse(data).signed)
+        }
+        let document = try ManifestDocument.decode(data)
+        var body = SignedManifestBody(version: document.version ?? 0, channel: channel)
+        for entry in document.packages {
+            body.packages.append(
+                SignedManifestBody.Package(
+                    id: entry.id, releases: [entry.version],
+                    versions: [
+                        SignedManifestBody.Version(
+                            version: entry.version, url: entry.url, size: entry.size, sha256: entry.sha256,
+                            md5: entry.md5)
+                    ]))
+        }
+        return body
+    }
+
+    /// Writes the channel's manifest with no signature (an edit invalidates the old ones).
+    func saveUnsigned(_ body: SignedManifestBody, channel: String?) throws {
+        try write(SignedEnvelope(signed: try body.canonicalBytes(), signatures: []), channel: channel)
+    }
+
+    /// Writes an envelope as the channel's manifest, atomically.
+    func write(_ envelope: SignedEnvelope, channel: String?) throws {
+        let url = manifestURL(channel: channel)
+        try FileSystem.createDirectory(url.deletingLastPathComponent())
+        try DurableFile.write(try envelope.encoded(), to: url)
+    }
+
+    /// The version entry of a package file already in `packages/`: `<id>-<version>-<sha>.zip`.
+    ///
+    /// - Throws: ``HotUpdateError/Code/notFound`` when none or several files match.
+    func findPackedVersion(id: String, version: String, channel: String?) throws -> SignedManifestBody.Version {
+        let prefix = "\(id)-\(version)-"
+        let matches = FileSystem.contents(of: packagesDirectory).filter {
+            $0.hasPrefix(prefix) && $0.hasSuffix(".zip")
+                && !$0.dropFirst(prefix.count).dropLast(4).contains("-")
+        }
+        guard matches.count == 1, let name = matches.first else {
+            throw HotUpdateError(
+                .notFound,
+                matches.isEmpty
+                    ? "version \(version) is not packed in this repository (hot pack it first)"
+                    : "several files hold version \(version): \(matches.sorted().joined(separator: ", "))",
+                packageID: id)
+        }
+        return try versionEntry(of: packagesDirectory.appendingPathComponent(name), version: version, channel: channel)
+    }
+
+    /// Measures a package file for the manifest.
+    func versionEntry(of file: URL, version: String, channel: String?) throws -> SignedManifestBody.Version {
+        let verifier = CryptoVerifier()
+        let size = try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? NSNumber
+        return SignedManifestBody.Version(
+            version: version, url: packageReference(file.lastPathComponent, channel: channel),
+            size: size?.int64Value ?? 0, sha256: try verifier.digest(ofFile: file, using: .sha256).hex,
+            md5: try verifier.digest(ofFile: file, using: .md5).hex)
+    }
+}
+
+extension SignedManifestBody.Package {
+    /// Adds `entry` to the versions, refusing other content under a version already listed.
+    mutating func addVersion(_ entry: SignedManifestBody.Version) throws {
+        if let existing = self.entry(for: entry.version) {
+            guard existing.sha256 == entry.sha256 else {
+                throw HotUpdateError(
+                    .invalidArgument,
+                    "version \(entry.version) is already listed with other content (sha256 \(existing.sha256.prefix(12))…); versions are immutable, pick a new one",
+                    packageID: id)
+            }
+            return
+        }
+        versions.append(entry)
+    }
+
+    /// Makes `version` the current release; a rollout applies to this release only.
+    mutating func release(_ version: String, rollout: Int?) {
+        if releases.last != version { releases.append(version) }
+        self.rollout = rollout
+    }
+}

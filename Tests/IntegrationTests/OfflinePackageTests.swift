@@ -1,0 +1,176 @@
+import Foundation
+import HotAssets
+import HotCore
+import HotTesting
+import HotTransport
+import HotVerify
+import Testing
+
+/// The H5 offline-package check over nginx on 127.0.0.1: the client POSTs its module
+/// versions, nginx answers from a file (its static module refuses POST with 405, which
+/// `error_page 405 =200` turns into the answer), the modules install through the `Updater`
+/// and the web resolver serves them.
+@Suite("Offline-package check over nginx")
+struct OfflinePackageTests {
+    /// Only a JSON POST to `/offline/check` gets the answer in `answers/check.json`.
+    static let checkLocation = NginxServer.Location(
+        """
+        location = /offline/check {
+            if ($request_method != POST) { return 403; }
+            if ($http_content_type != "application/json") { return 415; }
+            error_page 405 =200 /answers/check.json;
+        }
+        """)
+
+    struct Server {
+        let directory: URL
+
+        init() throws {
+            directory = try makeTemporaryDirectory("h5-server")
+            try writeTree(["offline/check": Data("static files refuse POST".utf8)], under: directory)
+        }
+
+        /// Zips a module's pages as `packages/<name>.zip` and returns the archive's MD5.
+        func module(_ name: String, pages: [String: String]) async throws -> Digest {
+            let archive = try await zipFiles(
+                pages.mapValues { Data($0.utf8) }, to: directory.appendingPathComponent("packages/\(name).zip"))
+            return try md5(of: archive)
+        }
+
+        func answer(_ modules: [[String: Any]]) throws {
+            let data = try JSONSerialization.data(withJSONObject: ["resultCode": 0, "resultData": modules], options: [.sortedKeys])
+            try writeTree(["answers/check.json": data], under: directory)
+        }
+
+        func answer(raw: String) throws {
+            try writeTree(["answers/check.json": Data(raw.utf8)], under: directory)
+        }
+    }
+
+    static let app = OfflinePackageManifestSource.App(appCode: "SomeApp", appVersion: "1.2.0", platform: "ios")
+    static let modules = [
+        WebModule(id: "10010", onlineBase: URL(string: "https://m.example.com/home/")!),
+        WebModule(id: "10020", onlineBase: URL(string: "https://m.example.com/promo/")!),
+    ]
+
+    func source(_ nginx: NginxServer, _ updater: Updater) -> OfflinePackageManifestSource {
+        OfflinePackageManifestSource(
+            url: nginx.baseURL.appendingPathComponent("offline/check"), transport: CurlTransport(), app: Self.app,
+            snapshot: { try await updater.currentSnapshot() })
+    }
+
+    /// A server answering with module 10010 version 1 (nginx also answers 500 at
+    /// `/offline/broken`), and a store where it is installed.
+    func installedHome1() async throws -> (Server, Digest, NginxServer, Updater) {
+        let server = try Server()
+        let home1 = try await server.module("home-1", pages: ["index.html": "home 1"])
+        try server.answer([["moduleId": "10010", "moduleVer": "1", "packageUrl": "/packages/home-1.zip", "packageMD5": home1.hex]])
+        let nginx = try await NginxServer.start(
+            root: server.directory,
+            options: .init(locations: [Self.checkLocation, .status(500, at: "/offline/broken")]))
+        let updater = makeUpdater(root: try makeTemporaryDirectory("store"), using: CurlTransport())
+        try await updater.sync(from: source(nginx, updater)).throwIfFailed()
+        return (server, home1, nginx, updater)
+    }
+
+    func webResolver(_ updater: Updater, inactive: Set<String> = []) async throws -> WebModuleResolver {
+        WebModuleResolver(
+            modules: Self.modules,
+            installed: try await updater.installedPackages().map {
+                InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
+            },
+            inactiveModuleIDs: inactive)
+    }
+
+    @Test("full and patch modules install (patch as the full package), disabled ones fall back online, versions are reported")
+    func walk() async throws {
+        let server = try Server()
+        let home1 = try await server.module("home-1.0.4", pages: ["index.html": "home 1.0.4", "js/app.js": "app()"])
+        let promo1 = try await server.module("promo-1.0.2", pages: ["index.html": "promo 1.0.2"])
+        try server.answer([
+            ["moduleId": "10010", "moduleVer": "1.0.4", "packageUrl": "/packages/home-1.0.4.zip",
+             "packageMD5": home1.hex, "mode": 1, "isActive": true],
+            ["moduleId": "10020", "moduleVer": "1.0.2", "packageUrl": "/packages/promo-1.0.2.zip",
+             "packageMD5": promo1.hex, "patchUrl": "/packages/promo.patch", "patchMD5": home1.hex, "mode": 2,
+             "isActive": true],
+        ])
+        let nginx = try await NginxServer.start(root: server.directory, options: .init(locations: [Self.checkLocation]))
+        let root = try makeTemporaryDirectory("store")
+        let updater = makeUpdater(root: root, using: CurlTransport())
+        let source = source(nginx, updater)
+
+        let first = try await source.check()
+        #expect(first.reported.isEmpty)
+        #expect(first.modules.map(\.requestedMode) == [.full, .patch])
+        try await updater.apply(first.manifest).throwIfFailed()
+        #expect(try await activeVersions(updater) == ["10010": "1.0.4", "10020": "1.0.2"])
+        #expect(nginx.requestCount(for: "/packages/promo.patch") == 0)
+
+        let resolver = try await webResolver(updater)
+        guard case .local(let page) = resolver.resolve(URL(string: "https://m.example.com/home/js/app.js?v=2#top")!) else {
+            Issue.record("the installed page did not resolve locally")
+            return
+        }
+        #expect(try String(contentsOf: page.fileURL, encoding: .utf8) == "app()")
+        #expect(page.fileURL.query == "v=2")
+        #expect(page.fileURL.fragment == "top")
+        #expect(page.fileURL.path.hasPrefix(page.readAccessRoot.path + "/"))
+        #expect(page.version == "1.0.4")
+
+        // The server disables promo: nothing is downloaded or removed, its pages go online.
+        try server.answer([
+            ["moduleId": "10010", "moduleVer": "1.0.4", "packageUrl": "/packages/home-1.0.4.zip",
+             "packageMD5": home1.hex, "mode": 1, "isActive": true],
+            ["moduleId": "10020", "isActive": false],
+        ])
+        let second = try await source.check()
+        #expect(second.reported == [
+            .init(moduleId: "10010", moduleVer: "1.0.4", isActive: true),
+            .init(moduleId: "10020", moduleVer: "1.0.2", isActive: true),
+        ])
+        #expect(second.inactiveModuleIDs == ["10020"])
+        let report = try await updater.apply(second.manifest)
+        #expect(!report.changedAnything)
+        #expect(try await activeVersions(updater) == ["10010": "1.0.4", "10020": "1.0.2"])
+        let disabled = try await webResolver(updater, inactive: second.inactiveModuleIDs)
+        let promoURL = URL(string: "https://m.example.com/promo/")!
+        #expect(disabled.resolve(promoURL) == .online(promoURL, reason: .inactive))
+        if case .local = disabled.resolve(URL(string: "https://m.example.com/home/")!) {} else {
+            Issue.record("the active module stopped resolving locally")
+        }
+        #expect(nginx.requestCount(for: "/packages/home-1.0.4.zip") == 1)
+        await nginx.stop()
+    }
+
+    @Test("a wrong packageMD5 fails that module and keeps the version installed before")
+    func wrongMD5() async throws {
+        let (server, home1, nginx, updater) = try await installedHome1()
+
+        _ = try await server.module("home-2", pages: ["index.html": "home 2"])
+        try server.answer([["moduleId": "10010", "moduleVer": "2", "packageUrl": "/packages/home-2.zip", "packageMD5": home1.hex]])
+        let report = try await updater.sync(from: source(nginx, updater))
+        #expect(report.failures.map(\.id) == ["10010"])
+        #expect(report.failures.first?.error?.code == .digestMismatch)
+        #expect(try await activeVersions(updater) == ["10010": "1"])
+        #expect(try await installedTree(updater, "10010") == ["index.html": Data("home 1".utf8)])
+        await nginx.stop()
+    }
+
+    @Test("a malformed answer or a server error fails the check and changes nothing")
+    func badAnswers() async throws {
+        let (server, _, nginx, updater) = try await installedHome1()
+
+        for body in ["<html>maintenance</html>", #"{"resultData": [{"moduleId": "10010", "packageUrl": "x.zip"}]}"#] {
+            try server.answer(raw: body)
+            let error = await #expect(throws: HotUpdateError.self) { try await updater.sync(from: source(nginx, updater)) }
+            #expect(error?.code == .manifestInvalid)
+        }
+        var broken = source(nginx, updater)
+        broken.url = nginx.baseURL.appendingPathComponent("offline/broken")
+        let error = await #expect(throws: HotUpdateError.self) { try await updater.sync(from: broken) }
+        #expect(error?.code == .httpStatus)
+        #expect(try await activeVersions(updater) == ["10010": "1"])
+        #expect(try await installedTree(updater, "10010") == ["index.html": Data("home 1".utf8)])
+        await nginx.stop()
+    }
+}
