@@ -127,4 +127,27 @@ struct ContentStoreTests {
             #expect(throws: HotUpdateError(.storeCorrupt, "")) { try FileList.decode(Data(bad.utf8), name: "bad") }
         }
     }
+
+    @Test(
+        "where objects cannot be hard-linked (another file system) files stay copies and installs, checks and deletes work",
+        .enabled(if: FileManager.default.fileExists(atPath: "/dev/shm")))
+    func noHardLinks() async throws {
+        let fixture = try EngineFixture()
+        let elsewhere = URL(fileURLWithPath: "/dev/shm/hot-objects-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: elsewhere) }
+        let device = { (url: URL) in (try Self.attributes(url)[.systemNumber] as? NSNumber)?.intValue }
+        try #require(try device(elsewhere) != device(fixture.root))
+        try FileManager.default.createSymbolicLink(at: fixture.url("objects"), withDestinationURL: elsewhere)
+
+        let a = try await fixture.publish("a", "1", ["shared.png": "same bytes", "a.txt": "only a"])
+        let b = try await fixture.publish("b", "1", ["shared.png": "same bytes"])
+        #expect(try await fixture.sync([a, b]).failures.isEmpty)
+        #expect(try await fixture.contents(of: "b", "shared.png") == "same bytes")
+        #expect(FileManager.default.subpaths(atPath: elsewhere.path)?.contains { $0.count > 3 } == false)
+        #expect(try await fixture.updater.verify(packageID: "a", depth: .full).isHealthy)
+        try await fixture.updater.remove(packageID: "a")
+        #expect(try await fixture.contents(of: "b", "shared.png") == "same bytes")
+        #expect(fixture.stagingIsEmpty())
+    }
 }

@@ -130,7 +130,7 @@ extension Updater {
         let offered = pending.offered
         let files = staged.files
         let tree = staged.tree
-        try await adoptObjects(of: staged, distrustingExisting: false)
+        try await adoptObjects(of: staged, for: offered.id, distrustingExisting: false)
 
         let existing = next.packages[offered.id]
         let kept = ([existing?.active].compactMap { $0 }) + (existing?.previous ?? [])
@@ -169,18 +169,23 @@ extension Updater {
     func repairStaged(_ staged: StagedPackage, _ offered: PackageDescriptor) async throws -> InstalledVersion {
         defer { try? FileSystem.remove(staged.stagingDirectory) }
         try Task.checkCancellation()
-        try await adoptObjects(of: staged, distrustingExisting: true)
+        try await adoptObjects(of: staged, for: offered.id, distrustingExisting: true)
         return try await replaceActiveTree(with: staged, of: offered.id, in: try await open())
     }
 
     /// Makes every file of a staged tree an object, off the cooperative pool.
-    private func adoptObjects(of staged: StagedPackage, distrustingExisting: Bool) async throws {
+    private func adoptObjects(of staged: StagedPackage, for id: String, distrustingExisting: Bool) async throws {
         let objects = self.objects
         let verifier = configuration.verifier
         let files = staged.files
         let tree = staged.tree
-        try await FileSystem.offload {
+        let copies = try await FileSystem.offload {
             try objects.adopt(tree: tree, files: files, distrustExisting: distrustingExisting, verifier: verifier)
+        }
+        if copies > 0 {
+            logger.notice(
+                "the file system would not hard-link \(copies) file(s): they are kept as copies, not shared",
+                metadata: ["package": "\(id)"])
         }
     }
 

@@ -41,8 +41,13 @@ struct ObjectStore: Sendable {
     ///   - distrustExisting: Hash existing objects before reusing them (a repair does, since
     ///     the object may be what was damaged); otherwise an object of the right size is trusted.
     ///   - verifier: Hashes objects when `distrustExisting` is set.
+    /// - Returns: How many files stay plain copies in the tree because the file system would
+    ///   not link them (no hard links on it, or an object at its link limit): those are not
+    ///   shared, and a repair re-downloads rather than restores them.
     /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file.
-    func adopt(tree: URL, files: [InstalledFile], distrustExisting: Bool, verifier: any Verifier) throws {
+    @discardableResult
+    func adopt(tree: URL, files: [InstalledFile], distrustExisting: Bool, verifier: any Verifier) throws -> Int {
+        var copies = 0
         var fanouts = Set<String>()
         for file in files {
             let staged = tree.appendingPathComponent(file.path, isDirectory: false)
@@ -59,11 +64,27 @@ struct ObjectStore: Sendable {
                 continue
             }
             let code = errno
+            if Self.linkUnsupported(code) {
+                copies += 1
+                continue
+            }
             guard code == EEXIST else {
                 throw posixError(code, "cannot store \(file.path) as object \(file.sha256)")
             }
-            try linkObject(object, to: staged)
+            let linked = try link(object, replacing: staged)
+            if linked == 0 { continue }
+            guard Self.linkUnsupported(linked) else {
+                throw posixError(linked, "cannot link object \(file.sha256) to \(staged.path)")
+            }
+            copies += 1
         }
+        return copies
+    }
+
+    /// Whether `link(2)` failed because the file system cannot link this file, not because
+    /// something is wrong: no hard links there, or the inode has as many links as it may.
+    private static func linkUnsupported(_ code: Int32) -> Bool {
+        code == EPERM || code == EMLINK || code == EXDEV || code == ENOTSUP || code == EOPNOTSUPP
     }
 
     /// Whether an existing object can stand for `file`.
@@ -89,17 +110,25 @@ struct ObjectStore: Sendable {
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
     func linkObject(_ object: URL, to target: URL) throws {
+        let code = try link(object, replacing: target)
+        guard code == 0 else {
+            throw posixError(code, "cannot link object \(object.lastPathComponent) to \(target.path)")
+        }
+    }
+
+    /// ``linkObject(_:to:)`` that returns the `errno` of a failed `link(2)` (0 on success),
+    /// so a caller can tell a file system that cannot link apart; other failures throw.
+    private func link(_ object: URL, replacing target: URL) throws -> Int32 {
         let directory = target.deletingLastPathComponent()
         try FileSystem.createDirectory(directory)
         let temporary = directory.appendingPathComponent(".\(target.lastPathComponent).\(UUID().uuidString).link")
-        guard posixLink(object.path, temporary.path) == 0 else {
-            throw posixError(errno, "cannot link object \(object.lastPathComponent) to \(target.path)")
-        }
+        guard posixLink(object.path, temporary.path) == 0 else { return errno }
         guard posixRename(temporary.path, target.path) == 0 else {
             let code = errno
             _ = unlink(temporary.path)
             throw posixError(code, "cannot put object \(object.lastPathComponent) at \(target.path)")
         }
+        return 0
     }
 
     /// Unlinks those of `digests` whose objects no installed tree links any more.
