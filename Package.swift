@@ -89,6 +89,8 @@ let package = Package(
             name: "hot-bench",
             dependencies: [
                 "HotCore", "HotArchive", "hot-bench-spawn",
+                // The store benchmark runs the whole engine.
+                "HotAssets", "HotStore", "HotTransport", "HotVerify", "HotTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/HotBench"),

@@ -14,7 +14,7 @@ struct HotBench: AsyncParsableCommand {
             and fastest wall time and the peak RSS of each. Run it in release mode: \
             swift run -c release hot-bench. Its options: hot-bench help measure.
             """,
-        subcommands: [Measure.self, Extract.self, Pack.self, Idle.self, MakeCorpus.self],
+        subcommands: [Measure.self, Extract.self, Pack.self, Idle.self, MakeCorpus.self, StoreBenchmark.self],
         defaultSubcommand: Measure.self)
 }
 

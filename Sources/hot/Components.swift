@@ -93,12 +93,13 @@ struct StoreOptions: ParsableArguments {
     /// Builds an updater over this root with the given parts.
     func makeUpdater(
         transport: any Transport = FileTransport(), unarchiver: any Unarchiver = ZipUnarchiver(),
-        timeouts: TransportTimeouts = TransportTimeouts()
+        timeouts: TransportTimeouts = TransportTimeouts(), keepPreviousVersions: Int = 1, maxConcurrentPackages: Int = 2
     ) -> Updater {
         let kind = store ?? StoreKind.detect(root: rootURL)
         return Updater(
             configuration: UpdaterConfiguration(
                 root: rootURL, transport: transport, unarchiver: unarchiver, verifier: CryptoVerifier(),
-                store: kind.make(root: rootURL), timeouts: timeouts, logger: makeLogger()))
+                store: kind.make(root: rootURL), timeouts: timeouts, maxConcurrentPackages: maxConcurrentPackages,
+                keepPreviousVersions: keepPreviousVersions, logger: makeLogger()))
     }
 }

@@ -4,12 +4,21 @@ import HotCore
 
 /// `hot status --root DIR [--json]`
 struct Status: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show what a store has installed.")
+    static let configuration = CommandConfiguration(
+        abstract: "Show what a store has installed and each package's state.",
+        discussion: """
+            States: new, updateAvailable (planned by a sync, not installed yet), installed,
+            failed (the last update failed; the previous version stays active), fileMissing,
+            digestMismatch (found by a check; `hot repair` fixes them), disabled.
+            """)
 
     @OptionGroup var storeOptions: StoreOptions
 
     @Flag(help: "Print JSON: {\"packages\": [{id, version, state, path, …}]}.")
     var json = false
+
+    @Flag(help: "Check every package's files first (presence and sizes), recording what is missing or damaged.")
+    var check = false
 
     /// One package in `--json` output.
     struct PackageStatus: Encodable {
@@ -32,6 +41,7 @@ struct Status: AsyncParsableCommand {
     func run() async throws {
         try await runReportingErrors {
             let updater = storeOptions.makeUpdater()
+            if check { _ = try await updater.verifyAll(depth: .quick) }
             let snapshot = try await updater.currentSnapshot()
             let packages = try snapshot.packages.values.sorted { $0.id < $1.id }.map { record in
                 PackageStatus(

@@ -8,9 +8,11 @@ struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Bring a store up to date with a manifest.",
         discussion: """
-            Downloads every package the store lacks, checks its size and digest before unpacking
-            it, installs it and records it atomically. A package that fails leaves the version
-            installed before it active. Exits 1 if any package failed.
+            Downloads every package the store lacks, several at once, checks its size and digest
+            before unpacking it, stores each file once in the store's objects, and records the
+            version atomically. A package that fails leaves the version installed before it
+            active. Progress goes to stderr: a status line on a terminal, one line per state
+            change otherwise. Prints one line per package on stdout; exits 1 if any failed.
             """)
 
     /// The manifest formats `hot sync` reads.
@@ -35,6 +37,12 @@ struct Sync: AsyncParsableCommand {
 
     @Option(help: "The package id a patchinfo manifest installs under.")
     var patchID = "patch"
+
+    @Option(help: "How many packages are downloaded and unpacked at once.")
+    var concurrency = 4
+
+    @Flag(help: "Show no progress on stderr.")
+    var quiet = false
 
     @Option(help: "A trusted public key (PEM) for a native manifest (repeatable).")
     var trust: [String] = []
@@ -65,6 +73,7 @@ struct Sync: AsyncParsableCommand {
             throw ValidationError("a native manifest needs --trust PUBLIC_KEY (or --allow-unsigned for a development repository)")
         }
         guard lowSpeedTime > 0, timeout > 0 else { throw ValidationError("--low-speed-time and --timeout must be positive") }
+        guard concurrency >= 1 else { throw ValidationError("--concurrency must be 1 or more") }
     }
 
     func run() async throws {
@@ -74,7 +83,7 @@ struct Sync: AsyncParsableCommand {
             let timeouts = TransportTimeouts(lowSpeedWindow: .seconds(lowSpeedTime), total: .seconds(timeout))
             let updater = storeOptions.makeUpdater(
                 transport: transport, unarchiver: try unarchiver.make(),
-                timeouts: TransportTimeouts(lowSpeedWindow: .seconds(lowSpeedTime)))
+                timeouts: TransportTimeouts(lowSpeedWindow: .seconds(lowSpeedTime)), maxConcurrentPackages: concurrency)
             let source: any ManifestSource
             switch format {
             case .native:
@@ -89,7 +98,21 @@ struct Sync: AsyncParsableCommand {
             case .patchinfo:
                 source = PatchInfoManifestSource(url: manifestURL, transport: transport, packageID: patchID)
             }
-            let report = try await updater.sync(from: source)
+            let display = SyncProgressDisplay()
+            let events = updater.events()
+            let shown = quiet ? nil : Task { await display.run(events) }
+            let report: SyncReport
+            do {
+                report = try await updater.sync(from: source)
+            } catch {
+                shown?.cancel()
+                _ = await shown?.value
+                display.finish()
+                throw error
+            }
+            shown?.cancel()
+            _ = await shown?.value
+            display.finish()
             for outcome in report.packages {
                 let version = outcome.activeVersion ?? "-"
                 if let error = outcome.error {

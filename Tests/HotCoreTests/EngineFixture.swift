@@ -13,7 +13,9 @@ struct EngineFixture {
     let store: FakeMetadataStore
     let updater: Updater
 
-    init(keepPreviousVersions: Int = 1, store: FakeMetadataStore = FakeMetadataStore()) throws {
+    init(
+        keepPreviousVersions: Int = 1, maxConcurrentPackages: Int = 2, store: FakeMetadataStore = FakeMetadataStore()
+    ) throws {
         root = FileManager.default.temporaryDirectory
             .appendingPathComponent("hotcore-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
@@ -21,7 +23,7 @@ struct EngineFixture {
         updater = Updater(
             configuration: UpdaterConfiguration(
                 root: root, transport: transport, unarchiver: unarchiver, verifier: verifier, store: store,
-                keepPreviousVersions: keepPreviousVersions,
+                maxConcurrentPackages: maxConcurrentPackages, keepPreviousVersions: keepPreviousVersions,
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
     }
 
@@ -65,6 +67,27 @@ struct EngineFixture {
             result[relative] = try Data(contentsOf: url)
         }
         return result
+    }
+
+    /// An updater over the same root and parts, as after a relaunch.
+    func relaunched(keepPreviousVersions: Int? = nil) -> Updater {
+        var configuration = updater.configuration
+        if let keepPreviousVersions { configuration.keepPreviousVersions = keepPreviousVersions }
+        return Updater(configuration: configuration)
+    }
+
+    /// The file at `path` under the root.
+    func url(_ path: String) -> URL {
+        root.appendingPathComponent(path)
+    }
+
+    /// The object files under `objects/`, relative paths.
+    func objectNames() -> [String] {
+        let objects = root.appendingPathComponent("objects")
+        return ((try? FileManager.default.contentsOfDirectory(atPath: objects.path)) ?? []).flatMap { fanout in
+            ((try? FileManager.default.contentsOfDirectory(atPath: objects.appendingPathComponent(fanout).path)) ?? [])
+                .map { "\(fanout)/\($0)" }
+        }.sorted()
     }
 
     func stagingIsEmpty() -> Bool {

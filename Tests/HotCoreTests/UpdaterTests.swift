@@ -124,7 +124,8 @@ struct UpdaterTests {
             case .connectionFailure:
                 await fixture.transport.fail(offered.url, with: HotUpdateError(.transportFailed, "connection refused"))
             case .fullDiskOnCommit:
-                await fixture.store.failNextCommits(2)
+                // The planned state, the install and the failure: a full disk refuses all three.
+                await fixture.store.failNextCommits(3)
             }
             return offered
         }

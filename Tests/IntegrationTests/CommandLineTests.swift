@@ -112,10 +112,14 @@ struct CommandLineTests {
 
         let failed = try await Self.run(sync)
         #expect(failed.status == 1)
+        // Not a terminal: progress comes as plain lines, and the failure as one error line.
         let lines = failed.stderr.split(separator: "\n")
-        #expect(lines.count == 1)
-        #expect(failed.stderr.contains("SHA-256"))
-        #expect(failed.stderr.contains("package p"))
+        let errors = lines.filter { $0.hasPrefix("hot: error: ") }
+        #expect(errors.count == 1)
+        #expect(errors.first?.contains("SHA-256") == true)
+        #expect(errors.first?.contains("package p") == true)
+        #expect(lines.contains { $0.hasPrefix("p\t2\tdownloading") })
+        #expect(lines.contains { $0.hasPrefix("p\t2\tfailed") })
 
         let status = try JSONDecoder().decode(
             StatusDocument.self, from: Data(try await Self.run(["status", "--root", root.path, "--json"]).stdout.utf8))
@@ -163,5 +167,55 @@ struct CommandLineTests {
         ])
         #expect(badManifest.status != 0)
         #expect(badManifest.stderr.split(separator: "\n").count == 1)
+    }
+}
+
+/// The store maintenance commands: repair, delete, gc.
+@Suite("hot store maintenance")
+struct StoreMaintenanceCommandTests {
+    @Test("hot repair restores a deleted installed file with the server stopped; delete and gc free what nothing uses")
+    func repairOffline() async throws {
+        let repo = try makeTemporaryDirectory("repo")
+        let shared = noise(50_000, seed: 9)
+        let a = try makeTemporaryDirectory("a")
+        try writeTree(["logo.png": shared, "a.txt": Data("a".utf8)], under: a)
+        let b = try makeTemporaryDirectory("b")
+        try writeTree(["img/logo.png": shared, "b.txt": Data("b".utf8)], under: b)
+        for (directory, id) in [(a, "a"), (b, "b")] {
+            let packed = try await CommandLineTests.run(["pack", directory.path, "--id", id, "--version", "1", "--repo", repo.path])
+            #expect(packed.status == 0, "\(packed.stderr)")
+        }
+        let server = try await NginxServer.start(root: repo)
+        let root = try makeTemporaryDirectory("store")
+        let manifestURL = server.baseURL.appendingPathComponent("manifest.json").absoluteString
+        let synced = try await CommandLineTests.run(["sync", "--manifest", manifestURL, "--root", root.path, "--allow-unsigned"])
+        #expect(synced.status == 0, "\(synced.stderr)")
+        await server.stop()
+
+        let installed = root.appendingPathComponent("packages/b/1/img/logo.png")
+        try FileManager.default.removeItem(at: installed)
+        let status = try await CommandLineTests.run(["status", "--root", root.path, "--check"])
+        #expect(status.stdout.contains("b\t1\tfileMissing"), "\(status.stdout)")
+
+        let repaired = try await CommandLineTests.run(["repair", "--root", root.path])
+        #expect(repaired.status == 0, "\(repaired.stderr)")
+        #expect(repaired.stdout.contains("b\t1\trepaired\trestored 1 file(s) from objects"), "\(repaired.stdout)")
+        #expect(repaired.stdout.contains("a\t1\tok"))
+        #expect(try Data(contentsOf: installed) == shared)
+        let after = try await CommandLineTests.run(["status", "--root", root.path, "--json"])
+        let document = try JSONDecoder().decode(CommandLineTests.StatusDocument.self, from: Data(after.stdout.utf8))
+        #expect(document.packages.map(\.state) == ["installed", "installed"])
+
+        let deleted = try await CommandLineTests.run(["delete", "a", "--root", root.path])
+        #expect(deleted.status == 0, "\(deleted.stderr)")
+        #expect(deleted.stdout.hasPrefix("deleted a: 1 version(s), 1 object(s)"), "\(deleted.stdout)")
+        #expect(try Data(contentsOf: installed) == shared)
+        let missing = try await CommandLineTests.run(["delete", "a", "--root", root.path])
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("package a"))
+
+        let collected = try await CommandLineTests.run(["gc", "--root", root.path])
+        #expect(collected.status == 0)
+        #expect(collected.stdout.hasPrefix("removed 0 version(s), 0 object(s)"), "\(collected.stdout)")
     }
 }

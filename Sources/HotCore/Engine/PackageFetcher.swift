@@ -13,6 +13,18 @@ struct StagedPackage: Sendable {
     var sha256: Digest
     /// The archive's MD5, when the manifest asked for one.
     var md5: Digest?
+    /// The tree's regular files with their SHA-256, hashed while they were unpacked.
+    var files: [InstalledFile]
+}
+
+/// Where a flight reports how far it has come; called from any thread.
+struct FetchObserver: Sendable {
+    /// Bytes of the archive received so far, and the size when known.
+    var received: @Sendable (_ bytes: Int64, _ expected: Int64?) -> Void = { _, _ in }
+    /// The download is complete: checking and unpacking start.
+    var verifying: @Sendable () -> Void = {}
+    /// Unpacking advanced.
+    var unpacked: @Sendable (ExtractionProgress) -> Void = { _ in }
 }
 
 /// Downloads a package while hashing it, checks it against the manifest before a byte
@@ -21,33 +33,62 @@ struct PackageFetcher: Sendable {
     var configuration: UpdaterConfiguration
     var layout: StoreLayout
 
-    /// Fetches, verifies and unpacks `descriptor` into a new staging directory.
-    /// On failure the staging directory is removed and the error names the package.
-    func stage(_ descriptor: PackageDescriptor) async throws -> StagedPackage {
+    /// Fetches, verifies and unpacks `descriptor` into a new staging directory, hashing every
+    /// file as it is written (``ExtractOptions/fileHasher``); files an unarchiver did not hash
+    /// are hashed after. On failure the staging directory is removed and the error names the package.
+    func stage(_ descriptor: PackageDescriptor, observer: FetchObserver = FetchObserver()) async throws
+        -> StagedPackage
+    {
         let staging = layout.stagingDirectory.appendingPathComponent(UUID().uuidString, isDirectory: true)
         do {
             try FileSystem.createDirectory(staging)
             let archive = staging.appendingPathComponent("package.archive")
-            let (size, sha256, md5) = try await download(descriptor, to: archive)
+            let (size, sha256, md5) = try await download(descriptor, to: archive, observer: observer)
             try Task.checkCancellation()
+            observer.verifying()
             let tree = staging.appendingPathComponent("tree", isDirectory: true)
             var options = configuration.extractOptions
             if let password = descriptor.password { options.password = password }
+            let verifier = configuration.verifier
+            options.fileHasher = { try verifier.makeHasher(for: .sha256) }
+            let report: ExtractionReport
             do {
-                _ = try await configuration.unarchiver.extract(archive, to: tree, options: options, progress: nil)
+                report = try await configuration.unarchiver.extract(
+                    archive, to: tree, options: options, progress: observer.unpacked)
             } catch {
                 throw HotUpdateError.wrap(error, as: .corruptArchive, "cannot unpack the package")
             }
             try? FileSystem.remove(archive)
-            return StagedPackage(stagingDirectory: staging, tree: tree, size: size, sha256: sha256, md5: md5)
+            try Task.checkCancellation()
+            let files = try await FileSystem.offload { try Self.installedFiles(report, in: tree, verifier: verifier) }
+            return StagedPackage(
+                stagingDirectory: staging, tree: tree, size: size, sha256: sha256, md5: md5, files: files)
         } catch {
             try? FileSystem.remove(staging)
             throw HotUpdateError.wrap(error, as: .internalInconsistency, "staging failed", packageID: descriptor.id)
         }
     }
 
+    /// The report's files with their SHA-256; a file the unarchiver did not hash (one that
+    /// ignores ``ExtractOptions/fileHasher``, or hashed with another algorithm) is hashed here.
+    static func installedFiles(_ report: ExtractionReport, in tree: URL, verifier: any Verifier) throws
+        -> [InstalledFile]
+    {
+        try report.files.map { file in
+            let digest: Digest
+            if let reported = file.digest, reported.algorithm == .sha256 {
+                digest = reported
+            } else {
+                digest = try verifier.digest(ofFile: tree.appendingPathComponent(file.path), using: .sha256)
+            }
+            return InstalledFile(path: file.path, size: file.size, sha256: digest.hex)
+        }
+    }
+
     /// Streams the package to `file`, hashing on the way, and checks size and digests.
-    private func download(_ descriptor: PackageDescriptor, to file: URL) async throws -> (Int64, Digest, Digest?) {
+    private func download(_ descriptor: PackageDescriptor, to file: URL, observer: FetchObserver) async throws
+        -> (Int64, Digest, Digest?)
+    {
         let verifier = configuration.verifier
         let sha256Hasher = try verifier.makeHasher(for: .sha256)
         let md5Hasher = try descriptor.md5.map { _ in try verifier.makeHasher(for: .md5) }
@@ -67,6 +108,8 @@ struct PackageFetcher: Sendable {
                     .sizeMismatch, "the server announces \(announced) bytes, the manifest says \(size)",
                     subject: descriptor.url.absoluteString)
             }
+            let expected = descriptor.size ?? response.expectedContentLength
+            observer.received(0, expected)
             for try await chunk in response.body {
                 guard writer.bytesWritten + Int64(chunk.count) <= limit else {
                     response.body.cancel()
@@ -77,6 +120,7 @@ struct PackageFetcher: Sendable {
                     md5Hasher?.update(bytes)
                 }
                 try writer.write(chunk)
+                observer.received(writer.bytesWritten, expected)
             }
             // A staging download needs no fsync: a crash sweeps staging, and what is
             // installed is flushed before it is recorded.

@@ -33,9 +33,11 @@ public struct UpdaterConfiguration: Sendable {
     public var maxPackageBytes: Int64
     /// Time limits for package downloads.
     public var timeouts: TransportTimeouts
-    /// How many packages are downloaded and unpacked at once.
+    /// How many packages are downloaded and unpacked at once, across every caller of the
+    /// updater (``Updater/sync(from:)`` and ``Updater/install(_:)`` alike).
     public var maxConcurrentPackages: Int
-    /// How many older versions of each package are kept for rollback.
+    /// How many older versions of each package are kept for rollback; installs and
+    /// ``Updater/collectGarbage()`` delete older ones and free the objects only they used.
     public var keepPreviousVersions: Int
     /// Where the updater logs. Nothing is bootstrapped: pass your own logger.
     public var logger: Logger

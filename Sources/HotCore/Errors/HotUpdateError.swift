@@ -43,6 +43,7 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case cancelled
             case unsupported
             case internalInconsistency
+            case activationFailed
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -102,6 +103,8 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let unsupported = Code(.unsupported)
         /// HotUpdate broke one of its own invariants; please report it.
         public static let internalInconsistency = Code(.internalInconsistency)
+        /// An app's patch activation hook refused a patch.
+        public static let activationFailed = Code(.activationFailed)
 
         public var description: String { value.rawValue }
     }

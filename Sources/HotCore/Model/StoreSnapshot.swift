@@ -4,11 +4,28 @@ import Foundation
 ///
 /// A struct with static members rather than an enum, so new states can be added
 /// without breaking a `switch` in user code.
+///
+/// The life of a package: ``new`` (or ``updateAvailable`` when another version is
+/// active) when a sync plans it, ``downloading`` and ``verifying`` while its one flight
+/// runs, then ``installed`` or ``failed``. A launch check or a verify may move an installed
+/// package to ``fileMissing`` or ``digestMismatch``; a repair brings it back to
+/// ``installed``. ``downloading`` and ``verifying`` are published as events but never
+/// committed: after a crash the store says ``new`` or ``updateAvailable``, which is true.
 public struct PackageState: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
     /// The state's stable name, as stored.
     public let rawValue: String
     /// Creates a state from its stored name.
     public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// Listed by a manifest and not installed yet.
+    public static let new = PackageState(rawValue: "new")
+    /// Another version than the one offered is active; the offered one is not installed yet.
+    public static let updateAvailable = PackageState(rawValue: "updateAvailable")
+    /// The package's archive is being downloaded (published, never stored).
+    public static let downloading = PackageState(rawValue: "downloading")
+    /// The download is being checked against the manifest, unpacked and hashed file by
+    /// file (published, never stored).
+    public static let verifying = PackageState(rawValue: "verifying")
 
     /// Installed and active.
     public static let installed = PackageState(rawValue: "installed")
@@ -20,6 +37,12 @@ public struct PackageState: RawRepresentable, Hashable, Sendable, Codable, Custo
     public static let fileMissing = PackageState(rawValue: "fileMissing")
     /// A file of the active version does not match its recorded digest.
     public static let digestMismatch = PackageState(rawValue: "digestMismatch")
+
+    /// The package was deleted with every version (published, never stored: the record goes).
+    public static let removed = PackageState(rawValue: "removed")
+
+    /// Whether the state is only published while work runs and never committed.
+    public var isTransient: Bool { self == .downloading || self == .verifying }
 
     public var description: String { rawValue }
 }
@@ -97,6 +120,9 @@ public struct StoreSnapshot: Codable, Sendable, Hashable {
     public var packages: [String: InstallRecord]
     /// The highest manifest version this client has trusted, for rollback protection.
     public var highestManifestVersion: Int?
+    /// The package ids in the order of the last manifest applied: the order script patches
+    /// are activated in at launch. Nil until a manifest was applied.
+    public var manifestOrder: [String]?
 
     /// Creates a snapshot; the default is an empty store.
     public init(

@@ -49,18 +49,20 @@ public enum FileSystem {
         return lstat(url.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
     }
 
-    /// Renames `source` to `destination` atomically (same file system), then fsyncs the
-    /// destination's directory so the rename survives a crash.
+    /// Renames `source` to `destination` atomically (same file system), then, unless told
+    /// not to, fsyncs the destination's directory so the rename survives a crash. Pass
+    /// `durable: false` when a ``syncFileSystem(containing:)`` follows before anything relies
+    /// on the rename.
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
-    public static func rename(_ source: URL, to destination: URL) throws {
+    public static func rename(_ source: URL, to destination: URL, durable: Bool = true) throws {
         guard systemRename(source.path, destination.path) == 0 else {
             let code = errno
             throw HotUpdateError(
                 .fileSystem,
                 "cannot rename \(source.path) to \(destination.path): \(String(cString: strerror(code)))")
         }
-        try syncDirectory(destination.deletingLastPathComponent())
+        if durable { try syncDirectory(destination.deletingLastPathComponent()) }
     }
 
     /// fsyncs a directory, making renames and creations inside it durable.

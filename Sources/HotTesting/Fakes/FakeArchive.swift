@@ -68,7 +68,16 @@ public actor FakeUnarchiver: Unarchiver {
                 try FileManager.default.createDirectory(
                     at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
                 try data.write(to: file)
-                written.append(ExtractedFile(path: path, size: Int64(data.count)))
+                let digest = try options.fileHasher.map { makeHasher in
+                    let hasher = try makeHasher()
+                    hasher.update(data)
+                    return hasher.finalize()
+                }
+                written.append(ExtractedFile(path: path, size: Int64(data.count), digest: digest))
+                progress?(
+                    ExtractionProgress(
+                        entriesCompleted: written.count, entriesTotal: files.count, bytesWritten: total,
+                        bytesTotal: Int64(files.values.reduce(0) { $0 + $1.utf8.count })))
             }
             try FileManager.default.moveItem(at: staging, to: destination)
             extractions += 1

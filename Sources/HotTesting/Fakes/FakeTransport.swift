@@ -19,10 +19,14 @@ public actor FakeTransport: Transport {
         case truncated(body: Data, deliver: Int, error: HotUpdateError)
         /// The request fails before any response.
         case failure(HotUpdateError)
+        /// The first `deliver` bytes arrive, then the body waits until ``FakeTransport/release(_:)``
+        /// (or the consumer cancels).
+        case held(body: Data, deliver: Int)
     }
 
     private var replies: [URL: Reply] = [:]
     private var requests: [TransportRequest] = []
+    private var heldBodies: [URL: [(writer: ByteStreamWriter, rest: Data)]] = [:]
 
     /// Creates a transport that answers 404 to everything until told otherwise.
     public init() {}
@@ -45,6 +49,31 @@ public actor FakeTransport: Transport {
     /// Forgets what is served at `url` (it answers 404 again).
     public func remove(_ url: URL) {
         replies[url] = nil
+    }
+
+    /// Serves `body` at `url`, holding every response after its first `deliver` bytes until
+    /// ``release(_:)``: a download that is in progress for as long as a test needs.
+    public func hold(_ body: Data, at url: URL, deliver: Int = 0) {
+        replies[url] = .held(body: body, deliver: max(0, min(deliver, body.count)))
+    }
+
+    /// Lets every held response for `url` deliver the rest of its body; later requests are
+    /// answered at once.
+    public func release(_ url: URL) {
+        if case .held(let body, _) = replies[url] {
+            replies[url] = .response(status: 200, body: body, headers: [:], chunkSize: 64 << 10)
+        }
+        for held in heldBodies.removeValue(forKey: url) ?? [] {
+            Task {
+                try? await held.writer.write(held.rest)
+                held.writer.finish()
+            }
+        }
+    }
+
+    /// How many responses for `url` are being held.
+    public func heldCount(for url: URL) -> Int {
+        heldBodies[url]?.count ?? 0
     }
 
     /// Every request received, in order.
@@ -79,6 +108,12 @@ public actor FakeTransport: Transport {
             return TransportResponse(
                 url: request.url, statusCode: request.range == nil ? status : 206, headers: headers,
                 expectedContentLength: Int64(slice.count), body: ByteStream(chunks: Self.chunks(slice, chunkSize)))
+        case .held(let body, let deliver):
+            let (stream, writer) = ByteStream.makeStream(capacity: 1 << 16)
+            if deliver > 0 { try writer.writeBlocking(body.prefix(deliver)) }
+            heldBodies[request.url, default: []].append((writer, Data(body.dropFirst(deliver))))
+            return TransportResponse(
+                url: request.url, statusCode: 200, expectedContentLength: Int64(body.count), body: stream)
         case .truncated(let body, let deliver, let error):
             let (stream, writer) = ByteStream.makeStream(capacity: 1 << 16)
             let delivered = body.prefix(deliver)

@@ -3,9 +3,11 @@ import Foundation
 /// Where things live under a store root.
 ///
 /// ```
-/// store.json (or .plist)    the metadata, relative paths only
-/// packages/<id>/<version>/  the installed trees
-/// staging/<uuid>/           downloads and unpacking in progress; swept at start
+/// store.json (or .plist)         the metadata, relative paths only
+/// objects/ab/ab12…               every installed file once, named by its SHA-256, read-only
+/// packages/<id>/<version>/       the installed trees: hard links into objects/
+/// filelists/<id>/<version>.files each version's files: path, size, SHA-256
+/// staging/<uuid>/                downloads, unpacking and deletions in progress; swept at open
 /// ```
 public struct StoreLayout: Sendable, Hashable {
     /// The store root.
@@ -20,6 +22,26 @@ public struct StoreLayout: Sendable, Hashable {
     public var packagesDirectory: URL { root.appendingPathComponent("packages", isDirectory: true) }
     /// `staging/`.
     public var stagingDirectory: URL { root.appendingPathComponent("staging", isDirectory: true) }
+
+    /// `objects/`.
+    public var objectsDirectory: URL { root.appendingPathComponent("objects", isDirectory: true) }
+    /// `filelists/`.
+    public var fileListsDirectory: URL { root.appendingPathComponent("filelists", isDirectory: true) }
+
+    /// The object holding the file whose SHA-256 is `hex`: `objects/<first 2 hex>/<hex>`.
+    public func objectURL(sha256 hex: String) -> URL {
+        objectsDirectory.appendingPathComponent(String(hex.prefix(2)), isDirectory: true)
+            .appendingPathComponent(hex, isDirectory: false)
+    }
+
+    /// The file list of the installed version at `relativeVersionPath` (`packages/<id>/<name>`):
+    /// `filelists/<id>/<name>.files`; nil for a path of another shape.
+    public func fileListURL(forVersionPath relativeVersionPath: String) -> URL? {
+        let parts = relativeVersionPath.split(separator: "/")
+        guard parts.count == 3, parts[0] == "packages" else { return nil }
+        return fileListsDirectory.appendingPathComponent(String(parts[1]), isDirectory: true)
+            .appendingPathComponent(parts[2] + ".files", isDirectory: false)
+    }
 
     /// The directory of one package's versions.
     public func packageDirectory(id: String) -> URL {

@@ -1,0 +1,349 @@
+import ArgumentParser
+import Foundation
+import HotArchive
+import HotAssets
+import HotCore
+import HotStore
+import HotTesting
+import HotTransport
+import HotVerify
+import Logging
+
+/// `hot-bench store`: the engine with many packages. Builds a store of 100 packages holding
+/// 100,000 files through the engine, then measures how long opening it takes, how many names
+/// per second resolve against it, and what syncing 100 small packages costs concurrently
+/// against one after another (over nginx on 127.0.0.1 when nginx is installed, else file://).
+struct StoreBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "store",
+        abstract: "Measure store open, resolve throughput and concurrent sync with many packages.")
+
+    @Option(help: "Packages in the large store.")
+    var packages = 100
+
+    @Option(help: "Files per package in the large store.")
+    var filesPerPackage = 1_000
+
+    @Option(help: "Small packages synced in the sync comparison.")
+    var smallPackages = 100
+
+    @Option(help: "Timed runs of each measurement (the median is reported).")
+    var runs = 5
+
+    @Option(help: "Packages downloaded and unpacked at once in the concurrent sync.")
+    var concurrency = 8
+
+    @Option(help: "Also sync the small packages with each connection limited to this many bytes per second (0: not).")
+    var rateLimit = 0
+
+    @Option(help: "The work directory (default: the system's temporary directory).")
+    var workDir: String?
+
+    @Flag(help: "Print the tables as Markdown.")
+    var markdown = false
+
+    func validate() throws {
+        guard packages >= 1, filesPerPackage >= 3, smallPackages >= 1, runs >= 1, concurrency >= 1, rateLimit >= 0
+        else {
+            throw ValidationError("counts must be positive (at least 3 files per package)")
+        }
+    }
+
+    func run() async throws {
+        let parent = workDir.map { URL(fileURLWithPath: $0, isDirectory: true) }
+            ?? FileManager.default.temporaryDirectory
+        let work = parent.appendingPathComponent("hot-bench-store-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        do {
+            var table = Table([("measurement", .left), ("median", .right), ("fastest", .right), ("goal", .left)])
+            try await measureLargeStore(in: work, into: &table)
+            try await measureSyncs(in: work, into: &table)
+            print(table.render(markdown: markdown))
+        } catch let error as HotUpdateError {
+            FileHandle.standardError.write(Data("hot-bench: error: \(error.detailedDescription())\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+
+    // MARK: - The large store
+
+    private func measureLargeStore(in work: URL, into table: inout Table) async throws {
+        note("writing \(packages) packages × \(filesPerPackage) files")
+        let repository = work.appendingPathComponent("large-repo", isDirectory: true)
+        var names: [[String]] = []
+        var document = ManifestDocument()
+        for index in 0..<packages {
+            let (entry, packageNames) = try writePackage(index: index, files: filesPerPackage, in: repository, fileBytes: 96)
+            document.upsert(entry)
+            names.append(packageNames)
+        }
+        let manifest = repository.appendingPathComponent("manifest.json")
+        try document.encoded().write(to: manifest)
+
+        note("installing them through the engine (file://)")
+        let root = work.appendingPathComponent("large-store", isDirectory: true)
+        let clock = ContinuousClock()
+        let installStart = clock.now
+        let report = try await makeUpdater(root: root, transport: FileTransport(), concurrency: concurrency)
+            .sync(from: StaticManifestSource(url: manifest, transport: FileTransport()))
+        try report.throwIfFailed()
+        let installSeconds = (clock.now - installStart).seconds
+        table.add(["install \(packages) × \(filesPerPackage) files (once)", format(seconds: installSeconds), "", ""])
+
+        var opens: [Double] = []
+        var launchChecks: [Double] = []
+        var installed: [InstalledPackage] = []
+        for _ in 0..<runs {
+            let updater = makeUpdater(root: root, transport: FileTransport(), concurrency: concurrency)
+            let start = clock.now
+            installed = try await updater.installedPackages()
+            opens.append((clock.now - start).seconds)
+            let checkStart = clock.now
+            for package in installed where !(await updater.isAvailable(package.id)) {
+                throw HotUpdateError(.internalInconsistency, "the launch check failed", packageID: package.id)
+            }
+            launchChecks.append((clock.now - checkStart).seconds)
+        }
+        let openMedian = median(opens)
+        table.add([
+            "store open (\(packages) packages)", format(seconds: openMedian), format(seconds: opens.min() ?? 0),
+            verdict(openMedian <= 0.050, "≤ 50 ms"),
+        ])
+        table.add([
+            "launch check, \(packages * filesPerPackage) files (isAvailable)", format(seconds: median(launchChecks)),
+            format(seconds: launchChecks.min() ?? 0), "",
+        ])
+
+        let byID = Dictionary(uniqueKeysWithValues: installed.map { ($0.id, $0) })
+        let indexStart = clock.now
+        var resolvers: [DirectoryAssetResolver] = []
+        for index in 0..<packages {
+            guard let package = byID[packageID(index)] else {
+                throw HotUpdateError(.notFound, "not installed", packageID: packageID(index))
+            }
+            resolvers.append(
+                try DirectoryAssetResolver(
+                    directory: package.directory, origin: .package(id: package.id, version: package.version)))
+        }
+        table.add([
+            "index \(packages * filesPerPackage) files for resolving", format(seconds: (clock.now - indexStart).seconds),
+            "", "",
+        ])
+
+        // Within the package that owns the name (how resource packs are addressed).
+        let perPackage = try measureResolves(runs: runs) {
+            var hits = 0
+            for (index, resolver) in resolvers.enumerated() {
+                for name in names[index] where resolver.resolve(name) != nil { hits += 1 }
+            }
+            return (hits, packages * filesPerPackage)
+        }
+        table.add([
+            "resolve in the owning package (resolves/s)", format(rate: perPackage.median),
+            format(rate: perPackage.best), verdict(perPackage.median >= 2_000_000, "≥ 2,000,000/s"),
+        ])
+
+        // Through one chain of every package: a name in package k is looked up in the k
+        // packages before it first. Names are sampled evenly over the packages.
+        let chain = ChainedAssetResolver(resolvers)
+        let sample = stride(from: 0, to: packages, by: max(1, packages / 10)).flatMap { names[$0].prefix(1_000) }
+        let chained = try measureResolves(runs: runs, atLeast: 200_000) {
+            var hits = 0
+            for name in sample where chain.resolve(name) != nil { hits += 1 }
+            return (hits, sample.count)
+        }
+        table.add([
+            "resolve through a chain of \(packages) packages (resolves/s)", format(rate: chained.median),
+            format(rate: chained.best), "",
+        ])
+    }
+
+    /// Runs `body` until it has resolved at least `minimum` names per run; resolves per second.
+    private func measureResolves(
+        runs: Int, atLeast minimum: Int = 2_000_000, _ body: () -> (hits: Int, asked: Int)
+    ) throws -> (median: Double, best: Double) {
+        let clock = ContinuousClock()
+        var rates: [Double] = []
+        for _ in 0..<runs {
+            var asked = 0
+            let start = clock.now
+            while asked < minimum {
+                let result = body()
+                guard result.hits == result.asked else {
+                    throw HotUpdateError(
+                        .internalInconsistency, "\(result.asked - result.hits) of \(result.asked) names did not resolve")
+                }
+                asked += result.asked
+            }
+            rates.append(Double(asked) / (clock.now - start).seconds)
+        }
+        return (median(rates), rates.max() ?? 0)
+    }
+
+    // MARK: - Syncing many small packages
+
+    private func measureSyncs(in work: URL, into table: inout Table) async throws {
+        let repository = work.appendingPathComponent("small-repo", isDirectory: true)
+        var document = ManifestDocument()
+        for index in 0..<smallPackages {
+            document.upsert(try writePackage(index: index, files: 20, in: repository, fileBytes: 2_048).0)
+        }
+        try document.encoded().write(to: repository.appendingPathComponent("manifest.json"))
+
+        try await measureSyncs(from: repository, rateLimit: nil, in: work, into: &table)
+        if rateLimit > 0 {
+            try await measureSyncs(from: repository, rateLimit: rateLimit, in: work, into: &table)
+        }
+    }
+
+    /// Syncs the small packages one after another and then `concurrency` at once, from nginx
+    /// (each connection limited to `rateLimit` bytes per second when given) or from file://.
+    private func measureSyncs(from repository: URL, rateLimit: Int?, in work: URL, into table: inout Table)
+        async throws
+    {
+        let server: NginxServer?
+        do {
+            let locations = rateLimit.map { [NginxServer.Location.rateLimited(prefix: "/packages/", bytesPerSecond: $0)] }
+            server = try await NginxServer.start(root: repository, options: .init(locations: locations ?? []))
+        } catch {
+            guard rateLimit == nil else {
+                note("nginx is not available (\(error)); no rate-limited sync")
+                return
+            }
+            note("nginx is not available (\(error)); syncing from file://")
+            server = nil
+        }
+        let manifestURL = server?.baseURL.appendingPathComponent("manifest.json")
+            ?? repository.appendingPathComponent("manifest.json")
+        var over = server == nil ? "file://" : "nginx 127.0.0.1"
+        if let rateLimit { over += " at \(rateLimit / 1024) KiB/s per connection" }
+        func transport() -> any Transport {
+            #if canImport(CHotCurl)
+                if server != nil { return CurlTransport() }
+            #else
+                if server != nil { return URLSessionTransport() }
+            #endif
+            return FileTransport()
+        }
+
+        var timings: [(String, [Double])] = []
+        for (label, width) in [("one after another", 1), ("\(concurrency) at once", concurrency)] {
+            note("syncing \(smallPackages) small packages over \(over), \(label)")
+            var seconds: [Double] = []
+            for run in 0..<runs {
+                let root = work.appendingPathComponent("small-store-\(width)-\(run)", isDirectory: true)
+                let updater = makeUpdater(root: root, transport: transport(), concurrency: width)
+                let clock = ContinuousClock()
+                let start = clock.now
+                try await updater.sync(from: StaticManifestSource(url: manifestURL, transport: transport()))
+                    .throwIfFailed()
+                seconds.append((clock.now - start).seconds)
+                try? FileManager.default.removeItem(at: root)
+            }
+            timings.append((label, seconds))
+        }
+        await server?.stop()
+        let sequential = median(timings[0].1)
+        for (label, seconds) in timings {
+            let ratio = median(seconds) / sequential
+            table.add([
+                "sync \(smallPackages) small packages over \(over), \(label)",
+                format(seconds: median(seconds)) + String(format: " (%.2f×)", ratio), format(seconds: seconds.min() ?? 0),
+                "",
+            ])
+        }
+    }
+
+    // MARK: - Helpers
+
+    private func packageID(_ index: Int) -> String { String(format: "pack%03d", index) }
+
+    /// Writes one package's tree (scale variants of images and some JSON; names and bytes
+    /// differ from package to package, so a chain must look past the packages that lack a name), packs it into `repository/packages/`, and returns its manifest entry and the
+    /// names an app would ask for.
+    private func writePackage(index: Int, files: Int, in repository: URL, fileBytes: Int) throws
+        -> (ManifestDocument.Entry, [String])
+    {
+        let id = packageID(index)
+        let source = repository.appendingPathComponent("sources/\(id)", isDirectory: true)
+        var names: [String] = []
+        for file in 0..<files {
+            let folder = "img/\(file % 10)"
+            let path: String
+            switch file % 3 {
+            case 0:
+                path = "\(folder)/\(id)-icon\(file)@3x.png"
+                names.append("\(folder)/\(id)-icon\(file)")
+            case 1:
+                path = "\(folder)/\(id)-icon\(file)@2x.png"
+                names.append("\(folder)/\(id)-icon\(file).png")
+            default:
+                path = "data/\(file % 7)/\(id)-record\(file).json"
+                names.append(path)
+            }
+            let url = source.appendingPathComponent(path)
+            try FileManager.default.createDirectory(
+                at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            // The name, then seeded random bytes: every file differs and nothing compresses,
+            // so an archive is as large as its files.
+            var bytes = Data("\(id)/\(path)\n".utf8)
+            if bytes.count < fileBytes {
+                var random = SeededRandom(seed: UInt64(index) << 32 | UInt64(file))
+                var tail = Data(count: fileBytes - bytes.count)
+                tail.withUnsafeMutableBytes { random.fill($0) }
+                bytes.append(tail)
+            }
+            try bytes.write(to: url)
+        }
+        let archive = repository.appendingPathComponent("packages/\(id)-1.zip")
+        try FileManager.default.createDirectory(
+            at: archive.deletingLastPathComponent(), withIntermediateDirectories: true)
+        _ = try ZipWriter.write(directory: source, to: archive)
+        let verifier = CryptoVerifier()
+        let entry = ManifestDocument.Entry(
+            id: id, version: "1", url: "packages/\(id)-1.zip",
+            size: Int64(try Data(contentsOf: archive).count),
+            sha256: try verifier.digest(ofFile: archive, using: .sha256).hex)
+        return (entry, names)
+    }
+
+    private func makeUpdater(root: URL, transport: any Transport, concurrency: Int) -> Updater {
+        Updater(
+            configuration: UpdaterConfiguration(
+                root: root, transport: transport, unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
+                store: JSONMetadataStore(root: root), maxConcurrentPackages: concurrency,
+                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })))
+    }
+
+    private func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+
+    private func format(seconds: Double) -> String {
+        seconds < 1 ? String(format: "%.1f ms", seconds * 1000) : String(format: "%.2f s", seconds)
+    }
+
+    private func format(rate: Double) -> String {
+        String(format: "%.2f M/s", rate / 1_000_000)
+    }
+
+    private func verdict(_ met: Bool, _ goal: String) -> String {
+        "\(goal): \(met ? "met" : "MISSED")"
+    }
+
+    private func note(_ message: String) {
+        FileHandle.standardError.write(Data("hot-bench: \(message)\n".utf8))
+    }
+}
+
+extension Duration {
+    /// The duration in seconds.
+    fileprivate var seconds: Double {
+        let (whole, fraction) = components
+        return Double(whole) + Double(fraction) / 1e18
+    }
+}

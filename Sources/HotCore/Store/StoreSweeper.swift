@@ -1,0 +1,48 @@
+import Foundation
+import Logging
+
+/// Removes what an interrupted step left under a store root: everything in `staging/`,
+/// installed trees and file lists that no record refers to.
+struct StoreSweeper {
+    let layout: StoreLayout
+    let logger: Logger
+
+    /// Sweeps, and says whether anything was left: then objects may have lost their last
+    /// tree and the caller sweeps `objects/` too. `staging/` is swept only when asked: at
+    /// open, before any download started, never while one may run.
+    func sweep(_ snapshot: StoreSnapshot, includingStaging: Bool) -> Bool {
+        var leftovers = false
+        if includingStaging {
+            leftovers = !FileSystem.contents(of: layout.stagingDirectory).isEmpty
+            try? FileSystem.remove(layout.stagingDirectory)
+        }
+        let referenced = Set(snapshot.packages.values.flatMap { record in
+            ([record.active].compactMap { $0 } + record.previous).map(\.path)
+        })
+        for id in FileSystem.contents(of: layout.packagesDirectory) {
+            let idDirectory = layout.packageDirectory(id: id)
+            for name in FileSystem.contents(of: idDirectory) {
+                let relative = layout.relativeVersionPath(id: id, directoryName: name)
+                if !referenced.contains(relative) {
+                    logger.notice("removing an install no record refers to", metadata: ["path": "\(relative)"])
+                    try? FileSystem.remove(idDirectory.appendingPathComponent(name))
+                    leftovers = true
+                }
+            }
+            if FileSystem.contents(of: idDirectory).isEmpty { try? FileSystem.remove(idDirectory) }
+        }
+        for id in FileSystem.contents(of: layout.fileListsDirectory) {
+            let directory = layout.fileListsDirectory.appendingPathComponent(id, isDirectory: true)
+            for name in FileSystem.contents(of: directory) {
+                let version = name.hasSuffix(".files") ? String(name.dropLast(".files".count)) : name
+                let relative = layout.relativeVersionPath(id: id, directoryName: version)
+                if name.hasPrefix(".") || !name.hasSuffix(".files") || !referenced.contains(relative) {
+                    try? FileSystem.remove(directory.appendingPathComponent(name))
+                    leftovers = true
+                }
+            }
+            if FileSystem.contents(of: directory).isEmpty { try? FileSystem.remove(directory) }
+        }
+        return leftovers
+    }
+}

@@ -1,0 +1,104 @@
+import ArgumentParser
+import Foundation
+import HotCore
+
+/// `hot delete ID --root DIR`
+struct Delete: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Delete a package and every version of it from a store.",
+        discussion: """
+            Files the package shares with other packages stay for them: only the objects
+            nothing else links are freed. Exits 1 when the store does not know the package.
+            """)
+
+    @Argument(help: "The package id.")
+    var id: String
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    func run() async throws {
+        try await runReportingErrors {
+            let report = try await storeOptions.makeUpdater().remove(packageID: id)
+            print("deleted \(id): \(report.versionsRemoved) version(s), \(report.objectsRemoved) object(s), "
+                + "\(ByteCount.format(report.bytesFreed)) freed")
+        }
+    }
+}
+
+/// `hot gc --root DIR [--keep N]`
+struct GarbageCollect: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gc",
+        abstract: "Free the versions and objects a store no longer needs.",
+        discussion: """
+            Keeps each package's active version and its newest previous versions (one unless
+            --keep says otherwise), and frees every object no installed tree links.
+            """)
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    @Option(help: "How many previous versions of each package to keep for rollback.")
+    var keep = 1
+
+    func run() async throws {
+        try await runReportingErrors {
+            guard keep >= 0 else { throw ValidationError("--keep must be 0 or more") }
+            let report = try await storeOptions.makeUpdater(keepPreviousVersions: keep).collectGarbage()
+            print("removed \(report.versionsRemoved) version(s), \(report.objectsRemoved) object(s), "
+                + "\(ByteCount.format(report.bytesFreed)) freed")
+        }
+    }
+}
+
+/// `hot repair --root DIR [--quick] [--transport KIND]`
+struct Repair: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check every installed package and make the damaged ones whole.",
+        discussion: """
+            A missing or damaged file is put back from the store's objects when its object is
+            intact, with no network; otherwise the package is downloaded again from where it
+            came from. Prints one line per package; exits 1 if any package stays damaged.
+            """)
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    @Flag(help: "Check presence and sizes only, not hashes.")
+    var quick = false
+
+    @Option(help: "The transport for re-downloads (curl|urlsession|file); chosen from each package's URL when omitted.")
+    var transport: TransportKind?
+
+    func run() async throws {
+        try await runReportingErrors {
+            let probe = storeOptions.makeUpdater()
+            let snapshot = try await probe.currentSnapshot()
+            let firstSource = snapshot.packages.values.compactMap { $0.active.flatMap { URL(string: $0.sourceURL) } }.first
+            let kind = transport ?? firstSource.map(TransportKind.defaultKind(for:)) ?? .curl
+            let updater = storeOptions.makeUpdater(transport: try kind.make())
+            let reports = try await updater.repairAll(depth: quick ? .quick : .full)
+            if reports.isEmpty { print("no packages installed in \(storeOptions.rootURL.path)") }
+            for report in reports {
+                var line = "\(report.id)\t\(report.after.version)\t"
+                if report.before.isHealthy {
+                    line += "ok"
+                } else if report.succeeded {
+                    line += "repaired"
+                    if !report.restored.isEmpty { line += "\trestored \(report.restored.count) file(s) from objects" }
+                    if report.refetched { line += "\tdownloaded again" }
+                } else {
+                    line += "damaged\t\(report.after.missing.count) missing, \(report.after.damaged.count) damaged"
+                }
+                print(line)
+                if let error = report.error { printError(error.description) }
+            }
+            if reports.contains(where: { !$0.succeeded }) { throw ExitCode(1) }
+        }
+    }
+}
+
+/// Human-readable byte counts.
+enum ByteCount {
+    static func format(_ bytes: Int64) -> String {
+        ByteCountFormatter.string(fromByteCount: bytes, countStyle: .binary)
+    }
+}
