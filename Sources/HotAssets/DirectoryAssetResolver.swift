@@ -41,7 +41,8 @@ public struct DirectoryAssetResolver: AssetResolver {
     /// How many regular files the tree held when it was indexed.
     public let fileCount: Int
 
-    private let index: [String: ResolvedAsset]
+    /// Every name that can be asked (always in normalised form) to its best file.
+    let index: [String: ResolvedAsset]
 
     /// Indexes the tree under `directory`.
     ///
@@ -66,15 +67,62 @@ public struct DirectoryAssetResolver: AssetResolver {
                 subject: directory.path)
         }
         var builder = IndexBuilder(
-            root: directory, origin: origin, scales: scales,
-            extensionRanks: Dictionary(
-                extensionOrder.enumerated().map { ($1.lowercased(), $0) }, uniquingKeysWith: { first, _ in first }))
+            root: directory, origin: origin, scales: scales, extensionRanks: Self.ranks(extensionOrder))
         try builder.walk(directory, relative: "")
         self.directory = directory
         self.origin = origin
         self.scales = scales
         self.fileCount = builder.fileCount
         self.index = builder.index.mapValues(\.asset)
+    }
+
+    /// Indexes a tree from the list of its regular files, without reading the tree: the
+    /// fast way for an installed package, whose file list the store already keeps (see
+    /// ``AssetResolverChain/make(updater:bundle:scales:extensionOrder:)``). Names resolve
+    /// exactly as for a resolver that walked the tree.
+    ///
+    /// The paths are taken to be the tree's regular files, as the store's file lists are:
+    /// nothing is checked on disk, so a path the list names resolves even when the file has
+    /// since gone (``Updater/repair(packageID:)`` puts it back). A path with a `..`
+    /// component is skipped; leading `/`, `./` and empty components are dropped.
+    ///
+    /// ```swift
+    /// let list = try await updater.fileList(of: package)
+    /// let images = DirectoryAssetResolver(
+    ///     directory: package.directory, origin: .package(id: package.id, version: package.version),
+    ///     files: list.files.map(\.path))
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - directory: The root of the tree the paths are relative to.
+    ///   - origin: What resolved assets report.
+    ///   - files: The tree's regular files, `/`-separated and relative to `directory`.
+    ///   - scales: Which scale variants to prefer.
+    ///   - extensionOrder: Extensions preferred for names given without one, best first.
+    public init(
+        directory: URL, origin: AssetOrigin, files: [String], scales: ScalePreference = .standard,
+        extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder
+    ) {
+        var builder = IndexBuilder(
+            root: directory, origin: origin, scales: scales, extensionRanks: Self.ranks(extensionOrder))
+        builder.index.reserveCapacity(files.count * 2)
+        for file in files {
+            guard let path = AssetName.normalise(file) else { continue }
+            let slash = path.lastIndex(of: "/")
+            let folder = slash.map { String(path[...$0]) } ?? ""
+            let fileName = slash.map { String(path[path.index(after: $0)...]) } ?? path
+            builder.add(path: path, folder: folder, fileName: fileName, url: directory.appendingPathComponent(path))
+        }
+        self.directory = directory
+        self.origin = origin
+        self.scales = scales
+        self.fileCount = builder.fileCount
+        self.index = builder.index.mapValues(\.asset)
+    }
+
+    /// Each extension's place in `order`, lowercased; the first place wins for repeats.
+    private static func ranks(_ order: [String]) -> [String: Int] {
+        Dictionary(order.enumerated().map { ($1.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
     }
 
     /// Returns the best file for `name` in this tree, or nil.
@@ -146,7 +194,7 @@ private struct IndexBuilder {
         }
     }
 
-    private mutating func add(path: String, folder: String, fileName: String, url: URL) {
+    mutating func add(path: String, folder: String, fileName: String, url: URL) {
         fileCount += 1
         let asset = ResolvedAsset(url: url, origin: origin)
         let parts = AssetName.parts(of: fileName[...])
