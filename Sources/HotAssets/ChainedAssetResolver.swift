@@ -21,6 +21,9 @@ public struct ChainedAssetResolver: AssetResolver {
 
     /// The resolvers as they are asked: merged indexes and the others.
     private let segments: [Segment]
+    /// The one merged index when the chain holds only directory resolvers (the usual
+    /// chain): resolved without walking `segments`.
+    private let sole: [String: ResolvedAsset]?
 
     private enum Segment: Sendable {
         /// The indexes of consecutive directory resolvers, the first one's entry kept per name.
@@ -43,6 +46,7 @@ public struct ChainedAssetResolver: AssetResolver {
             if merged.isEmpty {
                 merged = index
             } else {
+                merged.reserveCapacity(merged.count + index.count)
                 merged.merge(index) { earlier, _ in earlier }
             }
             segments.append(.merged(merged))
@@ -59,10 +63,20 @@ public struct ChainedAssetResolver: AssetResolver {
             }
         }
         self.segments = segments
+        if segments.count == 1, case .merged(let index) = segments[0] {
+            sole = index
+        } else {
+            sole = nil
+        }
     }
 
     /// Returns the first resolver's answer for `name`, or nil when none has one.
     public func resolve(_ name: String) -> ResolvedAsset? {
+        if let sole {
+            if let asset = sole[name] { return asset }
+            guard let normalised = AssetName.normalise(name), normalised != name else { return nil }
+            return sole[normalised]
+        }
         // Index keys are normalised names, so a name that needs normalising is looked up
         // once more in its normalised form (a directory resolver does the same).
         var normalised: String??
@@ -133,16 +147,24 @@ public enum AssetResolverChain {
         packages: [InstalledPackageLocation], bundle: URL?, scales: ScalePreference = .standard,
         extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder
     ) throws -> ChainedAssetResolver {
-        var resolvers: [any AssetResolver] = try packages.map { package in
+        // Packages are indexed in parallel, one result slot each.
+        let results = IndexSlots(count: packages.count)
+        DispatchQueue.concurrentPerform(iterations: packages.count) { position in
+            let package = packages[position]
             let origin = AssetOrigin.package(id: package.id, version: package.version)
-            if let files = package.files {
-                return DirectoryAssetResolver(
-                    directory: package.directory, origin: origin, files: files, scales: scales,
-                    extensionOrder: extensionOrder)
-            }
-            return try DirectoryAssetResolver(
-                directory: package.directory, origin: origin, scales: scales, extensionOrder: extensionOrder)
+            results.set(
+                position,
+                Result {
+                    if let files = package.files {
+                        return DirectoryAssetResolver(
+                            directory: package.directory, origin: origin, files: files, scales: scales,
+                            extensionOrder: extensionOrder)
+                    }
+                    return try DirectoryAssetResolver(
+                        directory: package.directory, origin: origin, scales: scales, extensionOrder: extensionOrder)
+                })
         }
+        var resolvers: [any AssetResolver] = try results.values()
         if let bundle {
             resolvers.append(
                 try DirectoryAssetResolver(
@@ -184,5 +206,30 @@ extension AssetResolverChain {
                     files: list.files.map(\.path)))
         }
         return try make(packages: packages, bundle: bundle, scales: scales, extensionOrder: extensionOrder)
+    }
+}
+
+/// One result per package, written from `concurrentPerform`'s threads (each slot by one
+/// thread only) and read after it returns.
+private final class IndexSlots: @unchecked Sendable {
+    private let lock = NSLock()
+    private var slots: [Result<DirectoryAssetResolver, any Error>?]
+
+    init(count: Int) {
+        slots = Array(repeating: nil, count: count)
+    }
+
+    func set(_ position: Int, _ result: Result<DirectoryAssetResolver, any Error>) {
+        lock.withLock { slots[position] = result }
+    }
+
+    /// The resolvers in order; the first package's error, in order, when one failed.
+    func values() throws -> [any AssetResolver] {
+        try lock.withLock { slots }.map { slot in
+            guard let slot else {
+                throw HotUpdateError(.internalInconsistency, "a package was not indexed")
+            }
+            return try slot.get()
+        }
     }
 }

@@ -105,13 +105,18 @@ public struct DirectoryAssetResolver: AssetResolver {
     ) {
         var builder = IndexBuilder(
             root: directory, origin: origin, scales: scales, extensionRanks: Self.ranks(extensionOrder))
-        builder.index.reserveCapacity(files.count * 2)
+        builder.index.reserveCapacity(files.count * 3)
+        // One string append per file: appendingPathComponent re-parses the whole URL.
+        let prefix = directory.path.hasSuffix("/") ? directory.path : directory.path + "/"
         for file in files {
             guard let path = AssetName.normalise(file) else { continue }
-            let slash = path.lastIndex(of: "/")
+            // `/` is ASCII: its UTF-8 index is a character boundary.
+            let slash = path.utf8.lastIndex(of: UInt8(ascii: "/"))
             let folder = slash.map { String(path[...$0]) } ?? ""
-            let fileName = slash.map { String(path[path.index(after: $0)...]) } ?? path
-            builder.add(path: path, folder: folder, fileName: fileName, url: directory.appendingPathComponent(path))
+            let fileName = slash.map { String(path[path.utf8.index(after: $0)...]) } ?? path
+            builder.add(
+                path: path, folder: folder, fileName: fileName,
+                url: URL(fileURLWithPath: prefix + path, isDirectory: false))
         }
         self.directory = directory
         self.origin = origin
@@ -203,11 +208,11 @@ private struct IndexBuilder {
         if parts.scale != nil || parts.pathExtension == nil {
             offer(path, Rank(tier: -1, kind: 0, extensionRank: 0, pathExtension: "", path: path), asset)
         }
-        if let scale = parts.scale, let pathExtension = parts.pathExtension {
+        let lowered = parts.pathExtension.map(Self.lowercased)
+        if let scale = parts.scale, let lowered {
             // `sub/sample@2x` names that scale exactly, with any extension.
-            let lowered = pathExtension.lowercased()
             offer(
-                stemKey + "@\(scale)x",
+                stemKey + "@" + String(scale) + "x",
                 Rank(
                     tier: -1, kind: 1, extensionRank: extensionRanks[lowered] ?? extensionRanks.count,
                     pathExtension: lowered, path: path), asset)
@@ -221,8 +226,7 @@ private struct IndexBuilder {
         } else {
             return
         }
-        if let pathExtension = parts.pathExtension {
-            let lowered = pathExtension.lowercased()
+        if let pathExtension = parts.pathExtension, let lowered {
             let extensionRank = extensionRanks[lowered] ?? extensionRanks.count
             offer(
                 stemKey + "." + String(pathExtension),
@@ -238,8 +242,22 @@ private struct IndexBuilder {
         }
     }
 
+    /// The extension lowercased; without a copy through Unicode case mapping when it is
+    /// already lowercase ASCII, as nearly every extension is.
+    private static func lowercased(_ text: Substring) -> String {
+        if text.utf8.allSatisfy({ $0 < 0x80 && !($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z")) }) {
+            return String(text)
+        }
+        return text.lowercased()
+    }
+
     private mutating func offer(_ key: String, _ rank: Rank, _ asset: ResolvedAsset) {
-        if let current = index[key], current.rank <= rank { return }
-        index[key] = Entry(rank: rank, asset: asset)
+        // Through the subscript's modify accessor: the key is hashed once.
+        Self.keepBetter(&index[key], Entry(rank: rank, asset: asset))
+    }
+
+    private static func keepBetter(_ slot: inout Entry?, _ candidate: Entry) {
+        if let current = slot, current.rank <= candidate.rank { return }
+        slot = candidate
     }
 }
