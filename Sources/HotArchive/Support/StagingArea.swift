@@ -145,10 +145,66 @@ func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: @autoclosure (
 }
 
 extension StagingArea {
+    /// Runs one extraction of `archive` into `destination`, all or nothing: the part
+    /// both unarchivers share.
+    ///
+    /// Off the cooperative pool, `makePlan` reads and checks the archive (nothing is
+    /// written before it succeeds) and the staging directory is created beside the
+    /// destination; then the plan's directories are created, `run` writes the files
+    /// (on threads of its own, recording failures in the state), and ``finish(_:_:)``
+    /// creates the links and moves the tree into place. On any failure or cancellation
+    /// the staging directory is removed and the destination is left as it was.
+    ///
+    /// - Parameters:
+    ///   - makePlan: Reads the archive's structure and admits its entries.
+    ///   - run: Writes the plan's files into the staging area, given how many workers
+    ///     the options allow (``ExtractOptions/concurrency``, or one per active core).
+    /// - Throws: ``HotUpdateError``, from the plan, the workers or the file system.
+    static func extract(
+        _ archive: URL, to destination: URL, options: ExtractOptions,
+        progress: (@Sendable (ExtractionProgress) -> Void)?,
+        plan makePlan: @escaping @Sendable (ReadOnlyFile) throws -> ZipArchivePlan,
+        run: (_ file: ReadOnlyFile, _ plan: ZipArchivePlan, _ staging: StagingArea, _ state: ExtractionState,
+              _ workers: Int) async -> Void
+    ) async throws -> ExtractionReport {
+        try Task.checkCancellation()
+        let name = archive.lastPathComponent
+        let (file, plan, staging) = try await BlockingThreads.perform {
+            do {
+                let file = try ReadOnlyFile(archive)
+                let plan = try makePlan(file)
+                return (file, plan, try StagingArea.create(for: destination))
+            } catch {
+                throw HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'")
+            }
+        }
+        let state = ExtractionState(
+            archive: name, entriesTotal: plan.entries.count, bytesTotal: plan.declaredBytes,
+            maxTotalBytes: options.maxTotalBytes, progress: progress)
+        do {
+            try staging.createDirectories(plan.directories)
+            let explicitDirectories = plan.entries.count(where: { $0.kind == .directory })
+            if explicitDirectories > 0 { state.finished(entries: explicitDirectories) }
+
+            let workers = options.concurrency > 0 ? options.concurrency : ProcessInfo.processInfo.activeProcessorCount
+            await withTaskCancellationHandler {
+                await run(file, plan, staging, state, max(1, workers))
+            } onCancel: {
+                state.cancel()
+            }
+            if let failure = state.outcome { throw failure }
+
+            return try staging.finish(plan, state)
+        } catch {
+            staging.discard()
+            throw HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'")
+        }
+    }
+
     /// Ends a successful extraction: creates the plan's symlinks last, once every file is
     /// written and closed, so nothing is ever written through one; moves the staging
     /// directory into place; and reports what was written.
-    func finish(_ plan: ZipArchivePlan, _ state: ExtractionState) throws -> ExtractionReport {
+    private func finish(_ plan: ZipArchivePlan, _ state: ExtractionState) throws -> ExtractionReport {
         var links: [String] = []
         for entry in plan.entries where entry.kind == .symlink {
             guard let target = entry.linkTarget else {

@@ -48,7 +48,8 @@ struct ZipArchivePlan: Sendable {
     ///
     /// - Parameter readsLinkTargets: Whether symlink targets are decoded here (with
     ///   ``EntryDataReader``, stored and deflate only) and checked; when false the caller
-    ///   decodes them and hands each to ``admitLinkTarget(_:at:)`` before creating any link.
+    ///   decodes them (``LibArchiveUnarchiver`` through libarchive, any method it reads)
+    ///   and hands each to ``admitLinkTarget(_:at:)`` before anything is written.
     /// - Throws: ``HotUpdateError``: structure errors, `.unsafeEntry`, `.limitExceeded`.
     static func make(_ file: ReadOnlyFile, options: ExtractOptions, readsLinkTargets: Bool = true) throws
         -> ZipArchivePlan
