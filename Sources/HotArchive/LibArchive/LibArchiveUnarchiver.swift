@@ -17,7 +17,12 @@ import HotCore
 /// so both unarchivers write the same tree. libarchive runs on threads of their own
 /// with a UTF-8 `LC_CTYPE` for those threads only, so non-ASCII names convert. Limits
 /// are enforced on the data blocks as libarchive delivers them; entries go into a
-/// staging directory renamed onto the destination at the end. WinZip AES entries whose
+/// staging directory renamed onto the destination at the end. When links are allowed,
+/// their targets come from libarchive too (it decodes them with the header, in any method
+/// it reads, LZMA included), are checked against the declared size and CRC-32, and are
+/// admitted by the shared validator before any file is written; an encrypted link, whose
+/// target libarchive does not decrypt, is ``HotUpdateError/Code/unsupportedEncryption``.
+/// WinZip AES entries whose
 /// data libarchive decrypts but cannot then decompress (3.6.2 with bzip2, LZMA, PPMd, xz
 /// or zstd inside) are ``HotUpdateError/Code/unsupportedMethod``.
 ///
@@ -123,7 +128,7 @@ public struct LibArchiveUnarchiver: Unarchiver {
     }
 
     /// The archive's plan, its symlink targets as libarchive decodes them (any method it
-    /// reads), each checked against the entry's declared size and CRC-32 and admitted by
+    /// reads; encrypted links are ``HotUpdateError/Code/unsupportedEncryption``), each checked against the entry's declared size and CRC-32 and admitted by
     /// the plan's validator before anything is written.
     ///
     /// - Parameter readsAll: Whether libarchive reads every header even when there is no
@@ -133,6 +138,13 @@ public struct LibArchiveUnarchiver: Unarchiver {
     {
         var plan = try ZipArchivePlan.make(file, options: options, readsLinkTargets: false)
         let links = plan.entries.indices.filter { plan.entries[$0].kind == .symlink }
+        // libarchive reads a link's target with its header and does not decrypt it.
+        if let encrypted = links.first(where: { plan.entries[$0].record.isEncrypted }) {
+            throw ArchiveError.make(
+                .unsupportedEncryption, file.displayName,
+                "it is an encrypted symlink, whose target libarchive does not decrypt",
+                entry: plan.entries[encrypted].name)
+        }
         // Nothing for libarchive to decode in an archive that is just an end record.
         guard readsAll || !links.isEmpty, !plan.entries.isEmpty || !plan.rootEntries.isEmpty else { return plan }
         try withUTF8ThreadLocale {
