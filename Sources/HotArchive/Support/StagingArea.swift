@@ -19,6 +19,9 @@ struct StagingArea: Sendable {
     let destination: String
     /// The staging directory's absolute path.
     let root: String
+    /// Whether the process umask may take owner bits from the modes files are created
+    /// with, so each needs an `fchmod` after `open` (true unless the umask is known).
+    let umaskMasksOwnerBits: Bool
 
     /// Checks `destination` and creates the staging directory beside it.
     ///
@@ -59,7 +62,31 @@ struct StagingArea: Sendable {
         guard mkdir(root, 0o700) == 0 else {
             throw ArchiveError.system("creating staging directory", path: root, errno: errno)
         }
-        return StagingArea(destination: destinationPath, root: root)
+        let umask = processUmask()
+        return StagingArea(
+            destination: destinationPath, root: root, umaskMasksOwnerBits: umask.map { $0 & 0o700 != 0 } ?? true)
+    }
+
+    /// The process umask, read without changing it (`umask(2)` can only set it, and setting
+    /// it would race with other threads creating files): Linux reports it in
+    /// `/proc/self/status`. Nil where it cannot be read.
+    private static func processUmask() -> mode_t? {
+        let fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes += chunk[..<count]
+        }
+        for line in bytes.split(separator: UInt8(ascii: "\n")) where line.starts(with: Array("Umask:".utf8)) {
+            let digits = line.dropFirst(6).filter { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }
+            return mode_t(String(decoding: digits, as: UTF8.self), radix: 8)
+        }
+        return nil
     }
 
     private static func isEmptyDirectory(_ path: String) throws -> Bool {
@@ -95,7 +122,7 @@ struct StagingArea: Sendable {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(mode))
         guard fd >= 0 else { throw ArchiveError.system("creating file", path: path, errno: errno) }
         // The process umask must not change the owner bits the policy grants.
-        if fchmod(fd, mode_t(mode)) != 0 {
+        if umaskMasksOwnerBits, fchmod(fd, mode_t(mode)) != 0 {
             let code = errno
             close(fd)
             throw ArchiveError.system("setting the mode of", path: path, errno: code)
