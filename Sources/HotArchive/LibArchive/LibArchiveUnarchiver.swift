@@ -66,13 +66,8 @@ public struct LibArchiveUnarchiver: Unarchiver {
     /// let entries = try await LibArchiveUnarchiver().entries(of: zip, options: ExtractOptions())
     /// ```
     public func entries(of archive: URL, options: ExtractOptions) async throws -> [ArchiveEntry] {
-        try await BlockingThreads.perform {
-            do {
-                let plan = try Self.plan(try ReadOnlyFile(archive), archive: archive, options: options, readsAll: true)
-                return plan.entries.map(\.archiveEntry)
-            } catch {
-                throw HotUpdateError.wrap(error, as: .fileSystem, "listing '\(archive.lastPathComponent)'")
-            }
+        try await ZipArchivePlan.entries(of: archive) { file in
+            try Self.plan(file, archive: archive, options: options, readsAll: true)
         }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import HotCore
 
 /// One entry, decoded and admitted: its safe relative path, kind and the mode it gets.
@@ -106,6 +107,20 @@ struct ZipArchivePlan: Sendable {
         return ZipArchivePlan(
             directory: directory, entries: entries, rootEntries: rootEntries, directories: validator.directories,
             declaredBytes: declared, validator: validator)
+    }
+
+    /// The listing of `archive`: the entries of the plan `make` builds from it, read off
+    /// the cooperative pool; failures are wrapped as failures to list the archive.
+    static func entries(
+        of archive: URL, _ make: @escaping @Sendable (ReadOnlyFile) throws -> ZipArchivePlan
+    ) async throws -> [ArchiveEntry] {
+        try await BlockingThreads.perform {
+            do {
+                return try make(try ReadOnlyFile(archive)).entries.map(\.archiveEntry)
+            } catch {
+                throw HotUpdateError.wrap(error, as: .fileSystem, "listing '\(archive.lastPathComponent)'")
+            }
+        }
     }
 
     /// Checks and records the target of the symlink at `index`, decoded by another reader.

@@ -79,14 +79,7 @@ public struct ZipUnarchiver: Unarchiver {
     /// let names = try await ZipUnarchiver().entries(of: zip, options: ExtractOptions()).map(\.path)
     /// ```
     public func entries(of archive: URL, options: ExtractOptions) async throws -> [ArchiveEntry] {
-        try await BlockingThreads.perform {
-            do {
-                let file = try ReadOnlyFile(archive)
-                return try ZipArchivePlan.make(file, options: options).entries.map(\.archiveEntry)
-            } catch {
-                throw HotUpdateError.wrap(error, as: .fileSystem, "listing '\(archive.lastPathComponent)'")
-            }
-        }
+        try await ZipArchivePlan.entries(of: archive) { file in try ZipArchivePlan.make(file, options: options) }
     }
 
     /// Extracts `archive` into `destination`, all or nothing.
