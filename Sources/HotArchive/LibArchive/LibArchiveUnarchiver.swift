@@ -22,9 +22,8 @@ import HotCore
 /// it reads, LZMA included), are checked against the declared size and CRC-32, and are
 /// admitted by the shared validator before any file is written; an encrypted link, whose
 /// target libarchive does not decrypt, is ``HotUpdateError/Code/unsupportedEncryption``.
-/// WinZip AES entries whose
-/// data libarchive decrypts but cannot then decompress (3.6.2 with bzip2, LZMA, PPMd, xz
-/// or zstd inside) are ``HotUpdateError/Code/unsupportedMethod``.
+/// WinZip AES entries whose data libarchive decrypts but cannot then decompress (3.6.2
+/// with bzip2, LZMA, PPMd, xz or zstd inside) are ``HotUpdateError/Code/unsupportedMethod``.
 ///
 /// libarchive is only the decoder (`archive_read_data_block`); `archive_write_disk`
 /// is not used. Files are created by the staging area ``ZipUnarchiver`` writes
@@ -122,9 +121,10 @@ public struct LibArchiveUnarchiver: Unarchiver {
         }
     }
 
-    /// The archive's plan, its symlink targets as libarchive decodes them (any method it
-    /// reads; encrypted links are ``HotUpdateError/Code/unsupportedEncryption``), each checked against the entry's declared size and CRC-32 and admitted by
-    /// the plan's validator before anything is written.
+    /// The archive's plan, with its symlink targets as libarchive decodes them (any method
+    /// it reads; encrypted links are ``HotUpdateError/Code/unsupportedEncryption``), each
+    /// checked against the entry's declared size and CRC-32 and admitted by the plan's
+    /// validator before anything is written.
     ///
     /// - Parameter readsAll: Whether libarchive reads every header even when there is no
     ///   link (a listing's check that libarchive reads the archive at all).

@@ -32,8 +32,9 @@ import HotCore
 ///   directory is needed, devices, FIFOs and sockets, and symlinks unless
 ///   ``ExtractOptions/symlinks`` is ``SymlinkPolicy/allowWithinDestination`` and the
 ///   target stays inside (then the links are created last, and no entry may lie beneath one);
-/// - ``HotUpdateError/Code/limitExceeded``: too many entries, a name too long, declared
-///   sizes over ``ExtractOptions/maxTotalBytes``, a compression ratio over the limit;
+/// - ``HotUpdateError/Code/limitExceeded``: too many entries, a name too long or with a
+///   component over 255 bytes, declared sizes over ``ExtractOptions/maxTotalBytes``, a
+///   compression ratio over the limit;
 /// - ``HotUpdateError/Code/unsupportedMethod`` and ``HotUpdateError/Code/unsupportedEncryption``
 ///   (WinZip AES, PKWARE strong encryption), ``HotUpdateError/Code/passwordRequired``.
 ///
