@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "HotTesting", targets: ["HotTesting"]),
         .executable(name: "hot", targets: ["hot"]),
         .executable(name: "MinimalPatch", targets: ["MinimalPatch"]),
+        .executable(name: "ScriptPatches", targets: ["ScriptPatches"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -83,6 +84,11 @@ let package = Package(
             path: "Examples/MinimalPatch",
             exclude: ["Patches", "README.md"],
             resources: [.copy("Bundle")]),
+        .executableTarget(
+            name: "ScriptPatches",
+            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore"],
+            path: "Examples/ScriptPatches",
+            exclude: ["Patches", "DebugPatch", "README.md", "make-patch-list"]),
 
         // Benchmarks: extraction and packing against system tools (`swift run -c release hot-bench`).
         .executableTarget(
