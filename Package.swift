@@ -19,6 +19,7 @@ let package = Package(
         .executable(name: "hot", targets: ["hot"]),
         .executable(name: "MinimalPatch", targets: ["MinimalPatch"]),
         .executable(name: "ScriptPatches", targets: ["ScriptPatches"]),
+        .executable(name: "ResourcePacks", targets: ["ResourcePacks"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -89,6 +90,12 @@ let package = Package(
             dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore"],
             path: "Examples/ScriptPatches",
             exclude: ["Patches", "DebugPatch", "README.md", "make-patch-list"]),
+        .executableTarget(
+            name: "ResourcePacks",
+            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
+            path: "Examples/ResourcePacks",
+            exclude: ["README.md", "make-repository"],
+            resources: [.copy("Bundle")]),
 
         // Benchmarks: extraction and packing against system tools (`swift run -c release hot-bench`).
         .executableTarget(

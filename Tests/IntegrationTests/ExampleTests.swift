@@ -8,6 +8,7 @@ import Testing
 @Suite("Examples")
 struct ExampleTests {
     static let scriptPatches = packageDirectory.appendingPathComponent("Examples/ScriptPatches")
+    static let resourcePacks = packageDirectory.appendingPathComponent("Examples/ResourcePacks")
 
     /// Runs an example and returns its standard output; records its standard error when it fails.
     static func run(_ name: String, _ arguments: [String]) async throws -> (status: Int32, stdout: String) {
@@ -89,5 +90,61 @@ struct ExampleTests {
         #expect(Self.lines(refused.stdout, starting: "activate fix-login: ok").count == 1)
         let stored = try readTree(store.appendingPathComponent("packages/dark-mode"))
         #expect(stored.values.contains(try Data(contentsOf: patches.appendingPathComponent("dark-mode/main.js"))))
+    }
+
+    @Test("ResourcePacks over HTTP and file://: one download for many requests, shared files, cancel, repair, delete")
+    func resourcePacks() async throws {
+        let repo = try makeTemporaryDirectory("pack-repo")
+        try await Subprocess.check(Self.resourcePacks.appendingPathComponent("make-repository").path, [repo.path])
+        // The large pack trickles, so the example cancels it mid-download.
+        let nginx = try await NginxServer.start(
+            root: repo, options: .init(locations: [.rateLimited(prefix: "/packs/large/", bytesPerSecond: 300_000)]))
+        let store = try makeTemporaryDirectory("store")
+        let http = try await Self.run(
+            "ResourcePacks",
+            [nginx.baseURL.appendingPathComponent("packs.json").absoluteString, "--root", store.path, "--requests", "25"])
+        #expect(http.status == 0)
+        let out = http.stdout
+        #expect(out.contains("25 concurrent requests for 3000: 1 download, every caller got packages/3000/1\n"))
+        #expect(nginx.requestCount(for: "/packs/3000.zip") == 1)
+        #expect(Self.lines(out, starting: "fonts with a wrong password: wrongPassword:").count == 1)
+        #expect(out.contains("events fonts: downloading → verifying → failed → downloading → verifying → installed;"))
+        #expect(Self.lines(out, starting: "events 3001: downloading → verifying → installed;").first?.contains("5/5 files") == true)
+        #expect(out.contains("3000 + 3001: 11 files, 330"))
+        #expect(out.contains("(3 shared files stored once, 120000 bytes saved)"))
+        #expect(out.contains("resolve 3001 filter sepia.png -> packages/3001/1/sepia.png"))
+        #expect(out.contains("resolve 3001 image paper.jpg -> packages/3001/1/paper.jpg"))
+        #expect(out.contains("resolve fonts font Brush.ttf -> packages/fonts/1/Brush.ttf"))
+        #expect(out.contains("resolve starter image frame.png -> packages/starter/1/frame.png"))
+        #expect(out.contains("available: 3000 true, 3002 false"))
+        #expect(out.contains("available: 3000/blend.jpg true, 3000/missing.jpg false"))
+        #expect(out.contains("cancel 3002: cancelled: package 3002: the install was cancelled; available: false"))
+        #expect(out.contains("3002 again: the caller that left got cancelled, the other got packages/3002/1; available: true"))
+        #expect(nginx.requestCount(for: "/packs/large/3002.zip") == 2)
+        #expect(out.contains("verify 3001: missing sepia.png; state fileMissing"))
+        #expect(out.contains("repair 3001: restored sepia.png, downloads 0, identical true, healthy true"))
+        #expect(nginx.requestCount(for: "/packs/3001.zip") == 1)
+        #expect(Self.lines(out, starting: "delete 3000: 3 objects,").first?.hasSuffix("3001 healthy true (5 files hashed)") == true)
+        let states = try #require(out.components(separatedBy: "states:\n").last)
+        #expect(Self.lines(states, starting: "").sorted() == [
+            "3001 1 installed", "3002 1 installed", "fonts 1 installed", "starter 1 installed",
+        ])
+        await nginx.stop()
+
+        // What the example left on disk: the repaired filter is the published one, the
+        // bundled pack's image is the one shipped, the deleted pack is gone.
+        let sepia = try await Subprocess.check("unzip", ["-p", repo.appendingPathComponent("packs/3001.zip").path, "sepia.png"])
+        #expect(try Data(contentsOf: store.appendingPathComponent("packages/3001/1/sepia.png")) == sepia.standardOutput)
+        #expect(try String(contentsOf: store.appendingPathComponent("packages/starter/1/frame.png"), encoding: .utf8) == "starter frame\n")
+        #expect(!FileManager.default.fileExists(atPath: store.appendingPathComponent("packages/3000").path))
+
+        // The same repository over file://, into a fresh store.
+        let local = try await Self.run(
+            "ResourcePacks",
+            [repo.appendingPathComponent("packs.json").absoluteString, "--root", try makeTemporaryDirectory("store").path])
+        #expect(local.status == 0)
+        #expect(local.stdout.contains("20 concurrent requests for 3000: 1 download, every caller got packages/3000/1\n"))
+        #expect(local.stdout.contains("repair 3001: restored sepia.png, downloads 0, identical true, healthy true"))
+        #expect(local.stdout.contains("resolve starter font Starter.ttf -> packages/starter/1/Starter.ttf"))
     }
 }
