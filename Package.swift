@@ -20,6 +20,7 @@ let package = Package(
         .executable(name: "MinimalPatch", targets: ["MinimalPatch"]),
         .executable(name: "ScriptPatches", targets: ["ScriptPatches"]),
         .executable(name: "ResourcePacks", targets: ["ResourcePacks"]),
+        .executable(name: "WebOfflinePackages", targets: ["WebOfflinePackages"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -96,6 +97,11 @@ let package = Package(
             path: "Examples/ResourcePacks",
             exclude: ["README.md", "make-repository"],
             resources: [.copy("Bundle")]),
+        .executableTarget(
+            name: "WebOfflinePackages",
+            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
+            path: "Examples/WebOfflinePackages",
+            exclude: ["README.md", "make-repository", "Modules"]),
 
         // Benchmarks: extraction and packing against system tools (`swift run -c release hot-bench`).
         .executableTarget(

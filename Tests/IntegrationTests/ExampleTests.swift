@@ -9,6 +9,7 @@ import Testing
 struct ExampleTests {
     static let scriptPatches = packageDirectory.appendingPathComponent("Examples/ScriptPatches")
     static let resourcePacks = packageDirectory.appendingPathComponent("Examples/ResourcePacks")
+    static let webOfflinePackages = packageDirectory.appendingPathComponent("Examples/WebOfflinePackages")
 
     /// Runs an example and returns its standard output; records its standard error when it fails.
     static func run(_ name: String, _ arguments: [String]) async throws -> (status: Int32, stdout: String) {
@@ -146,5 +147,61 @@ struct ExampleTests {
         #expect(local.stdout.contains("20 concurrent requests for 3000: 1 download, every caller got packages/3000/1\n"))
         #expect(local.stdout.contains("repair 3001: restored sepia.png, downloads 0, identical true, healthy true"))
         #expect(local.stdout.contains("resolve starter font Starter.ttf -> packages/starter/1/Starter.ttf"))
+    }
+
+    @Test("WebOfflinePackages over HTTP POST and file://: modules install, pages open locally, a disabled module opens online")
+    func webOfflinePackages() async throws {
+        let repo = try makeTemporaryDirectory("h5-repo")
+        let publish = Self.webOfflinePackages.appendingPathComponent("make-repository").path
+        try await Subprocess.check(publish, [repo.path])
+        // As the example's README configures nginx: only a POST to /check gets the answer.
+        let check = NginxServer.Location(
+            """
+            location = /check {
+                if ($request_method != POST) { return 403; }
+                error_page 405 =200 /check.json;
+            }
+            """)
+        let nginx = try await NginxServer.start(root: repo, options: .init(locations: [check]))
+        let store = try makeTemporaryDirectory("store")
+        let arguments = [nginx.baseURL.appendingPathComponent("check").absoluteString, "--root", store.path]
+
+        let first = try await Self.run("WebOfflinePackages", arguments)
+        #expect(first.status == 0)
+        #expect(first.stdout.contains(#"posted {"data":{"appCode":"SomeApp","appVer":"1.2.0","h5vers":[],"platform":"ios"}}"#))
+        #expect(Self.lines(first.stdout, starting: "module ") == [
+            "module 10010: add, version 1.0.4", "module 10020: add, version 1.0.2",
+        ])
+        #expect(first.stdout.contains(
+            "open https://m.example.com/home/index.html?tab=2#top -> local packages/10010/1.0.4/index.html?tab=2#top (read access packages/10010/1.0.4)"))
+        #expect(first.stdout.contains(
+            "open https://m.example.com/promo/ -> local packages/10020/1.0.2/index.html (read access packages/10020/1.0.2)"))
+        #expect(first.stdout.contains("-> online https://m.example.com/promo/../home/index.html (unsafePath)"))
+        #expect(first.stdout.contains("open https://www.example.com/about.html -> online https://www.example.com/about.html (notAModulePage)"))
+        let page = try Data(contentsOf: store.appendingPathComponent("packages/10020/1.0.2/index.html"))
+        #expect(page == (try Data(contentsOf: Self.webOfflinePackages.appendingPathComponent("Modules/promo/index.html"))))
+
+        // The server turns promo off: its files stay, its pages open online.
+        try await Subprocess.check(publish, [repo.path, "--inactive", "10020"])
+        let second = try await Self.run("WebOfflinePackages", arguments)
+        #expect(second.stdout.contains(
+            #"{"isActive":true,"moduleId":"10020","moduleVer":"1.0.2"}"#))
+        #expect(Self.lines(second.stdout, starting: "module ") == [
+            "module 10010: unchanged, version 1.0.4", "module 10020: disable, version 1.0.2",
+        ])
+        #expect(second.stdout.contains("open https://m.example.com/promo/ -> online https://m.example.com/promo/ (inactive)"))
+        #expect(second.stdout.contains("open https://m.example.com/home/js/app.js -> local packages/10010/1.0.4/js/app.js"))
+        #expect(Self.lines(second.stdout, starting: "10020 ") == ["10020 1.0.2 disabled"])
+        #expect(try Data(contentsOf: store.appendingPathComponent("packages/10020/1.0.2/index.html")) == page)
+        #expect(nginx.requestCount(for: "/check") == 2)
+        await nginx.stop()
+
+        // The recorded answer over file://, turned on again: promo is local once more, with no download.
+        try await Subprocess.check(publish, [repo.path])
+        let local = try await Self.run(
+            "WebOfflinePackages", [repo.appendingPathComponent("check.json").absoluteString, "--root", store.path])
+        #expect(local.stdout.contains(#"{"isActive":false,"moduleId":"10020","moduleVer":"1.0.2"}"#))
+        #expect(Self.lines(local.stdout, starting: "module 10020") == ["module 10020: enable, version 1.0.2"])
+        #expect(local.stdout.contains("open https://m.example.com/promo/ -> local packages/10020/1.0.2/index.html"))
     }
 }
