@@ -14,14 +14,7 @@ struct CommandLineTests {
 
     /// The `hot` executable built beside the test bundle.
     static func hotExecutable() throws -> URL {
-        var directory = Bundle.main.bundleURL
-        if directory.pathExtension == "xctest" { directory.deleteLastPathComponent() }
-        for candidate in [directory, Bundle.main.bundleURL.deletingLastPathComponent()] {
-            let url = candidate.appendingPathComponent("hot")
-            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-        }
-        Issue.record("the hot executable is not built next to the tests; run `swift build --build-tests` first")
-        throw HotUpdateError(.notFound, "hot executable not found near \(directory.path)")
+        try builtExecutable("hot")
     }
 
     /// Runs `hot`, waiting on a thread of its own (see ``Subprocess``).
