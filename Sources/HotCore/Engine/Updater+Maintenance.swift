@@ -52,6 +52,7 @@ extension Updater {
         record.active = restored
         record.state = .installed
         record.lastError = nil
+        record.lastErrorCode = nil
         next.packages[packageID] = record
         try await commit(next)
         hub.publish(packageID, restored.version, .installed)

@@ -149,13 +149,18 @@ extension Updater {
             case .add: state = .new
             case .update: state = .updateAvailable
             case .unchanged:
-                guard [.failed, .new, .updateAvailable].contains(record.state) else { continue }
+                guard [.failed, .new, .updateAvailable].contains(record.state), !record.activationFailed else {
+                    continue
+                }
                 state = .installed
             default: continue
             }
             guard next.packages[entry.id] == nil || record.state != state else { continue }
             record.state = state
-            if state == .installed { record.lastError = nil }
+            if state == .installed {
+                record.lastError = nil
+                record.lastErrorCode = nil
+            }
             next.packages[entry.id] = record
             changes.append(PackageStateChange(id: entry.id, version: entry.offered?.version, state: state))
         }
