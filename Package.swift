@@ -18,6 +18,9 @@ let package = Package(
         .library(name: "HotTesting", targets: ["HotTesting"]),
         .executable(name: "hot", targets: ["hot"]),
         .executable(name: "MinimalPatch", targets: ["MinimalPatch"]),
+        .executable(name: "ScriptPatches", targets: ["ScriptPatches"]),
+        .executable(name: "ResourcePacks", targets: ["ResourcePacks"]),
+        .executable(name: "WebOfflinePackages", targets: ["WebOfflinePackages"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -83,6 +86,22 @@ let package = Package(
             path: "Examples/MinimalPatch",
             exclude: ["Patches", "README.md"],
             resources: [.copy("Bundle")]),
+        .executableTarget(
+            name: "ScriptPatches",
+            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore"],
+            path: "Examples/ScriptPatches",
+            exclude: ["Patches", "DebugPatch", "README.md", "make-patch-list"]),
+        .executableTarget(
+            name: "ResourcePacks",
+            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
+            path: "Examples/ResourcePacks",
+            exclude: ["README.md", "make-repository"],
+            resources: [.copy("Bundle")]),
+        .executableTarget(
+            name: "WebOfflinePackages",
+            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
+            path: "Examples/WebOfflinePackages",
+            exclude: ["README.md", "make-repository", "Modules"]),
 
         // Benchmarks: extraction and packing against system tools (`swift run -c release hot-bench`).
         .executableTarget(

@@ -30,7 +30,7 @@ struct Measure: AsyncParsableCommand {
     var runs: Int = 5
 
     @Option(help: "Timed packing runs per packer; 0 packs the archive once and prints no packing table.")
-    var packRuns: Int = 3
+    var packRuns: Int = 5
 
     @Option(help: "The on-disk work directory (default: the system's temporary directory).")
     var workDir: String?

@@ -13,12 +13,21 @@ struct Sync: AsyncParsableCommand {
             version atomically. A package that fails leaves the version installed before it
             active. Progress goes to stderr: a status line on a terminal, one line per state
             change otherwise. Prints one line per package on stdout; exits 1 if any failed.
+
+            Besides the signed native manifest, three older server formats are read:
+            patchinfo (one {"url", "md5"} patch), patchlist (a script-patch list whose MD5s
+            the server signs with RSA; give the server's public key with --rsa-key) and
+            offline (the H5 offline-package check: the installed modules are POSTed to the
+            URL with --app-code, --app-version and --platform; modules the server answers
+            inactive are disabled, keeping their files).
             """)
 
     /// The manifest formats `hot sync` reads.
     enum Format: String, ExpressibleByArgument, CaseIterable {
         case native
         case patchinfo
+        case patchlist
+        case offline
     }
 
     @Option(help: "The manifest's URL (http, https or file) or path.")
@@ -32,7 +41,10 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "The unarchiver (zip|libarchive).")
     var unarchiver: UnarchiverKind = .zip
 
-    @Option(help: "The manifest format: native (manifest.json) or patchinfo ({url, md5}).")
+    @Option(
+        help:
+            "The manifest format: native (manifest.json), patchinfo ({url, md5}), patchlist (RSA-signed patch list) or offline (H5 offline-package check)."
+    )
     var format: Format = .native
 
     @Option(help: "The package id a patchinfo manifest installs under.")
@@ -44,6 +56,15 @@ struct Sync: AsyncParsableCommand {
     @Flag(help: "Show no progress on stderr.")
     var quiet = false
 
+    @Option(help: "The patch server's RSA public key (PEM) for a patchlist (repeatable, for a key change).")
+    var rsaKey: [String] = []
+
+    @Option(help: "The app's code an offline-package check reports (appCode).")
+    var appCode: String?
+
+    @Option(help: "The platform an offline-package check reports (platform).")
+    var platform = "ios"
+
     @Option(help: "A trusted public key (PEM) for a native manifest (repeatable).")
     var trust: [String] = []
 
@@ -53,7 +74,7 @@ struct Sync: AsyncParsableCommand {
     @Flag(help: "Accept unsigned native manifests (development repositories only; warns on every sync).")
     var allowUnsigned = false
 
-    @Option(help: "The app version the publisher's min/max app version policy is checked against.")
+    @Option(help: "The app version: checked against a native manifest's min/max app version policy, reported by an offline-package check (appVer).")
     var appVersion: String?
 
     @Option(help: "The client id the staged-rollout bucket is derived from (clients with the same id share a bucket).")
@@ -71,6 +92,12 @@ struct Sync: AsyncParsableCommand {
     func validate() throws {
         if format == .native, trust.isEmpty, !allowUnsigned {
             throw ValidationError("a native manifest needs --trust PUBLIC_KEY (or --allow-unsigned for a development repository)")
+        }
+        if format == .patchlist, rsaKey.isEmpty {
+            throw ValidationError("a patchlist needs --rsa-key SERVER_PUBLIC_KEY (the key its MD5s are signed with)")
+        }
+        if format == .offline, appCode == nil || appVersion == nil {
+            throw ValidationError("an offline-package check needs --app-code and --app-version")
         }
         guard lowSpeedTime > 0, timeout > 0 else { throw ValidationError("--low-speed-time and --timeout must be positive") }
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be 1 or more") }
@@ -97,6 +124,16 @@ struct Sync: AsyncParsableCommand {
                     timeouts: timeouts, logger: storeOptions.makeLogger(warnings: true))
             case .patchinfo:
                 source = PatchInfoManifestSource(url: manifestURL, transport: transport, packageID: patchID)
+            case .patchlist:
+                source = SignedPatchListManifestSource(
+                    url: manifestURL, transport: transport, verifier: CryptoVerifier(),
+                    trustedKeys: try readPublicKeys(rsaKey).map { PublicKey(scheme: .rsaPKCS1Raw, pem: $0.pem) },
+                    timeouts: timeouts)
+            case .offline:
+                source = OfflinePackageManifestSource(
+                    url: manifestURL, transport: transport,
+                    app: .init(appCode: appCode ?? "", appVersion: appVersion ?? "", platform: platform),
+                    snapshot: { try await updater.currentSnapshot() }, timeouts: timeouts)
             }
             let display = SyncProgressDisplay()
             let events = updater.events()

@@ -74,6 +74,10 @@ struct HostileCase: Sendable, CustomTestStringConvertible {
             script: "build('a.zip', [Entry('sub/', mode=0o40755, method=0), Entry('link', b'sub', method=0, mode=0o120777), Entry('link/x.txt', b'x')])",
             code: .unsafeEntry, options: ExtractOptions(symlinks: .allowWithinDestination)),
         HostileCase(
+            name: "symlink target CRC disagrees",
+            script: "build('a.zip', [Entry('t.txt', b'x'), Entry('link', b't.txt', method=0, mode=0o120777, crc=1)])",
+            code: .checksumMismatch, options: ExtractOptions(symlinks: .allowWithinDestination)),
+        HostileCase(
             name: "symlink chain climbing out",
             script: "build('a.zip', [Entry('up', b'.', method=0, mode=0o120777), Entry('esc', b'up/../x', method=0, mode=0o120777)])",
             code: .unsafeEntry, options: ExtractOptions(symlinks: .allowWithinDestination)),
@@ -184,6 +188,10 @@ struct HostileCase: Sendable, CustomTestStringConvertible {
             script: "build('a.zip', [Entry('d/' + 'n' * 40, b'x')])", code: .limitExceeded,
             options: ExtractOptions(maxNameLength: 32)),
         HostileCase(
+            name: "name component of 1,000 bytes",
+            script: "build('a.zip', [Entry('ok.txt', b'fine'), Entry('d/' + 'n' * 1000 + '/x.txt', b'x')])",
+            code: .limitExceeded),
+        HostileCase(
             name: "data descriptor CRC disagrees",
             script: "build('a.zip', [Entry('dd.txt', b'D' * 4000, descriptor='sig', descriptor_crc=0x0badf00d)])",
             code: .checksumMismatch),
@@ -220,6 +228,42 @@ struct HostileCase: Sendable, CustomTestStringConvertible {
         await expectHotError(.unsafeEntry) {
             try await backend.unarchiver.entries(of: scratch.path("a.zip"), options: ExtractOptions())
         }
+    }
+
+    /// A name component over 255 bytes (counted in bytes, not characters) is refused while
+    /// the archive is checked, naming the entry, before the file system would refuse it;
+    /// 255 bytes are admitted and written.
+    @Test(arguments: Backend.allCases)
+    func nameComponentOver255BytesIsRefusedUpFront(_ backend: Backend) async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try await Python.run(
+            """
+            from zipcraft import *
+            build('long.zip', [Entry('ok.txt', b'fine'), Entry('d/' + '\\u00e9' * 128 + '.png', b'x')])
+            build('edge.zip', [Entry('d/' + '\\u00e9' * 127 + 'n', b'edge')])
+            """, in: scratch.url)
+        let before = scratch.listing()
+        let destination = scratch.path("out")
+        let long = "d/" + String(repeating: "é", count: 128) + ".png"
+        let listing = await expectHotError(.limitExceeded) {
+            try await backend.unarchiver.entries(of: scratch.path("long.zip"), options: ExtractOptions())
+        }
+        let extraction = await expectHotError(.limitExceeded) {
+            try await backend.unarchiver.extract(scratch.path("long.zip"), to: destination, options: ExtractOptions())
+        }
+        for error in [listing, extraction] {
+            #expect(error?.subject == long)
+            #expect(error?.message.contains("260 bytes") == true)
+            #expect(error?.message.contains("255") == true)
+        }
+        #expect(!FileManager.default.fileExists(atPath: destination.path))
+        #expect(scratch.listing() == before)
+
+        let edge = "d/" + String(repeating: "é", count: 127) + "n"
+        let report = try await backend.unarchiver.extract(scratch.path("edge.zip"), to: destination, options: ExtractOptions())
+        #expect(report.files.map(\.path) == [edge])
+        #expect(try Data(contentsOf: destination.appendingPathComponent(edge)) == Data("edge".utf8))
     }
 
     /// A failure late in a parallel extraction removes everything written so far.

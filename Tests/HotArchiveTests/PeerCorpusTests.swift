@@ -301,11 +301,17 @@ extension PeerCase {
         // test_read_format_zip_7z_lzma: an LZMA-compressed symlink whose target libarchive asserts.
         .same(la + "test_read_format_zip_7z_lzma.zip", "links refused", peer: "LZMA symlink",
               .refuses(.unsafeEntry, mentioning: ["abc_measurement_analysis_sample"])),
-        // Both backends read link targets through the shared plan, which decodes stored and deflate
-        // only: an LZMA-compressed target is refused by both (libarchive asserts the target; we do not
-        // reach it). Reading targets through libarchive in its parallel workers is a known gap.
-        .same(la + "test_read_format_zip_7z_lzma.zip", "links allowed", peer: "LZMA symlink target",
-              unsupported("abc_measurement_analysis_sample", "LZMA"), options: links),
+        // With links allowed, libarchive's backend reads the LZMA target through libarchive (as the peer
+        // does); our reader decodes stored and deflate only and names the entry and the method.
+        PeerCase(
+            file: la + "test_read_format_zip_7z_lzma.zip", variant: "links allowed", peer: "LZMA symlink target",
+            zip: unsupported("abc_measurement_analysis_sample", "LZMA"),
+            libarchive: .reads([
+                "_installdir/abc_tools/2000.9-beta11/bin/abc_measurement_analysis_sample": .symlink(
+                    to: "../samples/abc_measurement_analysis_sample/src/abc_measurement_analysis_sample.py"),
+                "_installdir/abc_tools/2000.9-beta11/samples/abc_measurement_analysis_sample/src/abc_measurement_analysis_sample.py":
+                    .size(250),
+            ]), options: links),
         // test_read_format_zip_bz2_hang_on_invalid: invalid bzip2 data must fail, not hang. It has no
         // central directory (a streaming sample): we refuse it before decoding anything.
         .same(la + "test_read_format_zip_bz2_hang.zip", peer: "ARCHIVE_FATAL, no hang", .refuses(.corruptArchive)),

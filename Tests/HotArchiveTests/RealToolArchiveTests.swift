@@ -182,6 +182,33 @@ import Testing
         try Trees.expectEqual(scratch.path("out"), source)
     }
 
+    /// `zip -y -P`: an encrypted symlink. Ours decrypts its target with the password;
+    /// libarchive would hand back the encrypted bytes as the target, so its backend
+    /// refuses the link, naming it, before anything is written.
+    @Test func encryptedSymlink() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let source = scratch.path("src")
+        try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
+        try Data("target".utf8).write(to: source.appendingPathComponent("t.txt"))
+        try FileManager.default.createSymbolicLink(
+            atPath: source.appendingPathComponent("link").path, withDestinationPath: "t.txt")
+        try await Subprocess.check("zip", ["-q", "-y", "-P", "pass", "../a.zip", "t.txt", "link"], in: source)
+        let archive = scratch.path("a.zip")
+        let options = ExtractOptions(password: "pass", symlinks: .allowWithinDestination)
+
+        let report = try await ZipUnarchiver().extract(archive, to: scratch.path("zip"), options: options)
+        #expect(report.symlinks == ["link"])
+        try Trees.expectEqual(scratch.path("zip"), source)
+
+        let before = scratch.listing()
+        let error = await expectHotError(.unsupportedEncryption) {
+            try await LibArchiveUnarchiver().extract(archive, to: scratch.path("libarchive"), options: options)
+        }
+        #expect(error?.subject == "link")
+        #expect(scratch.listing() == before)
+    }
+
     /// bzip2 (python's ZIP_BZIP2): ours refuses it naming the entry and method; libarchive reads it.
     @Test func bzip2EntryRefusedByZipReadByLibArchive() async throws {
         let scratch = try Scratch()

@@ -55,6 +55,12 @@ struct ScriptPatchTests {
         #expect(try await relaunched.state(of: "zeta") == .installed)
         #expect(try await relaunched.state(of: "mid") == .installed)
 
+        // A sync that leaves the refused version unchanged does not make it look installed.
+        _ = try await relaunched.apply(Manifest(packages: list))
+        #expect(try await relaunched.state(of: "alpha") == .failed)
+        #expect(await fixture.store.snapshot.packages["alpha"]?.lastErrorCode == "activationFailed")
+        #expect(try await relaunched.state(of: "zeta") == .installed)
+
         // Fixed on the app's side: accepted at the next launch, installed again.
         await activator.refuse([])
         let again = await fixture.relaunched().activateInstalledPatches(with: activator)

@@ -60,6 +60,50 @@ struct UpdaterTests {
         #expect(record.previous.map(\.version) == ["3"])
     }
 
+    @Test("a manifest offering the kept previous version restores it without a download")
+    func serverRollbackRestoresKeptVersion() async throws {
+        let fixture = try EngineFixture(keepPreviousVersions: 1)
+        let v1 = try await fixture.publish("images", "1", ["a.png": "1"])
+        let v2 = try await fixture.publish("images", "2", ["a.png": "2"])
+        _ = try await fixture.sync([v1])
+        _ = try await fixture.sync([v2])
+        #expect(await fixture.transport.requestCount(for: v1.url) == 1)
+
+        let plan = try await fixture.updater.plan(for: Manifest(packages: [v1]))
+        #expect(plan.packages.map(\.change) == [.restore])
+        let report = try await fixture.sync([v1])
+        #expect(report.packages.map(\.change) == [.restore])
+        #expect(report.failures.isEmpty)
+        #expect(await fixture.transport.requestCount(for: v1.url) == 1)
+        #expect(try await fixture.contents(of: "images", "a.png") == "1")
+        let record = try #require(await fixture.store.snapshot.packages["images"])
+        #expect(record.active?.version == "1")
+        #expect(record.previous.map(\.version) == ["2"])
+        #expect(record.state == .installed)
+
+        // Forward again: version 2 is the kept one now, so it too comes back from disk.
+        _ = try await fixture.sync([v2])
+        #expect(await fixture.transport.requestCount(for: v2.url) == 1)
+        #expect(try await fixture.contents(of: "images", "a.png") == "2")
+    }
+
+    @Test("a kept version whose tree is gone is downloaded again instead of restored")
+    func serverRollbackToMissingTreeDownloads() async throws {
+        let fixture = try EngineFixture(keepPreviousVersions: 1)
+        let v1 = try await fixture.publish("images", "1", ["a.png": "1"])
+        let v2 = try await fixture.publish("images", "2", ["a.png": "2"])
+        _ = try await fixture.sync([v1])
+        _ = try await fixture.sync([v2])
+        let kept = try #require(await fixture.store.snapshot.packages["images"]?.previous.first)
+        try FileManager.default.removeItem(at: fixture.root.appendingPathComponent(kept.path))
+
+        let report = try await fixture.sync([v1])
+        #expect(report.failures.isEmpty)
+        #expect(await fixture.transport.requestCount(for: v1.url) == 2)
+        #expect(try await fixture.contents(of: "images", "a.png") == "1")
+        #expect(try #require(await fixture.store.snapshot.packages["images"]).active?.version == "1")
+    }
+
     @Test("a failed update leaves the previous version active and every byte intact", arguments: FailureKind.allCases)
     func failureKeepsPrevious(kind: FailureKind) async throws {
         let fixture = try EngineFixture()

@@ -14,14 +14,7 @@ struct CommandLineTests {
 
     /// The `hot` executable built beside the test bundle.
     static func hotExecutable() throws -> URL {
-        var directory = Bundle.main.bundleURL
-        if directory.pathExtension == "xctest" { directory.deleteLastPathComponent() }
-        for candidate in [directory, Bundle.main.bundleURL.deletingLastPathComponent()] {
-            let url = candidate.appendingPathComponent("hot")
-            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-        }
-        Issue.record("the hot executable is not built next to the tests; run `swift build --build-tests` first")
-        throw HotUpdateError(.notFound, "hot executable not found near \(directory.path)")
+        try builtExecutable("hot")
     }
 
     /// Runs `hot`, waiting on a thread of its own (see ``Subprocess``).
@@ -130,27 +123,68 @@ struct CommandLineTests {
         await server.stop()
     }
 
-    @Test("unpack refuses a zip-slip archive, names the entry, and leaves nothing behind")
-    func unpackHostile() async throws {
+    /// A hostile archive for `hot unpack`: Python that writes it to `sys.argv[1]`, extra
+    /// arguments, and the words the one-line error must contain (the entry and the reason).
+    struct HostileUnpack: Sendable, CustomTestStringConvertible {
+        var name: String
+        var script: String
+        var arguments: [String] = []
+        var mentions: [String]
+        var testDescription: String { name }
+    }
+
+    static let hostileUnpacks: [HostileUnpack] = [
+        HostileUnpack(
+            name: "zip-slip", script: #"z.writestr("../../evil.txt", "escaped")"#,
+            mentions: ["../../evil.txt", "'..' component"]),
+        HostileUnpack(
+            name: "absolute path", script: #"z.writestr("/evil-absolute.txt", "escaped")"#,
+            mentions: ["/evil-absolute.txt", "absolute"]),
+        HostileUnpack(
+            name: "symlink",
+            script: """
+                link = zipfile.ZipInfo("link")
+                link.create_system = 3
+                link.external_attr = 0o120777 << 16
+                z.writestr(link, "../../evil.txt")
+                """,
+            mentions: ["link", "symbolic link"]),
+        HostileUnpack(
+            name: "name component over 255 bytes", script: #"z.writestr("d/" + "n" * 300 + ".txt", "x")"#,
+            mentions: [String(repeating: "n", count: 300), "255"]),
+        HostileUnpack(
+            name: "inflates past --max-bytes",
+            script: #"z.writestr("zeros.bin", bytes(4 << 20), compress_type=zipfile.ZIP_DEFLATED)"#,
+            arguments: ["--max-bytes", "1000000"], mentions: ["zeros.bin", "limit of 1000000 bytes"]),
+    ]
+
+    @Test("unpack refuses a hostile archive with both backends, names the entry and the reason, and leaves nothing",
+          arguments: hostileUnpacks)
+    func unpackHostile(_ hostile: HostileUnpack) async throws {
         let work = try makeTemporaryDirectory("unpack")
         let archive = work.appendingPathComponent("evil.zip")
         let script = """
             import zipfile, sys
             with zipfile.ZipFile(sys.argv[1], "w") as z:
                 z.writestr("ok.txt", "fine")
-                z.writestr("../../evil.txt", "escaped")
+            \(hostile.script.split(separator: "\n").map { "    " + $0 }.joined(separator: "\n"))
             """
         try await Subprocess.check("python3", ["-c", script, archive.path])
 
         let destination = work.appendingPathComponent("out")
         for backend in ["zip", "libarchive"] {
             let before = try FileManager.default.contentsOfDirectory(atPath: work.path).sorted()
-            let result = try await Self.run(["unpack", archive.path, destination.path, "--backend", backend])
+            let result = try await Self.run(
+                ["unpack", archive.path, destination.path, "--backend", backend] + hostile.arguments)
             #expect(result.status != 0)
-            #expect(result.stderr.split(separator: "\n").count == 1)
-            #expect(result.stderr.contains("../../evil.txt"))
+            #expect(result.stdout.isEmpty)
+            #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+            for word in hostile.mentions {
+                #expect(result.stderr.contains(word), "\(backend): \(result.stderr)")
+            }
             #expect(try FileManager.default.contentsOfDirectory(atPath: work.path).sorted() == before)
             #expect(!FileManager.default.fileExists(atPath: work.deletingLastPathComponent().appendingPathComponent("evil.txt").path))
+            #expect(!FileManager.default.fileExists(atPath: "/evil-absolute.txt"))
         }
     }
 

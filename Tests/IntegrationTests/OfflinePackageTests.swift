@@ -117,7 +117,8 @@ struct OfflinePackageTests {
         #expect(page.fileURL.path.hasPrefix(page.readAccessRoot.path + "/"))
         #expect(page.version == "1.0.4")
 
-        // The server disables promo: nothing is downloaded or removed, its pages go online.
+        // The server disables promo: nothing is downloaded or removed, the store marks it
+        // disabled, its pages go online.
         try server.answer([
             ["moduleId": "10010", "moduleVer": "1.0.4", "packageUrl": "/packages/home-1.0.4.zip",
              "packageMD5": home1.hex, "mode": 1, "isActive": true],
@@ -129,16 +130,41 @@ struct OfflinePackageTests {
             .init(moduleId: "10020", moduleVer: "1.0.2", isActive: true),
         ])
         #expect(second.inactiveModuleIDs == ["10020"])
+        #expect(second.manifest.disabledPackageIDs == ["10020"])
         let report = try await updater.apply(second.manifest)
-        #expect(!report.changedAnything)
+        #expect(report.packages.filter { $0.change != .unchanged }.map(\.id) == ["10020"])
+        #expect(report.packages.first { $0.id == "10020" }?.change == .disable)
+        #expect(try await updater.state(of: "10020") == .disabled)
         #expect(try await activeVersions(updater) == ["10010": "1.0.4", "10020": "1.0.2"])
+        #expect(try await updater.installedPackages().map(\.id) == ["10010"])
+        let promoTree = try readTree(root.appendingPathComponent("packages/10020/1.0.2"))
+        #expect(promoTree == ["index.html": Data("promo 1.0.2".utf8)])
         let disabled = try await webResolver(updater, inactive: second.inactiveModuleIDs)
         let promoURL = URL(string: "https://m.example.com/promo/")!
         #expect(disabled.resolve(promoURL) == .online(promoURL, reason: .inactive))
         if case .local = disabled.resolve(URL(string: "https://m.example.com/home/")!) {} else {
             Issue.record("the active module stopped resolving locally")
         }
+        // The next check reports it inactive; a sync (not only apply) disables it the same way.
+        let third = try await source.check()
+        #expect(third.reported.last == .init(moduleId: "10020", moduleVer: "1.0.2", isActive: false))
+        #expect(try await updater.sync(from: source).changedAnything == false)
+
+        // Activated again at the installed version: enabled without a download.
+        try server.answer([
+            ["moduleId": "10020", "moduleVer": "1.0.2", "packageUrl": "/packages/promo-1.0.2.zip",
+             "packageMD5": promo1.hex, "mode": 1, "isActive": true],
+        ])
+        let enabled = try await updater.sync(from: source)
+        #expect(enabled.packages.map(\.change) == [.enable])
+        #expect(try await updater.state(of: "10020") == .installed)
+        guard case .local(let promoPage) = try await webResolver(updater).resolve(promoURL) else {
+            Issue.record("the enabled module did not resolve locally")
+            return
+        }
+        #expect(try String(contentsOf: promoPage.fileURL, encoding: .utf8) == "promo 1.0.2")
         #expect(nginx.requestCount(for: "/packages/home-1.0.4.zip") == 1)
+        #expect(nginx.requestCount(for: "/packages/promo-1.0.2.zip") == 1)
         await nginx.stop()
     }
 

@@ -55,15 +55,21 @@ struct PublisherWorkflowTests {
         try await Self.hot(sign)
         #expect(try await syncAndResolve() == ("config 2", "2 installed"))
 
+        let v1File = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: repo + "/packages").first { $0.hasPrefix("app-1-") })
+        _ = await server.waitForRequests(path: "/manifest.json", count: 2)
+        #expect(server.requestCount(for: "/packages/\(v1File)") == 1)
+
         try await Self.hot(["rollback", "app", "--repo", repo])
         try await Self.hot(sign)
         #expect(try await syncAndResolve() == ("config 1", "1 installed"))
+        // The rolled-back version is the one kept for rollback: restored from disk, not downloaded.
+        _ = await server.waitForRequests(path: "/manifest.json", count: 3)
+        #expect(server.requestCount(for: "/packages/\(v1File)") == 1)
 
         try await Self.hot(["disable", "app", "--repo", repo])
         try await Self.hot(sign)
         #expect(try await syncAndResolve() == ("config bundled", "1 disabled"))
-        let v1File = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: repo + "/packages").first { $0.hasPrefix("app-1-") })
         let downloadsBefore = server.requestCount(for: "/packages/\(v1File)")
 
         try await Self.hot(["enable", "app", "--repo", repo])

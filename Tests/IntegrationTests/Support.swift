@@ -128,3 +128,19 @@ func makeUpdater(
             timeouts: TransportTimeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
 }
+
+/// An executable product (`hot`, an example) built beside the test bundle.
+func builtExecutable(_ name: String) throws -> URL {
+    var directory = Bundle.main.bundleURL
+    if directory.pathExtension == "xctest" { directory.deleteLastPathComponent() }
+    for candidate in [directory, Bundle.main.bundleURL.deletingLastPathComponent()] {
+        let url = candidate.appendingPathComponent(name)
+        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+    }
+    Issue.record("the \(name) executable is not built next to the tests; run `swift build --build-tests` first")
+    throw HotUpdateError(.notFound, "\(name) executable not found near \(directory.path)")
+}
+
+/// The package's source directory (for the examples' files).
+let packageDirectory = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -1,5 +1,6 @@
 #if canImport(CHotArchive)
 import CHotArchive
+import CHotZlib
 import Foundation
 import HotCore
 
@@ -16,9 +17,13 @@ import HotCore
 /// so both unarchivers write the same tree. libarchive runs on threads of their own
 /// with a UTF-8 `LC_CTYPE` for those threads only, so non-ASCII names convert. Limits
 /// are enforced on the data blocks as libarchive delivers them; entries go into a
-/// staging directory renamed onto the destination at the end. WinZip AES entries whose
-/// data libarchive decrypts but cannot then decompress (3.6.2 with bzip2, LZMA, PPMd, xz
-/// or zstd inside) are ``HotUpdateError/Code/unsupportedMethod``.
+/// staging directory renamed onto the destination at the end. When links are allowed,
+/// their targets come from libarchive too (it decodes them with the header, in any method
+/// it reads, LZMA included), are checked against the declared size and CRC-32, and are
+/// admitted by the shared validator before any file is written; an encrypted link, whose
+/// target libarchive does not decrypt, is ``HotUpdateError/Code/unsupportedEncryption``.
+/// WinZip AES entries whose data libarchive decrypts but cannot then decompress (3.6.2
+/// with bzip2, LZMA, PPMd, xz or zstd inside) are ``HotUpdateError/Code/unsupportedMethod``.
 ///
 /// libarchive is only the decoder (`archive_read_data_block`); `archive_write_disk`
 /// is not used. Files are created by the staging area ``ZipUnarchiver`` writes
@@ -60,20 +65,8 @@ public struct LibArchiveUnarchiver: Unarchiver {
     /// let entries = try await LibArchiveUnarchiver().entries(of: zip, options: ExtractOptions())
     /// ```
     public func entries(of archive: URL, options: ExtractOptions) async throws -> [ArchiveEntry] {
-        try await BlockingThreads.perform {
-            do {
-                let plan = try ZipArchivePlan.make(try ReadOnlyFile(archive), options: options)
-                // Nothing for libarchive to decode in an archive that is just an end record.
-                guard !plan.entries.isEmpty || !plan.rootEntries.isEmpty else { return [] }
-                try withUTF8ThreadLocale {
-                    let reader = try LibArchiveReader(archive: archive, plan: plan, password: options.password)
-                    while try reader.nextEntry() != nil {}
-                    try reader.expectAllSeen()
-                }
-                return plan.entries.map(\.archiveEntry)
-            } catch {
-                throw HotUpdateError.wrap(error, as: .fileSystem, "listing '\(archive.lastPathComponent)'")
-            }
+        try await ZipArchivePlan.entries(of: archive) { file in
+            try Self.plan(file, archive: archive, options: options, readsAll: true)
         }
     }
 
@@ -96,60 +89,68 @@ public struct LibArchiveUnarchiver: Unarchiver {
         _ archive: URL, to destination: URL, options: ExtractOptions,
         progress: (@Sendable (ExtractionProgress) -> Void)?
     ) async throws -> ExtractionReport {
-        try Task.checkCancellation()
         let name = archive.lastPathComponent
-        let (plan, staging) = try await BlockingThreads.perform {
-            do {
-                let plan = try ZipArchivePlan.make(try ReadOnlyFile(archive), options: options)
-                for entry in plan.entries where entry.kind == .file && entry.record.isEncrypted {
-                    if entry.record.flags & ZipFormat.flagStrongEncryption != 0 {
-                        throw ArchiveError.make(
-                            .unsupportedEncryption, name, "it uses PKWARE strong encryption, which is not supported",
-                            entry: entry.name)
-                    }
-                    if options.password == nil {
-                        throw ArchiveError.make(
-                            .passwordRequired, name, "it is encrypted and no password was given", entry: entry.name)
-                    }
+        return try await StagingArea.extract(archive, to: destination, options: options, progress: progress) { file in
+            let plan = try Self.plan(file, archive: archive, options: options, readsAll: false)
+            for entry in plan.entries where entry.kind == .file && entry.record.isEncrypted {
+                if entry.record.flags & ZipFormat.flagStrongEncryption != 0 {
+                    throw ArchiveError.make(
+                        .unsupportedEncryption, name, "it uses PKWARE strong encryption, which is not supported",
+                        entry: entry.name)
                 }
-                return (plan, try StagingArea.create(for: destination))
-            } catch {
-                throw HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'")
+                if options.password == nil {
+                    throw ArchiveError.make(
+                        .passwordRequired, name, "it is encrypted and no password was given", entry: entry.name)
+                }
             }
-        }
-        let state = ExtractionState(
-            archive: name, workCount: 0, entriesTotal: plan.entries.count, bytesTotal: plan.declaredBytes,
-            maxTotalBytes: options.maxTotalBytes, progress: progress)
-        do {
-            try staging.createDirectories(plan.directories)
-            let explicitDirectories = plan.entries.count(where: { $0.kind == .directory })
-            if explicitDirectories > 0 { state.finished(entries: explicitDirectories) }
-
-            let cores = options.concurrency > 0 ? options.concurrency : ProcessInfo.processInfo.activeProcessorCount
+            return plan
+        } run: { _, plan, staging, state, workers in
             let fileCount = plan.entries.count(where: { $0.kind == .file })
-            let shares = Shares(plan: plan, workers: min(max(1, cores), max(1, fileCount)))
-            await withTaskCancellationHandler {
-                await BlockingThreads.run(count: shares.count) { worker in
-                    do {
-                        try withUTF8ThreadLocale {
-                            try Self.work(
-                                worker, shares: shares, archive: archive, plan: plan, staging: staging,
-                                options: options, state: state)
-                        }
-                    } catch {
-                        state.fail(HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'"))
+            let shares = Shares(plan: plan, workers: min(workers, max(1, fileCount)))
+            await BlockingThreads.run(count: shares.count) { worker in
+                do {
+                    try withUTF8ThreadLocale {
+                        try Self.work(
+                            worker, shares: shares, archive: archive, plan: plan, staging: staging,
+                            options: options, state: state)
                     }
+                } catch {
+                    state.fail(HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'"))
                 }
-            } onCancel: {
-                state.cancel()
             }
-            if let failure = state.outcome { throw failure }
-
-            return try staging.finish(plan, state)
-        } catch {
-            staging.discard()
-            throw HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'")
         }
+    }
+
+    /// The archive's plan, with its symlink targets as libarchive decodes them (any method
+    /// it reads; encrypted links are ``HotUpdateError/Code/unsupportedEncryption``), each
+    /// checked against the entry's declared size and CRC-32 and admitted by the plan's
+    /// validator before anything is written.
+    ///
+    /// - Parameter readsAll: Whether libarchive reads every header even when there is no
+    ///   link (a listing's check that libarchive reads the archive at all).
+    private static func plan(_ file: ReadOnlyFile, archive: URL, options: ExtractOptions, readsAll: Bool) throws
+        -> ZipArchivePlan
+    {
+        var plan = try ZipArchivePlan.make(file, options: options, readsLinkTargets: false)
+        let links = plan.entries.indices.filter { plan.entries[$0].kind == .symlink }
+        // libarchive reads a link's target with its header and does not decrypt it.
+        if let encrypted = links.first(where: { plan.entries[$0].record.isEncrypted }) {
+            throw ArchiveError.make(
+                .unsupportedEncryption, file.displayName,
+                "it is an encrypted symlink, whose target libarchive does not decrypt",
+                entry: plan.entries[encrypted].name)
+        }
+        // Nothing for libarchive to decode in an archive that is just an end record.
+        guard readsAll || !links.isEmpty, !plan.entries.isEmpty || !plan.rootEntries.isEmpty else { return plan }
+        try withUTF8ThreadLocale {
+            let reader = try LibArchiveReader(archive: archive, plan: plan, password: options.password)
+            while let index = try reader.nextEntry() {
+                guard plan.entries[index].kind == .symlink else { continue }
+                try plan.admitLinkTarget(try reader.linkTarget(of: plan.entries[index]), at: index)
+            }
+            try reader.expectAllSeen()
+        }
+        return plan
     }
 
     /// One worker: reads the archive with its own libarchive handle up to the end of its
@@ -263,6 +264,8 @@ private final class LibArchiveReader {
     private static let root = -1
     private var seen: Set<Int> = []
     private var current: String?
+    /// libarchive's header of the current entry (valid until the next `nextEntry`).
+    private var currentHeader: OpaquePointer?
 
     init(archive: URL, plan: ZipArchivePlan, password: String?) throws {
         archiveName = archive.lastPathComponent
@@ -344,12 +347,39 @@ private final class LibArchiveReader {
         }
         let planned = plan.entries[index]
         current = planned.name
+        currentHeader = entry
         // libarchive's own view of the name must be safe too (defence in depth).
         if let raw = archive_entry_pathname(entry) {
             _ = try EntryPathValidator.components(
                 of: String(cString: raw), archive: archiveName, maxNameLength: Int.max)
         }
         return index
+    }
+
+    /// The target of the current entry, a symlink, as libarchive decoded it while reading
+    /// its header, checked against the size and CRC-32 the archive declares for it.
+    ///
+    /// - Throws: `.corruptArchive` without a target or with another size,
+    ///   `.checksumMismatch` when the CRC-32 differs.
+    func linkTarget(of entry: PlannedEntry) throws -> [UInt8] {
+        guard let header = currentHeader, let target = archive_entry_symlink(header) else {
+            throw ArchiveError.corrupt(archiveName, "libarchive read no target for this symlink", entry: entry.name)
+        }
+        let bytes = Array(UnsafeRawBufferPointer(start: target, count: strlen(target)))
+        guard UInt64(bytes.count) == entry.record.uncompressedSize else {
+            throw ArchiveError.corrupt(
+                archiveName,
+                "its link target is \(bytes.count) bytes long, not the \(entry.record.uncompressedSize) it declares",
+                entry: entry.name)
+        }
+        let crc = bytes.withUnsafeBufferPointer { UInt32(truncatingIfNeeded: crc32(0, $0.baseAddress, uInt($0.count))) }
+        guard crc == entry.record.crc32 else {
+            throw ArchiveError.make(
+                .checksumMismatch, archiveName,
+                "its link target's CRC-32 is \(hex(crc)) but the archive declares \(hex(entry.record.crc32))",
+                entry: entry.name)
+        }
+        return bytes
     }
 
     /// Whether libarchive has returned the plan's entry `index`.

@@ -9,7 +9,9 @@ import HotCore
 /// separator too), duplicates after normalisation, a file and a directory with
 /// the same path, anything beneath a file or a symlink, and symlink targets
 /// that leave the destination or pass through another symlink.
-/// Names longer than the limit are refused with ``HotUpdateError/Code/limitExceeded``.
+/// Names longer than the limit, and names with a component longer than
+/// ``maxComponentLength`` bytes (which no common file system stores), are refused
+/// with ``HotUpdateError/Code/limitExceeded`` before anything is written.
 ///
 /// Normalisation drops `.` and empty components and turns `\` into `/`, so
 /// `a\b.txt` and `./a//b.txt` both become `a/b.txt`.
@@ -19,6 +21,10 @@ struct EntryPathValidator {
         case symlink
         case directory(explicit: Bool)
     }
+
+    /// The longest path component, in bytes, that is admitted: `NAME_MAX` of Linux,
+    /// macOS and Windows file systems alike.
+    static let maxComponentLength = 255
 
     let archive: String
     let maxNameLength: Int
@@ -57,6 +63,12 @@ struct EntryPathValidator {
                 throw ArchiveError.unsafe(archive, "the path has a '..' component", entry: name)
             }
             if component == "." { continue }
+            guard component.utf8.count <= maxComponentLength else {
+                throw ArchiveError.limit(
+                    archive,
+                    "its path has a component of \(component.utf8.count) bytes, more than the \(maxComponentLength) a file system accepts",
+                    entry: name)
+            }
             kept.append(component)
         }
         guard !kept.isEmpty else { throw ArchiveError.unsafe(archive, "the name names no file", entry: name) }

@@ -14,7 +14,6 @@ final class ExtractionState: @unchecked Sendable {
     private let maxTotalBytes: Int64
     private let progress: (@Sendable (ExtractionProgress) -> Void)?
     private var next = 0
-    private let workCount: Int
     private var failure: HotUpdateError?
     private var cancelled = false
     private var current: ExtractionProgress
@@ -22,22 +21,21 @@ final class ExtractionState: @unchecked Sendable {
     private var files: [(Int, ExtractedFile)] = []
 
     init(
-        archive: String, workCount: Int, entriesTotal: Int, bytesTotal: Int64, maxTotalBytes: Int64,
+        archive: String, entriesTotal: Int, bytesTotal: Int64, maxTotalBytes: Int64,
         progress: (@Sendable (ExtractionProgress) -> Void)?
     ) {
         self.archive = archive
-        self.workCount = workCount
         self.maxTotalBytes = maxTotalBytes
         self.progress = progress
         self.current = ExtractionProgress(
             entriesCompleted: 0, entriesTotal: entriesTotal, bytesWritten: 0, bytesTotal: bytesTotal)
     }
 
-    /// The next piece of work, or nil when there is none left or the extraction is stopping.
-    func claim() -> Int? {
+    /// The next of `count` pieces of work, or nil when there is none left or the extraction is stopping.
+    func claim(of count: Int) -> Int? {
         lock.lock()
         defer { lock.unlock() }
-        guard failure == nil, !cancelled, next < workCount else { return nil }
+        guard failure == nil, !cancelled, next < count else { return nil }
         next += 1
         return next - 1
     }

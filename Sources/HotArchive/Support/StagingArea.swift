@@ -19,6 +19,9 @@ struct StagingArea: Sendable {
     let destination: String
     /// The staging directory's absolute path.
     let root: String
+    /// Whether the process umask may take owner bits from the modes files are created
+    /// with, so each needs an `fchmod` after `open` (true unless the umask is known).
+    let umaskMasksOwnerBits: Bool
 
     /// Checks `destination` and creates the staging directory beside it.
     ///
@@ -59,7 +62,31 @@ struct StagingArea: Sendable {
         guard mkdir(root, 0o700) == 0 else {
             throw ArchiveError.system("creating staging directory", path: root, errno: errno)
         }
-        return StagingArea(destination: destinationPath, root: root)
+        let umask = processUmask()
+        return StagingArea(
+            destination: destinationPath, root: root, umaskMasksOwnerBits: umask.map { $0 & 0o700 != 0 } ?? true)
+    }
+
+    /// The process umask, read without changing it (`umask(2)` can only set it, and setting
+    /// it would race with other threads creating files): Linux reports it in
+    /// `/proc/self/status`. Nil where it cannot be read.
+    private static func processUmask() -> mode_t? {
+        let fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes += chunk[..<count]
+        }
+        for line in bytes.split(separator: UInt8(ascii: "\n")) where line.starts(with: Array("Umask:".utf8)) {
+            let digits = line.dropFirst(6).filter { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }
+            return mode_t(String(decoding: digits, as: UTF8.self), radix: 8)
+        }
+        return nil
     }
 
     private static func isEmptyDirectory(_ path: String) throws -> Bool {
@@ -95,7 +122,7 @@ struct StagingArea: Sendable {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(mode))
         guard fd >= 0 else { throw ArchiveError.system("creating file", path: path, errno: errno) }
         // The process umask must not change the owner bits the policy grants.
-        if fchmod(fd, mode_t(mode)) != 0 {
+        if umaskMasksOwnerBits, fchmod(fd, mode_t(mode)) != 0 {
             let code = errno
             close(fd)
             throw ArchiveError.system("setting the mode of", path: path, errno: code)
@@ -145,10 +172,66 @@ func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: @autoclosure (
 }
 
 extension StagingArea {
+    /// Runs one extraction of `archive` into `destination`, all or nothing: the part
+    /// both unarchivers share.
+    ///
+    /// Off the cooperative pool, `makePlan` reads and checks the archive (nothing is
+    /// written before it succeeds) and the staging directory is created beside the
+    /// destination; then the plan's directories are created, `run` writes the files
+    /// (on threads of its own, recording failures in the state), and ``finish(_:_:)``
+    /// creates the links and moves the tree into place. On any failure or cancellation
+    /// the staging directory is removed and the destination is left as it was.
+    ///
+    /// - Parameters:
+    ///   - makePlan: Reads the archive's structure and admits its entries.
+    ///   - run: Writes the plan's files into the staging area, given how many workers
+    ///     the options allow (``ExtractOptions/concurrency``, or one per active core).
+    /// - Throws: ``HotUpdateError``, from the plan, the workers or the file system.
+    static func extract(
+        _ archive: URL, to destination: URL, options: ExtractOptions,
+        progress: (@Sendable (ExtractionProgress) -> Void)?,
+        plan makePlan: @escaping @Sendable (ReadOnlyFile) throws -> ZipArchivePlan,
+        run: (_ file: ReadOnlyFile, _ plan: ZipArchivePlan, _ staging: StagingArea, _ state: ExtractionState,
+              _ workers: Int) async -> Void
+    ) async throws -> ExtractionReport {
+        try Task.checkCancellation()
+        let name = archive.lastPathComponent
+        let (file, plan, staging) = try await BlockingThreads.perform {
+            do {
+                let file = try ReadOnlyFile(archive)
+                let plan = try makePlan(file)
+                return (file, plan, try StagingArea.create(for: destination))
+            } catch {
+                throw HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'")
+            }
+        }
+        let state = ExtractionState(
+            archive: name, entriesTotal: plan.entries.count, bytesTotal: plan.declaredBytes,
+            maxTotalBytes: options.maxTotalBytes, progress: progress)
+        do {
+            try staging.createDirectories(plan.directories)
+            let explicitDirectories = plan.entries.count(where: { $0.kind == .directory })
+            if explicitDirectories > 0 { state.finished(entries: explicitDirectories) }
+
+            let workers = options.concurrency > 0 ? options.concurrency : ProcessInfo.processInfo.activeProcessorCount
+            await withTaskCancellationHandler {
+                await run(file, plan, staging, state, max(1, workers))
+            } onCancel: {
+                state.cancel()
+            }
+            if let failure = state.outcome { throw failure }
+
+            return try staging.finish(plan, state)
+        } catch {
+            staging.discard()
+            throw HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'")
+        }
+    }
+
     /// Ends a successful extraction: creates the plan's symlinks last, once every file is
     /// written and closed, so nothing is ever written through one; moves the staging
     /// directory into place; and reports what was written.
-    func finish(_ plan: ZipArchivePlan, _ state: ExtractionState) throws -> ExtractionReport {
+    private func finish(_ plan: ZipArchivePlan, _ state: ExtractionState) throws -> ExtractionReport {
         var links: [String] = []
         for entry in plan.entries where entry.kind == .symlink {
             guard let target = entry.linkTarget else {

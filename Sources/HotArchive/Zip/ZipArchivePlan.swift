@@ -1,3 +1,4 @@
+import Foundation
 import HotCore
 
 /// One entry, decoded and admitted: its safe relative path, kind and the mode it gets.
@@ -48,7 +49,8 @@ struct ZipArchivePlan: Sendable {
     ///
     /// - Parameter readsLinkTargets: Whether symlink targets are decoded here (with
     ///   ``EntryDataReader``, stored and deflate only) and checked; when false the caller
-    ///   decodes them and hands each to ``admitLinkTarget(_:at:)`` before creating any link.
+    ///   decodes them (``LibArchiveUnarchiver`` through libarchive, any method it reads)
+    ///   and hands each to ``admitLinkTarget(_:at:)`` before anything is written.
     /// - Throws: ``HotUpdateError``: structure errors, `.unsafeEntry`, `.limitExceeded`.
     static func make(_ file: ReadOnlyFile, options: ExtractOptions, readsLinkTargets: Bool = true) throws
         -> ZipArchivePlan
@@ -105,6 +107,20 @@ struct ZipArchivePlan: Sendable {
         return ZipArchivePlan(
             directory: directory, entries: entries, rootEntries: rootEntries, directories: validator.directories,
             declaredBytes: declared, validator: validator)
+    }
+
+    /// The listing of `archive`: the entries of the plan `make` builds from it, read off
+    /// the cooperative pool; failures are wrapped as failures to list the archive.
+    static func entries(
+        of archive: URL, _ make: @escaping @Sendable (ReadOnlyFile) throws -> ZipArchivePlan
+    ) async throws -> [ArchiveEntry] {
+        try await BlockingThreads.perform {
+            do {
+                return try make(try ReadOnlyFile(archive)).entries.map(\.archiveEntry)
+            } catch {
+                throw HotUpdateError.wrap(error, as: .fileSystem, "listing '\(archive.lastPathComponent)'")
+            }
+        }
     }
 
     /// Checks and records the target of the symlink at `index`, decoded by another reader.

@@ -32,8 +32,9 @@ import HotCore
 ///   directory is needed, devices, FIFOs and sockets, and symlinks unless
 ///   ``ExtractOptions/symlinks`` is ``SymlinkPolicy/allowWithinDestination`` and the
 ///   target stays inside (then the links are created last, and no entry may lie beneath one);
-/// - ``HotUpdateError/Code/limitExceeded``: too many entries, a name too long, declared
-///   sizes over ``ExtractOptions/maxTotalBytes``, a compression ratio over the limit;
+/// - ``HotUpdateError/Code/limitExceeded``: too many entries, a name too long or with a
+///   component over 255 bytes, declared sizes over ``ExtractOptions/maxTotalBytes``, a
+///   compression ratio over the limit;
 /// - ``HotUpdateError/Code/unsupportedMethod`` and ``HotUpdateError/Code/unsupportedEncryption``
 ///   (WinZip AES, PKWARE strong encryption), ``HotUpdateError/Code/passwordRequired``.
 ///
@@ -79,14 +80,7 @@ public struct ZipUnarchiver: Unarchiver {
     /// let names = try await ZipUnarchiver().entries(of: zip, options: ExtractOptions()).map(\.path)
     /// ```
     public func entries(of archive: URL, options: ExtractOptions) async throws -> [ArchiveEntry] {
-        try await BlockingThreads.perform {
-            do {
-                let file = try ReadOnlyFile(archive)
-                return try ZipArchivePlan.make(file, options: options).entries.map(\.archiveEntry)
-            } catch {
-                throw HotUpdateError.wrap(error, as: .fileSystem, "listing '\(archive.lastPathComponent)'")
-            }
-        }
+        try await ZipArchivePlan.entries(of: archive) { file in try ZipArchivePlan.make(file, options: options) }
     }
 
     /// Extracts `archive` into `destination`, all or nothing.
@@ -116,48 +110,21 @@ public struct ZipUnarchiver: Unarchiver {
         _ archive: URL, to destination: URL, options: ExtractOptions,
         progress: (@Sendable (ExtractionProgress) -> Void)?
     ) async throws -> ExtractionReport {
-        try Task.checkCancellation()
         let name = archive.lastPathComponent
-        let (file, plan, staging) = try await BlockingThreads.perform {
-            do {
-                let file = try ReadOnlyFile(archive)
-                let plan = try ZipArchivePlan.make(file, options: options)
-                for entry in plan.entries where entry.kind == .file {
-                    try EntryDataReader.checkReadable(
-                        entry.record, name: entry.name, archive: name, hasPassword: options.password != nil)
-                }
-                let staging = try StagingArea.create(for: destination)
-                return (file, plan, staging)
-            } catch {
-                throw HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'")
+        return try await StagingArea.extract(archive, to: destination, options: options, progress: progress) { file in
+            let plan = try ZipArchivePlan.make(file, options: options)
+            for entry in plan.entries where entry.kind == .file {
+                try EntryDataReader.checkReadable(
+                    entry.record, name: entry.name, archive: name, hasPassword: options.password != nil)
             }
-        }
-        // Largest first, so one big file does not finish alone while the other workers idle.
-        let fileIndices = plan.entries.indices.filter { plan.entries[$0].kind == .file }
-            .sorted { plan.entries[$0].record.uncompressedSize > plan.entries[$1].record.uncompressedSize }
-        let state = ExtractionState(
-            archive: name, workCount: fileIndices.count, entriesTotal: plan.entries.count,
-            bytesTotal: plan.declaredBytes, maxTotalBytes: options.maxTotalBytes, progress: progress)
-        do {
-            try staging.createDirectories(plan.directories)
-            let explicitDirectories = plan.entries.count(where: { $0.kind == .directory })
-            if explicitDirectories > 0 { state.finished(entries: explicitDirectories) }
-
-            let cores = options.concurrency > 0 ? options.concurrency : ProcessInfo.processInfo.activeProcessorCount
-            let workers = min(max(1, cores), fileIndices.count)
-            await withTaskCancellationHandler {
-                await BlockingThreads.run(count: workers) { _ in
-                    Self.work(file: file, plan: plan, fileIndices: fileIndices, staging: staging, options: options, state: state)
-                }
-            } onCancel: {
-                state.cancel()
+            return plan
+        } run: { file, plan, staging, state, workers in
+            // Largest first, so one big file does not finish alone while the other workers idle.
+            let fileIndices = plan.entries.indices.filter { plan.entries[$0].kind == .file }
+                .sorted { plan.entries[$0].record.uncompressedSize > plan.entries[$1].record.uncompressedSize }
+            await BlockingThreads.run(count: min(workers, fileIndices.count)) { _ in
+                Self.work(file: file, plan: plan, fileIndices: fileIndices, staging: staging, options: options, state: state)
             }
-            if let failure = state.outcome { throw failure }
-
-            return try staging.finish(plan, state)
-        } catch {
-            staging.discard()
-            throw HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'")
         }
     }
 
@@ -167,7 +134,7 @@ public struct ZipUnarchiver: Unarchiver {
         state: ExtractionState
     ) {
         let reader = EntryDataReader(file: file, password: options.password)
-        while let slot = state.claim() {
+        while let slot = state.claim(of: fileIndices.count) {
             let index = fileIndices[slot]
             let entry = plan.entries[index]
             do {

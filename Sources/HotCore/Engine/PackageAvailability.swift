@@ -13,6 +13,7 @@ extension StoreSnapshot {
         }
         record.state = entry.change == .disable ? .disabled : .installed
         record.lastError = nil
+        record.lastErrorCode = nil
         packages[entry.id] = record
         logger.info(
             entry.change == .disable ? "disabled" : "enabled",

@@ -15,6 +15,9 @@ public struct PackageChange: Hashable, Sendable, CustomStringConvertible {
     /// The manifest offers the disabled package's installed version again: resolve from it
     /// again, with no download.
     public static let enable = PackageChange("enable")
+    /// The manifest offers a version kept for rollback (a server-side rollback): make it
+    /// active again, with no download.
+    public static let restore = PackageChange("restore")
     public var description: String { name }
 
     /// Whether the change downloads anything.
@@ -68,7 +71,9 @@ public struct UpdatePlan: Hashable, Sendable {
     /// have one, else MD5) match the active version; otherwise it is added or updated.
     /// When the manifest is complete, installed packages it does not list are removed.
     /// An installed package the manifest disables is disabled (its files stay); when the
-    /// manifest offers its installed version again, it is enabled without a download.
+    /// manifest offers its installed version again, it is enabled without a download. When
+    /// it offers a version kept for rollback (same version and digest), that version is
+    /// restored without a download.
     public static func make(manifest: Manifest, snapshot: StoreSnapshot) -> UpdatePlan {
         var entries: [PackagePlan] = []
         for offered in manifest.packages {
@@ -76,7 +81,13 @@ public struct UpdatePlan: Hashable, Sendable {
             let installed = record?.active
             let change: PackageChange
             if let installed {
-                change = Self.isSame(offered, installed) ? (record?.state == .disabled ? .enable : .unchanged) : .update
+                if Self.isSame(offered, installed) {
+                    change = record?.state == .disabled ? .enable : .unchanged
+                } else if record?.previous.contains(where: { Self.isSame(offered, $0) }) == true {
+                    change = .restore
+                } else {
+                    change = .update
+                }
             } else {
                 change = .add
             }

@@ -226,6 +226,7 @@ extension Updater {
             guard record.state != found, !health.isHealthy || wasDamaged else { return false }
             record.state = found
             record.lastError = reason?.description
+            record.lastErrorCode = reason?.code.description
             next.packages[id] = record
             try await self.commit(next)
             return true

@@ -235,6 +235,7 @@ extension Updater {
         }
         record.state = .installed
         record.lastError = nil
+        record.lastErrorCode = nil
         next.packages[id] = record
         try await commit(next)
         fileLists[active.path] = FileList(files: files)
@@ -264,6 +265,7 @@ extension Updater {
                 var record = next.packages[id] ?? InstallRecord(id: id, state: .failed, active: nil)
                 record.state = .failed
                 record.lastError = error.description
+                record.lastErrorCode = error.code.description
                 next.packages[id] = record
                 try await self.commit(next)
             }

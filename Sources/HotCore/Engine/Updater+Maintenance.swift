@@ -24,23 +24,40 @@ extension Updater {
     /// - Parameter packageID: The package.
     /// - Throws: ``HotUpdateError/Code/notFound`` when the package has no previous version.
     public func rollback(packageID: String) async throws {
-        try await serialized { try await self.performRollback(packageID: packageID) }
+        try await serialized { _ = try await self.performRollback(packageID: packageID) { _ in true } }
     }
 
-    private func performRollback(packageID: String) async throws {
+    /// Makes the newest previous version that `matches` active again, and the active one
+    /// previous; the files are already in place, so nothing is downloaded.
+    ///
+    /// A kept version whose tree has lost files is not restored: the caller downloads it
+    /// again (or ``repair(packageID:)`` puts it back) instead.
+    func performRollback(
+        packageID: String, to matches: (InstalledVersion) -> Bool
+    ) async throws -> InstalledVersion {
         var next = try await open()
-        guard var record = next.packages[packageID], !record.previous.isEmpty else {
+        guard var record = next.packages[packageID],
+            let index = record.previous.firstIndex(where: matches)
+        else {
             throw HotUpdateError(.notFound, "no previous version to roll back to", packageID: packageID)
         }
-        let restored = record.previous.removeFirst()
+        let restored = record.previous.remove(at: index)
+        let directory = try layout.url(forRelativePath: restored.path)
+        guard FileSystem.isDirectory(directory) else {
+            throw HotUpdateError(
+                .notFound, "the kept version \(restored.version) is no longer on disk", packageID: packageID,
+                subject: restored.path)
+        }
         if let active = record.active { record.previous.insert(active, at: 0) }
         record.active = restored
         record.state = .installed
         record.lastError = nil
+        record.lastErrorCode = nil
         next.packages[packageID] = record
         try await commit(next)
         hub.publish(packageID, restored.version, .installed)
         logger.info("rolled back", metadata: ["package": "\(packageID)", "version": "\(restored.version)"])
+        return restored
     }
 
     /// Deletes a package: every version of it, its record, and the objects no other

@@ -89,9 +89,25 @@ extension Updater {
     }
 
     /// Applies a change that downloads nothing: unchanged (already settled by
-    /// ``recordPlannedStates(_:)``) or remove.
+    /// ``recordPlannedStates(_:)``), restore or remove.
     private func applyLocally(_ entry: PackagePlan) async -> PackageOutcome {
         switch entry.change {
+        case .restore:
+            guard let offered = entry.offered else { break }
+            do {
+                let restored = try await serialized {
+                    try await self.performRollback(packageID: entry.id) { UpdatePlan.isSame(offered, $0) }
+                }
+                return PackageOutcome(id: entry.id, change: .restore, activeVersion: restored.version)
+            } catch let error as HotUpdateError where error.code == .notFound {
+                // The kept tree is gone: fetch the version like any other.
+                logger.notice("the kept version is gone; downloading it", metadata: ["package": "\(entry.id)"])
+                return await download(entry, offered)
+            } catch {
+                return PackageOutcome(
+                    id: entry.id, change: .restore, activeVersion: entry.installed?.version,
+                    error: HotUpdateError.wrap(error, as: .fileSystem, "cannot restore", packageID: entry.id))
+            }
         case .remove:
             do {
                 _ = try await serialized { try await self.performRemove(packageID: entry.id, missingIsError: false) }
@@ -103,8 +119,9 @@ extension Updater {
                     error: HotUpdateError.wrap(error, as: .fileSystem, "cannot remove", packageID: entry.id))
             }
         default:
-            return PackageOutcome(id: entry.id, change: entry.change, activeVersion: entry.installed?.version)
+            break
         }
+        return PackageOutcome(id: entry.id, change: entry.change, activeVersion: entry.installed?.version)
     }
 
     /// Records what the plan found, in one commit and only if anything changes: a package to
@@ -132,13 +149,18 @@ extension Updater {
             case .add: state = .new
             case .update: state = .updateAvailable
             case .unchanged:
-                guard [.failed, .new, .updateAvailable].contains(record.state) else { continue }
+                guard [.failed, .new, .updateAvailable].contains(record.state), !record.activationFailed else {
+                    continue
+                }
                 state = .installed
             default: continue
             }
             guard next.packages[entry.id] == nil || record.state != state else { continue }
             record.state = state
-            if state == .installed { record.lastError = nil }
+            if state == .installed {
+                record.lastError = nil
+                record.lastErrorCode = nil
+            }
             next.packages[entry.id] = record
             changes.append(PackageStateChange(id: entry.id, version: entry.offered?.version, state: state))
         }

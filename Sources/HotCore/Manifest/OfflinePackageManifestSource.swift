@@ -27,9 +27,12 @@ import Foundation
 ///   a patch cannot be applied safely: in patch mode the full package (`packageUrl`,
 ///   `packageMD5`) is installed instead, which gives the same result for more bytes.
 ///   ``ModuleUpdate/requestedMode`` tells what the server asked for.
-/// - `isActive: false` (also `0` or `"false"`) disables the module: nothing is downloaded and
-///   its id is in ``Check/inactiveModuleIDs``; the app shows the online page instead (see
-///   `WebModuleResolver` in HotAssets) until the server activates it again.
+/// - `isActive: false` (also `0` or `"false"`) disables the module: nothing is downloaded, its
+///   id is in ``Check/inactiveModuleIDs`` and in the manifest's
+///   ``Manifest/disabledPackageIDs``, so a sync marks an installed module
+///   ``PackageState/disabled`` (its files stay, it no longer resolves) and the app shows the
+///   online page instead (see `WebModuleResolver` in HotAssets). When the server activates it
+///   again with the installed version, the sync enables it without a download.
 /// - An optional `moduleVer` is used as the installed version; without one the version is the
 ///   package's MD5.
 /// - Modules the answer does not mention are left as they are (the manifest is not complete).
@@ -124,8 +127,9 @@ public struct OfflinePackageManifestSource: ManifestSource {
 
     /// The result of one check.
     public struct Check: Sendable, Hashable {
-        /// The active modules' packages, for ``Updater/apply(_:)``. Not complete: modules the
-        /// answer leaves out are kept.
+        /// The active modules' packages and the inactive modules' ids (as
+        /// ``Manifest/disabledPackageIDs``), for ``Updater/apply(_:)``. Not complete: modules
+        /// the answer leaves out are kept.
         public var manifest: Manifest
         /// Every module of the answer, in order.
         public var modules: [ModuleUpdate]
@@ -288,10 +292,10 @@ public struct OfflinePackageManifestSource: ManifestSource {
         let updates = try modules.enumerated().map { index, module in
             try update(from: module, at: index, relativeTo: baseURL)
         }
-        let manifest = try Manifest(schema: 0, packages: updates.compactMap(\.package), isComplete: false)
-        return Check(
-            manifest: manifest, modules: updates,
-            inactiveModuleIDs: Set(updates.filter { !$0.isActive }.map(\.moduleID)), reported: [])
+        let inactive = Set(updates.filter { !$0.isActive }.map(\.moduleID))
+        let manifest = try Manifest(
+            schema: 0, packages: updates.compactMap(\.package), isComplete: false, disabledPackageIDs: inactive)
+        return Check(manifest: manifest, modules: updates, inactiveModuleIDs: inactive, reported: [])
     }
 
     private static func update(from module: AnswerModule, at index: Int, relativeTo baseURL: URL) throws

@@ -91,17 +91,29 @@ public struct InstallRecord: Codable, Sendable, Hashable {
     public var previous: [InstalledVersion]
     /// Why the last update failed, when ``state`` is ``PackageState/failed``.
     public var lastError: String?
+    /// The ``HotUpdateError/Code`` of ``lastError`` (its description, such as
+    /// `"activationFailed"`), so a failed activation of the active version can be told from
+    /// a failed download of a newer one. Nil in stores written before it was recorded.
+    public var lastErrorCode: String?
 
     /// Creates a record.
     public init(
         id: String, state: PackageState, active: InstalledVersion?,
-        previous: [InstalledVersion] = [], lastError: String? = nil
+        previous: [InstalledVersion] = [], lastError: String? = nil, lastErrorCode: String? = nil
     ) {
         self.id = id
         self.state = state
         self.active = active
         self.previous = previous
         self.lastError = lastError
+        self.lastErrorCode = lastErrorCode
+    }
+
+    /// Whether the record's failure is the activation hook refusing the active version: a
+    /// sync that leaves that version unchanged does not clear it, only a later successful
+    /// activation (or another version) does.
+    public var activationFailed: Bool {
+        state == .failed && lastErrorCode == HotUpdateError.Code.activationFailed.description
     }
 }
 

@@ -141,6 +141,7 @@ extension Updater {
             else { return false }
             record.state = state
             record.lastError = result.error?.description
+            record.lastErrorCode = result.error?.code.description
             next.packages[id] = record
             try await self.commit(next)
             return true

@@ -1,0 +1,326 @@
+// Resource packs, as a camera or editing app downloads them: zip packs of overlays,
+// filters, images and fonts listed in each pack's index.json, requested from many screens at
+// once, sharing files, cancelled, checked, repaired and deleted.
+//
+//     ResourcePacks <catalog-url> [--root DIR] [--requests N]
+//
+// <catalog-url> is an http(s):// or file:// URL of packs.json, as `make-repository` (beside
+// this file) publishes it. One pack ships inside the app (bundle:///packs/starter.zip).
+
+import Foundation
+import HotArchive
+import HotAssets
+import HotCore
+import HotStore
+import HotTransport
+import HotVerify
+import Logging
+
+struct ExampleError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// The password the app knows for its encrypted packs (as `zip -P` made them).
+let packPasswords = ["fonts": "hot-update-example"]
+
+/// The pack the app ships in its bundle.
+let bundledPack = "starter"
+
+struct Arguments {
+    var catalog: URL
+    var root: URL
+    var requests: Int
+}
+
+func parseArguments() throws -> Arguments {
+    var arguments = Array(CommandLine.arguments.dropFirst())
+    var root = FileManager.default.temporaryDirectory.appendingPathComponent("ResourcePacks-store")
+    var requests = 20
+    var positional: [String] = []
+    while !arguments.isEmpty {
+        let argument = arguments.removeFirst()
+        switch argument {
+        case "--root":
+            guard !arguments.isEmpty else { throw ExampleError(description: "--root needs a directory") }
+            root = URL(fileURLWithPath: arguments.removeFirst(), isDirectory: true)
+        case "--requests":
+            guard !arguments.isEmpty, let count = Int(arguments.removeFirst()), count > 0 else {
+                throw ExampleError(description: "--requests needs a positive number")
+            }
+            requests = count
+        default:
+            positional.append(argument)
+        }
+    }
+    guard positional.count == 1, let url = URL(string: positional[0]), url.scheme != nil else {
+        throw ExampleError(description: "usage: ResourcePacks <catalog-url> [--root DIR] [--requests N]")
+    }
+    return Arguments(catalog: url, root: root.standardizedFileURL, requests: requests)
+}
+
+/// The catalog the app's server publishes: one entry per pack.
+struct Catalog: Decodable {
+    struct Entry: Decodable {
+        var id: String
+        var version: String
+        var url: String
+        var sha256: String
+        var size: Int64
+    }
+    var packs: [Entry]
+
+    func descriptors(relativeTo base: URL) throws -> [String: PackageDescriptor] {
+        var result: [String: PackageDescriptor] = [:]
+        for entry in packs {
+            guard let url = URL(string: entry.url, relativeTo: base)?.absoluteURL else {
+                throw ExampleError(description: "pack \(entry.id): '\(entry.url)' is not a URL")
+            }
+            result[entry.id] = try PackageDescriptor(
+                id: entry.id, version: entry.version, url: url, size: entry.size,
+                sha256: try Digest(algorithm: .sha256, hex: entry.sha256), password: packPasswords[entry.id])
+        }
+        return result
+    }
+}
+
+/// Counts the archives fetched, to show that many requests make one download.
+actor FetchCounter {
+    private var counts: [String: Int] = [:]
+    func record(_ url: URL) { counts[url.lastPathComponent, default: 0] += 1 }
+    func count(_ name: String) -> Int { counts[name] ?? 0 }
+}
+
+struct CountingTransport: Transport {
+    let inner: any Transport
+    let counter: FetchCounter
+
+    func fetch(_ request: TransportRequest) async throws -> TransportResponse {
+        if request.url.pathExtension == "zip" { await counter.record(request.url) }
+        return try await inner.fetch(request)
+    }
+}
+
+/// What `events()` told, per pack: the states in order and the last progress.
+actor EventLog {
+    private var states: [String: [PackageState]] = [:]
+    private var progress: [String: PackageProgress] = [:]
+    private var progressEvents: [String: Int] = [:]
+
+    func record(_ event: UpdateEvent) {
+        switch event {
+        case .state(let change): states[change.id, default: []].append(change.state)
+        case .progress(let update):
+            progress[update.id] = update
+            progressEvents[update.id, default: 0] += 1
+        case .overall: break
+        }
+    }
+
+    func bytesReceived(_ id: String) -> Int64 { progress[id]?.bytesReceived ?? 0 }
+
+    /// One line per pack: its states, and how far its last progress event got.
+    func summary(_ id: String) -> String {
+        let path = (states[id] ?? []).map(\.description).joined(separator: " → ")
+        guard let last = progress[id] else { return "\(id): \(path)" }
+        let bytes = last.bytesExpected.map { "\(last.bytesReceived)/\($0) bytes" } ?? "\(last.bytesReceived) bytes"
+        let files = last.filesTotal.map { "\(last.filesUnpacked)/\($0) files" } ?? "\(last.filesUnpacked) files"
+        return "\(id): \(path); \(progressEvents[id] ?? 0) progress events, last \(bytes), \(files)"
+    }
+}
+
+func makeHTTPTransport() -> any Transport {
+    #if canImport(CHotCurl)
+        return CurlTransport()
+    #else
+        return URLSessionTransport()
+    #endif
+}
+
+/// The path of `url` under `root`, for printing.
+func relative(_ url: URL, to root: URL) -> String {
+    let path = url.standardizedFileURL.path
+    let prefix = root.path + "/"
+    return path.hasPrefix(prefix) ? String(path.dropFirst(prefix.count)) : path
+}
+
+/// The regular files under `directory`: relative path → (size, inode).
+func files(under directory: URL) throws -> [String: (size: Int64, inode: UInt64)] {
+    var result: [String: (size: Int64, inode: UInt64)] = [:]
+    guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else {
+        return result
+    }
+    for case let url as URL in walker {
+        let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
+        guard attributes[.type] as? FileAttributeType == .typeRegular else { continue }
+        let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
+        let inode = (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0
+        result[relative(url, to: directory)] = (size, inode)
+    }
+    return result
+}
+
+func describe(_ error: any Error) -> String {
+    if let error = error as? HotUpdateError { return "\(error.code): \(error)" }
+    if error is CancellationError { return "cancelled" }
+    return "\(error)"
+}
+
+func run() async throws {
+    let arguments = try parseArguments()
+    guard let bundle = Bundle.module.url(forResource: "Bundle", withExtension: nil) else {
+        throw ExampleError(description: "the example's bundle is missing from its resources")
+    }
+    let counter = FetchCounter()
+    let routing = SchemeRoutingTransport(http: makeHTTPTransport(), file: FileTransport(bundleRoot: bundle))
+    let transport = CountingTransport(inner: routing, counter: counter)
+    var logger = Logger(label: "ResourcePacks")
+    logger.logLevel = .error
+    let root = arguments.root
+    let updater = Updater(
+        configuration: UpdaterConfiguration(
+            root: root, transport: transport, unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
+            store: JSONMetadataStore(root: root), logger: logger))
+
+    // Progress and states, from every pack, as the app's UI would show them.
+    let log = EventLog()
+    let events = updater.events()
+    let listener = Task { for await event in events { await log.record(event) } }
+    defer { listener.cancel() }
+
+    print("catalog \(arguments.catalog.absoluteString)")
+    let catalogData = try await routing.fetchDocument(url: arguments.catalog, maxBytes: 1 << 20)
+    let catalog: Catalog
+    do {
+        catalog = try JSONDecoder().decode(Catalog.self, from: catalogData)
+    } catch {
+        throw ExampleError(description: "the catalog is not the expected JSON: \(error)")
+    }
+    var packs = try catalog.descriptors(relativeTo: arguments.catalog)
+    guard let bundledURL = URL(string: "bundle:///packs/\(bundledPack).zip") else {
+        throw ExampleError(description: "cannot name the bundled pack")
+    }
+    packs[bundledPack] = try PackageDescriptor(id: bundledPack, version: "1", url: bundledURL)
+    for (id, pack) in packs.sorted(by: { $0.key < $1.key }) { print("  \(id): \(pack.url.absoluteString)") }
+    guard let overlays = packs["3000"], let filters = packs["3001"], let fonts = packs["fonts"],
+        let large = packs["3002"], let starter = packs[bundledPack]
+    else { throw ExampleError(description: "the catalog lacks one of the packs 3000, 3001, 3002, fonts") }
+
+    // 1. Many screens ask for the same pack at once: one download, one unpack.
+    let requests = arguments.requests
+    let directories = try await withThrowingTaskGroup(of: URL.self) { group in
+        for _ in 0..<requests { group.addTask { try await updater.install(overlays).directory } }
+        return try await group.reduce(into: Set<URL>()) { $0.insert($1) }
+    }
+    print(
+        "\(requests) concurrent requests for 3000: \(await counter.count(overlays.url.lastPathComponent)) download, "
+            + "every caller got \(directories.map { relative($0, to: root) }.sorted().joined(separator: ", "))")
+
+    // 2. An encrypted pack: the wrong password fails it and installs nothing.
+    var wrong = fonts
+    wrong.password = "not-the-password"
+    do {
+        _ = try await updater.install(wrong)
+        print("fonts with a wrong password: installed (unexpected)")
+    } catch {
+        print("fonts with a wrong password: \(describe(error)); available: \(await updater.isAvailable("fonts"))")
+    }
+
+    // 3. The other packs together, one from the app's bundle.
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for pack in [filters, fonts, starter] { group.addTask { _ = try await updater.install(pack) } }
+        try await group.waitForAll()
+    }
+    for id in ["3000", "3001", "fonts", bundledPack] { print("  events \(await log.summary(id))") }
+
+    // 4. Shared files are stored once: the two trees link the same objects.
+    let installed = try await updater.installedPackages()
+    func tree(_ id: String) throws -> [String: (size: Int64, inode: UInt64)] {
+        guard let package = installed.first(where: { $0.id == id }) else {
+            throw ExampleError(description: "pack \(id) is not installed")
+        }
+        return try files(under: package.directory)
+    }
+    let both = try Array(tree("3000").values) + Array(tree("3001").values)
+    let logical = both.reduce(Int64(0)) { $0 + $1.size }
+    var seen = Set<UInt64>()
+    let stored = both.reduce(Int64(0)) { seen.insert($1.inode).inserted ? $0 + $1.size : $0 }
+    print(
+        "3000 + 3001: \(both.count) files, \(logical) bytes in their trees, \(stored) bytes stored "
+            + "(\(both.count - seen.count) shared files stored once, \(logical - stored) bytes saved)")
+
+    // 5. Name → local file URL for each type, from each pack's index.json.
+    let locations = installed.map { InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory) }
+    let library = ResourcePackResolver().open(locations)
+    for (id, error) in library.failures.sorted(by: { $0.key < $1.key }) { print("  pack \(id) refused: \(error)") }
+    for pack in library.packs.sorted(by: { $0.packageID < $1.packageID }) {
+        for (type, resources) in pack.resources.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            for (name, url) in resources.sorted(by: { $0.key < $1.key }) {
+                print("  resolve \(pack.packageID) \(type) \(name) -> \(relative(url, to: root))")
+            }
+        }
+    }
+
+    // 6. Availability, as a screen checks before it draws.
+    print("available: 3000 \(await updater.isAvailable("3000")), 3002 \(await updater.isAvailable("3002"))")
+    print(
+        "available: 3000/blend.jpg \(await updater.isAvailable(resource: "blend.jpg", in: "3000")), "
+            + "3000/missing.jpg \(await updater.isAvailable(resource: "missing.jpg", in: "3000"))")
+
+    // 7. Cancel one pack while it downloads: nothing half-installed, and a later request starts afresh.
+    let first = Task { try await updater.install(large) }
+    var waited = 0
+    while await log.bytesReceived("3002") == 0, waited < 2000 {
+        try await Task.sleep(for: .milliseconds(5))
+        waited += 1
+    }
+    await updater.cancel(packageID: "3002")
+    switch await first.result {
+    case .success: print("cancel 3002: it finished before the cancel")
+    case .failure(let error):
+        print("cancel 3002: \(describe(error)); available: \(await updater.isAvailable("3002"))")
+    }
+    // Two screens ask again; one leaves, the other still gets the pack.
+    let leaving = Task { try await updater.install(large) }
+    let staying = Task { try await updater.install(large) }
+    leaving.cancel()
+    let leavingResult = await leaving.result
+    let kept = try await staying.value
+    print(
+        "3002 again: the caller that left got \((try? leavingResult.get()) == nil ? "cancelled" : "the pack"), "
+            + "the other got \(relative(kept.directory, to: root)); available: \(await updater.isAvailable("3002"))")
+
+    // 8. Self-repair: a file deleted behind the app's back comes back from objects/, no download.
+    guard let sepia = library.pack(packageID: "3001")?.url(for: "sepia.png", type: .filter) else {
+        throw ExampleError(description: "3001 has no sepia.png filter")
+    }
+    let original = try Data(contentsOf: sepia)
+    try FileManager.default.removeItem(at: sepia)
+    let health = try await updater.verify(packageID: "3001", depth: .quick)
+    print("verify 3001: missing \(health.missing.joined(separator: ", ")); state \(health.state)")
+    let downloadsBefore = await counter.count(filters.url.lastPathComponent)
+    let repair = try await updater.repair(packageID: "3001")
+    let same = (try? Data(contentsOf: sepia)) == original
+    print(
+        "repair 3001: restored \(repair.restored.joined(separator: ", ")), downloads \(await counter.count(filters.url.lastPathComponent) - downloadsBefore), "
+            + "identical \(same), healthy \(repair.after.isHealthy)")
+
+    // 9. Delete one pack: only what nothing else links is freed; the pack sharing files stays whole.
+    let freed = try await updater.remove(packageID: "3000")
+    let afterDelete = try await updater.verify(packageID: "3001", depth: .full)
+    print(
+        "delete 3000: \(freed.objectsRemoved) objects, \(freed.bytesFreed) bytes freed; "
+            + "3001 healthy \(afterDelete.isHealthy) (\(afterDelete.filesChecked) files hashed)")
+
+    print("states:")
+    let snapshot = try await updater.currentSnapshot()
+    for record in snapshot.packages.values.sorted(by: { $0.id < $1.id }) {
+        print("  \(record.id) \(record.active?.version ?? "-") \(record.state)")
+    }
+}
+
+do {
+    try await run()
+} catch {
+    FileHandle.standardError.write(Data("ResourcePacks: error: \(error)\n".utf8))
+    exit(1)
+}

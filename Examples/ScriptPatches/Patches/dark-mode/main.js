@@ -1,0 +1,7 @@
+// Turns on the dark theme for the settings screen.
+defineClass("SettingsViewController", {
+  viewDidLoad: function() {
+    self.ORIGviewDidLoad();
+    self.view().setBackgroundColor(UIColor.blackColor());
+  }
+});

@@ -1,0 +1,170 @@
+// Script patches from an older patch server's RSA-signed patch list: at launch every
+// installed patch is handed to the app's script engine; after each sync the new and updated
+// ones are; a patch the engine refuses is marked failed and the others run all the same; a
+// developer's patch can be installed from a folder without a server.
+//
+//     ScriptPatches <patch-list-url> --key SERVER_PUBLIC_KEY.pem [--root DIR] [--debug-patch FOLDER]
+//
+// <patch-list-url> is an http(s):// or file:// URL of patches.json, as `make-patch-list`
+// (beside this file) publishes it.
+
+import Foundation
+import HotArchive
+import HotCore
+import HotStore
+import HotTransport
+import HotVerify
+import Logging
+
+struct ExampleError: Error, CustomStringConvertible {
+    let description: String
+}
+
+struct Arguments {
+    var patchList: URL
+    var root: URL
+    var keys: [PublicKey]
+    var debugPatch: URL?
+}
+
+func parseArguments() throws -> Arguments {
+    var arguments = Array(CommandLine.arguments.dropFirst())
+    var root = FileManager.default.temporaryDirectory.appendingPathComponent("ScriptPatches-store")
+    var keys: [PublicKey] = []
+    var debugPatch: URL?
+    var positional: [String] = []
+    func value(for option: String) throws -> String {
+        guard !arguments.isEmpty else { throw ExampleError(description: "\(option) needs a value") }
+        return arguments.removeFirst()
+    }
+    while !arguments.isEmpty {
+        let argument = arguments.removeFirst()
+        switch argument {
+        case "--root": root = URL(fileURLWithPath: try value(for: argument), isDirectory: true)
+        case "--key":
+            let path = try value(for: argument)
+            keys.append(PublicKey(scheme: .rsaPKCS1Raw, pem: try String(contentsOfFile: path, encoding: .utf8)))
+        case "--debug-patch": debugPatch = URL(fileURLWithPath: try value(for: argument), isDirectory: true)
+        default: positional.append(argument)
+        }
+    }
+    guard positional.count == 1, let url = URL(string: positional[0]), url.scheme != nil, !keys.isEmpty else {
+        throw ExampleError(
+            description: "usage: ScriptPatches <patch-list-url> --key SERVER_PUBLIC_KEY.pem [--root DIR] [--debug-patch FOLDER]")
+    }
+    return Arguments(patchList: url, root: root, keys: keys, debugPatch: debugPatch)
+}
+
+/// The app's script engine, reduced to what the example needs: it reads a patch's
+/// `main.js`, refuses a script whose brackets do not balance (as a real engine refuses a
+/// syntax error), and prints the classes the script would patch.
+struct ScriptEngine: PatchActivator {
+    func activate(_ patch: ScriptPatch) async throws {
+        let file = patch.directory.appendingPathComponent("main.js")
+        guard let script = try? String(contentsOf: file, encoding: .utf8) else {
+            throw ExampleError(description: "the patch has no readable main.js")
+        }
+        try Self.checkBrackets(script)
+        let classes = script.split(separator: "\n").compactMap { line -> String? in
+            guard let start = line.range(of: "defineClass(\"") else { return nil }
+            return String(line[start.upperBound...].prefix { $0 != "\"" })
+        }
+        let origin = patch.isLocal ? "local folder" : "v\(patch.version.prefix(8))"
+        print("  evaluate \(patch.id) (\(origin)): main.js patches \(classes.joined(separator: ", "))")
+    }
+
+    static func checkBrackets(_ script: String) throws {
+        var open: [(Character, Int)] = []
+        let pairs: [Character: Character] = [")": "(", "]": "[", "}": "{"]
+        for (number, line) in script.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            for character in line {
+                if "([{".contains(character) {
+                    open.append((character, number + 1))
+                } else if let opening = pairs[character] {
+                    guard let last = open.popLast(), last.0 == opening else {
+                        throw ExampleError(description: "syntax error at line \(number + 1): unexpected '\(character)'")
+                    }
+                }
+            }
+        }
+        if let (character, line) = open.last {
+            throw ExampleError(description: "syntax error: '\(character)' opened at line \(line) is never closed")
+        }
+    }
+}
+
+func printActivations(_ activations: [PatchActivation]) {
+    for activation in activations {
+        if let error = activation.error {
+            print("  activate \(activation.id): failed: \(error)")
+        } else {
+            print("  activate \(activation.id): ok")
+        }
+    }
+}
+
+func printStates(_ updater: Updater) async throws {
+    print("states:")
+    let snapshot = try await updater.currentSnapshot()
+    for record in snapshot.packages.values.sorted(by: { $0.id < $1.id }) {
+        let version = record.active.map { String($0.version.prefix(12)) } ?? "-"
+        print("  \(record.id) \(version) \(record.state)")
+    }
+}
+
+func run() async throws {
+    let arguments = try parseArguments()
+    #if canImport(CHotCurl)
+        let http: any Transport = CurlTransport()
+    #else
+        let http: any Transport = URLSessionTransport()
+    #endif
+    let transport = SchemeRoutingTransport(http: http)
+    var logger = Logger(label: "ScriptPatches")
+    logger.logLevel = .warning
+    // Script patches live in a store of their own: a patch list is complete and removes
+    // whatever it does not name.
+    let patches = Updater(
+        configuration: UpdaterConfiguration(
+            root: arguments.root, transport: transport, unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
+            store: JSONMetadataStore(root: arguments.root), logger: logger))
+    let engine = ScriptEngine()
+
+    // 1. At launch, before the network: every installed patch, in the list's order.
+    print("launch: activating installed patches")
+    printActivations(await patches.activateInstalledPatches(with: engine))
+
+    // 2. Sync with the signed patch list; only new and updated patches are activated.
+    print("checking \(arguments.patchList.absoluteString)")
+    let source = SignedPatchListManifestSource(
+        url: arguments.patchList, transport: transport, verifier: CryptoVerifier(), trustedKeys: arguments.keys)
+    let (report, activations) = try await patches.syncPatches(from: source, activator: engine)
+    for outcome in report.packages {
+        if let error = outcome.error {
+            print("  \(outcome.id): \(outcome.change) failed: \(error)")
+        } else {
+            print("  \(outcome.id): \(outcome.change) (\(outcome.bytesDownloaded) bytes)")
+        }
+    }
+    if activations.isEmpty { print("  nothing new to activate") }
+    printActivations(activations)
+
+    // 3. A developer's patch from a folder, no server, then a relaunch activating everything
+    //    installed (the next sync with a complete patch list removes the debug patch).
+    if let folder = arguments.debugPatch {
+        let version = "local-\(Int(Date().timeIntervalSince1970))"
+        let installed = try await patches.installLocal(from: folder, id: "debug", version: version)
+        print("debug patch: installed \(installed.id) \(installed.version) from \(folder.lastPathComponent)")
+        print("relaunch: activating installed patches")
+        printActivations(await patches.activateInstalledPatches(with: engine))
+    }
+
+    try await printStates(patches)
+}
+
+do {
+    try await run()
+} catch {
+    FileHandle.standardError.write(Data("ScriptPatches: error: \(error)\n".utf8))
+    exit(1)
+}

@@ -1,0 +1,1 @@
+document.title = "Home, loaded from the offline package";
