@@ -41,7 +41,8 @@ public struct DirectoryAssetResolver: AssetResolver {
     /// How many regular files the tree held when it was indexed.
     public let fileCount: Int
 
-    private let index: [String: ResolvedAsset]
+    /// Every name that can be asked (always in normalised form) to its best file.
+    let index: [String: ResolvedAsset]
 
     /// Indexes the tree under `directory`.
     ///
@@ -66,15 +67,67 @@ public struct DirectoryAssetResolver: AssetResolver {
                 subject: directory.path)
         }
         var builder = IndexBuilder(
-            root: directory, origin: origin, scales: scales,
-            extensionRanks: Dictionary(
-                extensionOrder.enumerated().map { ($1.lowercased(), $0) }, uniquingKeysWith: { first, _ in first }))
+            root: directory, origin: origin, scales: scales, extensionRanks: Self.ranks(extensionOrder))
         try builder.walk(directory, relative: "")
         self.directory = directory
         self.origin = origin
         self.scales = scales
         self.fileCount = builder.fileCount
         self.index = builder.index.mapValues(\.asset)
+    }
+
+    /// Indexes a tree from the list of its regular files, without reading the tree: the
+    /// fast way for an installed package, whose file list the store already keeps (see
+    /// ``AssetResolverChain/make(updater:bundle:scales:extensionOrder:)``). Names resolve
+    /// exactly as for a resolver that walked the tree.
+    ///
+    /// The paths are taken to be the tree's regular files, as the store's file lists are:
+    /// nothing is checked on disk, so a path the list names resolves even when the file has
+    /// since gone (``Updater/repair(packageID:)`` puts it back). A path with a `..`
+    /// component is skipped; leading `/`, `./` and empty components are dropped.
+    ///
+    /// ```swift
+    /// let list = try await updater.fileList(of: package)
+    /// let images = DirectoryAssetResolver(
+    ///     directory: package.directory, origin: .package(id: package.id, version: package.version),
+    ///     files: list.files.map(\.path))
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - directory: The root of the tree the paths are relative to.
+    ///   - origin: What resolved assets report.
+    ///   - files: The tree's regular files, `/`-separated and relative to `directory`.
+    ///   - scales: Which scale variants to prefer.
+    ///   - extensionOrder: Extensions preferred for names given without one, best first.
+    public init(
+        directory: URL, origin: AssetOrigin, files: [String], scales: ScalePreference = .standard,
+        extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder
+    ) {
+        var builder = IndexBuilder(
+            root: directory, origin: origin, scales: scales, extensionRanks: Self.ranks(extensionOrder))
+        builder.index.reserveCapacity(files.count * 3)
+        // One string append per file: appendingPathComponent re-parses the whole URL.
+        let prefix = directory.path.hasSuffix("/") ? directory.path : directory.path + "/"
+        for file in files {
+            guard let path = AssetName.normalise(file) else { continue }
+            // `/` is ASCII: its UTF-8 index is a character boundary.
+            let slash = path.utf8.lastIndex(of: UInt8(ascii: "/"))
+            let folder = slash.map { String(path[...$0]) } ?? ""
+            let fileName = slash.map { String(path[path.utf8.index(after: $0)...]) } ?? path
+            builder.add(
+                path: path, folder: folder, fileName: fileName,
+                url: URL(fileURLWithPath: prefix + path, isDirectory: false))
+        }
+        self.directory = directory
+        self.origin = origin
+        self.scales = scales
+        self.fileCount = builder.fileCount
+        self.index = builder.index.mapValues(\.asset)
+    }
+
+    /// Each extension's place in `order`, lowercased; the first place wins for repeats.
+    private static func ranks(_ order: [String]) -> [String: Int] {
+        Dictionary(order.enumerated().map { ($1.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
     }
 
     /// Returns the best file for `name` in this tree, or nil.
@@ -146,7 +199,7 @@ private struct IndexBuilder {
         }
     }
 
-    private mutating func add(path: String, folder: String, fileName: String, url: URL) {
+    mutating func add(path: String, folder: String, fileName: String, url: URL) {
         fileCount += 1
         let asset = ResolvedAsset(url: url, origin: origin)
         let parts = AssetName.parts(of: fileName[...])
@@ -155,11 +208,11 @@ private struct IndexBuilder {
         if parts.scale != nil || parts.pathExtension == nil {
             offer(path, Rank(tier: -1, kind: 0, extensionRank: 0, pathExtension: "", path: path), asset)
         }
-        if let scale = parts.scale, let pathExtension = parts.pathExtension {
+        let lowered = parts.pathExtension.map(Self.lowercased)
+        if let scale = parts.scale, let lowered {
             // `sub/sample@2x` names that scale exactly, with any extension.
-            let lowered = pathExtension.lowercased()
             offer(
-                stemKey + "@\(scale)x",
+                stemKey + "@" + String(scale) + "x",
                 Rank(
                     tier: -1, kind: 1, extensionRank: extensionRanks[lowered] ?? extensionRanks.count,
                     pathExtension: lowered, path: path), asset)
@@ -173,8 +226,7 @@ private struct IndexBuilder {
         } else {
             return
         }
-        if let pathExtension = parts.pathExtension {
-            let lowered = pathExtension.lowercased()
+        if let pathExtension = parts.pathExtension, let lowered {
             let extensionRank = extensionRanks[lowered] ?? extensionRanks.count
             offer(
                 stemKey + "." + String(pathExtension),
@@ -190,8 +242,22 @@ private struct IndexBuilder {
         }
     }
 
+    /// The extension lowercased; without a copy through Unicode case mapping when it is
+    /// already lowercase ASCII, as nearly every extension is.
+    private static func lowercased(_ text: Substring) -> String {
+        if text.utf8.allSatisfy({ $0 < 0x80 && !($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z")) }) {
+            return String(text)
+        }
+        return text.lowercased()
+    }
+
     private mutating func offer(_ key: String, _ rank: Rank, _ asset: ResolvedAsset) {
-        if let current = index[key], current.rank <= rank { return }
-        index[key] = Entry(rank: rank, asset: asset)
+        // Through the subscript's modify accessor: the key is hashed once.
+        Self.keepBetter(&index[key], Entry(rank: rank, asset: asset))
+    }
+
+    private static func keepBetter(_ slot: inout Entry?, _ candidate: Entry) {
+        if let current = slot, current.rank <= candidate.rank { return }
+        slot = candidate
     }
 }

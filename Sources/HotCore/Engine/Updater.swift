@@ -202,6 +202,33 @@ public actor Updater {
         snapshot = next
     }
 
+    /// The files of `package`'s active version as the store recorded them when it was
+    /// installed (path, size, SHA-256), read from `filelists/` once per launch: what an asset
+    /// resolver needs to index the package without walking its tree.
+    ///
+    /// ```swift
+    /// for package in try await updater.installedPackages() {
+    ///     let paths = try await updater.fileList(of: package).files.map(\.path)
+    /// }
+    /// ```
+    ///
+    /// - Parameter package: A package from ``installedPackages()``.
+    /// - Returns: The list.
+    /// - Throws: ``HotUpdateError/Code/notFound`` when the package or that version is no
+    ///   longer installed, or its list is missing; ``HotUpdateError/Code/storeCorrupt`` when
+    ///   the list cannot be decoded.
+    public func fileList(of package: InstalledPackage) async throws -> FileList {
+        guard let active = try await open().packages[package.id]?.active, active.version == package.version else {
+            throw HotUpdateError(
+                .notFound, "version \(package.version) is not the active version", packageID: package.id)
+        }
+        do {
+            return try await fileList(forVersionPath: active.path)
+        } catch {
+            throw HotUpdateError.wrap(error, as: .storeCorrupt, "cannot read the file list", packageID: package.id)
+        }
+    }
+
     /// The file list of an installed version, read once per launch.
     func fileList(forVersionPath path: String) async throws -> FileList {
         if let cached = fileLists[path] { return cached }
