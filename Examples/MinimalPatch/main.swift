@@ -120,10 +120,9 @@ func run() async throws {
     }
 
     // 2. Whenever the app draws: the installed patch first, the bundle second.
-    let installed = try await updater.installedPackages().map {
-        InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-    }
-    let resolver = try AssetResolverChain.make(packages: installed, bundle: bundle, scales: ScalePreference([3, 2, 1]))
+    //    Built from the store's file lists: no directory walk.
+    let resolver = try await AssetResolverChain.make(
+        updater: updater, bundle: bundle, scales: ScalePreference([3, 2, 1]))
     for name in ["sub/sample", "logo.png", "config.json"] {
         guard let asset = resolver.resolve(name) else {
             print("  \(name): not found")
