@@ -78,12 +78,7 @@ func makeTransport(_ name: String?, for url: URL) throws -> any Transport {
     switch name ?? (url.isFileURL ? "file" : "curl") {
     case "file": return FileTransport()
     case "urlsession": return URLSessionTransport()
-    case "curl":
-        #if canImport(CHotCurl)
-            return CurlTransport()
-        #else
-            return URLSessionTransport()
-        #endif
+    case "curl": return SchemeRoutingTransport.platformHTTP()
     default: throw ExampleError(description: "unknown transport \(name ?? "")")
     }
 }

@@ -128,14 +128,6 @@ actor EventLog {
     }
 }
 
-func makeHTTPTransport() -> any Transport {
-    #if canImport(CHotCurl)
-        return CurlTransport()
-    #else
-        return URLSessionTransport()
-    #endif
-}
-
 /// The path of `url` under `root`, for printing.
 func relative(_ url: URL, to root: URL) -> String {
     let path = url.standardizedFileURL.path
@@ -171,7 +163,7 @@ func run() async throws {
         throw ExampleError(description: "the example's bundle is missing from its resources")
     }
     let counter = FetchCounter()
-    let routing = SchemeRoutingTransport(http: makeHTTPTransport(), file: FileTransport(bundleRoot: bundle))
+    let routing = SchemeRoutingTransport(http: SchemeRoutingTransport.platformHTTP(), file: FileTransport(bundleRoot: bundle))
     let transport = CountingTransport(inner: routing, counter: counter)
     var logger = Logger(label: "ResourcePacks")
     logger.logLevel = .error

@@ -114,12 +114,7 @@ func printStates(_ updater: Updater) async throws {
 
 func run() async throws {
     let arguments = try parseArguments()
-    #if canImport(CHotCurl)
-        let http: any Transport = CurlTransport()
-    #else
-        let http: any Transport = URLSessionTransport()
-    #endif
-    let transport = SchemeRoutingTransport(http: http)
+    let transport = SchemeRoutingTransport(http: SchemeRoutingTransport.platformHTTP())
     var logger = Logger(label: "ScriptPatches")
     logger.logLevel = .warning
     // Script patches live in a store of their own: a patch list is complete and removes

@@ -85,12 +85,7 @@ func relative(_ url: URL, to root: URL) -> String {
 
 func run() async throws {
     let arguments = try parseArguments()
-    #if canImport(CHotCurl)
-        let http: any Transport = CurlTransport()
-    #else
-        let http: any Transport = URLSessionTransport()
-    #endif
-    let transport = SchemeRoutingTransport(http: http)
+    let transport = SchemeRoutingTransport(http: SchemeRoutingTransport.platformHTTP())
     var logger = Logger(label: "WebOfflinePackages")
     logger.logLevel = .error
     let root = arguments.root

@@ -51,6 +51,19 @@ struct PackagesFromAnywhereTests {
         await nginx.stop()
     }
 
+    @Test("the platform's HTTP transport is libcurl where it is linked, and the router sends files to FileTransport")
+    func platformDefault() throws {
+        let router = SchemeRoutingTransport(http: SchemeRoutingTransport.platformHTTP())
+        let http = try #require(router.transport(for: URL(string: "https://cdn.example.com/p.zip")!))
+        #if canImport(CHotCurl)
+            #expect(http is CurlTransport)
+        #else
+            #expect(http is URLSessionTransport)
+        #endif
+        #expect(router.transport(for: URL(fileURLWithPath: "/p.zip")) is FileTransport)
+        #expect(router.transport(for: URL(string: "ftp://example.com/p.zip")!) == nil)
+    }
+
     @Test("a scheme without a route fails only its package, before anything is fetched")
     func unroutedScheme() async throws {
         let shipped = try makeTemporaryDirectory("shipped")
