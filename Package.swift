@@ -5,6 +5,9 @@ import PackageDescription
 /// Apple platforms use their own frameworks where the system lacks a library.
 let nonApple: [Platform] = [.linux, .android, .windows, .openbsd, .wasi]
 
+/// The command-line parser of `hot` and the examples.
+let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
+
 let package = Package(
     name: "HotUpdate",
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
@@ -76,30 +79,30 @@ let package = Package(
             name: "hot",
             dependencies: [
                 "HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                argumentParser,
             ]),
 
         // Examples.
         .executableTarget(
             name: "MinimalPatch",
-            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
+            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser],
             path: "Examples/MinimalPatch",
             exclude: ["Patches", "README.md"],
             resources: [.copy("Bundle")]),
         .executableTarget(
             name: "ScriptPatches",
-            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore"],
+            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", argumentParser],
             path: "Examples/ScriptPatches",
             exclude: ["Patches", "DebugPatch", "README.md", "make-patch-list"]),
         .executableTarget(
             name: "ResourcePacks",
-            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
+            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser],
             path: "Examples/ResourcePacks",
             exclude: ["README.md", "make-repository"],
             resources: [.copy("Bundle")]),
         .executableTarget(
             name: "WebOfflinePackages",
-            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
+            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser],
             path: "Examples/WebOfflinePackages",
             exclude: ["README.md", "make-repository", "Modules"]),
 
@@ -110,7 +113,7 @@ let package = Package(
                 "HotCore", "HotArchive", "hot-bench-spawn",
                 // The store benchmark runs the whole engine.
                 "HotAssets", "HotStore", "HotTransport", "HotVerify", "HotTesting",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                argumentParser,
             ],
             path: "Benchmarks/HotBench"),
         // Spawns each measured tool from a small process, so its peak RSS is its own.

@@ -6,10 +6,9 @@
 //     MinimalPatch <manifest-url> --allow-unsigned …   (a development repository)
 //     MinimalPatch <patch-info-url> --patch-info …
 //
-// <manifest-url> is a repository's manifest.json, signed with `hot sign` by the key whose
-// public half is given with --trust; with --patch-info it is the older single
-// `{"url": …, "md5": …}` patch info.
+// `MinimalPatch --help` says what each argument means.
 
+import ArgumentParser
 import Foundation
 import HotArchive
 import HotAssets
@@ -23,72 +22,101 @@ struct ExampleError: Error, CustomStringConvertible {
     let description: String
 }
 
+/// The transports the example can use.
+enum TransportName: String, CaseIterable, ExpressibleByArgument {
+    case curl, urlsession, file
+}
+
+/// The example's command line.
+@main
+struct MinimalPatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "MinimalPatch",
+        abstract: "Sync a patch from a repository's manifest, then resolve images cache-first with the bundle as fallback.",
+        discussion: """
+            <manifest-url> is a repository's manifest.json, signed with `hot sign` by the key whose public half \
+            is given with --trust; with --patch-info it is the older single {"url": …, "md5": …} patch info.
+            """)
+
+    @Argument(help: ArgumentHelp("The manifest's URL (http, https or file).", valueName: "manifest-url"))
+    var manifest: String
+
+    @Option(
+        help: ArgumentHelp(
+            "A public key (PEM) the manifest's signature must come from; repeat for more.", valueName: "key.pub"))
+    var trust: [String] = []
+
+    @Flag(help: "Accept an unsigned manifest (a development repository).")
+    var allowUnsigned = false
+
+    @Flag(help: "The URL is an older single patch info, not a manifest.")
+    var patchInfo = false
+
+    @Option(
+        help: ArgumentHelp(
+            "The store's directory (default: MinimalPatch-store in the temporary directory).", valueName: "dir"))
+    var root: String?
+
+    @Option(help: "The transport (default: file for file:// URLs, curl otherwise).")
+    var transport: TransportName?
+
+    func validate() throws {
+        guard manifestURL != nil else { throw ValidationError("'\(manifest)' is not a URL") }
+        guard patchInfo || allowUnsigned || !trust.isEmpty else {
+            throw ValidationError("a signed manifest needs --trust KEY.pub (or --allow-unsigned for a development repository)")
+        }
+    }
+
+    /// The manifest's URL, when it has a scheme.
+    var manifestURL: URL? {
+        URL(string: manifest).flatMap { $0.scheme == nil ? nil : $0 }
+    }
+
+    func run() async throws {
+        do {
+            try await runExample(self)
+        } catch {
+            FileHandle.standardError.write(Data("MinimalPatch: error: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+}
+
 struct Arguments {
     var manifest: URL
     var root: URL
     var patchInfo: Bool
-    var transport: String?
+    var transport: TransportName?
     var trust: [PublicKey]
     var allowUnsigned: Bool
-}
 
-func parseArguments() throws -> Arguments {
-    var arguments = Array(CommandLine.arguments.dropFirst())
-    var root = FileManager.default.temporaryDirectory.appendingPathComponent("MinimalPatch-store")
-    var patchInfo = false
-    var trust: [PublicKey] = []
-    var allowUnsigned = false
-    var transport: String?
-    var positional: [String] = []
-    while !arguments.isEmpty {
-        let argument = arguments.removeFirst()
-        switch argument {
-        case "--root":
-            guard !arguments.isEmpty else { throw ExampleError(description: "--root needs a directory") }
-            root = URL(fileURLWithPath: arguments.removeFirst(), isDirectory: true)
-        case "--patch-info":
-            patchInfo = true
-        case "--trust":
-            guard !arguments.isEmpty else { throw ExampleError(description: "--trust needs a public key file") }
-            trust.append(try CryptoVerifier.publicKey(pem: String(contentsOfFile: arguments.removeFirst(), encoding: .utf8)))
-        case "--allow-unsigned":
-            allowUnsigned = true
-        case "--transport":
-            guard !arguments.isEmpty else { throw ExampleError(description: "--transport needs a name") }
-            transport = arguments.removeFirst()
-        default:
-            positional.append(argument)
-        }
-    }
-    guard positional.count == 1, let url = URL(string: positional[0]), url.scheme != nil else {
-        throw ExampleError(
-            description:
-                "usage: MinimalPatch <manifest-url> (--trust KEY.pub | --allow-unsigned | --patch-info) [--root DIR] [--transport curl|urlsession|file]"
-        )
-    }
-    guard patchInfo || allowUnsigned || !trust.isEmpty else {
-        throw ExampleError(description: "a signed manifest needs --trust KEY.pub (or --allow-unsigned for a development repository)")
-    }
-    return Arguments(
-        manifest: url, root: root, patchInfo: patchInfo, transport: transport, trust: trust,
-        allowUnsigned: allowUnsigned)
-}
-
-func makeTransport(_ name: String?, for url: URL) throws -> any Transport {
-    switch name ?? (url.isFileURL ? "file" : "curl") {
-    case "file": return FileTransport()
-    case "urlsession": return URLSessionTransport()
-    case "curl": return SchemeRoutingTransport.platformHTTP()
-    default: throw ExampleError(description: "unknown transport \(name ?? "")")
+    init(_ command: MinimalPatchCommand) throws {
+        guard let url = command.manifestURL else { throw ExampleError(description: "'\(command.manifest)' is not a URL") }
+        manifest = url
+        root =
+            command.root.map { URL(fileURLWithPath: $0, isDirectory: true) }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("MinimalPatch-store")
+        patchInfo = command.patchInfo
+        transport = command.transport
+        trust = try command.trust.map { try CryptoVerifier.publicKey(pem: String(contentsOfFile: $0, encoding: .utf8)) }
+        allowUnsigned = command.allowUnsigned
     }
 }
 
-func run() async throws {
-    let arguments = try parseArguments()
+func makeTransport(_ name: TransportName?, for url: URL) -> any Transport {
+    switch name ?? (url.isFileURL ? .file : .curl) {
+    case .file: return FileTransport()
+    case .urlsession: return URLSessionTransport()
+    case .curl: return SchemeRoutingTransport.platformHTTP()
+    }
+}
+
+func runExample(_ command: MinimalPatchCommand) async throws {
+    let arguments = try Arguments(command)
     guard let bundle = Bundle.module.url(forResource: "Bundle", withExtension: nil) else {
         throw ExampleError(description: "the example's sample bundle is missing from its resources")
     }
-    let transport = try makeTransport(arguments.transport, for: arguments.manifest)
+    let transport = makeTransport(arguments.transport, for: arguments.manifest)
     var logger = Logger(label: "MinimalPatch")
     logger.logLevel = .warning
     let updater = Updater(
@@ -135,11 +163,4 @@ func run() async throws {
     {
         print("  theme in use: \(object["theme"] ?? "?")")
     }
-}
-
-do {
-    try await run()
-} catch {
-    FileHandle.standardError.write(Data("MinimalPatch: error: \(error)\n".utf8))
-    exit(1)
 }
