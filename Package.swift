@@ -28,8 +28,6 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        // Only the benchmark uses it, as one of the extractors it compares.
-        .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
     ],
     targets: [
         // System libraries.
@@ -105,25 +103,6 @@ let package = Package(
             dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser],
             path: "Examples/WebOfflinePackages",
             exclude: ["README.md", "make-repository", "Modules"]),
-
-        // Benchmarks: extraction and packing against system tools (`swift run -c release hot-bench`).
-        .executableTarget(
-            name: "hot-bench",
-            dependencies: [
-                "HotCore", "HotArchive", "hot-bench-spawn",
-                // The store benchmark runs the whole engine.
-                "HotAssets", "HotStore", "HotTransport", "HotVerify", "HotTesting",
-                argumentParser,
-            ],
-            path: "Benchmarks/HotBench"),
-        // Spawns each measured tool from a small process, so its peak RSS is its own.
-        .executableTarget(name: "hot-bench-spawn", path: "Benchmarks/HotBenchSpawn"),
-        // ZIPFoundation's extractor is an executable of its own, so hot-bench's rows for our
-        // backends measure a process that links none of it.
-        .executableTarget(
-            name: "hot-bench-zipfoundation",
-            dependencies: [.product(name: "ZIPFoundation", package: "ZIPFoundation")],
-            path: "Benchmarks/ZIPFoundationExtract"),
 
         // Tests.
         .testTarget(
