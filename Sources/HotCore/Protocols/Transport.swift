@@ -165,3 +165,20 @@ public struct TransportResponse: Sendable {
         return data
     }
 }
+
+extension Transport {
+    /// Fetches a small document whole: checks the status and the size limit.
+    ///
+    /// - Throws: ``HotUpdateError`` with the transport's codes, ``HotUpdateError/Code/httpStatus``
+    ///   or ``HotUpdateError/Code/byteLimitExceeded``.
+    public func fetchDocument(
+        url: URL, maxBytes: Int64, timeouts: TransportTimeouts = TransportTimeouts(),
+        method: String = "GET", headers: [String: String] = [:], body: Data? = nil
+    ) async throws -> Data {
+        let response = try await fetch(
+            TransportRequest(
+                url: url, method: method, headers: headers, body: body, timeouts: timeouts, maxBytes: maxBytes))
+        try response.requireSuccess()
+        return try await response.collect(limit: maxBytes)
+    }
+}

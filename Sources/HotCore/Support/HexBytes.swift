@@ -1,8 +1,8 @@
 import Foundation
 
 /// Lowercase hex encoding, and decoding of either case.
-enum HexBytes {
-    static func encode<Bytes: Sequence>(_ data: Bytes) -> String where Bytes.Element == UInt8 {
+package enum HexBytes {
+    package static func encode<Bytes: Sequence>(_ data: Bytes) -> String where Bytes.Element == UInt8 {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(data.underestimatedCount * 2)
@@ -13,7 +13,7 @@ enum HexBytes {
         return String(decoding: out, as: UTF8.self)
     }
 
-    static func decode(_ text: String) -> Data? {
+    package static func decode(_ text: String) -> Data? {
         let bytes = Array(text.utf8)
         guard bytes.count % 2 == 0 else { return nil }
         var out = Data(capacity: bytes.count / 2)

@@ -1,4 +1,5 @@
 import Foundation
+import HotCore
 
 /// Asks an H5 offline-package server which web modules to install, the way such servers
 /// are usually spoken to: the app POSTs what it has, the server answers per module.

@@ -1,4 +1,5 @@
 import Foundation
+import HotCore
 
 /// Reads the older single patch info, `{"url": "…/patch.zip", "md5": "…"}`, that many
 /// apps' servers already publish, as a manifest of one package.

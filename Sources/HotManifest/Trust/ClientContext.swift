@@ -1,4 +1,5 @@
 import Foundation
+import HotCore
 import Logging
 
 /// Who this client is, for the publisher's per-package policy: which app version runs,

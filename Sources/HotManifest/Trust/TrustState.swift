@@ -1,4 +1,5 @@
 import Foundation
+import HotCore
 
 /// What a client has trusted, per channel, kept in `trust.json` under the store root so it
 /// survives restarts: the highest manifest version (rollback defence), the digest of its

@@ -1,4 +1,5 @@
 import Foundation
+import HotCore
 
 /// Reads the older script-patch list whose MD5s the server signs with RSA, as JSPatch-era
 /// patch servers publish it, and checks every signature before the list is used.

@@ -1,4 +1,5 @@
 import Foundation
+import HotCore
 import Logging
 
 /// Reads a repository's signed manifest (``SignedEnvelope`` around a

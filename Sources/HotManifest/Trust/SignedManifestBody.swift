@@ -1,4 +1,5 @@
 import Foundation
+import HotCore
 
 /// The signed part of a schema-2 manifest: what is released, to whom, until when, and
 /// which keys may sign the next one.

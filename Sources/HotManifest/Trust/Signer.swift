@@ -1,4 +1,5 @@
 import Foundation
+import HotCore
 
 /// Signs bytes with a private key: the publisher's side of ``Verifier``.
 ///

@@ -1,4 +1,5 @@
 import Foundation
+import HotCore
 
 /// A signed manifest as it is served: the exact bytes of the signed part and the
 /// signatures over them.

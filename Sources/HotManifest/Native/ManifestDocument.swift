@@ -1,4 +1,5 @@
 import Foundation
+import HotCore
 
 /// The native manifest as it is stored: `manifest.json` at the root of a repository.
 ///

@@ -1,4 +1,5 @@
 import Foundation
+import HotCore
 import Logging
 
 /// Which manifests a client accepts: the root keys the app ships with and how many of them

@@ -1,4 +1,5 @@
 import Foundation
+import HotCore
 import Logging
 
 /// Reads an unsigned schema-1 manifest (``ManifestDocument``) from a URL through a ``Transport``.
@@ -44,22 +45,5 @@ public struct StaticManifestSource: ManifestSource {
         }
         logger.warning("reading an unsigned manifest from \(url.absoluteString): nothing proves who published it")
         return try ManifestDocument.decode(data).manifest(relativeTo: url)
-    }
-}
-
-extension Transport {
-    /// Fetches a small document whole: checks the status and the size limit.
-    ///
-    /// - Throws: ``HotUpdateError`` with the transport's codes, ``HotUpdateError/Code/httpStatus``
-    ///   or ``HotUpdateError/Code/byteLimitExceeded``.
-    public func fetchDocument(
-        url: URL, maxBytes: Int64, timeouts: TransportTimeouts = TransportTimeouts(),
-        method: String = "GET", headers: [String: String] = [:], body: Data? = nil
-    ) async throws -> Data {
-        let response = try await fetch(
-            TransportRequest(
-                url: url, method: method, headers: headers, body: body, timeouts: timeouts, maxBytes: maxBytes))
-        try response.requireSuccess()
-        return try await response.collect(limit: maxBytes)
     }
 }
