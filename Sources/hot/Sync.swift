@@ -108,10 +108,10 @@ struct Sync: AsyncParsableCommand {
         try await runReportingErrors {
             let manifestURL = try parseLocation(manifest)
             let transport = try (transport ?? TransportKind.defaultKind(for: manifestURL)).make()
-            let timeouts = TransportTimeouts(lowSpeedWindow: .seconds(lowSpeedTime), total: .seconds(timeout))
+            let timeouts = TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime), total: .seconds(timeout))
             let updater = storeOptions.makeUpdater(
                 transport: transport, unarchiver: try unarchiver.make(),
-                timeouts: TransportTimeouts(lowSpeedWindow: .seconds(lowSpeedTime)), maxConcurrentPackages: concurrency)
+                timeouts: TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime)), maxConcurrentPackages: concurrency)
             let source: any ManifestSource
             switch format {
             case .native:

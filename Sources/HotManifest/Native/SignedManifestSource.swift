@@ -40,7 +40,7 @@ public struct SignedManifestSource: ManifestSource {
     /// The largest manifest accepted; the transfer is cut there.
     public var maxBytes: Int64
     /// Time limits for fetching the manifest (stalled and trickling servers).
-    public var timeouts: TransportTimeouts
+    public var timeouts: TransportRequest.Timeouts
     /// The current time, for expiry; injectable for tests.
     public var now: @Sendable () -> Date
     /// Where refusals of unsigned manifests and key rotations are logged.
@@ -62,7 +62,7 @@ public struct SignedManifestSource: ManifestSource {
     public init(
         url: URL, transport: any Transport, verifier: any Verifier, trust: ManifestTrust, storeRoot: URL,
         context: ClientContext = ClientContext(), maxBytes: Int64 = 1 << 20,
-        timeouts: TransportTimeouts = TransportTimeouts(total: .seconds(120)),
+        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(total: .seconds(120)),
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "HotUpdate")
     ) {

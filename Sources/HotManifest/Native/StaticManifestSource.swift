@@ -21,14 +21,14 @@ public struct StaticManifestSource: ManifestSource {
     /// The largest manifest accepted.
     public var maxBytes: Int64
     /// Time limits for the request.
-    public var timeouts: TransportTimeouts
+    public var timeouts: TransportRequest.Timeouts
     /// Where the warning about the missing signature goes.
     public var logger: Logger
 
     /// Creates a source.
     public init(
         url: URL, transport: any Transport, maxBytes: Int64 = 4 << 20,
-        timeouts: TransportTimeouts = TransportTimeouts(), logger: Logger = Logger(label: "HotUpdate")
+        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(), logger: Logger = Logger(label: "HotUpdate")
     ) {
         self.url = url
         self.transport = transport

@@ -155,7 +155,7 @@ public struct OfflinePackageManifestSource: ManifestSource {
     /// The largest answer accepted.
     public var maxBytes: Int64
     /// Time limits for the check.
-    public var timeouts: TransportTimeouts
+    public var timeouts: TransportRequest.Timeouts
 
     /// Creates a source that asks `installedModules` what to report.
     ///
@@ -172,7 +172,7 @@ public struct OfflinePackageManifestSource: ManifestSource {
         url: URL, transport: any Transport, app: App,
         installedModules: @escaping @Sendable () async throws -> [InstalledModule],
         wrapsRequestInData: Bool = true, headers: [String: String] = [:], maxBytes: Int64 = 1 << 20,
-        timeouts: TransportTimeouts = TransportTimeouts()
+        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts()
     ) {
         self.url = url
         self.transport = transport
@@ -195,7 +195,7 @@ public struct OfflinePackageManifestSource: ManifestSource {
         url: URL, transport: any Transport, app: App,
         snapshot: @escaping @Sendable () async throws -> StoreSnapshot, moduleIDs: Set<String>? = nil,
         wrapsRequestInData: Bool = true, headers: [String: String] = [:], maxBytes: Int64 = 1 << 20,
-        timeouts: TransportTimeouts = TransportTimeouts()
+        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts()
     ) {
         self.init(
             url: url, transport: transport, app: app,

@@ -87,7 +87,7 @@ public struct SignedPatchListManifestSource: ManifestSource {
     /// The largest list accepted.
     public var maxBytes: Int64
     /// Time limits for fetching the list.
-    public var timeouts: TransportTimeouts
+    public var timeouts: TransportRequest.Timeouts
 
     /// Creates a source.
     ///
@@ -102,7 +102,7 @@ public struct SignedPatchListManifestSource: ManifestSource {
     public init(
         url: URL, transport: any Transport, verifier: any Verifier, trustedKeys: [PublicKey],
         removesUnlistedPatches: Bool = true, maxBytes: Int64 = 1 << 20,
-        timeouts: TransportTimeouts = TransportTimeouts()
+        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts()
     ) {
         self.url = url
         self.transport = transport

@@ -10,11 +10,11 @@ import Foundation
 
 /// The few file-system operations the engine needs, with durable semantics and
 /// ``HotUpdateError``s that say which path failed.
-public enum FileSystem {
+package enum FileSystem {
     /// Creates a directory and its parents if missing.
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
-    public static func createDirectory(_ url: URL) throws {
+    package static func createDirectory(_ url: URL) throws {
         do {
             try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         } catch {
@@ -25,7 +25,7 @@ public enum FileSystem {
     /// Removes a file or a directory tree; a missing path is not an error.
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
-    public static func remove(_ url: URL) throws {
+    package static func remove(_ url: URL) throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) || isSymlink(url) else {
             return
@@ -38,13 +38,13 @@ public enum FileSystem {
     }
 
     /// Whether `url` is a symbolic link (not followed).
-    public static func isSymlink(_ url: URL) -> Bool {
+    package static func isSymlink(_ url: URL) -> Bool {
         var info = stat()
         return lstat(url.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFLNK
     }
 
     /// Whether `url` exists and is a directory (not following a final symlink).
-    public static func isDirectory(_ url: URL) -> Bool {
+    package static func isDirectory(_ url: URL) -> Bool {
         var info = stat()
         return lstat(url.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
     }
@@ -55,7 +55,7 @@ public enum FileSystem {
     /// on the rename.
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
-    public static func rename(_ source: URL, to destination: URL, durable: Bool = true) throws {
+    package static func rename(_ source: URL, to destination: URL, durable: Bool = true) throws {
         guard systemRename(source.path, destination.path) == 0 else {
             let code = errno
             throw HotUpdateError(
@@ -68,7 +68,7 @@ public enum FileSystem {
     /// fsyncs a directory, making renames and creations inside it durable.
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
-    public static func syncDirectory(_ url: URL) throws {
+    package static func syncDirectory(_ url: URL) throws {
         let fd = open(url.path, O_RDONLY | O_DIRECTORY)
         guard fd >= 0 else {
             let code = errno
@@ -85,7 +85,7 @@ public enum FileSystem {
     /// a recorded version with files that were not yet on disk.
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
-    public static func syncFileSystem(containing url: URL) throws {
+    package static func syncFileSystem(containing url: URL) throws {
         #if canImport(Glibc) || canImport(Musl)
             let fd = open(url.path, O_RDONLY | O_DIRECTORY)
             guard fd >= 0 else {
@@ -110,7 +110,7 @@ public enum FileSystem {
 
     /// Runs blocking file-system work on a thread outside Swift's cooperative pool, so a
     /// slow disk never stalls other tasks.
-    public static func offload<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    package static func offload<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global(qos: .utility).async {
                 continuation.resume(with: Result { try body() })
@@ -119,7 +119,7 @@ public enum FileSystem {
     }
 
     /// The names in a directory; an empty list when it does not exist.
-    public static func contents(of url: URL) -> [String] {
+    package static func contents(of url: URL) -> [String] {
         (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
     }
 }

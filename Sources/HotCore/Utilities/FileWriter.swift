@@ -10,17 +10,17 @@ import Foundation
 
 /// Appends bytes to a new file through a file descriptor, with errors that name the file.
 /// Used by one task at a time.
-public final class FileWriter {
+package final class FileWriter {
     private var fd: Int32
     /// The file being written.
-    public let url: URL
+    package let url: URL
     /// Bytes written so far.
-    public private(set) var bytesWritten: Int64 = 0
+    package private(set) var bytesWritten: Int64 = 0
 
     /// Creates `url`, which must not exist.
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
-    public init(creating url: URL) throws {
+    package init(creating url: URL) throws {
         self.url = url
         fd = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
@@ -36,7 +36,7 @@ public final class FileWriter {
     /// Appends `bytes`.
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem`` (a full disk among others).
-    public func write(_ bytes: UnsafeRawBufferPointer) throws {
+    package func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard var base = bytes.baseAddress else { return }
         var remaining = bytes.count
         while remaining > 0 {
@@ -53,14 +53,14 @@ public final class FileWriter {
     }
 
     /// Appends `data`.
-    public func write(_ data: Data) throws {
+    package func write(_ data: Data) throws {
         try data.withUnsafeBytes { try write($0) }
     }
 
     /// Closes the file, first flushing it to stable storage when `sync` is true.
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
-    public func close(sync: Bool = true) throws {
+    package func close(sync: Bool = true) throws {
         guard fd >= 0 else { return }
         let syncResult = sync ? fsync(fd) : 0
         let syncError = errno

@@ -46,7 +46,7 @@ struct ObjectStore: Sendable {
     ///   shared, and a repair re-downloads rather than restores them.
     /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file.
     @discardableResult
-    func adopt(tree: URL, files: [InstalledFile], distrustExisting: Bool, verifier: any Verifier) throws -> Int {
+    func adopt(tree: URL, files: [FileList.Entry], distrustExisting: Bool, verifier: any Verifier) throws -> Int {
         var copies = 0
         var fanouts = Set<String>()
         for file in files {
@@ -89,7 +89,7 @@ struct ObjectStore: Sendable {
 
     /// Whether an existing object can stand for `file`.
     private func isUsable(
-        _ info: FileInfo, _ object: URL, for file: InstalledFile, hashing: Bool, _ verifier: any Verifier
+        _ info: FileInfo, _ object: URL, for file: FileList.Entry, hashing: Bool, _ verifier: any Verifier
     ) -> Bool {
         guard info.isRegular, info.size == file.size else { return false }
         guard hashing else { return true }
@@ -97,7 +97,7 @@ struct ObjectStore: Sendable {
     }
 
     /// The object for `file` when it is present and its content hashes to its name; nil otherwise.
-    func intactObject(for file: InstalledFile, verifier: any Verifier) -> URL? {
+    func intactObject(for file: FileList.Entry, verifier: any Verifier) -> URL? {
         let object = layout.objectURL(sha256: file.sha256)
         guard let info = FileInfo(object), isUsable(info, object, for: file, hashing: true, verifier) else {
             return nil

@@ -4,8 +4,8 @@ import Foundation
 /// the consumer by more than the stream's capacity waits.
 ///
 /// Transports make one with ``makeStream(capacity:)`` and write into the
-/// ``ByteStreamWriter`` from a thread (``ByteStreamWriter/writeBlocking(_:)``) or a
-/// task (``ByteStreamWriter/write(_:)``). Cancelling the consuming task, calling
+/// ``ByteStream/Writer`` from a thread (``ByteStream/Writer/writeBlocking(_:)``) or a
+/// task (``ByteStream/Writer/write(_:)``). Cancelling the consuming task, calling
 /// ``cancel()``, or dropping every copy of the stream makes the producer's next
 /// write throw `CancellationError` and runs the writer's cancellation handler, so the
 /// transfer stops.
@@ -28,9 +28,9 @@ public struct ByteStream: AsyncSequence, Sendable {
     /// Creates a stream and the writer that feeds it.
     ///
     /// - Parameter capacity: How many chunks may wait unread before the producer waits.
-    public static func makeStream(capacity: Int = 8) -> (stream: ByteStream, writer: ByteStreamWriter) {
+    public static func makeStream(capacity: Int = 8) -> (stream: ByteStream, writer: ByteStream.Writer) {
         let channel = ByteChannel(capacity: Swift.max(1, capacity))
-        return (ByteStream(channel: channel), ByteStreamWriter(channel: channel))
+        return (ByteStream(channel: channel), ByteStream.Writer(channel: channel))
     }
 
     /// A stream of the given chunks, already complete.
@@ -59,33 +59,6 @@ public struct ByteStream: AsyncSequence, Sendable {
         /// The next chunk, or nil at the end of the body.
         public mutating func next() async throws -> Data? { try await token.channel.next() }
     }
-}
-
-/// Feeds a ``ByteStream``.
-public struct ByteStreamWriter: Sendable {
-    fileprivate let channel: ByteChannel
-
-    /// Delivers a chunk, blocking the calling thread while the consumer is behind.
-    /// For producers on threads of their own (libcurl's `curl_easy_perform`); never
-    /// call it from a Swift concurrency task.
-    ///
-    /// - Throws: `CancellationError` once the consumer has gone away.
-    public func writeBlocking(_ chunk: Data) throws { try channel.writeBlocking(chunk) }
-
-    /// Delivers a chunk, suspending while the consumer is behind.
-    ///
-    /// - Throws: `CancellationError` once the consumer has gone away.
-    public func write(_ chunk: Data) async throws { try await channel.write(chunk) }
-
-    /// Ends the body, with an error or without. Later writes are ignored.
-    public func finish(throwing error: (any Error)? = nil) { channel.finish(throwing: error) }
-
-    /// Whether the consumer has gone away.
-    public var isCancelled: Bool { channel.isCancelled }
-
-    /// Sets what runs, once, when the consumer goes away before the end (abort the transfer).
-    /// Runs at once if that has already happened.
-    public func onCancel(_ handler: @escaping @Sendable () -> Void) { channel.setCancelHandler(handler) }
 }
 
 /// Cancels the channel when the last copy of a stream and its iterators is gone.
@@ -307,5 +280,34 @@ private final class ByteChannel: @unchecked Sendable {
         }
         cancelHandler = handler
         condition.unlock()
+    }
+}
+
+extension ByteStream {
+    /// Feeds a ``ByteStream``.
+    public struct Writer: Sendable {
+        fileprivate let channel: ByteChannel
+
+        /// Delivers a chunk, blocking the calling thread while the consumer is behind.
+        /// For producers on threads of their own (libcurl's `curl_easy_perform`); never
+        /// call it from a Swift concurrency task.
+        ///
+        /// - Throws: `CancellationError` once the consumer has gone away.
+        public func writeBlocking(_ chunk: Data) throws { try channel.writeBlocking(chunk) }
+
+        /// Delivers a chunk, suspending while the consumer is behind.
+        ///
+        /// - Throws: `CancellationError` once the consumer has gone away.
+        public func write(_ chunk: Data) async throws { try await channel.write(chunk) }
+
+        /// Ends the body, with an error or without. Later writes are ignored.
+        public func finish(throwing error: (any Error)? = nil) { channel.finish(throwing: error) }
+
+        /// Whether the consumer has gone away.
+        public var isCancelled: Bool { channel.isCancelled }
+
+        /// Sets what runs, once, when the consumer goes away before the end (abort the transfer).
+        /// Runs at once if that has already happened.
+        public func onCancel(_ handler: @escaping @Sendable () -> Void) { channel.setCancelHandler(handler) }
     }
 }

@@ -1,22 +1,5 @@
 import Foundation
 
-/// One regular file of an installed version.
-public struct InstalledFile: Codable, Sendable, Hashable {
-    /// The path inside the version's tree, `/`-separated.
-    public var path: String
-    /// The file's size in bytes.
-    public var size: Int64
-    /// The file's SHA-256 (lowercase hex): also the name of its object in `objects/`.
-    public var sha256: String
-
-    /// Creates a record.
-    public init(path: String, size: Int64, sha256: String) {
-        self.path = path
-        self.size = size
-        self.sha256 = sha256
-    }
-}
-
 /// The files of one installed version, written next to the store (`filelists/<id>/<version>.files`)
 /// when the version is installed and read only when a package is checked, repaired or deleted,
 /// so opening a store with many packages reads none of them.
@@ -30,10 +13,10 @@ public struct FileList: Sendable, Hashable {
     public static let currentFormat = 1
 
     /// The files, in the order the archive listed them.
-    public var files: [InstalledFile]
+    public var files: [FileList.Entry]
 
     /// Creates a list.
-    public init(files: [InstalledFile]) {
+    public init(files: [FileList.Entry]) {
         self.files = files
     }
 
@@ -70,7 +53,7 @@ public struct FileList: Sendable, Hashable {
             throw HotUpdateError(
                 .storeCorrupt, "the file list was written by a newer HotUpdate (format \(format))", subject: name)
         }
-        var files: [InstalledFile] = []
+        var files: [FileList.Entry] = []
         var start = headerEnd + 1
         var number = 1
         while start < bytes.count {
@@ -104,7 +87,7 @@ public struct FileList: Sendable, Hashable {
                 path = decoded
             }
             files.append(
-                InstalledFile(path: path, size: size, sha256: String(decoding: bytes[start..<digestEnd], as: UTF8.self)))
+                FileList.Entry(path: path, size: size, sha256: String(decoding: bytes[start..<digestEnd], as: UTF8.self)))
         }
         return FileList(files: files)
     }
@@ -143,7 +126,26 @@ public struct FileList: Sendable, Hashable {
     }
 
     /// The files by path.
-    public var byPath: [String: InstalledFile] {
+    public var byPath: [String: FileList.Entry] {
         Dictionary(files.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+}
+
+extension FileList {
+    /// One regular file of an installed version.
+    public struct Entry: Codable, Sendable, Hashable {
+        /// The path inside the version's tree, `/`-separated.
+        public var path: String
+        /// The file's size in bytes.
+        public var size: Int64
+        /// The file's SHA-256 (lowercase hex): also the name of its object in `objects/`.
+        public var sha256: String
+
+        /// Creates a record.
+        public init(path: String, size: Int64, sha256: String) {
+            self.path = path
+            self.size = size
+            self.sha256 = sha256
+        }
     }
 }

@@ -14,21 +14,21 @@ import HotCore
 ///
 /// Files are created with `O_CREAT | O_EXCL | O_NOFOLLOW`: nothing is ever
 /// written through a symlink or over an existing file.
-struct StagingArea: Sendable {
+struct PartialDirectory: Sendable {
     /// The destination's absolute path, its parent's symlinks resolved.
     let destination: String
-    /// The staging directory's absolute path.
+    /// The partial directory's absolute path.
     let root: String
     /// Whether the process umask may take owner bits from the modes files are created
     /// with, so each needs an `fchmod` after `open` (true unless the umask is known).
     let umaskMasksOwnerBits: Bool
 
-    /// Checks `destination` and creates the staging directory beside it.
+    /// Checks `destination` and creates the partial directory beside it.
     ///
     /// - Throws: ``HotUpdateError/Code/invalidArgument`` when the destination exists and
-    ///   is not an empty directory; ``HotUpdateError/Code/fileSystem`` when the staging
+    ///   is not an empty directory; ``HotUpdateError/Code/fileSystem`` when the partial
     ///   directory cannot be created.
-    static func create(for destination: URL) throws -> StagingArea {
+    static func create(for destination: URL) throws -> PartialDirectory {
         let standardized = destination.standardizedFileURL
         let name = standardized.lastPathComponent
         guard !name.isEmpty, name != "/", name != ".", name != ".." else {
@@ -60,10 +60,10 @@ struct StagingArea: Sendable {
         }
         let root = (parent == "/" ? "" : parent) + "/.\(name).partial-\(UUID().uuidString)"
         guard mkdir(root, 0o700) == 0 else {
-            throw ArchiveError.system("creating staging directory", path: root, errno: errno)
+            throw ArchiveError.system("creating partial directory", path: root, errno: errno)
         }
         let umask = processUmask()
-        return StagingArea(
+        return PartialDirectory(
             destination: destinationPath, root: root, umaskMasksOwnerBits: umask.map { $0 & 0o700 != 0 } ?? true)
     }
 
@@ -103,7 +103,7 @@ struct StagingArea: Sendable {
         return true
     }
 
-    /// The absolute path of `relative` inside the staging directory.
+    /// The absolute path of `relative` inside the partial directory.
     func path(_ relative: String) -> String { root + "/" + relative }
 
     /// Creates `directories` (parents listed before children) with mode 0o700.
@@ -136,7 +136,7 @@ struct StagingArea: Sendable {
         guard symlink(target, path) == 0 else { throw ArchiveError.system("creating symlink", path: path, errno: errno) }
     }
 
-    /// Moves the staging directory onto the destination (replacing it if it is an empty directory).
+    /// Moves the partial directory onto the destination (replacing it if it is an empty directory).
     func commit() throws {
         guard rename(root, destination) == 0 else {
             let code = errno
@@ -150,7 +150,7 @@ struct StagingArea: Sendable {
         }
     }
 
-    /// Removes the staging directory and everything in it (links are removed, not followed).
+    /// Removes the partial directory and everything in it (links are removed, not followed).
     func discard() {
         try? FileManager.default.removeItem(atPath: root)
     }
@@ -171,36 +171,36 @@ func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: @autoclosure (
     }
 }
 
-extension StagingArea {
+extension PartialDirectory {
     /// Runs one extraction of `archive` into `destination`, all or nothing: the part
     /// both unarchivers share.
     ///
     /// Off the cooperative pool, `makePlan` reads and checks the archive (nothing is
-    /// written before it succeeds) and the staging directory is created beside the
+    /// written before it succeeds) and the partial directory is created beside the
     /// destination; then the plan's directories are created, `run` writes the files
     /// (on threads of its own, recording failures in the state), and ``finish(_:_:)``
     /// creates the links and moves the tree into place. On any failure or cancellation
-    /// the staging directory is removed and the destination is left as it was.
+    /// the partial directory is removed and the destination is left as it was.
     ///
     /// - Parameters:
     ///   - makePlan: Reads the archive's structure and admits its entries.
-    ///   - run: Writes the plan's files into the staging area, given how many workers
+    ///   - run: Writes the plan's files into the partial directory, given how many workers
     ///     the options allow (``ExtractOptions/concurrency``, or one per active core).
     /// - Throws: ``HotUpdateError``, from the plan, the workers or the file system.
     static func extract(
         _ archive: URL, to destination: URL, options: ExtractOptions,
         progress: (@Sendable (ExtractionProgress) -> Void)?,
         plan makePlan: @escaping @Sendable (ReadOnlyFile) throws -> ZipArchivePlan,
-        run: (_ file: ReadOnlyFile, _ plan: ZipArchivePlan, _ staging: StagingArea, _ state: ExtractionState,
+        run: (_ file: ReadOnlyFile, _ plan: ZipArchivePlan, _ partial: PartialDirectory, _ state: ExtractionState,
               _ workers: Int) async -> Void
     ) async throws -> ExtractionReport {
         try Task.checkCancellation()
         let name = archive.lastPathComponent
-        let (file, plan, staging) = try await BlockingThreads.perform {
+        let (file, plan, partial) = try await BlockingThreads.perform {
             do {
                 let file = try ReadOnlyFile(archive)
                 let plan = try makePlan(file)
-                return (file, plan, try StagingArea.create(for: destination))
+                return (file, plan, try PartialDirectory.create(for: destination))
             } catch {
                 throw HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'")
             }
@@ -209,27 +209,27 @@ extension StagingArea {
             archive: name, entriesTotal: plan.entries.count, bytesTotal: plan.declaredBytes,
             maxTotalBytes: options.maxTotalBytes, progress: progress)
         do {
-            try staging.createDirectories(plan.directories)
+            try partial.createDirectories(plan.directories)
             let explicitDirectories = plan.entries.count(where: { $0.kind == .directory })
             if explicitDirectories > 0 { state.finished(entries: explicitDirectories) }
 
             let workers = options.concurrency > 0 ? options.concurrency : ProcessInfo.processInfo.activeProcessorCount
             await withTaskCancellationHandler {
-                await run(file, plan, staging, state, max(1, workers))
+                await run(file, plan, partial, state, max(1, workers))
             } onCancel: {
                 state.cancel()
             }
             if let failure = state.outcome { throw failure }
 
-            return try staging.finish(plan, state)
+            return try partial.finish(plan, state)
         } catch {
-            staging.discard()
+            partial.discard()
             throw HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'")
         }
     }
 
     /// Ends a successful extraction: creates the plan's symlinks last, once every file is
-    /// written and closed, so nothing is ever written through one; moves the staging
+    /// written and closed, so nothing is ever written through one; moves the partial
     /// directory into place; and reports what was written.
     private func finish(_ plan: ZipArchivePlan, _ state: ExtractionState) throws -> ExtractionReport {
         var links: [String] = []

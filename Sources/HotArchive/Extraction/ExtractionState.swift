@@ -18,7 +18,7 @@ final class ExtractionState: @unchecked Sendable {
     private var cancelled = false
     private var current: ExtractionProgress
     private var lastDelivered = -1
-    private var files: [(Int, ExtractedFile)] = []
+    private var files: [(Int, ExtractionReport.File)] = []
 
     init(
         archive: String, entriesTotal: Int, bytesTotal: Int64, maxTotalBytes: Int64,
@@ -86,7 +86,7 @@ final class ExtractionState: @unchecked Sendable {
     }
 
     /// Records a finished entry (and a written file) and reports progress.
-    func finished(entries: Int = 1, file: (Int, ExtractedFile)? = nil) {
+    func finished(entries: Int = 1, file: (Int, ExtractionReport.File)? = nil) {
         lock.lock()
         current.entriesCompleted += entries
         if let file { files.append(file) }
@@ -95,7 +95,7 @@ final class ExtractionState: @unchecked Sendable {
     }
 
     /// The files written, in archive order.
-    var writtenFiles: [ExtractedFile] {
+    var writtenFiles: [ExtractionReport.File] {
         lock.lock()
         defer { lock.unlock() }
         return files.sorted { $0.0 < $1.0 }.map(\.1)

@@ -1,15 +1,15 @@
 import Logging
 
 extension StoreSnapshot {
-    /// Applies a ``PackageChange/disable`` or ``PackageChange/enable`` plan entry: the
+    /// Applies a ``UpdatePlan/Change/disable`` or ``UpdatePlan/Change/enable`` plan entry: the
     /// installed files stay where they are, only the package's state changes, so a disabled
     /// package stops being resolved (the bundle answers instead) and comes back without a
     /// download when it is enabled.
     ///
     /// - Returns: The outcome to report for the package.
-    mutating func setAvailability(_ entry: PackagePlan, logger: Logger) -> PackageOutcome {
+    mutating func setEnabled(_ entry: UpdatePlan.PackagePlan, logger: Logger) -> SyncReport.PackageOutcome {
         guard var record = packages[entry.id] else {
-            return PackageOutcome(id: entry.id, change: entry.change, activeVersion: nil)
+            return SyncReport.PackageOutcome(id: entry.id, change: entry.change, activeVersion: nil)
         }
         record.state = entry.change == .disable ? .disabled : .installed
         record.lastError = nil
@@ -18,6 +18,6 @@ extension StoreSnapshot {
         logger.info(
             entry.change == .disable ? "disabled" : "enabled",
             metadata: ["package": "\(entry.id)", "version": "\(record.active?.version ?? "-")"])
-        return PackageOutcome(id: entry.id, change: entry.change, activeVersion: record.active?.version)
+        return SyncReport.PackageOutcome(id: entry.id, change: entry.change, activeVersion: record.active?.version)
     }
 }

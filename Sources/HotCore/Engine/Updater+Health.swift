@@ -53,7 +53,7 @@ extension Updater {
     ///
     /// - Parameters:
     ///   - packageID: The package.
-    ///   - depth: ``VerificationDepth/quick`` (presence and sizes) or ``VerificationDepth/full`` (hashes).
+    ///   - depth: ``PackageHealth/Depth/quick`` (presence and sizes) or ``PackageHealth/Depth/full`` (hashes).
     /// - Returns: What was found.
     /// - Throws: ``HotUpdateError/Code/notFound`` when the package has no active version;
     ///   ``HotUpdateError/Code/storeCorrupt`` when its file list cannot be read.
@@ -62,7 +62,7 @@ extension Updater {
     /// let health = try await updater.verify(packageID: "filters", depth: .full)
     /// if !health.isHealthy { _ = try await updater.repair(packageID: "filters") }
     /// ```
-    public func verify(packageID: String, depth: VerificationDepth = .full) async throws -> PackageHealth {
+    public func verify(packageID: String, depth: PackageHealth.Depth = .full) async throws -> PackageHealth {
         let (active, fileList, root) = try await activeTree(of: packageID, toDo: "verify")
         let list = fileList.files
         let verifier = configuration.verifier
@@ -86,7 +86,7 @@ extension Updater {
     /// - Parameter depth: How deep to check.
     /// - Returns: One result per package, by id.
     /// - Throws: ``HotUpdateError`` when the store cannot be read.
-    public func verifyAll(depth: VerificationDepth = .quick) async throws -> [PackageHealth] {
+    public func verifyAll(depth: PackageHealth.Depth = .quick) async throws -> [PackageHealth] {
         var results: [PackageHealth] = []
         for id in try await open().packages.values.filter({ $0.active != nil }).map(\.id).sorted() {
             results.append(try await verify(packageID: id, depth: depth))
@@ -110,7 +110,7 @@ extension Updater {
     /// let report = try await updater.repair(packageID: "filters")
     /// print(report.restored, report.refetched)
     /// ```
-    public func repair(packageID: String, depth: VerificationDepth = .full) async throws -> RepairReport {
+    public func repair(packageID: String, depth: PackageHealth.Depth = .full) async throws -> RepairReport {
         let before = try await verify(packageID: packageID, depth: depth)
         guard !before.isHealthy else {
             return RepairReport(id: packageID, before: before, restored: [], refetched: false, after: before)
@@ -141,7 +141,7 @@ extension Updater {
     /// - Parameter depth: How deep the checks go.
     /// - Returns: One report per package, by id.
     /// - Throws: ``HotUpdateError`` when the store cannot be read or written.
-    public func repairAll(depth: VerificationDepth = .full) async throws -> [RepairReport] {
+    public func repairAll(depth: PackageHealth.Depth = .full) async throws -> [RepairReport] {
         var reports: [RepairReport] = []
         for id in try await open().packages.values.filter({ $0.active != nil }).map(\.id).sorted() {
             reports.append(try await repair(packageID: id, depth: depth))
@@ -236,7 +236,7 @@ extension Updater {
 
     /// Compares files on disk with the list; blocking.
     private static func examine(
-        _ files: [InstalledFile], under root: URL, depth: VerificationDepth, verifier: any Verifier
+        _ files: [FileList.Entry], under root: URL, depth: PackageHealth.Depth, verifier: any Verifier
     ) -> (missing: [String], damaged: [String]) {
         var missing: [String] = []
         var damaged: [String] = []

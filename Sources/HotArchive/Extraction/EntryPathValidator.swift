@@ -79,7 +79,7 @@ struct EntryPathValidator {
     /// that names the destination itself (`./`, which bsdtar writes).
     ///
     /// - Throws: ``HotUpdateError/Code/unsafeEntry`` or ``HotUpdateError/Code/limitExceeded``.
-    mutating func admit(_ name: String, kind: ArchiveEntryKind) throws -> String? {
+    mutating func admit(_ name: String, kind: ArchiveEntry.Kind) throws -> String? {
         guard kind == .file || kind == .directory || kind == .symlink else {
             throw ArchiveError.unsafe(
                 archive, "it is a device, FIFO or socket, which is never created", entry: name)

@@ -9,34 +9,34 @@ import Foundation
 /// filelists/<id>/<version>.files each version's files: path, size, SHA-256
 /// staging/<uuid>/                downloads, unpacking and deletions in progress; swept at open
 /// ```
-public struct StoreLayout: Sendable, Hashable {
+package struct StoreLayout: Sendable, Hashable {
     /// The store root.
-    public let root: URL
+    package let root: URL
 
     /// Creates a layout for `root`.
-    public init(root: URL) {
+    package init(root: URL) {
         self.root = root.standardizedFileURL
     }
 
     /// `packages/`.
-    public var packagesDirectory: URL { root.appendingPathComponent("packages", isDirectory: true) }
+    package var packagesDirectory: URL { root.appendingPathComponent("packages", isDirectory: true) }
     /// `staging/`.
-    public var stagingDirectory: URL { root.appendingPathComponent("staging", isDirectory: true) }
+    package var stagingDirectory: URL { root.appendingPathComponent("staging", isDirectory: true) }
 
     /// `objects/`.
-    public var objectsDirectory: URL { root.appendingPathComponent("objects", isDirectory: true) }
+    package var objectsDirectory: URL { root.appendingPathComponent("objects", isDirectory: true) }
     /// `filelists/`.
-    public var fileListsDirectory: URL { root.appendingPathComponent("filelists", isDirectory: true) }
+    package var fileListsDirectory: URL { root.appendingPathComponent("filelists", isDirectory: true) }
 
     /// The object holding the file whose SHA-256 is `hex`: `objects/<first 2 hex>/<hex>`.
-    public func objectURL(sha256 hex: String) -> URL {
+    package func objectURL(sha256 hex: String) -> URL {
         objectsDirectory.appendingPathComponent(String(hex.prefix(2)), isDirectory: true)
             .appendingPathComponent(hex, isDirectory: false)
     }
 
     /// The file list of the installed version at `relativeVersionPath` (`packages/<id>/<name>`):
     /// `filelists/<id>/<name>.files`; nil for a path of another shape.
-    public func fileListURL(forVersionPath relativeVersionPath: String) -> URL? {
+    package func fileListURL(forVersionPath relativeVersionPath: String) -> URL? {
         let parts = relativeVersionPath.split(separator: "/")
         guard parts.count == 3, parts[0] == "packages" else { return nil }
         return fileListsDirectory.appendingPathComponent(String(parts[1]), isDirectory: true)
@@ -44,19 +44,19 @@ public struct StoreLayout: Sendable, Hashable {
     }
 
     /// The directory of one package's versions.
-    public func packageDirectory(id: String) -> URL {
+    package func packageDirectory(id: String) -> URL {
         packagesDirectory.appendingPathComponent(id, isDirectory: true)
     }
 
     /// The relative path of an installed version's directory.
-    public func relativeVersionPath(id: String, directoryName: String) -> String {
+    package func relativeVersionPath(id: String, directoryName: String) -> String {
         "packages/\(id)/\(directoryName)"
     }
 
     /// Turns a stored relative path into a URL under the root.
     ///
     /// - Throws: ``HotUpdateError/Code/storeCorrupt`` for a path that is absolute or escapes the root.
-    public func url(forRelativePath path: String) throws -> URL {
+    package func url(forRelativePath path: String) throws -> URL {
         let components = path.split(separator: "/", omittingEmptySubsequences: false)
         guard !path.isEmpty, !path.hasPrefix("/"),
             components.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." })
