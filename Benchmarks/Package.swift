@@ -33,8 +33,8 @@ let package = Package(
         .executableTarget(
             name: "hot-bench",
             dependencies: [
-                hot("HotCore"), hot("HotArchive"), hot("HotAssets"), hot("HotStore"), hot("HotTransport"),
-                hot("HotVerify"), hot("HotTesting"), "hot-bench-spawn",
+                hot("HotCore"), hot("HotManifest"), hot("HotArchive"), hot("HotAssets"), hot("HotStore"),
+                hot("HotTransport"), hot("HotVerify"), hot("HotTesting"), "hot-bench-spawn",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -52,8 +52,8 @@ let package = Package(
         .executableTarget(
             name: "HotMicroBenchmarks",
             dependencies: [
-                hot("HotCore"), hot("HotArchive"), hot("HotAssets"), hot("HotStore"), hot("HotVerify"),
-                hot("HotTransport"),
+                hot("HotCore"), hot("HotManifest"), hot("HotArchive"), hot("HotAssets"), hot("HotStore"),
+                hot("HotTransport"), hot("HotVerify"),
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "Logging", package: "swift-log"),
             ],
