@@ -60,4 +60,11 @@ import Testing
         #expect(failed["valid archive extracts byte-identical"] != nil)
         #expect(failed["listing refuses a non-archive"] == nil)
     }
+
+    @Test func carelessTransportFailsTheSuite() async throws {
+        let suite = TransportConformance(serve: TransportConformance.fileURLs) { CarelessTransport() }
+        let failed = await Self.failures(of: suite.checks)
+        #expect(Set(failed.keys) == ["byte ranges", "byte limit enforced", "body streams in chunks", "cancelling the body ends it", "cancelling the task ends the body"])
+        #expect(failed["byte ranges"]?.detail.contains("206") == true)
+    }
 }

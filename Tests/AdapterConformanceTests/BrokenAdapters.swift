@@ -44,3 +44,15 @@ struct LeakyUnarchiver: Unarchiver {
         throw HotUpdateError(.unsafeEntry, "refused after writing")
     }
 }
+
+/// A transport that reads `file://` URLs whole, ignoring the request's range and byte limit,
+/// and hands the body over as one chunk: it breaks ranges, the limit and streaming.
+struct CarelessTransport: Transport {
+    func fetch(_ request: TransportRequest) async throws -> TransportResponse {
+        guard let data = try? Data(contentsOf: request.url) else {
+            return TransportResponse(url: request.url, statusCode: 404, body: ByteStream(chunks: []))
+        }
+        return TransportResponse(
+            url: request.url, statusCode: 200, expectedContentLength: Int64(data.count), body: ByteStream(chunks: [data]))
+    }
+}
