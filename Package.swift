@@ -10,6 +10,7 @@ let package = Package(
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
     products: [
         .library(name: "HotCore", targets: ["HotCore"]),
+        .library(name: "HotManifest", targets: ["HotManifest"]),
         .library(name: "HotTransport", targets: ["HotTransport"]),
         .library(name: "HotArchive", targets: ["HotArchive"]),
         .library(name: "HotVerify", targets: ["HotVerify"]),
@@ -48,7 +49,14 @@ let package = Package(
             name: "HotCore",
             dependencies: [.product(name: "Logging", package: "swift-log")]),
 
-        // Implementations: each points into HotCore, never at another.
+        // What servers speak: the signed native manifest and its trust state, and the sources for
+        // older servers' formats.
+        .target(
+            name: "HotManifest",
+            dependencies: ["HotCore", .product(name: "Logging", package: "swift-log")]),
+
+        // Implementations: each points into HotCore (and HotVerify into HotManifest, whose
+        // `Signer` it implements), never at another.
         .target(
             name: "HotTransport",
             dependencies: [
@@ -64,7 +72,7 @@ let package = Package(
         .target(
             name: "HotVerify",
             dependencies: [
-                "HotCore",
+                "HotCore", "HotManifest",
                 .target(name: "CHotCrypto", condition: .when(platforms: nonApple)),
             ]),
         .target(name: "HotStore", dependencies: ["HotCore"]),
@@ -75,31 +83,31 @@ let package = Package(
         .executableTarget(
             name: "hot",
             dependencies: [
-                "HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets",
+                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 
         // Examples.
         .executableTarget(
             name: "MinimalPatch",
-            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
+            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
             path: "Examples/MinimalPatch",
             exclude: ["Patches", "README.md"],
             resources: [.copy("Bundle")]),
         .executableTarget(
             name: "ScriptPatches",
-            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore"],
+            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore"],
             path: "Examples/ScriptPatches",
             exclude: ["Patches", "DebugPatch", "README.md", "make-patch-list"]),
         .executableTarget(
             name: "ResourcePacks",
-            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
+            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
             path: "Examples/ResourcePacks",
             exclude: ["README.md", "make-repository"],
             resources: [.copy("Bundle")]),
         .executableTarget(
             name: "WebOfflinePackages",
-            dependencies: ["HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
+            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
             path: "Examples/WebOfflinePackages",
             exclude: ["README.md", "make-repository", "Modules"]),
 
@@ -126,6 +134,7 @@ let package = Package(
         .testTarget(
             name: "HotCoreTests",
             dependencies: ["HotCore", "HotTesting", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "HotManifestTests", dependencies: ["HotManifest", "HotCore", "HotTesting"]),
         .testTarget(name: "HotArchiveTests", dependencies: ["HotArchive", "HotCore", "HotTesting"]),
         .testTarget(name: "HotTransportTests", dependencies: ["HotTransport", "HotCore", "HotTesting"]),
         .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore", "HotTesting"]),
@@ -136,7 +145,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "HotCore", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", "HotTesting",
+                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", "HotTesting",
                 .product(name: "Logging", package: "swift-log"),
             ]),
     ]

@@ -3,6 +3,7 @@ import Foundation
 import HotArchive
 import HotAssets
 import HotCore
+import HotManifest
 import HotStore
 import HotTesting
 import HotTransport

@@ -103,7 +103,7 @@ struct CountingTransport: Transport {
 /// What `events()` told, per pack: the states in order and the last progress.
 actor EventLog {
     private var states: [String: [PackageState]] = [:]
-    private var progress: [String: PackageProgress] = [:]
+    private var progress: [String: UpdateEvent.PackageProgress] = [:]
     private var progressEvents: [String: Int] = [:]
 
     func record(_ event: UpdateEvent) {

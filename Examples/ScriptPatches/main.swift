@@ -11,6 +11,7 @@
 import Foundation
 import HotArchive
 import HotCore
+import HotManifest
 import HotStore
 import HotTransport
 import HotVerify

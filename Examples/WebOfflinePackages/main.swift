@@ -13,6 +13,7 @@ import Foundation
 import HotArchive
 import HotAssets
 import HotCore
+import HotManifest
 import HotStore
 import HotTransport
 import HotVerify

@@ -136,8 +136,8 @@ public enum AssetResolverChain {
     ///
     /// - Parameters:
     ///   - packages: Installed packages in the order they should win: newest or most
-    ///     specific first. Each resolves with origin ``AssetOrigin/package(id:version:)``.
-    ///   - bundle: The bundled resources, asked last with origin ``AssetOrigin/bundle``; nil for none.
+    ///     specific first. Each resolves with origin ``ResolvedAsset/Origin/package(id:version:)``.
+    ///   - bundle: The bundled resources, asked last with origin ``ResolvedAsset/Origin/bundle``; nil for none.
     ///   - scales: Which scale variants to prefer.
     ///   - extensionOrder: Extensions preferred for names given without one.
     /// - Returns: The chain.
@@ -151,7 +151,7 @@ public enum AssetResolverChain {
         let results = IndexSlots(count: packages.count)
         DispatchQueue.concurrentPerform(iterations: packages.count) { position in
             let package = packages[position]
-            let origin = AssetOrigin.package(id: package.id, version: package.version)
+            let origin = ResolvedAsset.Origin.package(id: package.id, version: package.version)
             results.set(
                 position,
                 Result {

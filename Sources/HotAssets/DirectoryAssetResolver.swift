@@ -35,7 +35,7 @@ public struct DirectoryAssetResolver: AssetResolver {
     /// The directory whose tree is resolved.
     public let directory: URL
     /// The origin every resolved asset reports.
-    public let origin: AssetOrigin
+    public let origin: ResolvedAsset.Origin
     /// The scale preference the index was built with.
     public let scales: ScalePreference
     /// How many regular files the tree held when it was indexed.
@@ -48,15 +48,15 @@ public struct DirectoryAssetResolver: AssetResolver {
     ///
     /// - Parameters:
     ///   - directory: The root of the tree: the app bundle's resources, or an installed package.
-    ///   - origin: What resolved assets report: ``AssetOrigin/bundle`` or
-    ///     ``AssetOrigin/package(id:version:)``.
+    ///   - origin: What resolved assets report: ``ResolvedAsset/Origin/bundle`` or
+    ///     ``ResolvedAsset/Origin/package(id:version:)``.
     ///   - scales: Which scale variants to prefer.
     ///   - extensionOrder: Extensions preferred for names given without one, best first.
     /// - Throws: ``HotUpdateError/Code/notFound`` when `directory` is not a directory (a
     ///   symbolic link to one is accepted as the root); ``HotUpdateError/Code/fileSystem``
     ///   when part of the tree cannot be listed.
     public init(
-        directory: URL, origin: AssetOrigin, scales: ScalePreference = .standard,
+        directory: URL, origin: ResolvedAsset.Origin, scales: ScalePreference = .standard,
         extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder
     ) throws {
         var isDirectory: ObjCBool = false
@@ -100,7 +100,7 @@ public struct DirectoryAssetResolver: AssetResolver {
     ///   - scales: Which scale variants to prefer.
     ///   - extensionOrder: Extensions preferred for names given without one, best first.
     public init(
-        directory: URL, origin: AssetOrigin, files: [String], scales: ScalePreference = .standard,
+        directory: URL, origin: ResolvedAsset.Origin, files: [String], scales: ScalePreference = .standard,
         extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder
     ) {
         var builder = IndexBuilder(
@@ -138,7 +138,7 @@ public struct DirectoryAssetResolver: AssetResolver {
     }
 }
 
-extension AssetOrigin {
+extension ResolvedAsset.Origin {
     /// The package id, for messages.
     var packageID: String? {
         if case .package(let id, _) = self { return id }
@@ -171,7 +171,7 @@ private struct IndexBuilder {
     }
 
     let root: URL
-    let origin: AssetOrigin
+    let origin: ResolvedAsset.Origin
     let scales: ScalePreference
     let extensionRanks: [String: Int]
     var index: [String: Entry] = [:]

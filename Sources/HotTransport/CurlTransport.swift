@@ -121,7 +121,7 @@ private final class CurlTransfer: @unchecked Sendable {
 
     let request: TransportRequest
     let options: CurlTransport.Options
-    private let writer: ByteStreamWriter
+    private let writer: ByteStream.Writer
 
     private let lock = NSLock()
     private var continuation: CheckedContinuation<TransportResponse, any Error>?

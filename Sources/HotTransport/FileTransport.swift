@@ -153,13 +153,13 @@ public struct FileTransport: Transport {
 /// Copies a file's bytes into a stream on a thread of its own.
 private final class FileReader: Sendable {
     let handle: FileHandle
-    let writer: ByteStreamWriter
+    let writer: ByteStream.Writer
     let remaining: Int64
     let chunkSize: Int
     let path: String
     let subject: String
 
-    init(handle: FileHandle, writer: ByteStreamWriter, remaining: Int64, chunkSize: Int, path: String, subject: String) {
+    init(handle: FileHandle, writer: ByteStream.Writer, remaining: Int64, chunkSize: Int, path: String, subject: String) {
         self.handle = handle
         self.writer = writer
         self.remaining = remaining

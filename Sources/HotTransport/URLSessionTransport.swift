@@ -23,8 +23,8 @@ import FoundationNetworking
 /// - `Accept-Encoding: identity` is sent unless the request sets the header, so the
 ///   bytes are the server's file, as digests expect.
 /// - Timeouts: a transfer that moves fewer than
-///   ``TransportTimeouts/lowSpeedBytesPerSecond`` over a ``TransportTimeouts/lowSpeedWindow``
-///   (waiting for the response included) or that outlives ``TransportTimeouts/total`` fails with
+///   ``TransportRequest/Timeouts/lowSpeedBytesPerSecond`` over a ``TransportRequest/Timeouts/lowSpeedWindow``
+///   (waiting for the response included) or that outlives ``TransportRequest/Timeouts/total`` fails with
 ///   ``HotUpdateError/Code/timedOut``. `URLSession` has no separate connect timeout; the
 ///   connect phase falls under the low-speed window.
 /// - A body shorter than its `Content-Length` fails with ``HotUpdateError/Code/truncated``;
@@ -150,7 +150,7 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
 
     let request: TransportRequest
     let options: URLSessionTransport.Options
-    private let writer: ByteStreamWriter
+    private let writer: ByteStream.Writer
 
     private let lock = NSCondition()
     private var continuation: CheckedContinuation<TransportResponse, any Error>?

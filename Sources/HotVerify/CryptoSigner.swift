@@ -1,5 +1,6 @@
 import Foundation
 import HotCore
+import HotManifest
 
 /// The kind of key ``CryptoSigner/generate(_:)`` makes.
 public struct KeyKind: Sendable, Hashable, CustomStringConvertible {

@@ -93,7 +93,7 @@ struct StoreOptions: ParsableArguments {
     /// Builds an updater over this root with the given parts.
     func makeUpdater(
         transport: any Transport = FileTransport(), unarchiver: any Unarchiver = ZipUnarchiver(),
-        timeouts: TransportTimeouts = TransportTimeouts(), keepPreviousVersions: Int = 1, maxConcurrentPackages: Int = 2
+        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(), keepPreviousVersions: Int = 1, maxConcurrentPackages: Int = 2
     ) -> Updater {
         let kind = store ?? StoreKind.detect(root: rootURL)
         return Updater(

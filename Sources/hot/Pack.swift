@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HotArchive
 import HotCore
+import HotManifest
 import HotStore
 import HotVerify
 

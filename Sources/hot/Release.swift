@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HotCore
+import HotManifest
 
 /// Policy options of `hot release`.
 struct PolicyOptions: ParsableArguments {

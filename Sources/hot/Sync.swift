@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HotCore
+import HotManifest
 import HotVerify
 
 /// `hot sync --manifest URL --root DIR`
@@ -107,10 +108,10 @@ struct Sync: AsyncParsableCommand {
         try await runReportingErrors {
             let manifestURL = try parseLocation(manifest)
             let transport = try (transport ?? TransportKind.defaultKind(for: manifestURL)).make()
-            let timeouts = TransportTimeouts(lowSpeedWindow: .seconds(lowSpeedTime), total: .seconds(timeout))
+            let timeouts = TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime), total: .seconds(timeout))
             let updater = storeOptions.makeUpdater(
                 transport: transport, unarchiver: try unarchiver.make(),
-                timeouts: TransportTimeouts(lowSpeedWindow: .seconds(lowSpeedTime)), maxConcurrentPackages: concurrency)
+                timeouts: TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime)), maxConcurrentPackages: concurrency)
             let source: any ManifestSource
             switch format {
             case .native:

@@ -13,7 +13,7 @@ import HotCore
 /// line above it for every package that ends; otherwise one plain line per state change.
 final class SyncProgressDisplay: @unchecked Sendable {
     private let isTerminal: Bool
-    private var overall = OverallProgress(packagesTotal: 0, packagesFinished: 0, bytesReceived: 0, bytesExpected: 0)
+    private var overall = UpdateEvent.OverallProgress(packagesTotal: 0, packagesFinished: 0, bytesReceived: 0, bytesExpected: 0)
     private var active: [String: PackageState] = [:]
     private var statusShown = false
 
@@ -52,7 +52,7 @@ final class SyncProgressDisplay: @unchecked Sendable {
         statusShown = false
     }
 
-    private func describe(_ change: PackageStateChange) -> String {
+    private func describe(_ change: UpdateEvent.StateChange) -> String {
         var line = "\(change.id)\t\(change.version ?? "-")\t\(change.state)"
         if let error = change.error { line += "\t\(error.message)" }
         return line

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HotCore
+import HotManifest
 import HotVerify
 
 /// `hot verify --repo DIR --trust FILE…`

@@ -250,7 +250,8 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
     ]
 }
 
-@Suite struct GoReaderCaseTests {
+@Suite(.enabled(if: PeerCorpus.suitesRun, PeerCorpus.skipReason))
+struct GoReaderCaseTests {
     @Test(arguments: GoReaderCase.all, Backend.allCases)
     func goCase(_ testCase: GoReaderCase, _ backend: Backend) async throws {
         let corpus = try PeerCorpus.root()

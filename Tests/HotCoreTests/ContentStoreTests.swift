@@ -116,10 +116,10 @@ struct ContentStoreTests {
     func fileListFormat() throws {
         let digest = String(repeating: "ab", count: 32)
         let list = FileList(files: [
-            InstalledFile(path: "plain/a.png", size: 3, sha256: digest),
-            InstalledFile(path: "with space/100% sure.txt", size: 0, sha256: digest),
-            InstalledFile(path: "line\nfeed\r.js", size: 12, sha256: digest),
-            InstalledFile(path: "字体/émoji-🙂.ttf", size: 1 << 40, sha256: digest),
+            FileList.Entry(path: "plain/a.png", size: 3, sha256: digest),
+            FileList.Entry(path: "with space/100% sure.txt", size: 0, sha256: digest),
+            FileList.Entry(path: "line\nfeed\r.js", size: 12, sha256: digest),
+            FileList.Entry(path: "字体/émoji-🙂.ttf", size: 1 << 40, sha256: digest),
         ])
         #expect(try FileList.decode(list.encoded(), name: "test") == list)
         #expect(try FileList.decode(Data("hotfiles 1\n".utf8), name: "empty").files.isEmpty)

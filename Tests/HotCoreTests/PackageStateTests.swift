@@ -17,14 +17,14 @@ struct PackageStateTests {
             if case .overall(let overall) = event { return overall.packagesFinished == 1 }
             return false
         }
-        let progress = recorder.events.compactMap { event -> PackageProgress? in
+        let progress = recorder.events.compactMap { event -> UpdateEvent.PackageProgress? in
             if case .progress(let progress) = event { return progress }
             return nil
         }
         let size = try #require(offered.size)
         #expect(progress.contains { $0.bytesReceived == size && $0.bytesExpected == size })
         #expect(progress.contains { $0.filesUnpacked == 2 && $0.filesTotal == 2 })
-        let overall = recorder.events.compactMap { event -> OverallProgress? in
+        let overall = recorder.events.compactMap { event -> UpdateEvent.OverallProgress? in
             if case .overall(let overall) = event { return overall }
             return nil
         }

@@ -33,18 +33,18 @@ struct FileTransportTests {
         let url = scratch.url.appendingPathComponent("file.bin")
         let transport = FileTransport()
 
-        let (tail, tailBytes) = try await fetchAll(transport, TransportRequest(url: url, range: ByteRange(start: 7_000)))
+        let (tail, tailBytes) = try await fetchAll(transport, TransportRequest(url: url, range: TransportRequest.ByteRange(start: 7_000)))
         #expect(tail.statusCode == 206)
         #expect(tail.headers["content-range"] == "bytes 7000-9999/10000")
         #expect(tailBytes == content.subdata(in: 7_000..<10_000))
 
         let (middle, middleBytes) = try await fetchAll(
-            transport, TransportRequest(url: url, range: ByteRange(start: 10, end: 19)))
+            transport, TransportRequest(url: url, range: TransportRequest.ByteRange(start: 10, end: 19)))
         #expect(middle.statusCode == 206)
         #expect(middle.expectedContentLength == 10)
         #expect(middleBytes == content.subdata(in: 10..<20))
 
-        let (past, pastBytes) = try await fetchAll(transport, TransportRequest(url: url, range: ByteRange(start: 10_000)))
+        let (past, pastBytes) = try await fetchAll(transport, TransportRequest(url: url, range: TransportRequest.ByteRange(start: 10_000)))
         #expect(past.statusCode == 416)
         #expect(past.headers["content-range"] == "bytes */10000")
         #expect(pastBytes.isEmpty)
@@ -74,7 +74,7 @@ struct FileTransportTests {
         let (_, exact) = try await fetchAll(FileTransport(), TransportRequest(url: url, maxBytes: 5000))
         #expect(exact.count == 5000)
         // The limit applies to the bytes sent: a range within it passes.
-        let (_, part) = try await fetchAll(FileTransport(), TransportRequest(url: url, range: ByteRange(start: 4000), maxBytes: 1000))
+        let (_, part) = try await fetchAll(FileTransport(), TransportRequest(url: url, range: TransportRequest.ByteRange(start: 4000), maxBytes: 1000))
         #expect(part.count == 1000)
     }
 

@@ -61,14 +61,14 @@ struct HTTPTransportTests {
             let url = server.baseURL.appendingPathComponent("file.bin")
             let transport = kind.make()
             let start = 1_234_567
-            let tail = try await transport.fetch(TransportRequest(url: url, range: ByteRange(start: Int64(start))))
+            let tail = try await transport.fetch(TransportRequest(url: url, range: TransportRequest.ByteRange(start: Int64(start))))
             #expect(tail.statusCode == 206)
             #expect(tail.headers["content-range"] == "bytes \(start)-\(content.count - 1)/\(content.count)")
             #expect(tail.expectedContentLength == Int64(content.count - start))
             let (bytes, _) = try await drain(tail.body, comparingTo: content.subdata(in: start..<content.count))
             #expect(bytes == content.count - start)
 
-            let middle = try await transport.fetch(TransportRequest(url: url, range: ByteRange(start: 100, end: 199)))
+            let middle = try await transport.fetch(TransportRequest(url: url, range: TransportRequest.ByteRange(start: 100, end: 199)))
             #expect(middle.statusCode == 206)
             let (middleBytes, _) = try await drain(middle.body, comparingTo: content.subdata(in: 100..<200))
             #expect(middleBytes == 100)
@@ -268,7 +268,7 @@ struct HTTPTransportTests {
             let transport = kind.make()
             // Generous limits: this test is about cancellation, and a loaded machine may be slow
             // to send the request; no timeout may fire first.
-            let patient = TransportTimeouts(connect: .seconds(600), lowSpeedWindow: .seconds(600))
+            let patient = TransportRequest.Timeouts(connect: .seconds(600), lowSpeedWindow: .seconds(600))
             let fetching = Task { try await transport.fetch(TransportRequest(url: server.url, timeouts: patient)) }
             #expect(await server.wait(timeout: .seconds(300)) { $0.requestLines.count == 1 })
             fetching.cancel()

@@ -140,7 +140,7 @@ func fetchAll(_ transport: any Transport, _ request: TransportRequest) async thr
 }
 
 /// Short timeouts for the stall scenarios: one-second windows.
-let stallTimeouts = TransportTimeouts(
+let stallTimeouts = TransportRequest.Timeouts(
     connect: .seconds(5), lowSpeedWindow: .seconds(1), lowSpeedBytesPerSecond: 1000, total: .seconds(60))
 
 /// How fast the endless server sends: fast enough for every scenario, slow enough that a

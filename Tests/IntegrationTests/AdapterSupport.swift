@@ -47,7 +47,7 @@ func makeUpdater(root: URL, using transport: any Transport) -> Updater {
         configuration: UpdaterConfiguration(
             root: root, transport: transport, unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
             store: JSONMetadataStore(root: root),
-            timeouts: TransportTimeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
+            timeouts: TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
 }
 

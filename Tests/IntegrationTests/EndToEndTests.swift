@@ -2,6 +2,7 @@ import Foundation
 import HotArchive
 import HotAssets
 import HotCore
+import HotManifest
 import HotStore
 import HotTesting
 import HotTransport

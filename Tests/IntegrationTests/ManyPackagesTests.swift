@@ -1,6 +1,7 @@
 import Foundation
 import HotArchive
 import HotCore
+import HotManifest
 import HotStore
 import HotTesting
 import HotTransport

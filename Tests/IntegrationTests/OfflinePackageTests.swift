@@ -1,6 +1,7 @@
 import Foundation
 import HotAssets
 import HotCore
+import HotManifest
 import HotTesting
 import HotTransport
 import HotVerify

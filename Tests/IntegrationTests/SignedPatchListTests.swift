@@ -1,5 +1,6 @@
 import Foundation
 import HotCore
+import HotManifest
 import HotTesting
 import HotTransport
 import HotVerify

@@ -2,6 +2,7 @@ import Foundation
 import HotArchive
 import HotAssets
 import HotCore
+import HotManifest
 import HotStore
 import HotTesting
 import HotTransport
@@ -98,7 +99,7 @@ struct SignedClient {
     let root: URL
     var trust: ManifestTrust
     var context = ClientContext()
-    var timeouts = TransportTimeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5))
+    var timeouts = TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5))
     var maxManifestBytes: Int64 = 1 << 20
     var now: @Sendable () -> Date = { Date() }
 
@@ -109,7 +110,7 @@ struct SignedClient {
     }
 
     /// A fresh updater over the same root: what the app has after a restart.
-    func updater(packageTimeouts: TransportTimeouts? = nil) -> Updater {
+    func updater(packageTimeouts: TransportRequest.Timeouts? = nil) -> Updater {
         Updater(
             configuration: UpdaterConfiguration(
                 root: root, transport: CurlTransport(), unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),

@@ -1,6 +1,7 @@
 import Foundation
 import HotArchive
 import HotCore
+import HotManifest
 import HotStore
 import HotTesting
 import HotTransport
@@ -125,7 +126,7 @@ func makeUpdater(
         configuration: UpdaterConfiguration(
             root: root, transport: transport.make(), unarchiver: unarchiver.make(), verifier: CryptoVerifier(),
             store: plist ? PropertyListMetadataStore(root: root) : JSONMetadataStore(root: root),
-            timeouts: TransportTimeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
+            timeouts: TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
 }
 

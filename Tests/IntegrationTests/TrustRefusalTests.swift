@@ -1,5 +1,6 @@
 import Foundation
 import HotCore
+import HotManifest
 import HotTesting
 import HotVerify
 import Testing
@@ -65,7 +66,7 @@ struct TrustRefusalTests {
         #expect(try await client.active() == ["app \(active)"])
 
         var raw: RawHTTPServer?
-        var packageTimeouts: TransportTimeouts?
+        var packageTimeouts: TransportRequest.Timeouts?
         let next = attack == .sameVersionOtherContent ? "3" : "2"
         if attack != .rollback {
             try repository.pack(releaseFiles(next), id: "app", version: next)
@@ -131,7 +132,7 @@ struct TrustRefusalTests {
             let stalled = try RawHTTPServer.start(.stallAfterHeaders(contentLength: nil))
             raw = stalled
             manifestURL = stalled.url
-            client.timeouts = TransportTimeouts(connect: .seconds(5), lowSpeedWindow: .seconds(2))
+            client.timeouts = TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(2))
         case .tricklingManifest:
             let served = try repository.sign(with: [keyA, keyB])
             let slow = repository.directory.appendingPathComponent("slow/manifest.json")
@@ -139,14 +140,14 @@ struct TrustRefusalTests {
             try served.write(to: slow)
             manifestURL = server.baseURL.appendingPathComponent("slow/manifest.json")
             // 100 bytes a second passes the low-speed check; the overall limit ends it.
-            client.timeouts = TransportTimeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5), total: .seconds(3))
+            client.timeouts = TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5), total: .seconds(3))
         case .stalledPackage:
             let entry = try #require(repository.body.package("app")?.entry(for: "2"))
             let stalled = try RawHTTPServer.start(.stallAfterHeaders(contentLength: Int(entry.size)))
             raw = stalled
             repository.body.editPackage("app") { $0.versions[$0.versions.count - 1].url = stalled.url.absoluteString }
             try repository.sign(with: [keyA, keyB])
-            packageTimeouts = TransportTimeouts(connect: .seconds(5), lowSpeedWindow: .seconds(2))
+            packageTimeouts = TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(2))
         case .tricklingPackage:
             let entry = try #require(repository.body.package("app")?.entry(for: "2"))
             let slow = repository.directory.appendingPathComponent("slow/app-2.zip")
@@ -156,7 +157,7 @@ struct TrustRefusalTests {
                 $0.versions[$0.versions.count - 1].url = server.baseURL.appendingPathComponent("slow/app-2.zip").absoluteString
             }
             try repository.sign(with: [keyA, keyB])
-            packageTimeouts = TransportTimeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5), total: .seconds(3))
+            packageTimeouts = TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5), total: .seconds(3))
         }
 
         if attack.refusesManifest {

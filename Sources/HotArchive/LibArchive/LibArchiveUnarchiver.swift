@@ -17,7 +17,7 @@ import HotCore
 /// so both unarchivers write the same tree. libarchive runs on threads of their own
 /// with a UTF-8 `LC_CTYPE` for those threads only, so non-ASCII names convert. Limits
 /// are enforced on the data blocks as libarchive delivers them; entries go into a
-/// staging directory renamed onto the destination at the end. When links are allowed,
+/// partial directory renamed onto the destination at the end. When links are allowed,
 /// their targets come from libarchive too (it decodes them with the header, in any method
 /// it reads, LZMA included), are checked against the declared size and CRC-32, and are
 /// admitted by the shared validator before any file is written; an encrypted link, whose
@@ -26,10 +26,10 @@ import HotCore
 /// with bzip2, LZMA, PPMd, xz or zstd inside) are ``HotUpdateError/Code/unsupportedMethod``.
 ///
 /// libarchive is only the decoder (`archive_read_data_block`); `archive_write_disk`
-/// is not used. Files are created by the staging area ``ZipUnarchiver`` writes
-/// with: `open` with `O_CREAT | O_EXCL | O_NOFOLLOW` under the staging directory,
+/// is not used. Files are created by the partial directory ``ZipUnarchiver`` writes
+/// with: `open` with `O_CREAT | O_EXCL | O_NOFOLLOW` under the partial directory,
 /// at a path the shared validator has cleared of `/`, drive letters and `..`.
-/// No link can be on the way while files are written: the staging directory is
+/// No link can be on the way while files are written: the partial directory is
 /// new, its directories are created first by this code, and symlinks (refused
 /// unless ``ExtractOptions/symlinks`` admits them, and then never with an entry
 /// beneath one) are created only after every file has been written and closed.
@@ -77,7 +77,7 @@ public struct LibArchiveUnarchiver: Unarchiver {
     ///   - destination: A directory that does not exist or is empty.
     ///   - options: Password (given to `archive_read_add_passphrase`), limits, symlink
     ///     policy, concurrency (0: one worker per active core), and an optional hasher for
-    ///     ``ExtractedFile/digest``.
+    ///     ``ExtractionReport/File/digest``.
     ///   - progress: Called after each entry, from worker threads.
     /// - Returns: What was written.
     /// - Throws: ``HotUpdateError``; the destination is then untouched.
@@ -90,7 +90,7 @@ public struct LibArchiveUnarchiver: Unarchiver {
         progress: (@Sendable (ExtractionProgress) -> Void)?
     ) async throws -> ExtractionReport {
         let name = archive.lastPathComponent
-        return try await StagingArea.extract(archive, to: destination, options: options, progress: progress) { file in
+        return try await PartialDirectory.extract(archive, to: destination, options: options, progress: progress) { file in
             let plan = try Self.plan(file, archive: archive, options: options, readsAll: false)
             for entry in plan.entries where entry.kind == .file && entry.record.isEncrypted {
                 if entry.record.flags & ZipFormat.flagStrongEncryption != 0 {
@@ -104,14 +104,14 @@ public struct LibArchiveUnarchiver: Unarchiver {
                 }
             }
             return plan
-        } run: { _, plan, staging, state, workers in
+        } run: { _, plan, partial, state, workers in
             let fileCount = plan.entries.count(where: { $0.kind == .file })
             let shares = Shares(plan: plan, workers: min(workers, max(1, fileCount)))
             await BlockingThreads.run(count: shares.count) { worker in
                 do {
                     try withUTF8ThreadLocale {
                         try Self.work(
-                            worker, shares: shares, archive: archive, plan: plan, staging: staging,
+                            worker, shares: shares, archive: archive, plan: plan, partial: partial,
                             options: options, state: state)
                     }
                 } catch {
@@ -156,7 +156,7 @@ public struct LibArchiveUnarchiver: Unarchiver {
     /// One worker: reads the archive with its own libarchive handle up to the end of its
     /// share, writing the share's files; throws when libarchive leaves one of them out.
     private static func work(
-        _ worker: Int, shares: Shares, archive: URL, plan: ZipArchivePlan, staging: StagingArea,
+        _ worker: Int, shares: Shares, archive: URL, plan: ZipArchivePlan, partial: PartialDirectory,
         options: ExtractOptions, state: ExtractionState
     ) throws {
         let name = archive.lastPathComponent
@@ -169,7 +169,7 @@ public struct LibArchiveUnarchiver: Unarchiver {
             guard entry.kind == .file else { continue }
             if state.isStopping { return }
             let path = entry.path
-            let fd = try staging.createFile(path, mode: entry.mode)
+            let fd = try partial.createFile(path, mode: entry.mode)
             var open = true
             defer { if open { close(fd) } }
             let hasher = try options.fileHasher?()
@@ -187,7 +187,7 @@ public struct LibArchiveUnarchiver: Unarchiver {
                 }
                 try state.account(block.count, entry: path)
                 hasher?.update(block)
-                try writeAll(fd, block, path: staging.path(path))
+                try writeAll(fd, block, path: partial.path(path))
                 written += Int64(block.count)
             }
             guard written == declared else {
@@ -196,8 +196,8 @@ public struct LibArchiveUnarchiver: Unarchiver {
                     entry: entry.name)
             }
             open = false
-            guard close(fd) == 0 else { throw ArchiveError.system("closing", path: staging.path(path), errno: errno) }
-            state.finished(file: (index, ExtractedFile(path: path, size: written, digest: hasher?.finalize())))
+            guard close(fd) == 0 else { throw ArchiveError.system("closing", path: partial.path(path), errno: errno) }
+            state.finished(file: (index, ExtractionReport.File(path: path, size: written, digest: hasher?.finalize())))
         }
         if remaining > 0, !state.isStopping,
             let missing = plan.entries.indices.first(where: { shares.owner[$0] == worker && !reader.hasSeen($0) })

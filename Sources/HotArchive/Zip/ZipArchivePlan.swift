@@ -8,7 +8,7 @@ struct PlannedEntry: Sendable {
     var name: String
     /// The normalised path relative to the destination.
     var path: String
-    var kind: ArchiveEntryKind
+    var kind: ArchiveEntry.Kind
     /// The mode the entry is created with: owner bits only (files at least 0o600, directories 0o700).
     var mode: UInt16
     /// The symlink's target, for symlinks when the policy admits them.
@@ -152,7 +152,7 @@ struct ZipArchivePlan: Sendable {
     }
 
     /// What an entry is, from its name and (for Unix hosts) its mode.
-    static func kind(of record: ZipEntryRecord, name: String) -> ArchiveEntryKind {
+    static func kind(of record: ZipEntryRecord, name: String) -> ArchiveEntry.Kind {
         // Without a Unix mode, the MS-DOS directory attribute (0x10) marks directories too.
         let dosDirectory = record.unixMode == nil && record.externalAttributes & 0x10 != 0
         let nameIsDirectory = name.hasSuffix("/") || name.hasSuffix("\\") || dosDirectory

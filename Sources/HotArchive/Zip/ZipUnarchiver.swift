@@ -30,7 +30,7 @@ import HotCore
 /// - ``HotUpdateError/Code/unsafeEntry``: `..`, absolute, UNC and drive-letter paths
 ///   (`\` counts as a separator), NUL bytes, empty names, duplicates, a file where a
 ///   directory is needed, devices, FIFOs and sockets, and symlinks unless
-///   ``ExtractOptions/symlinks`` is ``SymlinkPolicy/allowWithinDestination`` and the
+///   ``ExtractOptions/symlinks`` is ``ExtractOptions/ExtractOptions.SymlinkPolicy/allowWithinDestination`` and the
 ///   target stays inside (then the links are created last, and no entry may lie beneath one);
 /// - ``HotUpdateError/Code/limitExceeded``: too many entries, a name too long or with a
 ///   component over 255 bytes, declared sizes over ``ExtractOptions/maxTotalBytes``, a
@@ -57,7 +57,7 @@ import HotCore
 ///
 /// ```swift
 /// let unzip = ZipUnarchiver()
-/// let report = try await unzip.extract(package, to: staging, options: ExtractOptions(maxTotalBytes: 500 << 20))
+/// let report = try await unzip.extract(package, to: destination, options: ExtractOptions(maxTotalBytes: 500 << 20))
 /// for file in report.files { print(file.path, file.size) }
 /// ```
 public struct ZipUnarchiver: Unarchiver {
@@ -95,7 +95,7 @@ public struct ZipUnarchiver: Unarchiver {
     ///   - archive: The ZIP file.
     ///   - destination: A directory that does not exist or is empty; its parent is created if needed.
     ///   - options: Password, limits, symlink policy, concurrency, and an optional file hasher
-    ///     whose digest of each file's bytes is reported in ``ExtractedFile/digest``.
+    ///     whose digest of each file's bytes is reported in ``ExtractionReport/File/digest``.
     ///   - progress: Called after each entry, from worker threads.
     /// - Returns: The files (in archive order), directories and symlinks written.
     /// - Throws: ``HotUpdateError`` (see the type's documentation); `.invalidArgument` when the
@@ -111,26 +111,26 @@ public struct ZipUnarchiver: Unarchiver {
         progress: (@Sendable (ExtractionProgress) -> Void)?
     ) async throws -> ExtractionReport {
         let name = archive.lastPathComponent
-        return try await StagingArea.extract(archive, to: destination, options: options, progress: progress) { file in
+        return try await PartialDirectory.extract(archive, to: destination, options: options, progress: progress) { file in
             let plan = try ZipArchivePlan.make(file, options: options)
             for entry in plan.entries where entry.kind == .file {
                 try EntryDataReader.checkReadable(
                     entry.record, name: entry.name, archive: name, hasPassword: options.password != nil)
             }
             return plan
-        } run: { file, plan, staging, state, workers in
+        } run: { file, plan, partial, state, workers in
             // Largest first, so one big file does not finish alone while the other workers idle.
             let fileIndices = plan.entries.indices.filter { plan.entries[$0].kind == .file }
                 .sorted { plan.entries[$0].record.uncompressedSize > plan.entries[$1].record.uncompressedSize }
             await BlockingThreads.run(count: min(workers, fileIndices.count)) { _ in
-                Self.work(file: file, plan: plan, fileIndices: fileIndices, staging: staging, options: options, state: state)
+                Self.work(file: file, plan: plan, fileIndices: fileIndices, partial: partial, options: options, state: state)
             }
         }
     }
 
     /// One worker: takes files until none is left or the extraction stops.
     private static func work(
-        file: ReadOnlyFile, plan: ZipArchivePlan, fileIndices: [Int], staging: StagingArea, options: ExtractOptions,
+        file: ReadOnlyFile, plan: ZipArchivePlan, fileIndices: [Int], partial: PartialDirectory, options: ExtractOptions,
         state: ExtractionState
     ) {
         let reader = EntryDataReader(file: file, password: options.password)
@@ -138,7 +138,7 @@ public struct ZipUnarchiver: Unarchiver {
             let index = fileIndices[slot]
             let entry = plan.entries[index]
             do {
-                let fd = try staging.createFile(entry.path, mode: entry.mode)
+                let fd = try partial.createFile(entry.path, mode: entry.mode)
                 var open = true
                 defer { if open { close(fd) } }
                 let hasher = try options.fileHasher?()
@@ -146,13 +146,13 @@ public struct ZipUnarchiver: Unarchiver {
                 try reader.read(entry.record, name: entry.name, isCancelled: { state.isStopping }) { chunk in
                     try state.account(chunk.count, entry: path)
                     hasher?.update(chunk)
-                    try writeAll(fd, chunk, path: staging.path(path))
+                    try writeAll(fd, chunk, path: partial.path(path))
                 }
                 open = false
                 guard close(fd) == 0 else {
-                    throw ArchiveError.system("closing", path: staging.path(path), errno: errno)
+                    throw ArchiveError.system("closing", path: partial.path(path), errno: errno)
                 }
-                let record = ExtractedFile(
+                let record = ExtractionReport.File(
                     path: entry.path, size: Int64(entry.record.uncompressedSize), digest: hasher?.finalize())
                 state.finished(file: (index, record))
             } catch {

@@ -14,7 +14,7 @@ struct StagedPackage: Sendable {
     /// The archive's MD5, when the manifest asked for one.
     var md5: Digest?
     /// The tree's regular files with their SHA-256, hashed while they were unpacked.
-    var files: [InstalledFile]
+    var files: [FileList.Entry]
 }
 
 /// Where a flight reports how far it has come; called from any thread.
@@ -72,7 +72,7 @@ struct PackageFetcher: Sendable {
     /// The report's files with their SHA-256; a file the unarchiver did not hash (one that
     /// ignores ``ExtractOptions/fileHasher``, or hashed with another algorithm) is hashed here.
     static func installedFiles(_ report: ExtractionReport, in tree: URL, verifier: any Verifier) throws
-        -> [InstalledFile]
+        -> [FileList.Entry]
     {
         try report.files.map { file in
             let digest: Digest
@@ -81,7 +81,7 @@ struct PackageFetcher: Sendable {
             } else {
                 digest = try verifier.digest(ofFile: tree.appendingPathComponent(file.path), using: .sha256)
             }
-            return InstalledFile(path: file.path, size: file.size, sha256: digest.hex)
+            return FileList.Entry(path: file.path, size: file.size, sha256: digest.hex)
         }
     }
 

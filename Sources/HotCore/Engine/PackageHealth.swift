@@ -1,16 +1,5 @@
 import Foundation
 
-/// How thoroughly installed files are checked.
-public struct VerificationDepth: Hashable, Sendable, CustomStringConvertible {
-    private let name: String
-    private init(_ name: String) { self.name = name }
-    /// Presence and size of every file: one `lstat` each, fit for launch time.
-    public static let quick = VerificationDepth("quick")
-    /// Presence, size and SHA-256 of every file.
-    public static let full = VerificationDepth("full")
-    public var description: String { name }
-}
-
 /// What a check found in the active version of one package.
 public struct PackageHealth: Sendable, Hashable {
     /// The package id.
@@ -18,7 +7,7 @@ public struct PackageHealth: Sendable, Hashable {
     /// The version checked.
     public var version: String
     /// How deep the check went.
-    public var depth: VerificationDepth
+    public var depth: PackageHealth.Depth
     /// Files checked.
     public var filesChecked: Int
     /// Files that are missing (or no longer regular files).
@@ -28,7 +17,7 @@ public struct PackageHealth: Sendable, Hashable {
 
     /// Creates a value.
     public init(
-        id: String, version: String, depth: VerificationDepth, filesChecked: Int, missing: [String], damaged: [String]
+        id: String, version: String, depth: PackageHealth.Depth, filesChecked: Int, missing: [String], damaged: [String]
     ) {
         self.id = id
         self.version = version
@@ -79,4 +68,17 @@ public struct RepairReport: Sendable {
 
     /// Whether the package is whole again.
     public var succeeded: Bool { after.isHealthy && error == nil }
+}
+
+extension PackageHealth {
+    /// How thoroughly installed files are checked.
+    public struct Depth: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        /// Presence and size of every file: one `lstat` each, fit for launch time.
+        public static let quick = PackageHealth.Depth("quick")
+        /// Presence, size and SHA-256 of every file.
+        public static let full = PackageHealth.Depth("full")
+        public var description: String { name }
+    }
 }

@@ -1,47 +1,19 @@
-/// What happened to one package during a sync.
-public struct PackageOutcome: Sendable, Equatable {
-    /// The package id.
-    public var id: String
-    /// What the plan said.
-    public var change: PackageChange
-    /// The version active after the sync, if any.
-    public var activeVersion: String?
-    /// Why the package failed, if it did. The previous version, if any, stays active.
-    public var error: HotUpdateError?
-    /// Bytes downloaded for this package.
-    public var bytesDownloaded: Int64
-
-    /// Creates an outcome.
-    public init(
-        id: String, change: PackageChange, activeVersion: String?, error: HotUpdateError? = nil,
-        bytesDownloaded: Int64 = 0
-    ) {
-        self.id = id
-        self.change = change
-        self.activeVersion = activeVersion
-        self.error = error
-        self.bytesDownloaded = bytesDownloaded
-    }
-
-    /// Whether the package ended as planned.
-    public var succeeded: Bool { error == nil }
-}
 
 /// What a sync did.
 public struct SyncReport: Sendable, Equatable {
     /// The manifest's version, if it has one.
     public var manifestVersion: Int?
     /// One outcome per planned package.
-    public var packages: [PackageOutcome]
+    public var packages: [SyncReport.PackageOutcome]
 
     /// Creates a report.
-    public init(manifestVersion: Int?, packages: [PackageOutcome]) {
+    public init(manifestVersion: Int?, packages: [SyncReport.PackageOutcome]) {
         self.manifestVersion = manifestVersion
         self.packages = packages
     }
 
     /// The packages that failed.
-    public var failures: [PackageOutcome] { packages.filter { !$0.succeeded } }
+    public var failures: [SyncReport.PackageOutcome] { packages.filter { !$0.succeeded } }
     /// Bytes downloaded in all.
     public var bytesDownloaded: Int64 { packages.reduce(0) { $0 + $1.bytesDownloaded } }
     /// Whether anything was installed, updated or removed.
@@ -50,5 +22,36 @@ public struct SyncReport: Sendable, Equatable {
     /// Throws the first package failure, if any.
     public func throwIfFailed() throws {
         if let failure = failures.first, let error = failure.error { throw error }
+    }
+}
+
+extension SyncReport {
+    /// What happened to one package during a sync.
+    public struct PackageOutcome: Sendable, Equatable {
+        /// The package id.
+        public var id: String
+        /// What the plan said.
+        public var change: UpdatePlan.Change
+        /// The version active after the sync, if any.
+        public var activeVersion: String?
+        /// Why the package failed, if it did. The previous version, if any, stays active.
+        public var error: HotUpdateError?
+        /// Bytes downloaded for this package.
+        public var bytesDownloaded: Int64
+
+        /// Creates an outcome.
+        public init(
+            id: String, change: UpdatePlan.Change, activeVersion: String?, error: HotUpdateError? = nil,
+            bytesDownloaded: Int64 = 0
+        ) {
+            self.id = id
+            self.change = change
+            self.activeVersion = activeVersion
+            self.error = error
+            self.bytesDownloaded = bytesDownloaded
+        }
+
+        /// Whether the package ended as planned.
+        public var succeeded: Bool { error == nil }
     }
 }

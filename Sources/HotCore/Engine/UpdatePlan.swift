@@ -1,58 +1,14 @@
-/// What a sync will do to one package.
-public struct PackageChange: Hashable, Sendable, CustomStringConvertible {
-    private let name: String
-    private init(_ name: String) { self.name = name }
-    /// The package is not installed: download and install it.
-    public static let add = PackageChange("add")
-    /// Another version is installed: download and install this one, keep the old for rollback.
-    public static let update = PackageChange("update")
-    /// The installed version is current: nothing to do.
-    public static let unchanged = PackageChange("unchanged")
-    /// The manifest no longer lists the package: remove it.
-    public static let remove = PackageChange("remove")
-    /// The manifest disables the package: keep its files, stop resolving from it.
-    public static let disable = PackageChange("disable")
-    /// The manifest offers the disabled package's installed version again: resolve from it
-    /// again, with no download.
-    public static let enable = PackageChange("enable")
-    /// The manifest offers a version kept for rollback (a server-side rollback): make it
-    /// active again, with no download.
-    public static let restore = PackageChange("restore")
-    public var description: String { name }
 
-    /// Whether the change downloads anything.
-    public var downloads: Bool { self == .add || self == .update }
-}
-
-/// The plan for one package.
-public struct PackagePlan: Hashable, Sendable {
-    /// The package id.
-    public var id: String
-    /// What will happen.
-    public var change: PackageChange
-    /// What the manifest offers; nil for ``PackageChange/remove``.
-    public var offered: PackageDescriptor?
-    /// What is installed now, if anything.
-    public var installed: InstalledVersion?
-
-    /// Creates a plan entry.
-    public init(id: String, change: PackageChange, offered: PackageDescriptor?, installed: InstalledVersion?) {
-        self.id = id
-        self.change = change
-        self.offered = offered
-        self.installed = installed
-    }
-}
 
 /// What a sync will do, package by package, computed from a manifest and the store.
 public struct UpdatePlan: Hashable, Sendable {
     /// The manifest the plan was made from.
     public var manifest: Manifest
     /// One entry per package in the manifest or the store, in manifest order, removals last.
-    public var packages: [PackagePlan]
+    public var packages: [UpdatePlan.PackagePlan]
 
     /// Creates a plan.
-    public init(manifest: Manifest, packages: [PackagePlan]) {
+    public init(manifest: Manifest, packages: [UpdatePlan.PackagePlan]) {
         self.manifest = manifest
         self.packages = packages
     }
@@ -75,11 +31,11 @@ public struct UpdatePlan: Hashable, Sendable {
     /// it offers a version kept for rollback (same version and digest), that version is
     /// restored without a download.
     public static func make(manifest: Manifest, snapshot: StoreSnapshot) -> UpdatePlan {
-        var entries: [PackagePlan] = []
+        var entries: [UpdatePlan.PackagePlan] = []
         for offered in manifest.packages {
             let record = snapshot.packages[offered.id]
             let installed = record?.active
-            let change: PackageChange
+            let change: UpdatePlan.Change
             if let installed {
                 if Self.isSame(offered, installed) {
                     change = record?.state == .disabled ? .enable : .unchanged
@@ -91,18 +47,18 @@ public struct UpdatePlan: Hashable, Sendable {
             } else {
                 change = .add
             }
-            entries.append(PackagePlan(id: offered.id, change: change, offered: offered, installed: installed))
+            entries.append(UpdatePlan.PackagePlan(id: offered.id, change: change, offered: offered, installed: installed))
         }
         for id in manifest.disabledPackageIDs.sorted() {
             guard let record = snapshot.packages[id] else { continue }
-            let change: PackageChange = record.state == .disabled ? .unchanged : .disable
-            entries.append(PackagePlan(id: id, change: change, offered: nil, installed: record.active))
+            let change: UpdatePlan.Change = record.state == .disabled ? .unchanged : .disable
+            entries.append(UpdatePlan.PackagePlan(id: id, change: change, offered: nil, installed: record.active))
         }
         if manifest.isComplete {
             let listed = Set(manifest.packages.map(\.id)).union(manifest.disabledPackageIDs)
             for id in snapshot.packages.keys.sorted() where !listed.contains(id) {
                 entries.append(
-                    PackagePlan(id: id, change: .remove, offered: nil, installed: snapshot.packages[id]?.active))
+                    UpdatePlan.PackagePlan(id: id, change: .remove, offered: nil, installed: snapshot.packages[id]?.active))
             }
         }
         return UpdatePlan(manifest: manifest, packages: entries)
@@ -118,5 +74,53 @@ public struct UpdatePlan: Hashable, Sendable {
             return md5.hex == installedMD5.lowercased()
         }
         return false
+    }
+}
+
+extension UpdatePlan {
+    /// What a sync will do to one package.
+    public struct Change: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        /// The package is not installed: download and install it.
+        public static let add = UpdatePlan.Change("add")
+        /// Another version is installed: download and install this one, keep the old for rollback.
+        public static let update = UpdatePlan.Change("update")
+        /// The installed version is current: nothing to do.
+        public static let unchanged = UpdatePlan.Change("unchanged")
+        /// The manifest no longer lists the package: remove it.
+        public static let remove = UpdatePlan.Change("remove")
+        /// The manifest disables the package: keep its files, stop resolving from it.
+        public static let disable = UpdatePlan.Change("disable")
+        /// The manifest offers the disabled package's installed version again: resolve from it
+        /// again, with no download.
+        public static let enable = UpdatePlan.Change("enable")
+        /// The manifest offers a version kept for rollback (a server-side rollback): make it
+        /// active again, with no download.
+        public static let restore = UpdatePlan.Change("restore")
+        public var description: String { name }
+
+        /// Whether the change downloads anything.
+        public var downloads: Bool { self == .add || self == .update }
+    }
+
+    /// The plan for one package.
+    public struct PackagePlan: Hashable, Sendable {
+        /// The package id.
+        public var id: String
+        /// What will happen.
+        public var change: UpdatePlan.Change
+        /// What the manifest offers; nil for ``UpdatePlan/Change/remove``.
+        public var offered: PackageDescriptor?
+        /// What is installed now, if anything.
+        public var installed: InstalledVersion?
+
+        /// Creates a plan entry.
+        public init(id: String, change: UpdatePlan.Change, offered: PackageDescriptor?, installed: InstalledVersion?) {
+            self.id = id
+            self.change = change
+            self.offered = offered
+            self.installed = installed
+        }
     }
 }

@@ -174,7 +174,7 @@ extension Updater {
     private nonisolated func fly(_ descriptor: PackageDescriptor, isRepair: Bool) async throws -> FlightResult {
         let id = descriptor.id
         let progressKey = "\(id)#\(UUID().uuidString)"
-        let tracker = ProgressTracker(PackageProgress(id: id, version: descriptor.version))
+        let tracker = ProgressTracker(UpdateEvent.PackageProgress(id: id, version: descriptor.version))
         hub.begin(progressKey, tracker.current)
         defer { hub.end(progressKey) }
         do {
@@ -227,16 +227,16 @@ extension Updater {
 /// The progress of one flight, updated from the transport's and unarchiver's threads.
 final class ProgressTracker: @unchecked Sendable {
     private let lock = NSLock()
-    private var value: PackageProgress
+    private var value: UpdateEvent.PackageProgress
 
-    init(_ initial: PackageProgress) {
+    init(_ initial: UpdateEvent.PackageProgress) {
         value = initial
     }
 
-    var current: PackageProgress { lock.withLock { value } }
+    var current: UpdateEvent.PackageProgress { lock.withLock { value } }
 
     /// Applies `change` and returns the new value.
-    func update(_ change: (inout PackageProgress) -> Void) -> PackageProgress {
+    func update(_ change: (inout UpdateEvent.PackageProgress) -> Void) -> UpdateEvent.PackageProgress {
         lock.withLock {
             change(&value)
             return value

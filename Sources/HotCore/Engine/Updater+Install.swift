@@ -246,7 +246,7 @@ extension Updater {
     }
 
     /// Removes a tree that was never recorded, its list, and the objects only it linked.
-    private func discardTree(_ destination: URL, listURL: URL, files: [InstalledFile]) async {
+    private func discardTree(_ destination: URL, listURL: URL, files: [FileList.Entry]) async {
         let objects = self.objects
         _ = try? await FileSystem.offload {
             try? FileSystem.remove(destination)

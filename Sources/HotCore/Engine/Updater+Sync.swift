@@ -39,14 +39,14 @@ extension Updater {
 
     func performApply(_ plan: UpdatePlan) async throws -> SyncReport {
         await recordPlannedStates(plan)
-        var outcomes: [String: PackageOutcome] = [:]
+        var outcomes: [String: SyncReport.PackageOutcome] = [:]
 
         // Disable and enable: the files stay, only the state changes; nothing is downloaded.
         let toggles = plan.packages.filter { $0.change == .disable || $0.change == .enable }
         if !toggles.isEmpty {
             let toggled = try await serialized {
                 var next = try await self.open()
-                let results = toggles.map { next.setAvailability($0, logger: self.logger) }
+                let results = toggles.map { next.setEnabled($0, logger: self.logger) }
                 try await self.commit(next)
                 return results
             }
@@ -57,7 +57,7 @@ extension Updater {
         }
 
         // Downloads: all flights start now and share the updater's slots.
-        await withTaskGroup(of: PackageOutcome.self) { group in
+        await withTaskGroup(of: SyncReport.PackageOutcome.self) { group in
             for entry in plan.packages where entry.change.downloads {
                 guard let offered = entry.offered else { continue }
                 group.addTask { await self.download(entry, offered) }
@@ -74,15 +74,15 @@ extension Updater {
     }
 
     /// Joins the flight for one planned download and turns its result into an outcome.
-    private func download(_ entry: PackagePlan, _ offered: PackageDescriptor) async -> PackageOutcome {
+    private func download(_ entry: UpdatePlan.PackagePlan, _ offered: PackageDescriptor) async -> SyncReport.PackageOutcome {
         do {
             let result = try await join(offered)
-            return PackageOutcome(
+            return SyncReport.PackageOutcome(
                 id: entry.id, change: entry.change, activeVersion: result.version.version,
                 bytesDownloaded: result.bytesDownloaded)
         } catch {
             let active = snapshot?.packages[entry.id]?.active?.version
-            return PackageOutcome(
+            return SyncReport.PackageOutcome(
                 id: entry.id, change: entry.change, activeVersion: active,
                 error: HotUpdateError.wrap(error, as: .internalInconsistency, "failed", packageID: entry.id))
         }
@@ -90,7 +90,7 @@ extension Updater {
 
     /// Applies a change that downloads nothing: unchanged (already settled by
     /// ``recordPlannedStates(_:)``), restore or remove.
-    private func applyLocally(_ entry: PackagePlan) async -> PackageOutcome {
+    private func applyLocally(_ entry: UpdatePlan.PackagePlan) async -> SyncReport.PackageOutcome {
         switch entry.change {
         case .restore:
             guard let offered = entry.offered else { break }
@@ -98,13 +98,13 @@ extension Updater {
                 let restored = try await serialized {
                     try await self.performRollback(packageID: entry.id) { UpdatePlan.isSame(offered, $0) }
                 }
-                return PackageOutcome(id: entry.id, change: .restore, activeVersion: restored.version)
+                return SyncReport.PackageOutcome(id: entry.id, change: .restore, activeVersion: restored.version)
             } catch let error as HotUpdateError where error.code == .notFound {
                 // The kept tree is gone: fetch the version like any other.
                 logger.notice("the kept version is gone; downloading it", metadata: ["package": "\(entry.id)"])
                 return await download(entry, offered)
             } catch {
-                return PackageOutcome(
+                return SyncReport.PackageOutcome(
                     id: entry.id, change: .restore, activeVersion: entry.installed?.version,
                     error: HotUpdateError.wrap(error, as: .fileSystem, "cannot restore", packageID: entry.id))
             }
@@ -112,16 +112,16 @@ extension Updater {
             do {
                 _ = try await serialized { try await self.performRemove(packageID: entry.id, missingIsError: false) }
                 logger.info("removed", metadata: ["package": "\(entry.id)"])
-                return PackageOutcome(id: entry.id, change: .remove, activeVersion: nil)
+                return SyncReport.PackageOutcome(id: entry.id, change: .remove, activeVersion: nil)
             } catch {
-                return PackageOutcome(
+                return SyncReport.PackageOutcome(
                     id: entry.id, change: .remove, activeVersion: entry.installed?.version,
                     error: HotUpdateError.wrap(error, as: .fileSystem, "cannot remove", packageID: entry.id))
             }
         default:
             break
         }
-        return PackageOutcome(id: entry.id, change: entry.change, activeVersion: entry.installed?.version)
+        return SyncReport.PackageOutcome(id: entry.id, change: entry.change, activeVersion: entry.installed?.version)
     }
 
     /// Records what the plan found, in one commit and only if anything changes: a package to
@@ -139,9 +139,9 @@ extension Updater {
         }
     }
 
-    private func commitPlannedStates(_ plan: UpdatePlan) async throws -> [PackageStateChange] {
+    private func commitPlannedStates(_ plan: UpdatePlan) async throws -> [UpdateEvent.StateChange] {
         var next = try await open()
-        var changes: [PackageStateChange] = []
+        var changes: [UpdateEvent.StateChange] = []
         for entry in plan.packages {
             var record = next.packages[entry.id] ?? InstallRecord(id: entry.id, state: .new, active: nil)
             let state: PackageState
@@ -162,7 +162,7 @@ extension Updater {
                 record.lastErrorCode = nil
             }
             next.packages[entry.id] = record
-            changes.append(PackageStateChange(id: entry.id, version: entry.offered?.version, state: state))
+            changes.append(UpdateEvent.StateChange(id: entry.id, version: entry.offered?.version, state: state))
         }
         let order = plan.manifest.packages.map(\.id)
         let reordered = next.manifestOrder != order

@@ -47,7 +47,7 @@ public actor Updater {
     /// The configuration the updater was built with.
     public nonisolated let configuration: UpdaterConfiguration
     /// Where things live under the root.
-    public nonisolated let layout: StoreLayout
+    package nonisolated let layout: StoreLayout
 
     var snapshot: StoreSnapshot?
     private var storeTail: Task<Void, Never>?

@@ -32,7 +32,7 @@ public struct UpdaterConfiguration: Sendable {
     /// The largest package accepted when the manifest gives no size.
     public var maxPackageBytes: Int64
     /// Time limits for package downloads.
-    public var timeouts: TransportTimeouts
+    public var timeouts: TransportRequest.Timeouts
     /// How many packages are downloaded and unpacked at once, across every caller of the
     /// updater (``Updater/sync(from:)`` and ``Updater/install(_:)`` alike).
     public var maxConcurrentPackages: Int
@@ -64,7 +64,7 @@ public struct UpdaterConfiguration: Sendable {
         store: any MetadataStore,
         extractOptions: ExtractOptions = ExtractOptions(),
         maxPackageBytes: Int64 = 1 << 30,
-        timeouts: TransportTimeouts = TransportTimeouts(),
+        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(),
         maxConcurrentPackages: Int = 2,
         keepPreviousVersions: Int = 1,
         logger: Logger = Logger(label: "HotUpdate")

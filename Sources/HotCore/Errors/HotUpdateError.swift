@@ -225,9 +225,9 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
 }
 
 /// Carries a non-`Sendable` error's description across concurrency domains.
-public struct SendableErrorBox: Error, Sendable, CustomStringConvertible {
+package struct SendableErrorBox: Error, Sendable, CustomStringConvertible {
     /// The wrapped error's description.
-    public let description: String
+    package let description: String
     /// Boxes `error`.
-    public init(_ error: any Error) { self.description = String(describing: error) }
+    package init(_ error: any Error) { self.description = String(describing: error) }
 }

@@ -9,8 +9,8 @@ import Foundation
 final class EventHub: @unchecked Sendable {
     private let lock = NSLock()
     private var subscribers: [UUID: AsyncStream<UpdateEvent>.Continuation] = [:]
-    private var running: [String: PackageProgress] = [:]
-    private var finished: [String: PackageProgress] = [:]
+    private var running: [String: UpdateEvent.PackageProgress] = [:]
+    private var finished: [String: UpdateEvent.PackageProgress] = [:]
     private var transient: [String: PackageState] = [:]
 
     /// A new subscription buffering the newest `limit` events.
@@ -35,7 +35,7 @@ final class EventHub: @unchecked Sendable {
     /// Publishes a state change, remembering it while it is transient.
     func publish(_ id: String, _ version: String?, _ state: PackageState, _ error: HotUpdateError? = nil) {
         lock.withLock { transient[id] = state.isTransient ? state : nil }
-        publish(.state(PackageStateChange(id: id, version: version, state: state, error: error)))
+        publish(.state(UpdateEvent.StateChange(id: id, version: version, state: state, error: error)))
     }
 
     /// The transient state a package is in (downloading, verifying), if any.
@@ -44,7 +44,7 @@ final class EventHub: @unchecked Sendable {
     }
 
     /// A flight for `key` started.
-    func begin(_ key: String, _ progress: PackageProgress) {
+    func begin(_ key: String, _ progress: UpdateEvent.PackageProgress) {
         let overall = lock.withLock {
             running[key] = progress
             return overallLocked()
@@ -54,8 +54,8 @@ final class EventHub: @unchecked Sendable {
     }
 
     /// A flight advanced.
-    func advance(_ key: String, _ progress: PackageProgress) {
-        let overall: OverallProgress? = lock.withLock {
+    func advance(_ key: String, _ progress: UpdateEvent.PackageProgress) {
+        let overall: UpdateEvent.OverallProgress? = lock.withLock {
             guard running[key] != nil else { return nil }
             running[key] = progress
             return overallLocked()
@@ -67,7 +67,7 @@ final class EventHub: @unchecked Sendable {
 
     /// A flight ended; once none runs, the overall progress starts again from zero.
     func end(_ key: String) {
-        let overall: OverallProgress? = lock.withLock {
+        let overall: UpdateEvent.OverallProgress? = lock.withLock {
             guard let last = running.removeValue(forKey: key) else { return nil }
             finished[key + "#\(finished.count)"] = last
             let overall = overallLocked()
@@ -77,14 +77,14 @@ final class EventHub: @unchecked Sendable {
         if let overall { publish(.overall(overall)) }
     }
 
-    private func overallLocked() -> OverallProgress {
+    private func overallLocked() -> UpdateEvent.OverallProgress {
         var received: Int64 = 0
         var expected: Int64 = 0
         for progress in Array(running.values) + Array(finished.values) {
             received += progress.bytesReceived
             expected += progress.bytesExpected ?? 0
         }
-        return OverallProgress(
+        return UpdateEvent.OverallProgress(
             packagesTotal: running.count + finished.count, packagesFinished: finished.count,
             bytesReceived: received, bytesExpected: expected)
     }

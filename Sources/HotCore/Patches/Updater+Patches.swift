@@ -163,7 +163,7 @@ enum LocalFolder {
         }
         let tree = staging.appendingPathComponent("tree", isDirectory: true)
         try FileSystem.createDirectory(tree)
-        var files: [InstalledFile] = []
+        var files: [FileList.Entry] = []
         var total: Int64 = 0
         try copy(folder, to: tree, relative: "", files: &files, total: &total, verifier: verifier)
         // The version's identity: a digest over its file list.
@@ -176,7 +176,7 @@ enum LocalFolder {
     }
 
     private static func copy(
-        _ source: URL, to destination: URL, relative: String, files: inout [InstalledFile], total: inout Int64,
+        _ source: URL, to destination: URL, relative: String, files: inout [FileList.Entry], total: inout Int64,
         verifier: any Verifier
     ) throws {
         for name in FileSystem.contents(of: source).sorted() {
@@ -201,7 +201,7 @@ enum LocalFolder {
             }
             let hasher = try verifier.makeHasher(for: .sha256)
             hasher.update(data)
-            files.append(InstalledFile(path: path, size: Int64(data.count), sha256: hasher.finalize().hex))
+            files.append(FileList.Entry(path: path, size: Int64(data.count), sha256: hasher.finalize().hex))
             total += Int64(data.count)
         }
     }

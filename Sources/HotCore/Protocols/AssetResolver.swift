@@ -1,21 +1,13 @@
 import Foundation
 
-/// Where a resolved asset came from.
-public enum AssetOrigin: Sendable, Hashable {
-    /// An installed package.
-    case package(id: String, version: String)
-    /// The copy bundled with the app.
-    case bundle
-}
-
 /// A resolved asset: a local file and where it came from.
 public struct ResolvedAsset: Sendable, Hashable {
     /// The file.
     public var url: URL
     /// Where it came from.
-    public var origin: AssetOrigin
+    public var origin: ResolvedAsset.Origin
     /// Creates a resolved asset.
-    public init(url: URL, origin: AssetOrigin) {
+    public init(url: URL, origin: ResolvedAsset.Origin) {
         self.url = url
         self.origin = origin
     }
@@ -35,4 +27,14 @@ public struct ResolvedAsset: Sendable, Hashable {
 public protocol AssetResolver: Sendable {
     /// Returns the file for `name`, or nil when this resolver has none.
     func resolve(_ name: String) -> ResolvedAsset?
+}
+
+extension ResolvedAsset {
+    /// Where a resolved asset came from.
+    public enum Origin: Sendable, Hashable {
+        /// An installed package.
+        case package(id: String, version: String)
+        /// The copy bundled with the app.
+        case bundle
+    }
 }

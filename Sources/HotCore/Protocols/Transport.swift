@@ -27,44 +27,6 @@ public protocol Transport: Sendable {
     func fetch(_ request: TransportRequest) async throws -> TransportResponse
 }
 
-/// A byte range to request, for resuming a download.
-public struct ByteRange: Sendable, Hashable {
-    /// The first byte wanted.
-    public var start: Int64
-    /// The last byte wanted, inclusive; nil for "to the end".
-    public var end: Int64?
-    /// Creates a range.
-    public init(start: Int64, end: Int64? = nil) {
-        self.start = start
-        self.end = end
-    }
-    /// The value of an HTTP `Range` header for this range.
-    public var headerValue: String { "bytes=\(start)-\(end.map(String.init) ?? "")" }
-}
-
-/// Time limits of a request.
-public struct TransportTimeouts: Sendable, Hashable {
-    /// How long connecting may take.
-    public var connect: Duration
-    /// A transfer slower than ``lowSpeedBytesPerSecond`` for this long is aborted (stalled-download defence).
-    public var lowSpeedWindow: Duration
-    /// The speed below which a transfer counts as stalled.
-    public var lowSpeedBytesPerSecond: Int
-    /// How long the whole request may take, if limited.
-    public var total: Duration?
-
-    /// Creates timeouts. The defaults suit a mobile network.
-    public init(
-        connect: Duration = .seconds(15), lowSpeedWindow: Duration = .seconds(30),
-        lowSpeedBytesPerSecond: Int = 1, total: Duration? = nil
-    ) {
-        self.connect = connect
-        self.lowSpeedWindow = lowSpeedWindow
-        self.lowSpeedBytesPerSecond = lowSpeedBytesPerSecond
-        self.total = total
-    }
-}
-
 /// A request for a ``Transport``.
 public struct TransportRequest: Sendable, Hashable {
     /// The URL to fetch.
@@ -76,9 +38,9 @@ public struct TransportRequest: Sendable, Hashable {
     /// A request body, for POST-style manifest sources.
     public var body: Data?
     /// A byte range, for resuming.
-    public var range: ByteRange?
+    public var range: TransportRequest.ByteRange?
     /// Time limits.
-    public var timeouts: TransportTimeouts
+    public var timeouts: TransportRequest.Timeouts
     /// The most body bytes accepted; more fails with ``HotUpdateError/Code/byteLimitExceeded``
     /// (endless-data defence). Nil means no limit.
     public var maxBytes: Int64?
@@ -86,7 +48,7 @@ public struct TransportRequest: Sendable, Hashable {
     /// Creates a request.
     public init(
         url: URL, method: String = "GET", headers: [String: String] = [:], body: Data? = nil,
-        range: ByteRange? = nil, timeouts: TransportTimeouts = TransportTimeouts(), maxBytes: Int64? = nil
+        range: TransportRequest.ByteRange? = nil, timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(), maxBytes: Int64? = nil
     ) {
         self.url = url
         self.method = method
@@ -163,5 +125,62 @@ public struct TransportResponse: Sendable {
                 subject: url.absoluteString)
         }
         return data
+    }
+}
+
+extension Transport {
+    /// Fetches a small document whole: checks the status and the size limit.
+    ///
+    /// - Throws: ``HotUpdateError`` with the transport's codes, ``HotUpdateError/Code/httpStatus``
+    ///   or ``HotUpdateError/Code/byteLimitExceeded``.
+    public func fetchDocument(
+        url: URL, maxBytes: Int64, timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(),
+        method: String = "GET", headers: [String: String] = [:], body: Data? = nil
+    ) async throws -> Data {
+        let response = try await fetch(
+            TransportRequest(
+                url: url, method: method, headers: headers, body: body, timeouts: timeouts, maxBytes: maxBytes))
+        try response.requireSuccess()
+        return try await response.collect(limit: maxBytes)
+    }
+}
+
+extension TransportRequest {
+    /// A byte range to request, for resuming a download.
+    public struct ByteRange: Sendable, Hashable {
+        /// The first byte wanted.
+        public var start: Int64
+        /// The last byte wanted, inclusive; nil for "to the end".
+        public var end: Int64?
+        /// Creates a range.
+        public init(start: Int64, end: Int64? = nil) {
+            self.start = start
+            self.end = end
+        }
+        /// The value of an HTTP `Range` header for this range.
+        public var headerValue: String { "bytes=\(start)-\(end.map(String.init) ?? "")" }
+    }
+
+    /// Time limits of a request.
+    public struct Timeouts: Sendable, Hashable {
+        /// How long connecting may take.
+        public var connect: Duration
+        /// A transfer slower than ``lowSpeedBytesPerSecond`` for this long is aborted (stalled-download defence).
+        public var lowSpeedWindow: Duration
+        /// The speed below which a transfer counts as stalled.
+        public var lowSpeedBytesPerSecond: Int
+        /// How long the whole request may take, if limited.
+        public var total: Duration?
+
+        /// Creates timeouts. The defaults suit a mobile network.
+        public init(
+            connect: Duration = .seconds(15), lowSpeedWindow: Duration = .seconds(30),
+            lowSpeedBytesPerSecond: Int = 1, total: Duration? = nil
+        ) {
+            self.connect = connect
+            self.lowSpeedWindow = lowSpeedWindow
+            self.lowSpeedBytesPerSecond = lowSpeedBytesPerSecond
+            self.total = total
+        }
     }
 }

@@ -48,27 +48,12 @@ extension Unarchiver {
     }
 }
 
-/// What an archive entry is.
-public struct ArchiveEntryKind: Hashable, Sendable, CustomStringConvertible {
-    private let name: String
-    private init(_ name: String) { self.name = name }
-    /// A regular file.
-    public static let file = ArchiveEntryKind("file")
-    /// A directory.
-    public static let directory = ArchiveEntryKind("directory")
-    /// A symbolic link.
-    public static let symlink = ArchiveEntryKind("symlink")
-    /// Anything else (device, FIFO, socket): never created.
-    public static let other = ArchiveEntryKind("other")
-    public var description: String { name }
-}
-
 /// One entry of an archive, as listed.
 public struct ArchiveEntry: Sendable, Hashable {
     /// The entry's path inside the archive, `/`-separated, as decoded.
     public var path: String
     /// What the entry is.
-    public var kind: ArchiveEntryKind
+    public var kind: ArchiveEntry.Kind
     /// The uncompressed size the archive declares.
     public var uncompressedSize: Int64
     /// The compressed size the archive declares.
@@ -84,7 +69,7 @@ public struct ArchiveEntry: Sendable, Hashable {
 
     /// Creates an entry description.
     public init(
-        path: String, kind: ArchiveEntryKind, uncompressedSize: Int64, compressedSize: Int64,
+        path: String, kind: ArchiveEntry.Kind, uncompressedSize: Int64, compressedSize: Int64,
         crc32: UInt32? = nil, permissions: UInt16? = nil, isEncrypted: Bool = false, linkTarget: String? = nil
     ) {
         self.path = path
@@ -96,18 +81,6 @@ public struct ArchiveEntry: Sendable, Hashable {
         self.isEncrypted = isEncrypted
         self.linkTarget = linkTarget
     }
-}
-
-/// How symbolic links in an archive are treated.
-public struct SymlinkPolicy: Hashable, Sendable, CustomStringConvertible {
-    private let name: String
-    private init(_ name: String) { self.name = name }
-    /// Any symlink entry fails the extraction. The default.
-    public static let refuse = SymlinkPolicy("refuse")
-    /// Links whose target stays inside the destination are created; no later entry
-    /// may be written through a link.
-    public static let allowWithinDestination = SymlinkPolicy("allowWithinDestination")
-    public var description: String { name }
 }
 
 /// Password, limits and policies for listing and extracting.
@@ -126,11 +99,11 @@ public struct ExtractOptions: Sendable {
     /// Entries that inflate to fewer bytes than this are not held to ``maxCompressionRatio``.
     public var compressionRatioFloor: Int64
     /// What to do with symbolic links.
-    public var symlinks: SymlinkPolicy
+    public var symlinks: ExtractOptions.SymlinkPolicy
     /// How many entries may be extracted at once; 0 means one per core.
     public var concurrency: Int
     /// When set, every extracted file is hashed while it is written and the digest
-    /// reported in ``ExtractedFile/digest``.
+    /// reported in ``ExtractionReport/File/digest``.
     public var fileHasher: (@Sendable () throws -> any DigestHasher)?
 
     /// Creates options. The defaults admit any real resource package and refuse bombs.
@@ -141,7 +114,7 @@ public struct ExtractOptions: Sendable {
         maxNameLength: Int = 1024,
         maxCompressionRatio: Double = 1_000,
         compressionRatioFloor: Int64 = 1 << 20,
-        symlinks: SymlinkPolicy = .refuse,
+        symlinks: ExtractOptions.SymlinkPolicy = .refuse,
         concurrency: Int = 0,
         fileHasher: (@Sendable () throws -> any DigestHasher)? = nil
     ) {
@@ -176,26 +149,10 @@ public struct ExtractionProgress: Sendable, Hashable {
     }
 }
 
-/// One file written by an extraction.
-public struct ExtractedFile: Sendable, Hashable {
-    /// The path relative to the destination, `/`-separated.
-    public var path: String
-    /// The file's size.
-    public var size: Int64
-    /// The file's digest, when ``ExtractOptions/fileHasher`` was set.
-    public var digest: Digest?
-    /// Creates a record.
-    public init(path: String, size: Int64, digest: Digest? = nil) {
-        self.path = path
-        self.size = size
-        self.digest = digest
-    }
-}
-
 /// What an extraction wrote.
 public struct ExtractionReport: Sendable, Hashable {
     /// Regular files written, in archive order.
-    public var files: [ExtractedFile]
+    public var files: [ExtractionReport.File]
     /// Directories created, relative to the destination.
     public var directories: [String]
     /// Symlinks created, relative to the destination.
@@ -203,10 +160,59 @@ public struct ExtractionReport: Sendable, Hashable {
     /// The bytes written in all.
     public var totalBytes: Int64
     /// Creates a report.
-    public init(files: [ExtractedFile], directories: [String], symlinks: [String] = [], totalBytes: Int64) {
+    public init(files: [ExtractionReport.File], directories: [String], symlinks: [String] = [], totalBytes: Int64) {
         self.files = files
         self.directories = directories
         self.symlinks = symlinks
         self.totalBytes = totalBytes
+    }
+}
+
+extension ArchiveEntry {
+    /// What an archive entry is.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        /// A regular file.
+        public static let file = ArchiveEntry.Kind("file")
+        /// A directory.
+        public static let directory = ArchiveEntry.Kind("directory")
+        /// A symbolic link.
+        public static let symlink = ArchiveEntry.Kind("symlink")
+        /// Anything else (device, FIFO, socket): never created.
+        public static let other = ArchiveEntry.Kind("other")
+        public var description: String { name }
+    }
+}
+
+extension ExtractOptions {
+    /// How symbolic links in an archive are treated.
+    public struct SymlinkPolicy: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        /// Any symlink entry fails the extraction. The default.
+        public static let refuse = ExtractOptions.SymlinkPolicy("refuse")
+        /// Links whose target stays inside the destination are created; no later entry
+        /// may be written through a link.
+        public static let allowWithinDestination = ExtractOptions.SymlinkPolicy("allowWithinDestination")
+        public var description: String { name }
+    }
+}
+
+extension ExtractionReport {
+    /// One file written by an extraction.
+    public struct File: Sendable, Hashable {
+        /// The path relative to the destination, `/`-separated.
+        public var path: String
+        /// The file's size.
+        public var size: Int64
+        /// The file's digest, when ``ExtractOptions/fileHasher`` was set.
+        public var digest: Digest?
+        /// Creates a record.
+        public init(path: String, size: Int64, digest: Digest? = nil) {
+            self.path = path
+            self.size = size
+            self.digest = digest
+        }
     }
 }

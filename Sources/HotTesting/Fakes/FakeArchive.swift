@@ -52,7 +52,7 @@ public actor FakeUnarchiver: Unarchiver {
             .appendingPathComponent(".\(destination.lastPathComponent).partial-\(UUID().uuidString)")
         do {
             try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
-            var written: [ExtractedFile] = []
+            var written: [ExtractionReport.File] = []
             var total: Int64 = 0
             for (path, content) in files.sorted(by: { $0.key < $1.key }) {
                 let components = path.split(separator: "/", omittingEmptySubsequences: false)
@@ -73,7 +73,7 @@ public actor FakeUnarchiver: Unarchiver {
                     hasher.update(data)
                     return hasher.finalize()
                 }
-                written.append(ExtractedFile(path: path, size: Int64(data.count), digest: digest))
+                written.append(ExtractionReport.File(path: path, size: Int64(data.count), digest: digest))
                 progress?(
                     ExtractionProgress(
                         entriesCompleted: written.count, entriesTotal: files.count, bytesWritten: total,

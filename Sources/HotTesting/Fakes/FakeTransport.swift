@@ -26,7 +26,7 @@ public actor FakeTransport: Transport {
 
     private var replies: [URL: Reply] = [:]
     private var requests: [TransportRequest] = []
-    private var heldBodies: [URL: [(writer: ByteStreamWriter, rest: Data)]] = [:]
+    private var heldBodies: [URL: [(writer: ByteStream.Writer, rest: Data)]] = [:]
 
     /// Creates a transport that answers 404 to everything until told otherwise.
     public init() {}

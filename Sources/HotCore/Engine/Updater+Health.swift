@@ -1,0 +1,261 @@
+import Foundation
+import Logging
+
+extension Updater {
+    /// Whether a package can be used now: it has an active version, is not disabled or
+    /// known to be damaged, and its files passed a check during this launch. The first call
+    /// for a version runs a quick check (presence and sizes, see ``verify(packageID:depth:)``);
+    /// later calls answer from memory.
+    ///
+    /// - Parameter packageID: The package.
+    /// - Returns: false for an unknown, disabled or damaged package, or one whose store
+    ///   cannot be read.
+    ///
+    /// ```swift
+    /// if await updater.isAvailable("filters") { showFilterPicker() }
+    /// ```
+    public func isAvailable(_ packageID: String) async -> Bool {
+        guard let snapshot = try? await open(), let record = snapshot.packages[packageID],
+            let active = record.active, Self.usableStates.contains(record.state)
+        else { return false }
+        if checkedVersions.contains(active.path) { return true }
+        return (try? await verify(packageID: packageID, depth: .quick).isHealthy) ?? false
+    }
+
+    /// Whether one file of a package can be used now: the package is available (see
+    /// ``isAvailable(_:)``), the file belongs to its active version, and it is present with
+    /// its installed size.
+    ///
+    /// - Parameters:
+    ///   - resource: The file's path inside the package, `/`-separated (`filters/sepia.png`).
+    ///   - packageID: The package.
+    ///
+    /// ```swift
+    /// await updater.isAvailable(resource: "fonts/Brand.ttf", in: "fonts")
+    /// ```
+    public func isAvailable(resource: String, in packageID: String) async -> Bool {
+        guard await isAvailable(packageID), let active = snapshot?.packages[packageID]?.active,
+            let list = try? await fileList(forVersionPath: active.path),
+            let file = list.files.first(where: { $0.path == resource }),
+            let root = try? layout.url(forRelativePath: active.path),
+            let info = FileInfo(root.appendingPathComponent(resource, isDirectory: false))
+        else { return false }
+        return info.isRegular && info.size == file.size
+    }
+
+    /// States in which the active version is served.
+    static let usableStates: Set<PackageState> = [.installed, .failed, .new, .updateAvailable]
+
+    /// Checks the active version's files against what was recorded when it was installed,
+    /// and records the result: ``PackageState/fileMissing`` or ``PackageState/digestMismatch``
+    /// when something is wrong, ``PackageState/installed`` again when a damaged package is
+    /// whole.
+    ///
+    /// - Parameters:
+    ///   - packageID: The package.
+    ///   - depth: ``PackageHealth/Depth/quick`` (presence and sizes) or ``PackageHealth/Depth/full`` (hashes).
+    /// - Returns: What was found.
+    /// - Throws: ``HotUpdateError/Code/notFound`` when the package has no active version;
+    ///   ``HotUpdateError/Code/storeCorrupt`` when its file list cannot be read.
+    ///
+    /// ```swift
+    /// let health = try await updater.verify(packageID: "filters", depth: .full)
+    /// if !health.isHealthy { _ = try await updater.repair(packageID: "filters") }
+    /// ```
+    public func verify(packageID: String, depth: PackageHealth.Depth = .full) async throws -> PackageHealth {
+        let (active, fileList, root) = try await activeTree(of: packageID, toDo: "verify")
+        let list = fileList.files
+        let verifier = configuration.verifier
+        let (missing, damaged) = try await FileSystem.offload {
+            Self.examine(list, under: root, depth: depth, verifier: verifier)
+        }
+        let health = PackageHealth(
+            id: packageID, version: active.version, depth: depth, filesChecked: list.count, missing: missing,
+            damaged: damaged)
+        if health.isHealthy {
+            checkedVersions.insert(active.path)
+        } else {
+            checkedVersions.remove(active.path)
+        }
+        try await record(health, path: active.path)
+        return health
+    }
+
+    /// Checks every package with an active version, as ``verify(packageID:depth:)`` does.
+    ///
+    /// - Parameter depth: How deep to check.
+    /// - Returns: One result per package, by id.
+    /// - Throws: ``HotUpdateError`` when the store cannot be read.
+    public func verifyAll(depth: PackageHealth.Depth = .quick) async throws -> [PackageHealth] {
+        var results: [PackageHealth] = []
+        for id in try await open().packages.values.filter({ $0.active != nil }).map(\.id).sorted() {
+            results.append(try await verify(packageID: id, depth: depth))
+        }
+        return results
+    }
+
+    /// Makes the active version of a package whole again: every missing or damaged file is
+    /// put back from `objects/` when its object is intact (no network needed); when an
+    /// object is gone or damaged too, the version is downloaded again from where it came
+    /// from and its tree replaced. The states on the way are recorded and published.
+    ///
+    /// - Parameters:
+    ///   - packageID: The package.
+    ///   - depth: How deep the check before the repair goes.
+    /// - Returns: What was found and done; ``RepairReport/error`` says why a re-fetch failed.
+    /// - Throws: ``HotUpdateError/Code/notFound`` when the package has no active version;
+    ///   ``HotUpdateError`` when the store cannot be read or written.
+    ///
+    /// ```swift
+    /// let report = try await updater.repair(packageID: "filters")
+    /// print(report.restored, report.refetched)
+    /// ```
+    public func repair(packageID: String, depth: PackageHealth.Depth = .full) async throws -> RepairReport {
+        let before = try await verify(packageID: packageID, depth: depth)
+        guard !before.isHealthy else {
+            return RepairReport(id: packageID, before: before, restored: [], refetched: false, after: before)
+        }
+        let (restored, remaining) = try await serialized {
+            try await self.restoreFromObjects(packageID, paths: before.missing + before.damaged)
+        }
+        var refetched = false
+        var failure: HotUpdateError?
+        if !remaining.isEmpty {
+            do {
+                _ = try await join(try activeDescriptor(packageID), isRepair: true)
+                refetched = true
+            } catch {
+                failure = HotUpdateError.wrap(error, as: .internalInconsistency, "cannot re-fetch", packageID: packageID)
+            }
+        }
+        let after = try await verify(packageID: packageID, depth: depth)
+        if let failure, !after.isHealthy {
+            hub.publish(packageID, after.version, after.state, failure)
+        }
+        return RepairReport(
+            id: packageID, before: before, restored: restored, refetched: refetched, after: after, error: failure)
+    }
+
+    /// Repairs every package with an active version, as ``repair(packageID:depth:)`` does.
+    ///
+    /// - Parameter depth: How deep the checks go.
+    /// - Returns: One report per package, by id.
+    /// - Throws: ``HotUpdateError`` when the store cannot be read or written.
+    public func repairAll(depth: PackageHealth.Depth = .full) async throws -> [RepairReport] {
+        var reports: [RepairReport] = []
+        for id in try await open().packages.values.filter({ $0.active != nil }).map(\.id).sorted() {
+            reports.append(try await repair(packageID: id, depth: depth))
+        }
+        return reports
+    }
+
+    /// What to download to fetch the active version again.
+    private func activeDescriptor(_ packageID: String) throws -> PackageDescriptor {
+        guard let active = snapshot?.packages[packageID]?.active, let url = URL(string: active.sourceURL) else {
+            throw HotUpdateError(.notFound, "no source recorded for the active version", packageID: packageID)
+        }
+        guard !Self.isLocalSource(active.sourceURL) else {
+            throw HotUpdateError(
+                .unsupported, "installed from the local folder \(url.path), which cannot be downloaded again",
+                packageID: packageID)
+        }
+        return try PackageDescriptor(
+            id: packageID, version: active.version, url: url, size: active.archiveSize,
+            sha256: try active.sha256.map { try Digest(algorithm: .sha256, hex: $0) },
+            md5: try active.md5.map { try Digest(algorithm: .md5, hex: $0) })
+    }
+
+    /// The active version of a package, its file list and its tree.
+    private func activeTree(of packageID: String, toDo action: String) async throws
+        -> (version: InstalledVersion, files: FileList, directory: URL)
+    {
+        guard let active = try await open().packages[packageID]?.active else {
+            throw HotUpdateError(.notFound, "no active version to \(action)", packageID: packageID)
+        }
+        return (active, try await fileList(forVersionPath: active.path), try layout.url(forRelativePath: active.path))
+    }
+
+    /// Links intact objects back in place of missing or damaged files; runs on the store
+    /// queue. Returns the paths restored and those whose object is gone or damaged.
+    private func restoreFromObjects(_ packageID: String, paths: [String]) async throws -> ([String], [String]) {
+        let tree = try await activeTree(of: packageID, toDo: "repair")
+        let files = tree.files.byPath
+        let root = tree.directory
+        let objects = self.objects
+        let verifier = configuration.verifier
+        return try await FileSystem.offload {
+            var restored: [String] = []
+            var remaining: [String] = []
+            for path in paths {
+                guard let file = files[path], let object = objects.intactObject(for: file, verifier: verifier) else {
+                    remaining.append(path)
+                    continue
+                }
+                let target = root.appendingPathComponent(path, isDirectory: false)
+                if FileSystem.isDirectory(target) { try FileSystem.remove(target) }
+                try objects.linkObject(object, to: target)
+                restored.append(path)
+            }
+            return (restored, remaining)
+        }
+    }
+
+    /// Records the state a check found, when it differs from the stored one, and publishes it.
+    private func record(_ health: PackageHealth, path: String) async throws {
+        let id = health.id
+        let version = health.version
+        let found = health.state
+        let reason: HotUpdateError? =
+            health.isHealthy
+            ? nil
+            : HotUpdateError(
+                found == .fileMissing ? .notFound : .digestMismatch,
+                found == .fileMissing
+                    ? "\(health.missing.count) installed file(s) missing, first \(health.missing[0])"
+                    : "\(health.damaged.count) installed file(s) damaged, first \(health.damaged[0])",
+                packageID: id)
+        // Nothing to record (the usual case at launch): no store step.
+        if let stored = snapshot?.packages[id], stored.active?.path == path {
+            let wasDamaged = stored.state == .fileMissing || stored.state == .digestMismatch
+            if stored.state == found || (health.isHealthy && !wasDamaged) { return }
+        }
+        let changed = try await serialized {
+            var next = try await self.open()
+            guard var record = next.packages[id], record.active?.path == path else { return false }
+            let wasDamaged = record.state == .fileMissing || record.state == .digestMismatch
+            guard record.state != found, !health.isHealthy || wasDamaged else { return false }
+            record.state = found
+            record.lastError = reason?.description
+            record.lastErrorCode = reason?.code.description
+            next.packages[id] = record
+            try await self.commit(next)
+            return true
+        }
+        if changed { hub.publish(id, version, found, reason) }
+    }
+
+    /// Compares files on disk with the list; blocking.
+    private static func examine(
+        _ files: [FileList.Entry], under root: URL, depth: PackageHealth.Depth, verifier: any Verifier
+    ) -> (missing: [String], damaged: [String]) {
+        var missing: [String] = []
+        var damaged: [String] = []
+        // Plain path strings: building a URL per file would cost more than the lstat.
+        let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
+        for file in files {
+            guard let info = FileInfo(path: base + file.path), info.isRegular else {
+                missing.append(file.path)
+                continue
+            }
+            if info.size != file.size {
+                damaged.append(file.path)
+            } else if depth == .full,
+                (try? verifier.digest(ofFile: URL(fileURLWithPath: base + file.path), using: .sha256).hex)
+                    != file.sha256
+            {
+                damaged.append(file.path)
+            }
+        }
+        return (missing, damaged)
+    }
+}

@@ -1,0 +1,197 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The content-addressed half of a store: every installed file once under
+/// `objects/<2 hex>/<sha256>`, read-only, hard-linked into the installed trees.
+///
+/// Which objects are garbage is decided by the link count the kernel keeps: an object whose
+/// only name is its `objects/` entry (link count 1) is linked by no installed tree. The
+/// count is updated atomically with every link and unlink, so it is exact after a crash at
+/// any point, with no reference table that could be left stale; a reference scan would
+/// have to read every file list and would miss a tree moved into place but not yet
+/// recorded. Every call here blocks: the engine runs them through ``FileSystem/offload(_:)``
+/// and only from its serial store queue, so linking and freeing never race.
+struct ObjectStore: Sendable {
+    /// What a pass freed.
+    struct Freed: Sendable, Hashable {
+        var objects = 0
+        var bytes: Int64 = 0
+        mutating func add(_ other: Freed) {
+            objects += other.objects
+            bytes += other.bytes
+        }
+    }
+
+    let layout: StoreLayout
+
+    /// Makes every file of a staged tree an object: a file whose content is new becomes the
+    /// object itself (linked under `objects/`, made read-only); a file whose object exists
+    /// is replaced in the tree by a link to it.
+    ///
+    /// - Parameters:
+    ///   - tree: The unpacked tree, still in staging.
+    ///   - files: Its regular files with their SHA-256, as hashed while unpacking.
+    ///   - distrustExisting: Hash existing objects before reusing them (a repair does, since
+    ///     the object may be what was damaged); otherwise an object of the right size is trusted.
+    ///   - verifier: Hashes objects when `distrustExisting` is set.
+    /// - Returns: How many files stay plain copies in the tree because the file system would
+    ///   not link them (no hard links on it, or an object at its link limit): those are not
+    ///   shared, and a repair re-downloads rather than restores them.
+    /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file.
+    @discardableResult
+    func adopt(tree: URL, files: [FileList.Entry], distrustExisting: Bool, verifier: any Verifier) throws -> Int {
+        var copies = 0
+        var fanouts = Set<String>()
+        for file in files {
+            let staged = tree.appendingPathComponent(file.path, isDirectory: false)
+            let object = layout.objectURL(sha256: file.sha256)
+            let fanout = String(file.sha256.prefix(2))
+            if fanouts.insert(fanout).inserted {
+                try FileSystem.createDirectory(object.deletingLastPathComponent())
+            }
+            if let existing = FileInfo(object), !isUsable(existing, object, for: file, hashing: distrustExisting, verifier) {
+                try unlinkFile(object)
+            }
+            if posixLink(staged.path, object.path) == 0 {
+                _ = chmod(object.path, 0o444)
+                continue
+            }
+            let code = errno
+            if Self.linkUnsupported(code) {
+                copies += 1
+                continue
+            }
+            guard code == EEXIST else {
+                throw posixError(code, "cannot store \(file.path) as object \(file.sha256)")
+            }
+            let linked = try link(object, replacing: staged)
+            if linked == 0 { continue }
+            guard Self.linkUnsupported(linked) else {
+                throw posixError(linked, "cannot link object \(file.sha256) to \(staged.path)")
+            }
+            copies += 1
+        }
+        return copies
+    }
+
+    /// Whether `link(2)` failed because the file system cannot link this file, not because
+    /// something is wrong: no hard links there, or the inode has as many links as it may.
+    private static func linkUnsupported(_ code: Int32) -> Bool {
+        code == EPERM || code == EMLINK || code == EXDEV || code == ENOTSUP || code == EOPNOTSUPP
+    }
+
+    /// Whether an existing object can stand for `file`.
+    private func isUsable(
+        _ info: FileInfo, _ object: URL, for file: FileList.Entry, hashing: Bool, _ verifier: any Verifier
+    ) -> Bool {
+        guard info.isRegular, info.size == file.size else { return false }
+        guard hashing else { return true }
+        return (try? verifier.digest(ofFile: object, using: .sha256).hex) == file.sha256
+    }
+
+    /// The object for `file` when it is present and its content hashes to its name; nil otherwise.
+    func intactObject(for file: FileList.Entry, verifier: any Verifier) -> URL? {
+        let object = layout.objectURL(sha256: file.sha256)
+        guard let info = FileInfo(object), isUsable(info, object, for: file, hashing: true, verifier) else {
+            return nil
+        }
+        return object
+    }
+
+    /// Makes `target` a new link to `object`, replacing whatever `target` was, atomically:
+    /// link under a temporary name in the same directory, then rename over.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    func linkObject(_ object: URL, to target: URL) throws {
+        let code = try link(object, replacing: target)
+        guard code == 0 else {
+            throw posixError(code, "cannot link object \(object.lastPathComponent) to \(target.path)")
+        }
+    }
+
+    /// ``linkObject(_:to:)`` that returns the `errno` of a failed `link(2)` (0 on success),
+    /// so a caller can tell a file system that cannot link apart; other failures throw.
+    private func link(_ object: URL, replacing target: URL) throws -> Int32 {
+        let directory = target.deletingLastPathComponent()
+        try FileSystem.createDirectory(directory)
+        let temporary = directory.appendingPathComponent(".\(target.lastPathComponent).\(UUID().uuidString).link")
+        guard posixLink(object.path, temporary.path) == 0 else { return errno }
+        guard posixRename(temporary.path, target.path) == 0 else {
+            let code = errno
+            _ = unlink(temporary.path)
+            throw posixError(code, "cannot put object \(object.lastPathComponent) at \(target.path)")
+        }
+        return 0
+    }
+
+    /// Unlinks those of `digests` whose objects no installed tree links any more.
+    func release(_ digests: some Sequence<String>) -> Freed {
+        var freed = Freed()
+        for hex in Set(digests) {
+            freed.add(releaseIfUnlinked(layout.objectURL(sha256: hex)))
+        }
+        return freed
+    }
+
+    /// Unlinks every object that no installed tree links, and temporary files a crash left.
+    func sweep() -> Freed {
+        var freed = Freed()
+        for fanout in FileSystem.contents(of: layout.objectsDirectory) {
+            let directory = layout.objectsDirectory.appendingPathComponent(fanout, isDirectory: true)
+            for name in FileSystem.contents(of: directory) {
+                freed.add(releaseIfUnlinked(directory.appendingPathComponent(name, isDirectory: false)))
+            }
+            if FileSystem.contents(of: directory).isEmpty { _ = rmdir(directory.path) }
+        }
+        return freed
+    }
+
+    private func releaseIfUnlinked(_ object: URL) -> Freed {
+        guard let info = FileInfo(object), info.links <= 1 else { return Freed() }
+        guard unlink(object.path) == 0 else { return Freed() }
+        return Freed(objects: 1, bytes: info.allocatedBytes)
+    }
+
+    private func unlinkFile(_ url: URL) throws {
+        guard unlink(url.path) == 0 || errno == ENOENT else {
+            throw posixError(errno, "cannot remove \(url.path)")
+        }
+    }
+
+    private func posixError(_ code: Int32, _ message: String) -> HotUpdateError {
+        HotUpdateError(.fileSystem, "\(message): \(String(cString: strerror(code)))")
+    }
+}
+
+/// What `lstat` says of a path (no link followed).
+struct FileInfo: Sendable, Hashable {
+    var isRegular: Bool
+    var size: Int64
+    var links: Int
+    var inode: UInt64
+    var allocatedBytes: Int64
+
+    init?(_ url: URL) {
+        self.init(path: url.path)
+    }
+
+    init?(path: String) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }
+        isRegular = (info.st_mode & S_IFMT) == S_IFREG
+        size = Int64(info.st_size)
+        links = Int(info.st_nlink)
+        inode = UInt64(info.st_ino)
+        allocatedBytes = Int64(info.st_blocks) * 512
+    }
+}
+
+private func posixLink(_ from: String, _ to: String) -> Int32 { link(from, to) }
+private func posixRename(_ from: String, _ to: String) -> Int32 { rename(from, to) }

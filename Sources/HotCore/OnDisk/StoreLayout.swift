@@ -1,0 +1,68 @@
+import Foundation
+
+/// Where things live under a store root.
+///
+/// ```
+/// store.json (or .plist)         the metadata, relative paths only
+/// objects/ab/ab12…               every installed file once, named by its SHA-256, read-only
+/// packages/<id>/<version>/       the installed trees: hard links into objects/
+/// filelists/<id>/<version>.files each version's files: path, size, SHA-256
+/// staging/<uuid>/                downloads, unpacking and deletions in progress; swept at open
+/// ```
+package struct StoreLayout: Sendable, Hashable {
+    /// The store root.
+    package let root: URL
+
+    /// Creates a layout for `root`.
+    package init(root: URL) {
+        self.root = root.standardizedFileURL
+    }
+
+    /// `packages/`.
+    package var packagesDirectory: URL { root.appendingPathComponent("packages", isDirectory: true) }
+    /// `staging/`.
+    package var stagingDirectory: URL { root.appendingPathComponent("staging", isDirectory: true) }
+
+    /// `objects/`.
+    package var objectsDirectory: URL { root.appendingPathComponent("objects", isDirectory: true) }
+    /// `filelists/`.
+    package var fileListsDirectory: URL { root.appendingPathComponent("filelists", isDirectory: true) }
+
+    /// The object holding the file whose SHA-256 is `hex`: `objects/<first 2 hex>/<hex>`.
+    package func objectURL(sha256 hex: String) -> URL {
+        objectsDirectory.appendingPathComponent(String(hex.prefix(2)), isDirectory: true)
+            .appendingPathComponent(hex, isDirectory: false)
+    }
+
+    /// The file list of the installed version at `relativeVersionPath` (`packages/<id>/<name>`):
+    /// `filelists/<id>/<name>.files`; nil for a path of another shape.
+    package func fileListURL(forVersionPath relativeVersionPath: String) -> URL? {
+        let parts = relativeVersionPath.split(separator: "/")
+        guard parts.count == 3, parts[0] == "packages" else { return nil }
+        return fileListsDirectory.appendingPathComponent(String(parts[1]), isDirectory: true)
+            .appendingPathComponent(parts[2] + ".files", isDirectory: false)
+    }
+
+    /// The directory of one package's versions.
+    package func packageDirectory(id: String) -> URL {
+        packagesDirectory.appendingPathComponent(id, isDirectory: true)
+    }
+
+    /// The relative path of an installed version's directory.
+    package func relativeVersionPath(id: String, directoryName: String) -> String {
+        "packages/\(id)/\(directoryName)"
+    }
+
+    /// Turns a stored relative path into a URL under the root.
+    ///
+    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` for a path that is absolute or escapes the root.
+    package func url(forRelativePath path: String) throws -> URL {
+        let components = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard !path.isEmpty, !path.hasPrefix("/"),
+            components.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." })
+        else {
+            throw HotUpdateError(.storeCorrupt, "stored path '\(path)' is not a relative path inside the store")
+        }
+        return root.appendingPathComponent(path, isDirectory: true)
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The few file-system operations the engine needs, with durable semantics and
+/// ``HotUpdateError``s that say which path failed.
+package enum FileSystem {
+    /// Creates a directory and its parents if missing.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    package static func createDirectory(_ url: URL) throws {
+        do {
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        } catch {
+            throw HotUpdateError.wrap(error, as: .fileSystem, "cannot create directory \(url.path)")
+        }
+    }
+
+    /// Removes a file or a directory tree; a missing path is not an error.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    package static func remove(_ url: URL) throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) || isSymlink(url) else {
+            return
+        }
+        do {
+            try FileManager.default.removeItem(at: url)
+        } catch {
+            throw HotUpdateError.wrap(error, as: .fileSystem, "cannot remove \(url.path)")
+        }
+    }
+
+    /// Whether `url` is a symbolic link (not followed).
+    package static func isSymlink(_ url: URL) -> Bool {
+        var info = stat()
+        return lstat(url.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFLNK
+    }
+
+    /// Whether `url` exists and is a directory (not following a final symlink).
+    package static func isDirectory(_ url: URL) -> Bool {
+        var info = stat()
+        return lstat(url.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// Renames `source` to `destination` atomically (same file system), then, unless told
+    /// not to, fsyncs the destination's directory so the rename survives a crash. Pass
+    /// `durable: false` when a ``syncFileSystem(containing:)`` follows before anything relies
+    /// on the rename.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    package static func rename(_ source: URL, to destination: URL, durable: Bool = true) throws {
+        guard systemRename(source.path, destination.path) == 0 else {
+            let code = errno
+            throw HotUpdateError(
+                .fileSystem,
+                "cannot rename \(source.path) to \(destination.path): \(String(cString: strerror(code)))")
+        }
+        if durable { try syncDirectory(destination.deletingLastPathComponent()) }
+    }
+
+    /// fsyncs a directory, making renames and creations inside it durable.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    package static func syncDirectory(_ url: URL) throws {
+        let fd = open(url.path, O_RDONLY | O_DIRECTORY)
+        guard fd >= 0 else {
+            let code = errno
+            throw HotUpdateError(
+                .fileSystem, "cannot open directory \(url.path): \(String(cString: strerror(code)))")
+        }
+        defer { _ = systemCloseFD(fd) }
+        _ = fsync(fd)
+    }
+
+    /// Flushes everything written to the file system holding `url` to stable storage:
+    /// `syncfs` on Linux (one call for a whole unpacked tree), `sync` elsewhere. The engine
+    /// calls it before the commit that makes a version active, so a power loss never leaves
+    /// a recorded version with files that were not yet on disk.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    package static func syncFileSystem(containing url: URL) throws {
+        #if canImport(Glibc) || canImport(Musl)
+            let fd = open(url.path, O_RDONLY | O_DIRECTORY)
+            guard fd >= 0 else {
+                let code = errno
+                throw HotUpdateError(
+                    .fileSystem, "cannot open \(url.path) to flush it: \(String(cString: strerror(code)))")
+            }
+            defer { _ = systemCloseFD(fd) }
+            guard let syncfs = linuxSyncfs else {
+                sync()
+                return
+            }
+            guard syncfs(fd) == 0 else {
+                let code = errno
+                throw HotUpdateError(
+                    .fileSystem, "cannot flush the file system of \(url.path): \(String(cString: strerror(code)))")
+            }
+        #else
+            sync()
+        #endif
+    }
+
+    /// Runs blocking file-system work on a thread outside Swift's cooperative pool, so a
+    /// slow disk never stalls other tasks.
+    package static func offload<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global(qos: .utility).async {
+                continuation.resume(with: Result { try body() })
+            }
+        }
+    }
+
+    /// The names in a directory; an empty list when it does not exist.
+    package static func contents(of url: URL) -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
+    }
+}
+
+private func systemRename(_ from: String, _ to: String) -> Int32 { rename(from, to) }
+private func systemCloseFD(_ fd: Int32) -> Int32 { close(fd) }
+
+#if canImport(Glibc) || canImport(Musl)
+    /// `syncfs(2)`, looked up at run time: glibc declares it only under `_GNU_SOURCE`,
+    /// which Swift's system module does not define.
+    private let linuxSyncfs: (@convention(c) (Int32) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
+    }()
+#endif

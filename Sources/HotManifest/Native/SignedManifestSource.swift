@@ -1,0 +1,104 @@
+import Foundation
+import HotCore
+import Logging
+
+/// Reads a repository's signed manifest (``SignedEnvelope`` around a
+/// ``SignedManifestBody``), checks it against what the client trusts, and applies the
+/// publisher's policy for this client (``ReleasePolicy``).
+///
+/// Refused, each with a ``HotUpdateError`` and nothing installed or changed:
+/// too few valid signatures by trusted keys, or none (``HotUpdateError/Code/signatureInvalid``);
+/// a version lower than the highest trusted, or the same version with other content
+/// (``HotUpdateError/Code/manifestRollback``); an expired manifest
+/// (``HotUpdateError/Code/manifestExpired``); a body longer than ``maxBytes``
+/// (``HotUpdateError/Code/byteLimitExceeded``, the transfer is cut there); a stalled or
+/// trickling server (``HotUpdateError/Code/timedOut``, see ``timeouts``). What the client
+/// trusts is kept in `trust.json` under the store root, so a restart forgets nothing.
+///
+/// ```swift
+/// let source = SignedManifestSource(
+///     url: URL(string: "https://cdn.example.com/app/channels/production/manifest.json")!,
+///     transport: CurlTransport(), verifier: CryptoVerifier(),
+///     trust: .signed(by: [PublicKey(scheme: .ed25519, pem: rootKeyPEM)]),
+///     storeRoot: root,
+///     context: ClientContext(appVersion: "5.3.1", clientID: installationID, channel: "production"))
+/// let report = try await updater.sync(from: source)
+/// ```
+public struct SignedManifestSource: ManifestSource {
+    /// Where the manifest is.
+    public var url: URL
+    /// How to fetch it.
+    public var transport: any Transport
+    /// Checks signatures and hashes.
+    public var verifier: any Verifier
+    /// Which keys the client trusts at first, and whether unsigned manifests are allowed.
+    public var trust: ManifestTrust
+    /// The store root, where `trust.json` is kept (the updater's root).
+    public var storeRoot: URL
+    /// Who this client is, for the per-package policy.
+    public var context: ClientContext
+    /// The largest manifest accepted; the transfer is cut there.
+    public var maxBytes: Int64
+    /// Time limits for fetching the manifest (stalled and trickling servers).
+    public var timeouts: TransportRequest.Timeouts
+    /// The current time, for expiry; injectable for tests.
+    public var now: @Sendable () -> Date
+    /// Where refusals of unsigned manifests and key rotations are logged.
+    public var logger: Logger
+
+    /// Creates a source.
+    ///
+    /// - Parameters:
+    ///   - url: The manifest's URL; package URLs resolve against it.
+    ///   - transport: How to fetch it.
+    ///   - verifier: Checks signatures (`CryptoVerifier`).
+    ///   - trust: The app's root keys and threshold, or ``ManifestTrust/unsignedDevelopment(keys:threshold:)``.
+    ///   - storeRoot: The updater's root; `trust.json` is kept there.
+    ///   - context: App version, client id and channel.
+    ///   - maxBytes: The largest manifest accepted.
+    ///   - timeouts: Time limits for the request.
+    ///   - now: The clock.
+    ///   - logger: Where to log.
+    public init(
+        url: URL, transport: any Transport, verifier: any Verifier, trust: ManifestTrust, storeRoot: URL,
+        context: ClientContext = ClientContext(), maxBytes: Int64 = 1 << 20,
+        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(total: .seconds(120)),
+        now: @escaping @Sendable () -> Date = { Date() },
+        logger: Logger = Logger(label: "HotUpdate")
+    ) {
+        self.url = url
+        self.transport = transport
+        self.verifier = verifier
+        self.trust = trust
+        self.storeRoot = storeRoot
+        self.context = context
+        self.maxBytes = maxBytes
+        self.timeouts = timeouts
+        self.now = now
+        self.logger = logger
+    }
+
+    /// Fetches, authenticates and applies the policy.
+    ///
+    /// - Throws: ``HotUpdateError`` as listed on the type.
+    public func fetchManifest() async throws -> Manifest {
+        let data = try await transport.fetchDocument(url: url, maxBytes: maxBytes, timeouts: timeouts)
+        return try manifest(from: data)
+    }
+
+    /// Authenticates served manifest bytes and applies the policy; records the new trust
+    /// state when the manifest is accepted.
+    ///
+    /// - Throws: ``HotUpdateError`` as listed on the type.
+    public func manifest(from data: Data) throws -> Manifest {
+        let authenticator = ManifestAuthenticator(
+            verifier: verifier, trust: trust, context: context, storeRoot: storeRoot, now: now, logger: logger)
+        switch try authenticator.authenticate(data, from: url) {
+        case .unsigned(let document):
+            return try document.manifest(relativeTo: url)
+        case .signed(let body):
+            return try ReleasePolicy(context: context, verifier: verifier).manifest(
+                for: body, relativeTo: url, logger: logger)
+        }
+    }
+}

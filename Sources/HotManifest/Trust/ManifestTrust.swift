@@ -1,0 +1,171 @@
+import Foundation
+import HotCore
+import Logging
+
+/// Which manifests a client accepts: the root keys the app ships with and how many of them
+/// must sign, or, for development repositories only, unsigned manifests.
+///
+/// ```swift
+/// let trust = ManifestTrust.signed(by: [PublicKey(scheme: .ed25519, pem: rootKeyPEM)])
+/// ```
+public struct ManifestTrust: Sendable, Hashable {
+    /// The keys the app ships with.
+    public var rootKeys: [PublicKey]
+    /// How many of ``rootKeys`` must sign the first manifest (and any manifest after the app
+    /// ships other root keys).
+    public var threshold: Int
+    /// Whether unsigned manifests (schema 1, or an envelope with no signature) are accepted.
+    /// Every sync that accepts one logs a warning.
+    public var allowsUnsigned: Bool
+
+    /// Accepts manifests signed by at least `threshold` of `keys`, and later by the keys each
+    /// accepted manifest declares.
+    ///
+    /// - Parameters:
+    ///   - keys: The root keys the app ships with.
+    ///   - threshold: How many of them must sign (at least 1).
+    public static func signed(by keys: [PublicKey], threshold: Int = 1) -> ManifestTrust {
+        ManifestTrust(rootKeys: keys, threshold: max(1, threshold), allowsUnsigned: false)
+    }
+
+    /// Accepts unsigned manifests as well, with a warning on every sync. For development
+    /// repositories only: an unsigned manifest protects against nothing.
+    ///
+    /// - Parameter keys: Keys to check signatures with when a manifest is signed after all.
+    public static func unsignedDevelopment(keys: [PublicKey] = [], threshold: Int = 1) -> ManifestTrust {
+        ManifestTrust(rootKeys: keys, threshold: max(1, threshold), allowsUnsigned: true)
+    }
+
+    /// Creates a trust configuration.
+    public init(rootKeys: [PublicKey], threshold: Int, allowsUnsigned: Bool) {
+        self.rootKeys = rootKeys
+        self.threshold = threshold
+        self.allowsUnsigned = allowsUnsigned
+    }
+}
+
+/// Checks a served manifest against what the client trusts, and records what it then trusts.
+///
+/// In order: signatures by a threshold of the trusted keys (those the last accepted manifest
+/// declared, or the app's root keys at first); the channel; signatures by a threshold of the
+/// keys the new manifest declares (so a rotation cannot declare keys that cannot sign); the
+/// version against the highest trusted (rollback); the expiry (freeze). Only then is the new
+/// state saved, durably, under the store root.
+struct ManifestAuthenticator: Sendable {
+    var verifier: any Verifier
+    var trust: ManifestTrust
+    var context: ClientContext
+    var storeRoot: URL
+    var now: @Sendable () -> Date
+    var logger: Logger
+
+    /// What was accepted: a verified signed body, or an unsigned schema-1 document.
+    enum Accepted {
+        case signed(SignedManifestBody)
+        case unsigned(ManifestDocument)
+    }
+
+    func authenticate(_ data: Data, from url: URL) throws -> Accepted {
+        let subject = url.absoluteString
+        guard SignedEnvelope.isEnvelope(data) else {
+            guard trust.allowsUnsigned else {
+                throw HotUpdateError(
+                    .signatureInvalid,
+                    "the manifest is not signed (no \"signed\" part); sign it with `hot sign`, or allow unsigned development repositories",
+                    subject: subject)
+            }
+            warnUnsigned(subject)
+            return .unsigned(try ManifestDocument.decode(data))
+        }
+        let envelope = try SignedEnvelope.parse(data)
+        if envelope.signatures.isEmpty {
+            guard trust.allowsUnsigned else {
+                throw HotUpdateError(.signatureInvalid, "the manifest carries no signature", subject: subject)
+            }
+            warnUnsigned(subject)
+            return .signed(try SignedManifestBody.decode(envelope.signed))
+        }
+        if trust.allowsUnsigned && trust.rootKeys.isEmpty {
+            warnUnsigned(subject)
+            return .signed(try SignedManifestBody.decode(envelope.signed))
+        }
+
+        var state = try TrustState.load(root: storeRoot)
+        let channelName = context.channel ?? ""
+        let fingerprint = try rootFingerprint()
+        let stored = state.channels[channelName].flatMap { $0.rootFingerprint == fingerprint ? $0 : nil }
+        let trustedKeys: [String: PublicKey]
+        let trustedThreshold: Int
+        if let stored {
+            trustedKeys = try SignedManifestBody.keyTable(stored.keys, verifier: verifier)
+            trustedThreshold = stored.threshold
+        } else {
+            trustedKeys = try Dictionary(
+                trust.rootKeys.map { (try verifier.keyID(of: $0), $0) }, uniquingKeysWith: { first, _ in first })
+            trustedThreshold = trust.threshold
+        }
+        try envelope.tally(keys: trustedKeys, verifier: verifier).require(trustedThreshold, whose: "trusted", subject: subject)
+
+        let body = try SignedManifestBody.decode(envelope.signed)
+        guard body.channel == context.channel else {
+            throw HotUpdateError(
+                .manifestInvalid,
+                "the manifest is for channel '\(body.channel ?? "(none)")', this client follows '\(context.channel ?? "(none)")'",
+                subject: subject)
+        }
+        let declared = try body.keyTable(verifier: verifier)
+        try envelope.tally(keys: declared, verifier: verifier).require(body.threshold, whose: "declared", subject: subject)
+
+        let signedSHA256 = try verifier.digest(of: envelope.signed, using: .sha256).hex
+        if let stored {
+            if body.version < stored.version {
+                throw HotUpdateError(
+                    .manifestRollback,
+                    "manifest version \(body.version) is lower than version \(stored.version) already trusted",
+                    subject: subject)
+            }
+            if body.version == stored.version, signedSHA256 != stored.signedSHA256 {
+                throw HotUpdateError(
+                    .manifestRollback,
+                    "manifest version \(body.version) differs from the version \(stored.version) already trusted",
+                    subject: subject)
+            }
+        }
+        let current = now()
+        guard current < body.expires else {
+            throw HotUpdateError(
+                .manifestExpired,
+                "the manifest expired at \(SignedManifestBody.rfc3339(body.expires)) (now \(SignedManifestBody.rfc3339(current)))",
+                subject: subject)
+        }
+
+        let next = TrustState.Channel(
+            rootFingerprint: fingerprint, version: body.version, signedSHA256: signedSHA256, keys: body.keys,
+            threshold: body.threshold)
+        if state.channels[channelName] != next {
+            if let stored, stored.keys != body.keys || stored.threshold != body.threshold {
+                logger.notice(
+                    "the manifest rotates its signing keys",
+                    metadata: [
+                        "keys": "\(body.keys.keys.sorted().map { $0.prefix(12) })", "threshold": "\(body.threshold)",
+                    ])
+            }
+            state.channels[channelName] = next
+            try state.save(root: storeRoot)
+        }
+        return .signed(body)
+    }
+
+    /// Identifies the app's root of trust: its key ids and threshold.
+    private func rootFingerprint() throws -> String {
+        let ids = try trust.rootKeys.map { try verifier.keyID(of: $0) }.sorted()
+        return try verifier.digest(of: Data((ids + ["\(trust.threshold)"]).joined(separator: "\n").utf8), using: .sha256)
+            .hex
+    }
+
+    private func warnUnsigned(_ subject: String) {
+        logger.warning(
+            "ACCEPTING AN UNSIGNED MANIFEST: unsigned development repositories are allowed; anyone who can change \(subject) or the network can change what this app installs"
+        )
+    }
+}

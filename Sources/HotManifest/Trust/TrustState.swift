@@ -1,0 +1,96 @@
+import Foundation
+import HotCore
+
+/// What a client has trusted, per channel, kept in `trust.json` under the store root so it
+/// survives restarts: the highest manifest version (rollback defence), the digest of its
+/// signed bytes (the same version with other content is refused), and the keys and
+/// threshold that manifest declared (key rotation).
+public struct TrustState: Codable, Sendable, Hashable {
+    /// The state of one channel.
+    public struct Channel: Codable, Sendable, Hashable {
+        /// The id of the root of trust the app was configured with when this was saved.
+        /// When the app ships other root keys, the stored keys are replaced by them.
+        public var rootFingerprint: String
+        /// The highest manifest version trusted.
+        public var version: Int
+        /// The SHA-256 of that manifest's signed bytes, hex.
+        public var signedSHA256: String
+        /// The keys that manifest declared, by key id.
+        public var keys: [String: SignedManifestBody.Key]
+        /// The threshold that manifest declared.
+        public var threshold: Int
+
+        /// Creates a channel's state.
+        public init(
+            rootFingerprint: String, version: Int, signedSHA256: String,
+            keys: [String: SignedManifestBody.Key], threshold: Int
+        ) {
+            self.rootFingerprint = rootFingerprint
+            self.version = version
+            self.signedSHA256 = signedSHA256
+            self.keys = keys
+            self.threshold = threshold
+        }
+    }
+
+    /// The name of the file under the store root.
+    public static let fileName = "trust.json"
+
+    /// The schema of the file.
+    public var schema: Int
+    /// The state by channel name (`""` for a repository with one manifest).
+    public var channels: [String: Channel]
+
+    /// Creates a state.
+    public init(channels: [String: Channel] = [:]) {
+        self.schema = 1
+        self.channels = channels
+    }
+
+    /// Reads the state under `root`; a missing file is an empty state.
+    ///
+    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` when the file exists but cannot be read:
+    ///   a client that lost its trust state must not silently accept an older manifest.
+    public static func load(root: URL) throws -> TrustState {
+        let file = root.appendingPathComponent(fileName)
+        guard FileManager.default.fileExists(atPath: file.path) else { return TrustState() }
+        do {
+            let state = try JSONDecoder().decode(TrustState.self, from: try Data(contentsOf: file))
+            guard state.schema == 1 else {
+                throw HotUpdateError(.storeCorrupt, "schema \(state.schema) is not supported", subject: file.path)
+            }
+            return state
+        } catch {
+            throw HotUpdateError.wrap(
+                error, as: .storeCorrupt, "the trust state cannot be read; remove it only if you know why",
+                packageID: nil)
+        }
+    }
+
+    /// Writes the state under `root` atomically and durably (temporary file, fsync, rename,
+    /// fsync of the directory).
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    public func save(root: URL) throws {
+        try FileSystem.createDirectory(root)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let data: Data
+        do {
+            data = try encoder.encode(self)
+        } catch {
+            throw HotUpdateError.wrap(error, as: .internalInconsistency, "cannot encode the trust state")
+        }
+        let file = root.appendingPathComponent(Self.fileName)
+        let temporary = root.appendingPathComponent(".\(Self.fileName).\(UUID().uuidString)")
+        do {
+            let writer = try FileWriter(creating: temporary)
+            try writer.write(data)
+            try writer.close(sync: true)
+            try FileSystem.rename(temporary, to: file)
+        } catch {
+            try? FileSystem.remove(temporary)
+            throw error
+        }
+    }
+}
