@@ -6,7 +6,7 @@ import Testing
 
 /// The directory resolver, alone and in chains, passes the public AssetResolver conformance suite.
 @Suite struct AssetResolverConformanceTests {
-    static let origin = AssetOrigin.package(id: "images", version: "3")
+    static let origin = ResolvedAsset.Origin.package(id: "images", version: "3")
 
     static let directory = AssetResolverConformance(origin: origin) { root in
         try DirectoryAssetResolver(directory: root, origin: origin)

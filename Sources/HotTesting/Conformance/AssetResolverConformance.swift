@@ -25,7 +25,7 @@ import HotCore
 /// ```
 public struct AssetResolverConformance: Sendable {
     /// The origin every resolved asset must report.
-    public let origin: AssetOrigin
+    public let origin: ResolvedAsset.Origin
     /// Makes the resolver under test over a directory the suite has filled.
     public let makeResolver: @Sendable (_ directory: URL) async throws -> any AssetResolver
 
@@ -35,7 +35,7 @@ public struct AssetResolverConformance: Sendable {
     ///   - origin: The origin every resolved asset must report.
     ///   - makeResolver: Makes a resolver over the directory given, whose files are the fixture;
     ///     called once per check.
-    public init(origin: AssetOrigin, makeResolver: @escaping @Sendable (_ directory: URL) async throws -> any AssetResolver) {
+    public init(origin: ResolvedAsset.Origin, makeResolver: @escaping @Sendable (_ directory: URL) async throws -> any AssetResolver) {
         self.origin = origin
         self.makeResolver = makeResolver
     }

@@ -93,7 +93,7 @@ public struct TransportConformance: Sendable {
             check("byte ranges", "a range request answers 206 with exactly the bytes asked for") { transport, base in
                 let url = base.appendingPathComponent("small.bin")
                 let count = Int64(Self.small.count)
-                for range in [ByteRange(start: 100, end: 1099), ByteRange(start: 4000), ByteRange(start: count - 1, end: count - 1)] {
+                for range in [TransportRequest.ByteRange(start: 100, end: 1099), TransportRequest.ByteRange(start: 4000), TransportRequest.ByteRange(start: count - 1, end: count - 1)] {
                     let response = try await transport.fetch(TransportRequest(url: url, range: range))
                     try Conformance.require(
                         response.statusCode == 206, "range \(range.headerValue) answered \(response.statusCode), not 206")

@@ -12,7 +12,7 @@ import HotCore
 ///   file; limits exactly reached are admitted;
 /// - hostile archives (zip-slip with `../` in any position, backslashes and absolute paths,
 ///   symbolic links refused by default or escaping under
-///   ``SymlinkPolicy/allowWithinDestination``, writes through a link, duplicate names, device
+///   ``ExtractOptions/SymlinkPolicy/allowWithinDestination``, writes through a link, duplicate names, device
 ///   and FIFO entries, empty and NUL names, CRC and size lies, inflation past the declared
 ///   size, compression bombs, too many entries, long names, truncated files and files that
 ///   are no archive) are refused with the documented ``HotUpdateError`` code, and leave
@@ -273,7 +273,7 @@ extension UnarchiverConformance {
             build: { outside in RawZipArchive([.file(outside.appendingPathComponent("abs.txt").path, x)]).bytes }),
         HostileArchive(
             name: "symlink refused by default",
-            contract: "with the default SymlinkPolicy.refuse any symlink entry is refused (unsafeEntry)", codes: unsafe,
+            contract: "with the default ExtractOptions.SymlinkPolicy.refuse any symlink entry is refused (unsafeEntry)", codes: unsafe,
             build: HostileArchive.zip([.file("t.txt", x), .symlink("link", to: "t.txt")])),
         HostileArchive(
             name: "symlink escaping the destination",
