@@ -64,7 +64,12 @@ import Testing
     @Test func carelessTransportFailsTheSuite() async throws {
         let suite = TransportConformance(serve: TransportConformance.fileURLs) { CarelessTransport() }
         let failed = await Self.failures(of: suite.checks)
-        #expect(Set(failed.keys) == ["byte ranges", "byte limit enforced", "body streams in chunks", "cancelling the body ends it", "cancelling the task ends the body"])
+        #expect(
+            Set(failed.keys) == [
+                "byte ranges", "byte limit enforced", "body streams in chunks", "cancelling the body ends it",
+                "cancelling the task ends the body",
+            ]
+        )
         #expect(failed["byte ranges"]?.detail.contains("206") == true)
     }
 }

@@ -36,7 +36,9 @@ struct LeakyUnarchiver: Unarchiver {
     }
 
     func extract(
-        _ archive: URL, to destination: URL, options: ExtractOptions,
+        _ archive: URL,
+        to destination: URL,
+        options: ExtractOptions,
         progress: (@Sendable (ExtractionProgress) -> Void)?
     ) async throws -> ExtractionReport {
         try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: true)
@@ -53,6 +55,10 @@ struct CarelessTransport: Transport {
             return TransportResponse(url: request.url, statusCode: 404, body: ByteStream(chunks: []))
         }
         return TransportResponse(
-            url: request.url, statusCode: 200, expectedContentLength: Int64(data.count), body: ByteStream(chunks: [data]))
+            url: request.url,
+            statusCode: 200,
+            expectedContentLength: Int64(data.count),
+            body: ByteStream(chunks: [data])
+        )
     }
 }

@@ -14,8 +14,11 @@ actor InMemoryMetadataStore: MetadataStore {
                 let components = version.path.split(separator: "/", omittingEmptySubsequences: false)
                 guard !version.path.hasPrefix("/"), !components.contains(where: { $0 == ".." || $0.isEmpty }) else {
                     throw HotUpdateError(
-                        .invalidArgument, "only paths relative to the store root are stored", packageID: record.id,
-                        subject: version.path)
+                        .invalidArgument,
+                        "only paths relative to the store root are stored",
+                        packageID: record.id,
+                        subject: version.path
+                    )
                 }
             }
         }

@@ -30,7 +30,13 @@ import Testing
             let stream = directory.appendingPathComponent("run-\(byte)-\(count).deflate")
             try Data(RawZipArchive.deflateRun(byte: byte, count: count)).write(to: stream)
             let output = try await Subprocess.check(
-                "python3", ["-c", "import sys, zlib; d = zlib.decompress(open(sys.argv[1], 'rb').read(), -15); print(len(d), set(d))", stream.path])
+                "python3",
+                [
+                    "-c",
+                    "import sys, zlib; d = zlib.decompress(open(sys.argv[1], 'rb').read(), -15); print(len(d), set(d))",
+                    stream.path,
+                ]
+            )
             let expected = count == 0 ? "0 set()" : "\(count) {\(byte)}"
             #expect(output.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == expected)
         }

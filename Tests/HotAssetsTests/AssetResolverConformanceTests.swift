@@ -16,7 +16,9 @@ import Testing
     static let fromFileList = AssetResolverConformance(origin: .bundle) { root in
         let files = (FileManager.default.enumerator(atPath: root.path)?.allObjects as? [String] ?? [])
             .filter { path in
-                let type = (try? FileManager.default.attributesOfItem(atPath: root.appendingPathComponent(path).path))?[.type]
+                let type = (try? FileManager.default.attributesOfItem(atPath: root.appendingPathComponent(path).path))?[
+                    .type
+                ]
                 return type as? FileAttributeType == .typeRegular
             }
         return DirectoryAssetResolver(directory: root, origin: .bundle, files: files)

@@ -20,7 +20,11 @@ import Testing
             // Key generation cannot fail where libcrypto is linked; the suite then fails loudly.
             let signer = try! CryptoSigner.generate(kind)
             return VerifierConformance.SignatureVector(
-                name: name, key: signer.publicKey, message: message, signature: try! signer.sign(message))
+                name: name,
+                key: signer.publicKey,
+                message: message,
+                signature: try! signer.sign(message)
+            )
         }
     }
 
@@ -33,7 +37,9 @@ import Testing
     @Test func keyIDsMatchOpenSSL() async throws {
         for vector in Self.suite.signatures {
             let der = try await Subprocess.check(
-                "openssl", ["pkey", "-pubin", "-outform", "DER"], stdin: Data(vector.key.pem.utf8)
+                "openssl",
+                ["pkey", "-pubin", "-outform", "DER"],
+                stdin: Data(vector.key.pem.utf8)
             ).standardOutput
             let digest = try await Subprocess.check("openssl", ["dgst", "-sha256", "-r"], stdin: der).stdout
             let expected = String(digest.prefix(64))

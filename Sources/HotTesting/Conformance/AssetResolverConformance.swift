@@ -35,7 +35,10 @@ public struct AssetResolverConformance: Sendable {
     ///   - origin: The origin every resolved asset must report.
     ///   - makeResolver: Makes a resolver over the directory given, whose files are the fixture;
     ///     called once per check.
-    public init(origin: ResolvedAsset.Origin, makeResolver: @escaping @Sendable (_ directory: URL) async throws -> any AssetResolver) {
+    public init(
+        origin: ResolvedAsset.Origin,
+        makeResolver: @escaping @Sendable (_ directory: URL) async throws -> any AssetResolver
+    ) {
         self.origin = origin
         self.makeResolver = makeResolver
     }
@@ -56,27 +59,50 @@ public struct AssetResolverConformance: Sendable {
     public var checks: [ConformanceCheck] {
         let origin = origin
         return [
-            check("names resolve to their files", "each file's relative path resolves to that file inside the directory, with the right origin") {
-                resolver, root, _ in
+            check(
+                "names resolve to their files",
+                "each file's relative path resolves to that file inside the directory, with the right origin"
+            ) {
+                resolver,
+                root,
+                _ in
                 for (name, content) in Self.files {
                     guard let asset = resolver.resolve(name) else { throw Violation("'\(name)' resolved to nil") }
                     try Self.requireInside(asset, root, name)
-                    try Conformance.require(asset.origin == origin, "'\(name)' has origin \(asset.origin), expected \(origin)")
+                    try Conformance.require(
+                        asset.origin == origin,
+                        "'\(name)' has origin \(asset.origin), expected \(origin)"
+                    )
                     let data = try? Data(contentsOf: asset.url)
                     try Conformance.require(
-                        data.map(Array.init) == content, "'\(name)' resolved to \(asset.url.path), which does not hold its content")
+                        data.map(Array.init) == content,
+                        "'\(name)' resolved to \(asset.url.path), which does not hold its content"
+                    )
                 }
             },
-            check("missing names resolve to nil", "names of no file (missing files, directories, empty names) resolve to nil") {
-                resolver, _, _ in
-                for name in ["missing.txt", "images/missing.png", "images/deep/missing.jpg", "nowhere/readme.txt", "images", "images/deep", "", "readme.txt/x"] {
+            check(
+                "missing names resolve to nil",
+                "names of no file (missing files, directories, empty names) resolve to nil"
+            ) {
+                resolver,
+                _,
+                _ in
+                for name in [
+                    "missing.txt", "images/missing.png", "images/deep/missing.jpg", "nowhere/readme.txt", "images",
+                    "images/deep", "", "readme.txt/x",
+                ] {
                     if let asset = resolver.resolve(name) {
                         throw Violation("'\(name)' resolved to \(asset.url.path), expected nil")
                     }
                 }
             },
-            check("never escapes the directory", "names with '..', absolute paths and links pointing out never resolve to a file outside the directory") {
-                resolver, root, outside in
+            check(
+                "never escapes the directory",
+                "names with '..', absolute paths and links pointing out never resolve to a file outside the directory"
+            ) {
+                resolver,
+                root,
+                outside in
                 let secret = outside.appendingPathComponent("secret.txt").path
                 let names = [
                     "../outside/secret.txt", "images/../../outside/secret.txt", "./../outside/secret.txt",
@@ -88,8 +114,13 @@ public struct AssetResolverConformance: Sendable {
                     try Self.requireInside(asset, root, name)
                 }
             },
-            check("concurrent resolves agree", "resolve is thread-safe: many threads at once get the answers one thread gets, every time") {
-                resolver, _, _ in
+            check(
+                "concurrent resolves agree",
+                "resolve is thread-safe: many threads at once get the answers one thread gets, every time"
+            ) {
+                resolver,
+                _,
+                _ in
                 let names = Self.files.keys.sorted() + ["missing.txt", "../outside/secret.txt", "images"]
                 let expected = names.map { resolver.resolve($0) }
                 let mismatches = Mismatches()
@@ -103,7 +134,10 @@ public struct AssetResolverConformance: Sendable {
                     for worker in 0..<16 {
                         group.addTask {
                             var wrong = 0
-                            for round in 0..<100 where resolver.resolve(names[(worker * 3 + round) % names.count]) != expected[(worker * 3 + round) % names.count] {
+                            for round in 0..<100
+                            where resolver.resolve(names[(worker * 3 + round) % names.count])
+                                != expected[(worker * 3 + round) % names.count]
+                            {
                                 wrong += 1
                             }
                             return wrong
@@ -114,13 +148,15 @@ public struct AssetResolverConformance: Sendable {
                 let wrong = mismatches.names
                 try Conformance.require(
                     wrong.isEmpty && tasks == 0,
-                    "concurrent resolves differed from sequential ones for \(wrong.sorted()) (\(tasks) in tasks)")
+                    "concurrent resolves differed from sequential ones for \(wrong.sorted()) (\(tasks) in tasks)"
+                )
             },
         ]
     }
 
     private func check(
-        _ name: String, _ contract: String,
+        _ name: String,
+        _ contract: String,
         _ body: @escaping @Sendable (any AssetResolver, _ root: URL, _ outside: URL) async throws -> Void
     ) -> ConformanceCheck {
         let make = makeResolver
@@ -131,10 +167,13 @@ public struct AssetResolverConformance: Sendable {
                 for (path, content) in Self.files { try Conformance.write(content, path, under: root) }
                 try Conformance.write(Array("secret".utf8), "secret.txt", under: outside)
                 try FileManager.default.createSymbolicLink(
-                    atPath: root.appendingPathComponent("escape-dir").path, withDestinationPath: "../outside")
+                    atPath: root.appendingPathComponent("escape-dir").path,
+                    withDestinationPath: "../outside"
+                )
                 try FileManager.default.createSymbolicLink(
                     atPath: root.appendingPathComponent("escape-link.txt").path,
-                    withDestinationPath: "../outside/secret.txt")
+                    withDestinationPath: "../outside/secret.txt"
+                )
                 let resolver = try await make(root)
                 try await body(resolver, root, outside)
             }
@@ -147,7 +186,9 @@ public struct AssetResolverConformance: Sendable {
         let real = asset.url.resolvingSymlinksInPath().standardizedFileURL.path
         let base = root.resolvingSymlinksInPath().standardizedFileURL.path
         try Conformance.require(
-            real.hasPrefix(base + "/"), "'\(name)' resolved to \(real), outside the directory \(base)")
+            real.hasPrefix(base + "/"),
+            "'\(name)' resolved to \(real), outside the directory \(base)"
+        )
     }
 }
 

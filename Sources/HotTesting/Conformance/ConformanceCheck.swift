@@ -44,7 +44,10 @@ public struct ConformanceCheck: Sendable, CustomStringConvertible {
     ///   - contract: The contract it holds the implementation to.
     ///   - body: Runs the check; throws ``ConformanceFailure`` (or any error) when the contract is broken.
     public init(
-        suite: String, name: String, contract: String, body: @escaping @Sendable () async throws -> Void
+        suite: String,
+        name: String,
+        contract: String,
+        body: @escaping @Sendable () async throws -> Void
     ) {
         self.suite = suite
         self.name = name
@@ -66,11 +69,18 @@ public struct ConformanceCheck: Sendable, CustomStringConvertible {
             throw failure
         } catch let error as HotUpdateError {
             throw ConformanceFailure(
-                suite: suite, check: name, contract: contract,
-                detail: "unexpected error: \(error.detailedDescription()) [code \(error.code)]")
+                suite: suite,
+                check: name,
+                contract: contract,
+                detail: "unexpected error: \(error.detailedDescription()) [code \(error.code)]"
+            )
         } catch {
             throw ConformanceFailure(
-                suite: suite, check: name, contract: contract, detail: "unexpected error: \(error)")
+                suite: suite,
+                check: name,
+                contract: contract,
+                detail: "unexpected error: \(error)"
+            )
         }
     }
 
@@ -143,7 +153,9 @@ enum Conformance {
     /// - Throws: ``Violation`` when it succeeds, throws something else, or another code.
     @discardableResult
     static func expectError<T>(
-        _ codes: Set<HotUpdateError.Code>, _ what: String, _ body: () async throws -> T
+        _ codes: Set<HotUpdateError.Code>,
+        _ what: String,
+        _ body: () async throws -> T
     ) async throws -> HotUpdateError {
         let expected = codes.map(\.description).sorted().joined(separator: " or ")
         let result: T
@@ -152,7 +164,8 @@ enum Conformance {
         } catch let error as HotUpdateError {
             guard codes.contains(error.code) else {
                 throw Violation(
-                    "\(what) threw HotUpdateError code \(error.code), expected \(expected): \(error.detailedDescription())")
+                    "\(what) threw HotUpdateError code \(error.code), expected \(expected): \(error.detailedDescription())"
+                )
             }
             return error
         } catch {
@@ -169,7 +182,9 @@ enum Conformance {
     /// Runs `body` with a generous time limit that only turns a hang into a failure:
     /// nothing is measured, and an implementation that is merely slow passes.
     static func withHangGuard<T: Sendable>(
-        _ what: String, seconds: Int = 60, _ body: @escaping @Sendable () async throws -> T
+        _ what: String,
+        seconds: Int = 60,
+        _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { try await body() }
@@ -203,7 +218,9 @@ enum Conformance {
     static func write(_ bytes: [UInt8], _ relative: String, under root: URL) throws {
         let url = root.appendingPathComponent(relative)
         try FileManager.default.createDirectory(
-            at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            at: url.deletingLastPathComponent(),
+            withIntermediateDirectories: true
+        )
         try Data(bytes).write(to: url)
     }
 

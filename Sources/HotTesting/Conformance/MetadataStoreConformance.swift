@@ -36,7 +36,8 @@ public struct MetadataStoreConformance: Sendable {
         /// nil when there is no storage beyond ``store`` itself (it is then used again).
         public var reopen: (@Sendable () throws -> any MetadataStore)?
         /// Damages the stored data so it cannot be read (garbage in the file); nil when the
-        /// store's data cannot be damaged from outside, which skips that check.
+        /// store's data cannot be damaged from outside: the "corrupt data is a typed error"
+        /// check then passes without testing anything.
         public var corrupt: (@Sendable () throws -> Void)?
 
         /// Creates a subject.
@@ -46,7 +47,8 @@ public struct MetadataStoreConformance: Sendable {
         ///   - reopen: Opens another store over the same storage; nil to reuse `store`.
         ///   - corrupt: Damages the stored data; nil when it cannot be damaged.
         public init(
-            store: any MetadataStore, reopen: (@Sendable () throws -> any MetadataStore)? = nil,
+            store: any MetadataStore,
+            reopen: (@Sendable () throws -> any MetadataStore)? = nil,
             corrupt: (@Sendable () throws -> Void)? = nil
         ) {
             self.store = store
@@ -74,7 +76,10 @@ public struct MetadataStoreConformance: Sendable {
             check("empty store loads empty", "load() of a store never committed to returns StoreSnapshot.empty") {
                 subject in
                 let loaded = try await subject.store.load()
-                try Conformance.require(loaded == .empty, "load() returned \(Self.summary(loaded)), not the empty snapshot")
+                try Conformance.require(
+                    loaded == .empty,
+                    "load() returned \(Self.summary(loaded)), not the empty snapshot"
+                )
             },
             check(
                 "round trip",
@@ -111,7 +116,11 @@ public struct MetadataStoreConformance: Sendable {
                     try await Conformance.expectError([.invalidArgument, .storeCorrupt], "commit of path '\(bad)'") {
                         try await subject.store.commit(snapshot)
                     }
-                    try Self.requireEqual(try await subject.store.load(), good, "load() after the refused commit of '\(bad)'")
+                    try Self.requireEqual(
+                        try await subject.store.load(),
+                        good,
+                        "load() after the refused commit of '\(bad)'"
+                    )
                 }
             },
             check(
@@ -134,11 +143,15 @@ public struct MetadataStoreConformance: Sendable {
                     return loads
                 }
                 for snapshot in observed where snapshot != .empty && !committed.contains(snapshot) {
-                    throw Violation("a load during the commits returned a snapshot no commit wrote: \(Self.summary(snapshot))")
+                    throw Violation(
+                        "a load during the commits returned a snapshot no commit wrote: \(Self.summary(snapshot))"
+                    )
                 }
                 let final = try await store.load()
                 try Conformance.require(
-                    committed.contains(final), "after the commits the store holds a snapshot no commit wrote: \(Self.summary(final))")
+                    committed.contains(final),
+                    "after the commits the store holds a snapshot no commit wrote: \(Self.summary(final))"
+                )
                 let reopened = try subject.reopen?() ?? store
                 try Self.requireEqual(try await reopened.load(), final, "load() from a reopened store")
             },
@@ -150,13 +163,17 @@ public struct MetadataStoreConformance: Sendable {
                 try await subject.store.commit(Self.sample(generation: 1, packages: 2))
                 try corrupt()
                 let reopened = try subject.reopen?() ?? subject.store
-                try await Conformance.expectError([.storeCorrupt], "load() of damaged data") { try await reopened.load() }
+                try await Conformance.expectError([.storeCorrupt], "load() of damaged data") {
+                    try await reopened.load()
+                }
             },
         ]
     }
 
     private func check(
-        _ name: String, _ contract: String, _ body: @escaping @Sendable (Subject) async throws -> Void
+        _ name: String,
+        _ contract: String,
+        _ body: @escaping @Sendable (Subject) async throws -> Void
     ) -> ConformanceCheck {
         let make = makeSubject
         return ConformanceCheck(suite: Self.suite, name: name, contract: contract) {
@@ -176,16 +193,31 @@ public struct MetadataStoreConformance: Sendable {
         for index in 0..<packages {
             let id = "p\(index)"
             let active = InstalledVersion(
-                version: "\(generation).\(index)", path: "packages/\(id)/\(generation).\(index)",
-                archiveSize: Int64(1000 * (index + 1)), sha256: String(repeating: "ab", count: 32), md5: nil,
-                sourceURL: "https://cdn.example.com/\(tag)/\(id).zip", installedAt: base + Double(index))
+                version: "\(generation).\(index)",
+                path: "packages/\(id)/\(generation).\(index)",
+                archiveSize: Int64(1000 * (index + 1)),
+                sha256: String(repeating: "ab", count: 32),
+                md5: nil,
+                sourceURL: "https://cdn.example.com/\(tag)/\(id).zip",
+                installedAt: base + Double(index)
+            )
             let previous = InstalledVersion(
-                version: "0.\(index)", path: "packages/\(id)/0.\(index)", archiveSize: 10, sha256: nil,
-                md5: String(repeating: "cd", count: 16), sourceURL: "file:///bundle/\(id).zip", installedAt: base - 86_400)
+                version: "0.\(index)",
+                path: "packages/\(id)/0.\(index)",
+                archiveSize: 10,
+                sha256: nil,
+                md5: String(repeating: "cd", count: 16),
+                sourceURL: "file:///bundle/\(id).zip",
+                installedAt: base - 86_400
+            )
             snapshot.packages[id] = InstallRecord(
-                id: id, state: index % 2 == 0 ? .installed : .failed, active: active, previous: [previous],
+                id: id,
+                state: index % 2 == 0 ? .installed : .failed,
+                active: active,
+                previous: [previous],
                 lastError: index % 2 == 0 ? nil : "échec du téléchargement (\(tag)) 下载失败",
-                lastErrorCode: index % 2 == 0 ? nil : HotUpdateError.Code.digestMismatch.description)
+                lastErrorCode: index % 2 == 0 ? nil : HotUpdateError.Code.digestMismatch.description
+            )
         }
         snapshot.manifestOrder = (0..<packages).map { "p\($0)" }.reversed()
         return snapshot

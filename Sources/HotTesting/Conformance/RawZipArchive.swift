@@ -38,8 +38,13 @@ public struct RawZipArchive: Sendable, Hashable {
 
         /// Creates an entry from raw fields, for archives that lie.
         public init(
-            name: [UInt8], payload: [UInt8], method: UInt16 = 0, crc32: UInt32, uncompressedSize: UInt32,
-            mode: UInt32 = 0o100644, localName: [UInt8]? = nil
+            name: [UInt8],
+            payload: [UInt8],
+            method: UInt16 = 0,
+            crc32: UInt32,
+            uncompressedSize: UInt32,
+            mode: UInt32 = 0o100644,
+            localName: [UInt8]? = nil
         ) {
             self.name = name
             self.payload = payload
@@ -53,8 +58,12 @@ public struct RawZipArchive: Sendable, Hashable {
         /// A stored regular file with a correct CRC and size.
         public static func file(_ name: String, _ content: [UInt8], mode: UInt32 = 0o100644) -> Entry {
             Entry(
-                name: Array(name.utf8), payload: content, crc32: RawZipArchive.crc32(content),
-                uncompressedSize: UInt32(truncatingIfNeeded: content.count), mode: mode)
+                name: Array(name.utf8),
+                payload: content,
+                crc32: RawZipArchive.crc32(content),
+                uncompressedSize: UInt32(truncatingIfNeeded: content.count),
+                mode: mode
+            )
         }
 
         /// A directory entry; `name` gets a trailing `/` if it lacks one.
@@ -67,8 +76,12 @@ public struct RawZipArchive: Sendable, Hashable {
         public static func symlink(_ name: String, to target: String) -> Entry {
             let bytes = Array(target.utf8)
             return Entry(
-                name: Array(name.utf8), payload: bytes, crc32: RawZipArchive.crc32(bytes),
-                uncompressedSize: UInt32(bytes.count), mode: 0o120777)
+                name: Array(name.utf8),
+                payload: bytes,
+                crc32: RawZipArchive.crc32(bytes),
+                uncompressedSize: UInt32(bytes.count),
+                mode: 0o120777
+            )
         }
 
         /// A deflated file holding `count` copies of `byte`: about 160 times smaller than its
@@ -76,8 +89,12 @@ public struct RawZipArchive: Sendable, Hashable {
         public static func deflatedRun(_ name: String, byte: UInt8 = 0, count: Int) -> Entry {
             let content = [UInt8](repeating: byte, count: count)
             return Entry(
-                name: Array(name.utf8), payload: RawZipArchive.deflateRun(byte: byte, count: count), method: 8,
-                crc32: RawZipArchive.crc32(content), uncompressedSize: UInt32(truncatingIfNeeded: count))
+                name: Array(name.utf8),
+                payload: RawZipArchive.deflateRun(byte: byte, count: count),
+                method: 8,
+                crc32: RawZipArchive.crc32(content),
+                uncompressedSize: UInt32(truncatingIfNeeded: count)
+            )
         }
 
         /// A copy declaring another uncompressed size (a size lie).

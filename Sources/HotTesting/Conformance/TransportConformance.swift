@@ -74,45 +74,76 @@ public struct TransportConformance: Sendable {
     /// Every check of the suite.
     public var checks: [ConformanceCheck] {
         [
-            check("whole body byte-identical", "a file arrives whole and byte-identical with status 200; an empty file too") {
-                transport, base in
+            check(
+                "whole body byte-identical",
+                "a file arrives whole and byte-identical with status 200; an empty file too"
+            ) {
+                transport,
+                base in
                 for (name, content) in [("small.bin", Self.small), ("large.bin", Self.large), ("empty.bin", [])] {
                     let response = try await transport.fetch(TransportRequest(url: base.appendingPathComponent(name)))
-                    try Conformance.require(response.statusCode == 200, "\(name) answered \(response.statusCode), not 200")
+                    try Conformance.require(
+                        response.statusCode == 200,
+                        "\(name) answered \(response.statusCode), not 200"
+                    )
                     if let length = response.expectedContentLength {
                         try Conformance.require(
-                            length == Int64(content.count), "\(name) announces \(length) bytes, not \(content.count)")
+                            length == Int64(content.count),
+                            "\(name) announces \(length) bytes, not \(content.count)"
+                        )
                     }
                     let body = try await Self.read(response.body)
                     try Conformance.require(
                         body.bytes == content,
                         "\(name): \(body.bytes.count) bytes arrived, \(content.count) sent; "
-                            + (body.bytes.count == content.count ? "they differ" : "the lengths differ"))
+                            + (body.bytes.count == content.count ? "they differ" : "the lengths differ")
+                    )
                 }
             },
             check("byte ranges", "a range request answers 206 with exactly the bytes asked for") { transport, base in
                 let url = base.appendingPathComponent("small.bin")
                 let count = Int64(Self.small.count)
-                for range in [TransportRequest.ByteRange(start: 100, end: 1099), TransportRequest.ByteRange(start: 4000), TransportRequest.ByteRange(start: count - 1, end: count - 1)] {
+                for range in [
+                    TransportRequest.ByteRange(start: 100, end: 1099), TransportRequest.ByteRange(start: 4000),
+                    TransportRequest.ByteRange(start: count - 1, end: count - 1),
+                ] {
                     let response = try await transport.fetch(TransportRequest(url: url, range: range))
                     try Conformance.require(
-                        response.statusCode == 206, "range \(range.headerValue) answered \(response.statusCode), not 206")
+                        response.statusCode == 206,
+                        "range \(range.headerValue) answered \(response.statusCode), not 206"
+                    )
                     let expected = Array(Self.small[Int(range.start)...Int(range.end ?? count - 1)])
                     let body = try await Self.read(response.body)
                     try Conformance.require(
                         body.bytes == expected,
-                        "range \(range.headerValue) delivered \(body.bytes.count) bytes, expected \(expected.count) from offset \(range.start)")
+                        "range \(range.headerValue) delivered \(body.bytes.count) bytes, expected \(expected.count) from offset \(range.start)"
+                    )
                 }
             },
-            check("missing file is a 404 status", "a missing file answers status 404 without throwing; requireSuccess() then throws httpStatus") {
-                transport, base in
-                let response = try await transport.fetch(TransportRequest(url: base.appendingPathComponent("missing.bin")))
-                try Conformance.require(response.statusCode == 404, "a missing file answered \(response.statusCode), not 404")
+            check(
+                "missing file is a 404 status",
+                "a missing file answers status 404 without throwing; requireSuccess() then throws httpStatus"
+            ) {
+                transport,
+                base in
+                let response = try await transport.fetch(
+                    TransportRequest(url: base.appendingPathComponent("missing.bin"))
+                )
+                try Conformance.require(
+                    response.statusCode == 404,
+                    "a missing file answered \(response.statusCode), not 404"
+                )
                 try Conformance.require(!response.isSuccess, "a 404 response reports isSuccess")
-                try await Conformance.expectError([.httpStatus], "requireSuccess() of a 404") { try response.requireSuccess() }
+                try await Conformance.expectError([.httpStatus], "requireSuccess() of a 404") {
+                    try response.requireSuccess()
+                }
             },
-            check("byte limit enforced", "a body over maxBytes fails with byteLimitExceeded and never delivers more than the limit; exactly the limit passes") {
-                transport, base in
+            check(
+                "byte limit enforced",
+                "a body over maxBytes fails with byteLimitExceeded and never delivers more than the limit; exactly the limit passes"
+            ) {
+                transport,
+                base in
                 let url = base.appendingPathComponent("large.bin")
                 for limit in [Int64(1000), Int64(Self.large.count - 1)] {
                     var delivered = 0
@@ -124,24 +155,35 @@ public struct TransportConformance: Sendable {
                         return "status \(response.statusCode), \(delivered) bytes"
                     }
                     try Conformance.require(
-                        Int64(delivered) <= limit, "\(delivered) bytes were delivered under a limit of \(limit)")
+                        Int64(delivered) <= limit,
+                        "\(delivered) bytes were delivered under a limit of \(limit)"
+                    )
                 }
                 let response = try await transport.fetch(
-                    TransportRequest(url: base.appendingPathComponent("small.bin"), maxBytes: Int64(Self.small.count)))
+                    TransportRequest(url: base.appendingPathComponent("small.bin"), maxBytes: Int64(Self.small.count))
+                )
                 let body = try await Self.read(response.body)
                 try Conformance.require(body.bytes == Self.small, "a body of exactly maxBytes did not arrive whole")
             },
             check("body streams in chunks", "a large body arrives as several chunks while it downloads, not as one") {
-                transport, base in
-                let response = try await transport.fetch(TransportRequest(url: base.appendingPathComponent("large.bin")))
+                transport,
+                base in
+                let response = try await transport.fetch(
+                    TransportRequest(url: base.appendingPathComponent("large.bin"))
+                )
                 let body = try await Self.read(response.body)
                 try Conformance.require(body.bytes == Self.large, "the large file did not arrive byte-identical")
                 try Conformance.require(
-                    body.chunks > 1, "\(Self.large.count) bytes arrived as \(body.chunks) chunk(s)")
+                    body.chunks > 1,
+                    "\(Self.large.count) bytes arrived as \(body.chunks) chunk(s)"
+                )
             },
             check("cancelling the body ends it", "after ByteStream.cancel() the iteration ends before the whole body") {
-                transport, base in
-                let response = try await transport.fetch(TransportRequest(url: base.appendingPathComponent("large.bin")))
+                transport,
+                base in
+                let response = try await transport.fetch(
+                    TransportRequest(url: base.appendingPathComponent("large.bin"))
+                )
                 let received = try await Conformance.withHangGuard("the body after cancel()") {
                     var received = 0
                     do {
@@ -155,10 +197,16 @@ public struct TransportConformance: Sendable {
                     return received
                 }
                 try Conformance.require(
-                    received < Self.large.count, "the whole body (\(received) bytes) arrived after cancel()")
+                    received < Self.large.count,
+                    "the whole body (\(received) bytes) arrived after cancel()"
+                )
             },
-            check("cancelling the task ends the body", "cancelling the task that reads the body ends the iteration before the whole body") {
-                transport, base in
+            check(
+                "cancelling the task ends the body",
+                "cancelling the task that reads the body ends the iteration before the whole body"
+            ) {
+                transport,
+                base in
                 let url = base.appendingPathComponent("large.bin")
                 let firstChunk = AsyncStream<Void>.makeStream()
                 let reader = Task { () -> (Int, (any Error)?) in
@@ -181,17 +229,24 @@ public struct TransportConformance: Sendable {
                     await reader.value
                 }
                 try Conformance.require(
-                    received < Self.large.count, "the whole body (\(received) bytes) arrived to a cancelled task")
+                    received < Self.large.count,
+                    "the whole body (\(received) bytes) arrived to a cancelled task"
+                )
                 if let error {
                     let typed = error is CancellationError || (error as? HotUpdateError)?.code == .cancelled
-                    try Conformance.require(typed, "the cancelled body threw \(error), not CancellationError or cancelled")
+                    try Conformance.require(
+                        typed,
+                        "the cancelled body threw \(error), not CancellationError or cancelled"
+                    )
                 }
             },
         ]
     }
 
     private func check(
-        _ name: String, _ contract: String, _ body: @escaping @Sendable (any Transport, URL) async throws -> Void
+        _ name: String,
+        _ contract: String,
+        _ body: @escaping @Sendable (any Transport, URL) async throws -> Void
     ) -> ConformanceCheck {
         let make = makeTransport
         let serve = serve

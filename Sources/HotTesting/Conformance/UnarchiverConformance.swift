@@ -48,7 +48,9 @@ public struct UnarchiverConformance: Sendable {
     static let suite = "Unarchiver"
 
     private func check(
-        _ name: String, _ contract: String, _ body: @escaping @Sendable (any Unarchiver, URL) async throws -> Void
+        _ name: String,
+        _ contract: String,
+        _ body: @escaping @Sendable (any Unarchiver, URL) async throws -> Void
     ) -> ConformanceCheck {
         let make = makeUnarchiver
         return ConformanceCheck(suite: Self.suite, name: name, contract: contract) {
@@ -101,7 +103,8 @@ extension UnarchiverConformance {
         }
         try Conformance.require(
             tree == expected,
-            "the extracted tree differs from the archive: \(Conformance.difference(expected, tree))")
+            "the extracted tree differs from the archive: \(Conformance.difference(expected, tree))"
+        )
         let reported = Dictionary(report.files.map { ($0.path, $0.size) }, uniquingKeysWith: { first, _ in first })
         try Conformance.require(
             reported == validFiles.mapValues { Int64($0.count) },
@@ -109,10 +112,14 @@ extension UnarchiverConformance {
         )
         let total = validFiles.values.reduce(Int64(0)) { $0 + Int64($1.count) }
         try Conformance.require(
-            report.totalBytes == total, "the report says \(report.totalBytes) bytes were written, not \(total)")
+            report.totalBytes == total,
+            "the report says \(report.totalBytes) bytes were written, not \(total)"
+        )
         for directory in report.directories {
             try Conformance.require(
-                tree[directory] == "dir", "the report names directory '\(directory)' but the destination has none")
+                tree[directory] == "dir",
+                "the report names directory '\(directory)' but the destination has none"
+            )
         }
     }
 
@@ -126,14 +133,19 @@ extension UnarchiverConformance {
                 try Self.validArchive.write(to: archive)
                 let destination = scratch.appendingPathComponent("sandbox/out")
                 try FileManager.default.createDirectory(
-                    at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+                    at: destination.deletingLastPathComponent(),
+                    withIntermediateDirectories: true
+                )
                 let report = try await unarchiver.extract(archive, to: destination, options: ExtractOptions())
                 try Self.requireValidTree(at: destination, report: report)
                 let siblings = try FileManager.default.contentsOfDirectory(
-                    atPath: destination.deletingLastPathComponent().path)
+                    atPath: destination.deletingLastPathComponent().path
+                )
                 try Conformance.require(siblings == ["out"], "extraction left \(siblings) beside the destination")
                 try Conformance.require(
-                    Array(try Data(contentsOf: archive)) == Self.validArchive.bytes, "the archive file was modified")
+                    Array(try Data(contentsOf: archive)) == Self.validArchive.bytes,
+                    "the archive file was modified"
+                )
             },
             check(
                 "extracts into an existing empty destination",
@@ -154,29 +166,42 @@ extension UnarchiverConformance {
                 try Self.validArchive.write(to: archive)
                 let entries = try await unarchiver.entries(of: archive, options: ExtractOptions())
                 let files = Dictionary(
-                    entries.filter { $0.kind == .file }.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+                    entries.filter { $0.kind == .file }.map { ($0.path, $0) },
+                    uniquingKeysWith: { first, _ in first }
+                )
                 try Conformance.require(
                     Set(files.keys) == Set(Self.validFiles.keys),
-                    "the listing's files are \(files.keys.sorted()), expected \(Self.validFiles.keys.sorted())")
+                    "the listing's files are \(files.keys.sorted()), expected \(Self.validFiles.keys.sorted())"
+                )
                 for (path, content) in Self.validFiles {
                     guard let entry = files[path] else { continue }
                     try Conformance.require(
                         entry.uncompressedSize == Int64(content.count),
-                        "'\(path)' is listed with \(entry.uncompressedSize) bytes, not \(content.count)")
+                        "'\(path)' is listed with \(entry.uncompressedSize) bytes, not \(content.count)"
+                    )
                     if let crc = entry.crc32 {
                         try Conformance.require(
-                            crc == RawZipArchive.crc32(content), "'\(path)' is listed with a CRC-32 that is not its own")
+                            crc == RawZipArchive.crc32(content),
+                            "'\(path)' is listed with a CRC-32 that is not its own"
+                        )
                     }
                 }
                 let directories = entries.filter { $0.kind == .directory }.map {
                     $0.path.hasSuffix("/") ? String($0.path.dropLast()) : $0.path
                 }
-                try Conformance.require(directories == ["dir"], "the listing's directories are \(directories), expected [\"dir\"]")
+                try Conformance.require(
+                    directories == ["dir"],
+                    "the listing's directories are \(directories), expected [\"dir\"]"
+                )
                 let report = try await unarchiver.extract(
-                    archive, to: scratch.appendingPathComponent("out"), options: ExtractOptions())
+                    archive,
+                    to: scratch.appendingPathComponent("out"),
+                    options: ExtractOptions()
+                )
                 try Conformance.require(
                     Set(report.files.map(\.path)) == Set(files.keys),
-                    "extraction wrote \(report.files.map(\.path).sorted()), the listing says \(files.keys.sorted())")
+                    "extraction wrote \(report.files.map(\.path).sorted()), the listing says \(files.keys.sorted())"
+                )
             },
             check(
                 "file hasher digests every file",
@@ -186,13 +211,19 @@ extension UnarchiverConformance {
                 try Self.validArchive.write(to: archive)
                 let options = ExtractOptions(fileHasher: { FNVHasher() })
                 let report = try await unarchiver.extract(
-                    archive, to: scratch.appendingPathComponent("out"), options: options)
+                    archive,
+                    to: scratch.appendingPathComponent("out"),
+                    options: options
+                )
                 for file in report.files {
                     let expected = try Digest(
-                        algorithm: FNVHasher.algorithm, bytes: FNVHasher.digestBytes(Self.validFiles[file.path] ?? []))
+                        algorithm: FNVHasher.algorithm,
+                        bytes: FNVHasher.digestBytes(Self.validFiles[file.path] ?? [])
+                    )
                     try Conformance.require(
                         file.digest == expected,
-                        "'\(file.path)' reports digest \(file.digest.map(\.description) ?? "nil"), expected \(expected)")
+                        "'\(file.path)' reports digest \(file.digest.map(\.description) ?? "nil"), expected \(expected)"
+                    )
                 }
             },
             check(
@@ -208,8 +239,14 @@ extension UnarchiverConformance {
                 let listed = try await unarchiver.entries(of: archive, options: options)
                 try Conformance.require(listed.count == 2, "the listing holds \(listed.count) entries, not 2")
                 let report = try await unarchiver.extract(
-                    archive, to: scratch.appendingPathComponent("out"), options: options)
-                try Conformance.require(report.totalBytes == 1000, "the report says \(report.totalBytes) bytes, not 1000")
+                    archive,
+                    to: scratch.appendingPathComponent("out"),
+                    options: options
+                )
+                try Conformance.require(
+                    report.totalBytes == 1000,
+                    "the report says \(report.totalBytes) bytes, not 1000"
+                )
             },
         ]
     }
@@ -257,136 +294,241 @@ extension UnarchiverConformance {
 
     static let hostileCases: [HostileArchive] = [
         HostileArchive(
-            name: "zip-slip ../", contract: "an entry named ../evil.txt is refused (unsafeEntry)", codes: unsafe,
-            build: HostileArchive.zip([.file("ok.txt", x), .file("../evil.txt", x)])),
+            name: "zip-slip ../",
+            contract: "an entry named ../evil.txt is refused (unsafeEntry)",
+            codes: unsafe,
+            build: HostileArchive.zip([.file("ok.txt", x), .file("../evil.txt", x)])
+        ),
         HostileArchive(
-            name: "zip-slip many levels up", contract: "an entry climbing many levels up is refused (unsafeEntry)",
-            codes: unsafe, build: HostileArchive.zip([.file(String(repeating: "../", count: 40) + "tmp/evil.txt", x)])),
+            name: "zip-slip many levels up",
+            contract: "an entry climbing many levels up is refused (unsafeEntry)",
+            codes: unsafe,
+            build: HostileArchive.zip([.file(String(repeating: "../", count: 40) + "tmp/evil.txt", x)])
+        ),
         HostileArchive(
-            name: "zip-slip in the middle", contract: "a/b/../../../evil.txt is refused (unsafeEntry)", codes: unsafe,
-            build: HostileArchive.zip([.file("a/b/../../../evil.txt", x)])),
+            name: "zip-slip in the middle",
+            contract: "a/b/../../../evil.txt is refused (unsafeEntry)",
+            codes: unsafe,
+            build: HostileArchive.zip([.file("a/b/../../../evil.txt", x)])
+        ),
         HostileArchive(
-            name: "zip-slip with backslashes", contract: "..\\evil.txt is refused (unsafeEntry)", codes: unsafe,
-            build: HostileArchive.zip([.file("..\\evil.txt", x)])),
+            name: "zip-slip with backslashes",
+            contract: "..\\evil.txt is refused (unsafeEntry)",
+            codes: unsafe,
+            build: HostileArchive.zip([.file("..\\evil.txt", x)])
+        ),
         HostileArchive(
-            name: "absolute path", contract: "an entry with an absolute path is refused (unsafeEntry)", codes: unsafe,
-            build: { outside in RawZipArchive([.file(outside.appendingPathComponent("abs.txt").path, x)]).bytes }),
+            name: "absolute path",
+            contract: "an entry with an absolute path is refused (unsafeEntry)",
+            codes: unsafe,
+            build: { outside in RawZipArchive([.file(outside.appendingPathComponent("abs.txt").path, x)]).bytes }
+        ),
         HostileArchive(
             name: "symlink refused by default",
-            contract: "with the default ExtractOptions.SymlinkPolicy.refuse any symlink entry is refused (unsafeEntry)", codes: unsafe,
-            build: HostileArchive.zip([.file("t.txt", x), .symlink("link", to: "t.txt")])),
+            contract: "with the default ExtractOptions.SymlinkPolicy.refuse any symlink entry is refused (unsafeEntry)",
+            codes: unsafe,
+            build: HostileArchive.zip([.file("t.txt", x), .symlink("link", to: "t.txt")])
+        ),
         HostileArchive(
             name: "symlink escaping the destination",
-            contract: "under allowWithinDestination a link to ../.. is refused (unsafeEntry)", codes: unsafe,
-            options: allowLinks, build: HostileArchive.zip([.symlink("link", to: "../../outside"), .file("link/evil.txt", x)])),
+            contract: "under allowWithinDestination a link to ../.. is refused (unsafeEntry)",
+            codes: unsafe,
+            options: allowLinks,
+            build: HostileArchive.zip([.symlink("link", to: "../../outside"), .file("link/evil.txt", x)])
+        ),
         HostileArchive(
             name: "symlink with an absolute target",
-            contract: "under allowWithinDestination a link to an absolute path is refused (unsafeEntry)", codes: unsafe,
+            contract: "under allowWithinDestination a link to an absolute path is refused (unsafeEntry)",
+            codes: unsafe,
             options: allowLinks,
             build: { outside in
                 RawZipArchive([.symlink("link", to: outside.path), .file("link/evil.txt", x)]).bytes
-            }),
+            }
+        ),
         HostileArchive(
             name: "entry written through a symlink",
-            contract: "under allowWithinDestination no entry is written through a link (unsafeEntry)", codes: unsafe,
-            options: allowLinks, build: HostileArchive.zip([.directory("sub"), .symlink("link", to: "sub"), .file("link/x.txt", x)])),
+            contract: "under allowWithinDestination no entry is written through a link (unsafeEntry)",
+            codes: unsafe,
+            options: allowLinks,
+            build: HostileArchive.zip([.directory("sub"), .symlink("link", to: "sub"), .file("link/x.txt", x)])
+        ),
         HostileArchive(
             name: "symlink chain climbing out",
             contract: "under allowWithinDestination a link through another link that leaves is refused (unsafeEntry)",
-            codes: unsafe, options: allowLinks,
-            build: HostileArchive.zip([.symlink("up", to: "."), .symlink("esc", to: "up/../x")])),
+            codes: unsafe,
+            options: allowLinks,
+            build: HostileArchive.zip([.symlink("up", to: "."), .symlink("esc", to: "up/../x")])
+        ),
         HostileArchive(
-            name: "duplicate names", contract: "two entries with one name are refused (unsafeEntry)", codes: unsafe,
-            build: HostileArchive.zip([.file("a.txt", Array("one".utf8)), .file("a.txt", Array("two".utf8))])),
+            name: "duplicate names",
+            contract: "two entries with one name are refused (unsafeEntry)",
+            codes: unsafe,
+            build: HostileArchive.zip([.file("a.txt", Array("one".utf8)), .file("a.txt", Array("two".utf8))])
+        ),
         HostileArchive(
             name: "duplicate after normalisation",
-            contract: "d/a.txt and ./d//a.txt are the same file and are refused (unsafeEntry)", codes: unsafe,
-            build: HostileArchive.zip([.file("d/a.txt", Array("one".utf8)), .file("./d//a.txt", Array("two".utf8))])),
+            contract: "d/a.txt and ./d//a.txt are the same file and are refused (unsafeEntry)",
+            codes: unsafe,
+            build: HostileArchive.zip([.file("d/a.txt", Array("one".utf8)), .file("./d//a.txt", Array("two".utf8))])
+        ),
         HostileArchive(
             name: "file then directory of one name",
-            contract: "a file 'a' and an entry 'a/b.txt' are refused (unsafeEntry)", codes: unsafe,
-            build: HostileArchive.zip([.file("a", x), .file("a/b.txt", x)])),
+            contract: "a file 'a' and an entry 'a/b.txt' are refused (unsafeEntry)",
+            codes: unsafe,
+            build: HostileArchive.zip([.file("a", x), .file("a/b.txt", x)])
+        ),
         HostileArchive(
-            name: "character device", contract: "a device entry is never created (unsafeEntry)", codes: unsafe,
-            build: HostileArchive.zip([.file("dev", [], mode: 0o020644)])),
+            name: "character device",
+            contract: "a device entry is never created (unsafeEntry)",
+            codes: unsafe,
+            build: HostileArchive.zip([.file("dev", [], mode: 0o020644)])
+        ),
         HostileArchive(
-            name: "FIFO", contract: "a FIFO entry is never created (unsafeEntry)", codes: unsafe,
-            build: HostileArchive.zip([.file("fifo", [], mode: 0o010644)])),
+            name: "FIFO",
+            contract: "a FIFO entry is never created (unsafeEntry)",
+            codes: unsafe,
+            build: HostileArchive.zip([.file("fifo", [], mode: 0o010644)])
+        ),
         HostileArchive(
-            name: "NUL in a name", contract: "a name holding a NUL byte is refused (unsafeEntry)", codes: unsafe,
+            name: "NUL in a name",
+            contract: "a name holding a NUL byte is refused (unsafeEntry)",
+            codes: unsafe,
             build: HostileArchive.zip([
                 RawZipArchive.Entry(
-                    name: Array("a\u{0}b.txt".utf8), payload: x, crc32: RawZipArchive.crc32(x), uncompressedSize: 1)
-            ])),
+                    name: Array("a\u{0}b.txt".utf8),
+                    payload: x,
+                    crc32: RawZipArchive.crc32(x),
+                    uncompressedSize: 1
+                )
+            ])
+        ),
         HostileArchive(
-            name: "empty name", contract: "an entry with an empty name is refused (unsafeEntry)", codes: unsafe,
-            build: HostileArchive.zip([RawZipArchive.Entry(name: [], payload: x, crc32: RawZipArchive.crc32(x), uncompressedSize: 1)])),
+            name: "empty name",
+            contract: "an entry with an empty name is refused (unsafeEntry)",
+            codes: unsafe,
+            build: HostileArchive.zip([
+                RawZipArchive.Entry(name: [], payload: x, crc32: RawZipArchive.crc32(x), uncompressedSize: 1)
+            ])
+        ),
         HostileArchive(
-            name: "CRC mismatch", contract: "a stored entry whose data does not match its CRC-32 is refused (checksumMismatch)",
+            name: "CRC mismatch",
+            contract: "a stored entry whose data does not match its CRC-32 is refused (checksumMismatch)",
             codes: [.checksumMismatch],
-            build: HostileArchive.zip([.file("ok.txt", x), .file("bad.bin", [UInt8](repeating: 66, count: 3000)).declaring(crc32: 0x1234_5678)])),
+            build: HostileArchive.zip([
+                .file("ok.txt", x), .file("bad.bin", [UInt8](repeating: 66, count: 3000)).declaring(crc32: 0x1234_5678),
+            ])
+        ),
         HostileArchive(
             name: "late failure removes earlier files",
-            contract: "a failure after many good entries leaves none of them (all or nothing)", codes: [.checksumMismatch],
+            contract: "a failure after many good entries leaves none of them (all or nothing)",
+            codes: [.checksumMismatch],
             options: ExtractOptions(concurrency: 4),
-            build: HostileArchive.zip(manyGoodThenBad)),
+            build: HostileArchive.zip(manyGoodThenBad)
+        ),
         HostileArchive(
             name: "stored sizes disagree",
-            contract: "a stored entry declaring 2000 bytes over 1000 stored is refused (corruptArchive)", codes: corrupt,
-            build: HostileArchive.zip([.file("s.txt", [UInt8](repeating: 65, count: 1000)).declaring(uncompressedSize: 2000)])),
+            contract: "a stored entry declaring 2000 bytes over 1000 stored is refused (corruptArchive)",
+            codes: corrupt,
+            build: HostileArchive.zip([
+                .file("s.txt", [UInt8](repeating: 65, count: 1000)).declaring(uncompressedSize: 2000)
+            ])
+        ),
         HostileArchive(
             name: "inflates past the declared size",
             contract: "an entry inflating past its declared size is refused (corruptArchive), not trusted",
-            codes: corrupt, build: HostileArchive.zip([.deflatedRun("lie.bin", count: 100_000).declaring(uncompressedSize: 1000)])),
+            codes: corrupt,
+            build: HostileArchive.zip([.deflatedRun("lie.bin", count: 100_000).declaring(uncompressedSize: 1000)])
+        ),
         HostileArchive(
             name: "inflates short of the declared size",
-            contract: "an entry inflating to fewer bytes than declared is refused (corruptArchive)", codes: corrupt,
-            build: HostileArchive.zip([.deflatedRun("lie.bin", count: 1000).declaring(uncompressedSize: 200_000)])),
+            contract: "an entry inflating to fewer bytes than declared is refused (corruptArchive)",
+            codes: corrupt,
+            build: HostileArchive.zip([.deflatedRun("lie.bin", count: 1000).declaring(uncompressedSize: 200_000)])
+        ),
         HostileArchive(
             name: "size lie past the byte limit",
-            contract: "maxTotalBytes is enforced while inflating: entries declaring 1000 bytes that inflate to 1 MiB are refused",
-            codes: [.limitExceeded, .corruptArchive], options: ExtractOptions(maxTotalBytes: 64 << 10),
-            build: HostileArchive.zip((0..<3).map { .deflatedRun("bomb\($0).bin", count: 1 << 20).declaring(uncompressedSize: 1000) })),
+            contract:
+                "maxTotalBytes is enforced while inflating: entries declaring 1000 bytes that inflate to 1 MiB are refused",
+            codes: [.limitExceeded, .corruptArchive],
+            options: ExtractOptions(maxTotalBytes: 64 << 10),
+            build: HostileArchive.zip(
+                (0..<3).map { .deflatedRun("bomb\($0).bin", count: 1 << 20).declaring(uncompressedSize: 1000) }
+            )
+        ),
         HostileArchive(
             name: "local and central names disagree",
             contract: "a local header naming another file than the central directory is refused (corruptArchive)",
             codes: corrupt,
             build: HostileArchive.zip([
                 RawZipArchive.Entry(
-                    name: Array("evil.txt".utf8), payload: x, crc32: RawZipArchive.crc32(x), uncompressedSize: 1,
-                    localName: Array("good.txt".utf8))
-            ])),
+                    name: Array("evil.txt".utf8),
+                    payload: x,
+                    crc32: RawZipArchive.crc32(x),
+                    uncompressedSize: 1,
+                    localName: Array("good.txt".utf8)
+                )
+            ])
+        ),
         HostileArchive(
             name: "compression ratio bomb",
-            contract: "an entry over maxCompressionRatio is refused (limitExceeded)", codes: limit,
+            contract: "an entry over maxCompressionRatio is refused (limitExceeded)",
+            codes: limit,
             options: ExtractOptions(maxCompressionRatio: 100, compressionRatioFloor: 1 << 20),
-            build: HostileArchive.zip([.deflatedRun("zeros.bin", count: 4 << 20)])),
+            build: HostileArchive.zip([.deflatedRun("zeros.bin", count: 4 << 20)])
+        ),
         HostileArchive(
-            name: "total over the byte limit", contract: "entries over maxTotalBytes together are refused (limitExceeded)",
-            codes: limit, options: ExtractOptions(maxTotalBytes: 1000),
-            build: HostileArchive.zip([.file("a.bin", [UInt8](repeating: 97, count: 800)), .file("b.bin", [UInt8](repeating: 98, count: 800))])),
+            name: "total over the byte limit",
+            contract: "entries over maxTotalBytes together are refused (limitExceeded)",
+            codes: limit,
+            options: ExtractOptions(maxTotalBytes: 1000),
+            build: HostileArchive.zip([
+                .file("a.bin", [UInt8](repeating: 97, count: 800)), .file("b.bin", [UInt8](repeating: 98, count: 800)),
+            ])
+        ),
         HostileArchive(
-            name: "too many entries", contract: "more entries than maxEntries are refused (limitExceeded)", codes: limit,
-            options: ExtractOptions(maxEntries: 5), build: HostileArchive.zip((0..<10).map { .file("f\($0).txt", x) })),
+            name: "too many entries",
+            contract: "more entries than maxEntries are refused (limitExceeded)",
+            codes: limit,
+            options: ExtractOptions(maxEntries: 5),
+            build: HostileArchive.zip((0..<10).map { .file("f\($0).txt", x) })
+        ),
         HostileArchive(
-            name: "name over the length limit", contract: "a name longer than maxNameLength is refused (limitExceeded)",
-            codes: limit, options: ExtractOptions(maxNameLength: 32),
-            build: HostileArchive.zip([.file("d/" + String(repeating: "n", count: 40), x)])),
+            name: "name over the length limit",
+            contract: "a name longer than maxNameLength is refused (limitExceeded)",
+            codes: limit,
+            options: ExtractOptions(maxNameLength: 32),
+            build: HostileArchive.zip([.file("d/" + String(repeating: "n", count: 40), x)])
+        ),
         HostileArchive(
-            name: "truncated archive", contract: "an archive cut in half is refused (corruptArchive or notAnArchive)",
-            codes: [.corruptArchive, .notAnArchive], build: { _ in Array(fiveFiles.prefix(fiveFiles.count / 2)) }),
+            name: "truncated archive",
+            contract: "an archive cut in half is refused (corruptArchive or notAnArchive)",
+            codes: [.corruptArchive, .notAnArchive],
+            build: { _ in Array(fiveFiles.prefix(fiveFiles.count / 2)) }
+        ),
         HostileArchive(
-            name: "end record cut off", contract: "an archive missing its last bytes is refused (corruptArchive or notAnArchive)",
-            codes: [.corruptArchive, .notAnArchive], build: { _ in Array(fiveFiles.dropLast(10)) }),
+            name: "end record cut off",
+            contract: "an archive missing its last bytes is refused (corruptArchive or notAnArchive)",
+            codes: [.corruptArchive, .notAnArchive],
+            build: { _ in Array(fiveFiles.dropLast(10)) }
+        ),
         HostileArchive(
-            name: "empty file", contract: "an empty file is not an archive (notAnArchive)", codes: [.notAnArchive],
-            build: { _ in [] }),
+            name: "empty file",
+            contract: "an empty file is not an archive (notAnArchive)",
+            codes: [.notAnArchive],
+            build: { _ in [] }
+        ),
         HostileArchive(
-            name: "random bytes", contract: "random bytes are not an archive (notAnArchive)", codes: [.notAnArchive],
-            build: { _ in Conformance.bytes(5000, seed: 7) }),
+            name: "random bytes",
+            contract: "random bytes are not an archive (notAnArchive)",
+            codes: [.notAnArchive],
+            build: { _ in Conformance.bytes(5000, seed: 7) }
+        ),
         HostileArchive(
-            name: "a text file", contract: "a text file is not an archive (notAnArchive)", codes: [.notAnArchive],
-            build: { _ in Array(String(repeating: "hello, this is not a zip\n", count: 10).utf8) }),
+            name: "a text file",
+            contract: "a text file is not an archive (notAnArchive)",
+            codes: [.notAnArchive],
+            build: { _ in Array(String(repeating: "hello, this is not a zip\n", count: 10).utf8) }
+        ),
     ]
 
     /// Extracts `hostile` into a missing destination and requires a refusal that leaves the
@@ -413,7 +555,8 @@ extension UnarchiverConformance {
             let after = Conformance.tree(scratch)
             try Conformance.require(
                 before == after,
-                "the refused extraction left the file system changed: \(Conformance.difference(before, after))")
+                "the refused extraction left the file system changed: \(Conformance.difference(before, after))"
+            )
 
             // An existing empty destination stays in place, empty.
             try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false)
@@ -425,7 +568,8 @@ extension UnarchiverConformance {
             try Conformance.require(
                 withDestination == afterSecond,
                 "the refused extraction into an existing empty destination left the file system changed: "
-                    + Conformance.difference(withDestination, afterSecond))
+                    + Conformance.difference(withDestination, afterSecond)
+            )
         }
     }
 }
@@ -447,17 +591,33 @@ extension UnarchiverConformance {
         let text: [UInt8] = Array("hello, this is not a zip\n".utf8)
         let cases: [ListingCase] = [
             ListingCase(
-                name: "listing refuses unsafe names", contract: "entries(of:) refuses an entry named ../evil (unsafeEntry)",
-                codes: Self.unsafe, options: ExtractOptions(), bytes: RawZipArchive(slip).bytes),
+                name: "listing refuses unsafe names",
+                contract: "entries(of:) refuses an entry named ../evil (unsafeEntry)",
+                codes: Self.unsafe,
+                options: ExtractOptions(),
+                bytes: RawZipArchive(slip).bytes
+            ),
             ListingCase(
-                name: "listing refuses too many entries", contract: "entries(of:) enforces maxEntries (limitExceeded)",
-                codes: Self.limit, options: ExtractOptions(maxEntries: 5), bytes: RawZipArchive(many).bytes),
+                name: "listing refuses too many entries",
+                contract: "entries(of:) enforces maxEntries (limitExceeded)",
+                codes: Self.limit,
+                options: ExtractOptions(maxEntries: 5),
+                bytes: RawZipArchive(many).bytes
+            ),
             ListingCase(
-                name: "listing refuses a non-archive", contract: "entries(of:) of a text file throws notAnArchive",
-                codes: [.notAnArchive], options: ExtractOptions(), bytes: text),
+                name: "listing refuses a non-archive",
+                contract: "entries(of:) of a text file throws notAnArchive",
+                codes: [.notAnArchive],
+                options: ExtractOptions(),
+                bytes: text
+            ),
             ListingCase(
-                name: "listing refuses an empty file", contract: "entries(of:) of an empty file throws notAnArchive",
-                codes: [.notAnArchive], options: ExtractOptions(), bytes: []),
+                name: "listing refuses an empty file",
+                contract: "entries(of:) of an empty file throws notAnArchive",
+                codes: [.notAnArchive],
+                options: ExtractOptions(),
+                bytes: []
+            ),
         ]
         return cases.map { listing in
             check(listing.name, listing.contract) { unarchiver, scratch in
@@ -469,7 +629,9 @@ extension UnarchiverConformance {
                 }
                 let after = Conformance.tree(scratch)
                 try Conformance.require(
-                    before == after, "listing changed the file system: \(Conformance.difference(before, after))")
+                    before == after,
+                    "listing changed the file system: \(Conformance.difference(before, after))"
+                )
             }
         }
     }

@@ -91,21 +91,27 @@ public struct VerifierConformance: Sendable {
     /// Every check of the suite.
     public var checks: [ConformanceCheck] {
         var all = [
-            check("supports SHA-256", "supportedDigests holds SHA-256 and each hasher reports its algorithm") { verifier in
+            check("supports SHA-256", "supportedDigests holds SHA-256 and each hasher reports its algorithm") {
+                verifier in
                 try Conformance.require(
                     verifier.supportedDigests.contains(.sha256),
-                    "supportedDigests is \(verifier.supportedDigests.map(\.name).sorted()), without sha256")
+                    "supportedDigests is \(verifier.supportedDigests.map(\.name).sorted()), without sha256"
+                )
                 for algorithm in verifier.supportedDigests {
                     let hasher = try verifier.makeHasher(for: algorithm)
                     try Conformance.require(
-                        hasher.algorithm == algorithm, "makeHasher(for: \(algorithm)) made a \(hasher.algorithm) hasher")
+                        hasher.algorithm == algorithm,
+                        "makeHasher(for: \(algorithm)) made a \(hasher.algorithm) hasher"
+                    )
                     let digest = hasher.finalize()
                     try Conformance.require(
                         digest.algorithm == algorithm && digest.bytes.count == algorithm.byteCount,
-                        "a \(algorithm) hasher returned \(digest)")
+                        "a \(algorithm) hasher returned \(digest)"
+                    )
                 }
             },
-            check("known digests", "SHA-256 (and MD5 where supported) of published test vectors are exact") { verifier in
+            check("known digests", "SHA-256 (and MD5 where supported) of published test vectors are exact") {
+                verifier in
                 for vector in Self.vectors {
                     var expected = [(DigestAlgorithm.sha256, vector.sha256)]
                     if verifier.supportedDigests.contains(.md5) { expected.append((.md5, vector.md5)) }
@@ -113,7 +119,8 @@ public struct VerifierConformance: Sendable {
                         let digest = try verifier.digest(of: Data(vector.message), using: algorithm)
                         try Conformance.require(
                             digest.hex == hex,
-                            "\(algorithm) of \(vector.message.count) bytes is \(digest.hex), expected \(hex)")
+                            "\(algorithm) of \(vector.message.count) bytes is \(digest.hex), expected \(hex)"
+                        )
                     }
                 }
             },
@@ -137,12 +144,15 @@ public struct VerifierConformance: Sendable {
                     }
                     let digest = chunked.finalize()
                     try Conformance.require(
-                        digest == whole, "\(algorithm) fed in chunks gives \(digest.hex), at once \(whole.hex)")
+                        digest == whole,
+                        "\(algorithm) fed in chunks gives \(digest.hex), at once \(whole.hex)"
+                    )
                     _ = other.finalize()
                 }
             },
             check(
-                "unknown digest refused", "makeHasher(for:) of an algorithm outside supportedDigests throws unsupported"
+                "unknown digest refused",
+                "makeHasher(for:) of an algorithm outside supportedDigests throws unsupported"
             ) { verifier in
                 let unknown = DigestAlgorithm(name: "conformance-unknown", byteCount: 8)
                 try await Conformance.expectError([.unsupported], "makeHasher(for: \(unknown))") {
@@ -152,7 +162,8 @@ public struct VerifierConformance: Sendable {
             check("unknown scheme refused", "verify with a scheme the verifier lacks throws unsupported") { verifier in
                 let key = PublicKey(
                     scheme: SignatureScheme(rawValue: "conformance-unknown"),
-                    pem: signatures.first?.key.pem ?? "-----BEGIN PUBLIC KEY-----\n-----END PUBLIC KEY-----\n")
+                    pem: signatures.first?.key.pem ?? "-----BEGIN PUBLIC KEY-----\n-----END PUBLIC KEY-----\n"
+                )
                 try await Conformance.expectError([.unsupported], "verify with scheme 'conformance-unknown'") {
                     try verifier.verify(signature: Data(count: 64), of: Data("m".utf8), with: key)
                 }
@@ -170,7 +181,8 @@ public struct VerifierConformance: Sendable {
                         }
                         seen[id] = vector.key.pem
                     }
-                })
+                }
+            )
         }
         return all
     }
@@ -199,7 +211,9 @@ public struct VerifierConformance: Sendable {
                     ("a truncated signature", vector.signature.dropLast(1), vector.message, vector.key),
                     ("an empty signature", Data(), vector.message, vector.key),
                 ]
-                for other in others { attempts.append(("the key of '\(other.name)'", vector.signature, vector.message, other.key)) }
+                for other in others {
+                    attempts.append(("the key of '\(other.name)'", vector.signature, vector.message, other.key))
+                }
                 for (what, signature, message, key) in attempts {
                     do {
                         let valid = try verifier.verify(signature: signature, of: message, with: key)
@@ -207,7 +221,9 @@ public struct VerifierConformance: Sendable {
                     } catch let error as HotUpdateError where error.code == .signatureInvalid {
                         continue
                     } catch let error as HotUpdateError {
-                        throw Violation("verify of \(what) threw \(error.code), expected false or signatureInvalid: \(error)")
+                        throw Violation(
+                            "verify of \(what) threw \(error.code), expected false or signatureInvalid: \(error)"
+                        )
                     }
                 }
             },
@@ -217,7 +233,8 @@ public struct VerifierConformance: Sendable {
             ) { verifier in
                 let garbage = PublicKey(
                     scheme: vector.key.scheme,
-                    pem: "-----BEGIN PUBLIC KEY-----\nbm90IGEga2V5IGF0IGFsbA==\n-----END PUBLIC KEY-----\n")
+                    pem: "-----BEGIN PUBLIC KEY-----\nbm90IGEga2V5IGF0IGFsbA==\n-----END PUBLIC KEY-----\n"
+                )
                 try await Conformance.expectError([.signatureInvalid], "verify with a malformed key") {
                     try verifier.verify(signature: vector.signature, of: vector.message, with: garbage)
                 }
@@ -232,7 +249,8 @@ public struct VerifierConformance: Sendable {
                 let id = try verifier.keyID(of: vector.key)
                 try Conformance.require(
                     id.utf8.count == 64 && id.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) },
-                    "keyID is '\(id)', not 64 lowercase hex digits")
+                    "keyID is '\(id)', not 64 lowercase hex digits"
+                )
                 try Conformance.require(try verifier.keyID(of: vector.key) == id, "keyID changed between two calls")
                 if let expected = vector.keyID {
                     try Conformance.require(id == expected.lowercased(), "keyID is \(id), expected \(expected)")
@@ -242,7 +260,9 @@ public struct VerifierConformance: Sendable {
     }
 
     private func check(
-        _ name: String, _ contract: String, _ body: @escaping @Sendable (any Verifier) async throws -> Void
+        _ name: String,
+        _ contract: String,
+        _ body: @escaping @Sendable (any Verifier) async throws -> Void
     ) -> ConformanceCheck {
         let make = makeVerifier
         return ConformanceCheck(suite: Self.suite, name: name, contract: contract) { try await body(make()) }
