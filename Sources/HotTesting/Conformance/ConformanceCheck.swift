@@ -119,7 +119,7 @@ struct Violation: Error {
     init(_ detail: String) { self.detail = detail }
 }
 
-/// Shared helpers of the suites.
+/// What the suites share: scratch directories, expectations, tree snapshots.
 enum Conformance {
     /// Runs `body` with a fresh directory, removed afterwards (write permission restored first).
     static func withScratch<T>(_ suite: String, _ body: (URL) async throws -> T) async throws -> T {
