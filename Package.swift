@@ -130,6 +130,8 @@ let package = Package(
         .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore", "HotTesting"]),
         .testTarget(name: "HotStoreTests", dependencies: ["HotStore", "HotCore", "HotTesting"]),
         .testTarget(name: "HotAssetsTests", dependencies: ["HotAssets", "HotCore", "HotTesting"]),
+        // An adopter's view: its own adapters against the public conformance suites.
+        .testTarget(name: "AdapterConformanceTests", dependencies: ["HotCore", "HotTesting"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
