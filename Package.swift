@@ -28,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // Only the benchmark uses it, as one of the extractors it compares.
         .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
+        // `swift package generate-documentation`; adds no code to the products.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // System libraries.
