@@ -128,7 +128,7 @@ public struct ResourcePackIndex: Sendable, Hashable {
     /// Reads the index at the root of a pack directory.
     ///
     /// - Throws: `HotUpdateError.Code.notFound` when the pack has no `index.json`,
-    ///   ``HotUpdateError/Code/fileSystem`` when it cannot be read or is larger than
+    ///   `HotUpdateError.Code.fileSystem` when it cannot be read or is larger than
     ///   ``maxBytes``, `HotUpdateError.Code.manifestInvalid` as ``decode(_:)``.
     public static func load(fromPackage directory: URL) throws -> ResourcePackIndex {
         let url = directory.appendingPathComponent(fileName)

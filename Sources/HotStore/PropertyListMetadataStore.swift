@@ -48,7 +48,7 @@ public struct PropertyListMetadataStore: MetadataStore {
     /// The metadata file.
     public var fileURL: URL { storage.fileURL }
 
-    /// Reads the last committed snapshot; ``StoreSnapshot/empty`` when the file does not exist.
+    /// Reads the last committed snapshot; `StoreSnapshot.empty` when the file does not exist.
     ///
     /// - Throws: `HotUpdateError.Code.storeCorrupt` naming the file when it cannot be read
     ///   or decoded, breaks a rule of the store, or was written with a newer schema than

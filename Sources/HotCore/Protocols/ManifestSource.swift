@@ -1,6 +1,6 @@
 /// Learns what is current: which packages, which versions, how to check them.
 ///
-/// Implementations in `HotCore`: `SignedManifestSource` (the native signed manifest),
+/// Implementations in `HotManifest`: `SignedManifestSource` (the native signed manifest),
 /// `StaticManifestSource` (unsigned schema-1 manifests, for development) and
 /// `PatchInfoManifestSource` (the older single `{url, md5}` patch info).
 ///
