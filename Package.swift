@@ -5,6 +5,9 @@ import PackageDescription
 /// Apple platforms use their own frameworks where the system lacks a library.
 let nonApple: [Platform] = [.linux, .android, .windows, .openbsd, .wasi]
 
+/// The command-line parser of `hot` and the examples.
+let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
+
 let package = Package(
     name: "HotUpdate",
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
@@ -26,8 +29,6 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        // Only the benchmark uses it, as one of the extractors it compares.
-        .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
         // `swift package generate-documentation`; adds no code to the products.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -86,51 +87,32 @@ let package = Package(
             name: "hot",
             dependencies: [
                 "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                argumentParser,
             ]),
 
         // Examples.
         .executableTarget(
             name: "MinimalPatch",
-            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
+            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser],
             path: "Examples/MinimalPatch",
             exclude: ["Patches", "README.md"],
             resources: [.copy("Bundle")]),
         .executableTarget(
             name: "ScriptPatches",
-            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore"],
+            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", argumentParser],
             path: "Examples/ScriptPatches",
             exclude: ["Patches", "DebugPatch", "README.md", "make-patch-list"]),
         .executableTarget(
             name: "ResourcePacks",
-            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
+            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser],
             path: "Examples/ResourcePacks",
             exclude: ["README.md", "make-repository"],
             resources: [.copy("Bundle")]),
         .executableTarget(
             name: "WebOfflinePackages",
-            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"],
+            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser],
             path: "Examples/WebOfflinePackages",
             exclude: ["README.md", "make-repository", "Modules"]),
-
-        // Benchmarks: extraction and packing against system tools (`swift run -c release hot-bench`).
-        .executableTarget(
-            name: "hot-bench",
-            dependencies: [
-                "HotCore", "HotArchive", "hot-bench-spawn",
-                // The store benchmark runs the whole engine.
-                "HotAssets", "HotStore", "HotTransport", "HotVerify", "HotTesting",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            path: "Benchmarks/HotBench"),
-        // Spawns each measured tool from a small process, so its peak RSS is its own.
-        .executableTarget(name: "hot-bench-spawn", path: "Benchmarks/HotBenchSpawn"),
-        // ZIPFoundation's extractor is an executable of its own, so hot-bench's rows for our
-        // backends measure a process that links none of it.
-        .executableTarget(
-            name: "hot-bench-zipfoundation",
-            dependencies: [.product(name: "ZIPFoundation", package: "ZIPFoundation")],
-            path: "Benchmarks/ZIPFoundationExtract"),
 
         // Tests.
         .testTarget(
@@ -142,6 +124,8 @@ let package = Package(
         .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore", "HotTesting"]),
         .testTarget(name: "HotStoreTests", dependencies: ["HotStore", "HotCore", "HotTesting"]),
         .testTarget(name: "HotAssetsTests", dependencies: ["HotAssets", "HotCore", "HotTesting"]),
+        // An adopter's view: its own adapters against the public conformance suites.
+        .testTarget(name: "AdapterConformanceTests", dependencies: ["HotCore", "HotTesting"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [

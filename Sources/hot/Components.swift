@@ -75,7 +75,7 @@ struct StoreOptions: ParsableArguments {
     @Option(name: .long, help: "The store root directory.")
     var root: String
 
-    @Option(name: .long, help: "The metadata store format (json|plist); detected when omitted.")
+    @Option(name: .long, help: "The metadata store format; detected when omitted.")
     var store: StoreKind?
 
     @Flag(name: .long, help: "Log what the engine does on stderr.")

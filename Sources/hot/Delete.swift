@@ -7,7 +7,7 @@ struct Delete: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Delete a package and every version of it from a store.",
         discussion: """
-            Files the package shares with other packages stay for them: only the objects
+            Files the package shares with other packages stay for them: only the objects \
             nothing else links are freed. Exits 1 when the store does not know the package.
             """)
 
@@ -31,7 +31,7 @@ struct GarbageCollect: AsyncParsableCommand {
         commandName: "gc",
         abstract: "Free the versions and objects a store no longer needs.",
         discussion: """
-            Keeps each package's active version and its newest previous versions (one unless
+            Keeps each package's active version and its newest previous versions (one unless \
             --keep says otherwise), and frees every object no installed tree links.
             """)
 
@@ -55,8 +55,8 @@ struct Repair: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check every installed package and make the damaged ones whole.",
         discussion: """
-            A missing or damaged file is put back from the store's objects when its object is
-            intact, with no network; otherwise the package is downloaded again from where it
+            A missing or damaged file is put back from the store's objects when its object is \
+            intact, with no network; otherwise the package is downloaded again from where it \
             came from. Prints one line per package; exits 1 if any package stays damaged.
             """)
 
@@ -65,7 +65,7 @@ struct Repair: AsyncParsableCommand {
     @Flag(help: "Check presence and sizes only, not hashes.")
     var quick = false
 
-    @Option(help: "The transport for re-downloads (curl|urlsession|file); chosen from each package's URL when omitted.")
+    @Option(help: "The transport for re-downloads; chosen from each package's URL when omitted.")
     var transport: TransportKind?
 
     func run() async throws {

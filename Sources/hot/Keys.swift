@@ -15,8 +15,8 @@ struct Keygen: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Generate a signing key: Ed25519 by default, RSA-3072 (PSS, SHA-256) with --rsa.",
         discussion: """
-            The private key is written as PEM PKCS#8 with mode 0600, the public key as PEM
-            SubjectPublicKeyInfo; neither file may exist. Ship the public key in the app
+            The private key is written as PEM PKCS#8 with mode 0600, the public key as PEM \
+            SubjectPublicKeyInfo; neither file may exist. Ship the public key in the app \
             (`hot sync --trust`) and keep the private key offline.
             """)
 
@@ -66,9 +66,9 @@ struct Sign: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Sign a channel's manifest: bump its version, set its expiry, add a signature per key.",
         discussion: """
-            --expires takes a duration (30d, 12h, 15m, 2s) or an ISO 8601 time; 30 days by
-            default. The manifest declares the keys allowed to sign the next one: on the first
-            signing the signing keys, later the same keys unless --trusted-key lists new ones
+            --expires takes a duration (30d, 12h, 15m, 2s) or an ISO 8601 time; 30 days by \
+            default. The manifest declares the keys allowed to sign the next one: on the first \
+            signing the signing keys, later the same keys unless --trusted-key lists new ones \
             (key rotation: sign with a threshold of the old keys and of the new ones).
             """)
 

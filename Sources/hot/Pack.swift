@@ -11,10 +11,10 @@ struct Pack: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Zip a directory into a repository, list it in a channel's manifest and release it.",
         discussion: """
-            The archive is written to REPO/packages/ID-VERSION-SHA.zip, named by its content
-            (the first 12 hex digits of its SHA-256), so the file never changes and a CDN may
-            cache it forever; the manifest is the only file that changes. The version is listed
-            in the channel's manifest (size, sha256, md5) and released unless --no-release is
+            The archive is written to REPO/packages/ID-VERSION-SHA.zip, named by its content \
+            (the first 12 hex digits of its SHA-256), so the file never changes and a CDN may \
+            cache it forever; the manifest is the only file that changes. The version is listed \
+            in the channel's manifest (size, sha256, md5) and released unless --no-release is \
             given. The manifest is left unsigned: run `hot sign` before publishing.
             """)
 

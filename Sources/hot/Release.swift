@@ -31,10 +31,10 @@ struct Release: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Make a packed version the current release of a package in a channel.",
         discussion: """
-            The version must be packed in the repository (`hot pack`); a version packed for
-            another channel is found in packages/ and listed here. With --rollout only that
-            percentage of clients gets it, chosen by each client's id; the others keep the
-            previous release. --min-app-version and --max-app-version stay until changed (an
+            The version must be packed in the repository (`hot pack`); a version packed for \
+            another channel is found in packages/ and listed here. With --rollout only that \
+            percentage of clients gets it, chosen by each client's id; the others keep the \
+            previous release. --min-app-version and --max-app-version stay until changed (an \
             empty value clears them).
             """)
 

@@ -8,7 +8,7 @@ struct Resolve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the file an asset name resolves to: installed packages first, the bundle second.",
         discussion: """
-            A name without a scale suffix prefers @3x, then @2x, then the plain file (see --scales);
+            A name without a scale suffix prefers @3x, then @2x, then the plain file (see --scales); \
             a name without an extension matches any extension. Exits 1 when nothing matches.
             """)
 

@@ -7,8 +7,8 @@ struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show what a store has installed and each package's state.",
         discussion: """
-            States: new, updateAvailable (planned by a sync, not installed yet), installed,
-            failed (the last update failed; the previous version stays active), fileMissing,
+            States: new, updateAvailable (planned by a sync, not installed yet), installed, \
+            failed (the last update failed; the previous version stays active), fileMissing, \
             digestMismatch (found by a check; `hot repair` fixes them), disabled.
             """)
 

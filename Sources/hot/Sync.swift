@@ -9,17 +9,17 @@ struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Bring a store up to date with a manifest.",
         discussion: """
-            Downloads every package the store lacks, several at once, checks its size and digest
-            before unpacking it, stores each file once in the store's objects, and records the
-            version atomically. A package that fails leaves the version installed before it
-            active. Progress goes to stderr: a status line on a terminal, one line per state
+            Downloads every package the store lacks, several at once, checks its size and digest \
+            before unpacking it, stores each file once in the store's objects, and records the \
+            version atomically. A package that fails leaves the version installed before it \
+            active. Progress goes to stderr: a status line on a terminal, one line per state \
             change otherwise. Prints one line per package on stdout; exits 1 if any failed.
 
-            Besides the signed native manifest, three older server formats are read:
-            patchinfo (one {"url", "md5"} patch), patchlist (a script-patch list whose MD5s
-            the server signs with RSA; give the server's public key with --rsa-key) and
-            offline (the H5 offline-package check: the installed modules are POSTed to the
-            URL with --app-code, --app-version and --platform; modules the server answers
+            Besides the signed native manifest, three older server formats are read: \
+            patchinfo (one {"url", "md5"} patch), patchlist (a script-patch list whose MD5s \
+            the server signs with RSA; give the server's public key with --rsa-key) and \
+            offline (the H5 offline-package check: the installed modules are POSTed to the \
+            URL with --app-code, --app-version and --platform; modules the server answers \
             inactive are disabled, keeping their files).
             """)
 
@@ -36,10 +36,10 @@ struct Sync: AsyncParsableCommand {
 
     @OptionGroup var storeOptions: StoreOptions
 
-    @Option(help: "The transport (curl|urlsession|file); chosen from the URL when omitted.")
+    @Option(help: "The transport; chosen from the URL when omitted.")
     var transport: TransportKind?
 
-    @Option(help: "The unarchiver (zip|libarchive).")
+    @Option(help: "The unarchiver.")
     var unarchiver: UnarchiverKind = .zip
 
     @Option(

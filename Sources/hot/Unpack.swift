@@ -5,7 +5,7 @@ import HotCore
 /// `hot unpack ARCHIVE DEST`
 struct Unpack: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Unpack one archive, all or nothing: on failure DEST is left as it was.")
+        abstract: "Unpack one archive, all or nothing: on failure the destination is left as it was.")
 
     @Argument(help: "The archive.")
     var archive: String
@@ -13,7 +13,7 @@ struct Unpack: AsyncParsableCommand {
     @Argument(help: "The destination directory; must not exist or be empty.")
     var destination: String
 
-    @Option(help: "The unarchiver (zip|libarchive).")
+    @Option(help: "The unarchiver.")
     var backend: UnarchiverKind = .zip
 
     @Option(help: "The most bytes the archive may inflate to.")

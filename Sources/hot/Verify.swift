@@ -9,10 +9,10 @@ struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check a repository before publishing it: signatures, package sizes and digests, dangling files.",
         discussion: """
-            Every manifest (manifest.json and channels/*/manifest.json) must be signed by
-            --threshold of the --trust keys and by its own declared threshold, must not be
-            expired, and must release only versions it lists. Every listed package file must
-            exist with the listed size, SHA-256 and MD5, and every file in packages/ must be
+            Every manifest (manifest.json and channels/*/manifest.json) must be signed by \
+            --threshold of the --trust keys and by its own declared threshold, must not be \
+            expired, and must release only versions it lists. Every listed package file must \
+            exist with the listed size, SHA-256 and MD5, and every file in packages/ must be \
             listed by some manifest. Prints each problem and exits 1 when there is any.
             """)
 

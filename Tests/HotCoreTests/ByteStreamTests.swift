@@ -81,6 +81,34 @@ struct ByteStreamTests {
         await #expect(throws: CancellationError.self) { try await consumer.value }
         #expect(throws: CancellationError.self) { try writer.writeBlocking(Data([1])) }
     }
+
+    /// A producer faster than its consumer keeps chunks ready: a consumer whose task is
+    /// cancelled must still stop there, not drain a transfer that never ends.
+    @Test("a cancelled task stops reading even while chunks are ready")
+    func cancelledTaskStopsWithChunksReady() async throws {
+        let (stream, writer) = ByteStream.makeStream(capacity: 4)
+        let handlerRan = Counter()
+        writer.onCancel { handlerRan.increment() }
+        for index in 0..<4 { try writer.writeBlocking(Data([UInt8(index)])) }
+        let gate = AsyncStream<Void>.makeStream()
+        let consumer = Task { () -> Int in
+            var received = 0
+            for await _ in gate.stream { break }
+            do {
+                for try await chunk in stream { received += chunk.count }
+            } catch is CancellationError {
+                return received
+            } catch {
+                return -2
+            }
+            return -1
+        }
+        consumer.cancel()
+        gate.continuation.yield()
+        #expect(await consumer.value == 0)
+        #expect(handlerRan.value == 1)
+        #expect(throws: CancellationError.self) { try writer.writeBlocking(Data([9])) }
+    }
 }
 
 /// A thread-safe counter for tests.

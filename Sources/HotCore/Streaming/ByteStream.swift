@@ -139,6 +139,12 @@ private final class ByteChannel: @unchecked Sendable {
     }
 
     func next() async throws -> Data? {
+        // A producer faster than the consumer always has a chunk ready: check the task here,
+        // or a cancelled consumer would drain a transfer it no longer wants.
+        if Task.isCancelled {
+            cancel()
+            throw CancellationError()
+        }
         if let chunk = takeReady() { return chunk }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { answerOrPark($0) }

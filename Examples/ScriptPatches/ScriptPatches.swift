@@ -5,9 +5,9 @@
 //
 //     ScriptPatches <patch-list-url> --key SERVER_PUBLIC_KEY.pem [--root DIR] [--debug-patch FOLDER]
 //
-// <patch-list-url> is an http(s):// or file:// URL of patches.json, as `make-patch-list`
-// (beside this file) publishes it.
+// `ScriptPatches --help` says what each argument means.
 
+import ArgumentParser
 import Foundation
 import HotArchive
 import HotCore
@@ -21,39 +21,69 @@ struct ExampleError: Error, CustomStringConvertible {
     let description: String
 }
 
+/// The example's command line.
+@main
+struct ScriptPatchesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ScriptPatches",
+        abstract: "Sync script patches from a signed patch list and hand each new one to the app's script engine.",
+        discussion: """
+            <patch-list-url> is an http(s):// or file:// URL of patches.json, as `make-patch-list` (beside \
+            this example's source) publishes it.
+            """)
+
+    @Argument(help: ArgumentHelp("The patch list's URL (http, https or file).", valueName: "patch-list-url"))
+    var patchList: String
+
+    @Option(
+        help: ArgumentHelp(
+            "The patch server's RSA public key (PEM) the list must be signed by; repeat for more.",
+            valueName: "server-public-key.pem"))
+    var key: [String] = []
+
+    @Option(
+        help: ArgumentHelp(
+            "The store's directory (default: ScriptPatches-store in the temporary directory).", valueName: "dir"))
+    var root: String?
+
+    @Option(help: ArgumentHelp("Also install a developer's patch from this folder, without a server.", valueName: "folder"))
+    var debugPatch: String?
+
+    func validate() throws {
+        guard patchListURL != nil else { throw ValidationError("'\(patchList)' is not a URL") }
+        guard !key.isEmpty else { throw ValidationError("the patch list needs --key SERVER_PUBLIC_KEY.pem") }
+    }
+
+    /// The patch list's URL, when it has a scheme.
+    var patchListURL: URL? {
+        URL(string: patchList).flatMap { $0.scheme == nil ? nil : $0 }
+    }
+
+    func run() async throws {
+        do {
+            try await runExample(Arguments(self))
+        } catch {
+            FileHandle.standardError.write(Data("ScriptPatches: error: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+}
+
 struct Arguments {
     var patchList: URL
     var root: URL
     var keys: [PublicKey]
     var debugPatch: URL?
-}
 
-func parseArguments() throws -> Arguments {
-    var arguments = Array(CommandLine.arguments.dropFirst())
-    var root = FileManager.default.temporaryDirectory.appendingPathComponent("ScriptPatches-store")
-    var keys: [PublicKey] = []
-    var debugPatch: URL?
-    var positional: [String] = []
-    func value(for option: String) throws -> String {
-        guard !arguments.isEmpty else { throw ExampleError(description: "\(option) needs a value") }
-        return arguments.removeFirst()
+    init(_ command: ScriptPatchesCommand) throws {
+        guard let url = command.patchListURL else { throw ExampleError(description: "'\(command.patchList)' is not a URL") }
+        patchList = url
+        root =
+            command.root.map { URL(fileURLWithPath: $0, isDirectory: true) }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("ScriptPatches-store")
+        keys = try command.key.map { PublicKey(scheme: .rsaPKCS1Raw, pem: try String(contentsOfFile: $0, encoding: .utf8)) }
+        debugPatch = command.debugPatch.map { URL(fileURLWithPath: $0, isDirectory: true) }
     }
-    while !arguments.isEmpty {
-        let argument = arguments.removeFirst()
-        switch argument {
-        case "--root": root = URL(fileURLWithPath: try value(for: argument), isDirectory: true)
-        case "--key":
-            let path = try value(for: argument)
-            keys.append(PublicKey(scheme: .rsaPKCS1Raw, pem: try String(contentsOfFile: path, encoding: .utf8)))
-        case "--debug-patch": debugPatch = URL(fileURLWithPath: try value(for: argument), isDirectory: true)
-        default: positional.append(argument)
-        }
-    }
-    guard positional.count == 1, let url = URL(string: positional[0]), url.scheme != nil, !keys.isEmpty else {
-        throw ExampleError(
-            description: "usage: ScriptPatches <patch-list-url> --key SERVER_PUBLIC_KEY.pem [--root DIR] [--debug-patch FOLDER]")
-    }
-    return Arguments(patchList: url, root: root, keys: keys, debugPatch: debugPatch)
 }
 
 /// The app's script engine, reduced to what the example needs: it reads a patch's
@@ -113,8 +143,7 @@ func printStates(_ updater: Updater) async throws {
     }
 }
 
-func run() async throws {
-    let arguments = try parseArguments()
+func runExample(_ arguments: Arguments) async throws {
     let transport = SchemeRoutingTransport(http: SchemeRoutingTransport.platformHTTP())
     var logger = Logger(label: "ScriptPatches")
     logger.logLevel = .warning
@@ -156,11 +185,4 @@ func run() async throws {
     }
 
     try await printStates(patches)
-}
-
-do {
-    try await run()
-} catch {
-    FileHandle.standardError.write(Data("ScriptPatches: error: \(error)\n".utf8))
-    exit(1)
 }

@@ -5,10 +5,9 @@
 //
 //     WebOfflinePackages <check-url> [--root DIR] [--app-code CODE] [--app-version VERSION] [--open URL]...
 //
-// <check-url> is the server's check endpoint (http or https, answering a POST), or a
-// file:// URL of a recorded answer (check.json, as `make-repository` beside this file
-// writes it).
+// `WebOfflinePackages --help` says what each argument means.
 
+import ArgumentParser
 import Foundation
 import HotArchive
 import HotAssets
@@ -35,46 +34,81 @@ let defaultPages = [
     "https://www.example.com/about.html",
 ]
 
+/// The example's command line.
+@main
+struct WebOfflinePackagesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "WebOfflinePackages",
+        abstract: "Ask an offline-package server which web modules to install, then open pages locally or online.",
+        discussion: """
+            <check-url> is the server's check endpoint (http or https, answering a POST), or a file:// URL of \
+            a recorded answer (check.json, as `make-repository` beside this example's source writes it).
+            """)
+
+    @Argument(help: ArgumentHelp("The check endpoint's URL (http, https or file).", valueName: "check-url"))
+    var check: String
+
+    @Option(
+        help: ArgumentHelp(
+            "The store's directory (default: WebOfflinePackages-store in the temporary directory).", valueName: "dir"))
+    var root: String?
+
+    @Option(help: ArgumentHelp("The app code the request reports.", valueName: "code"))
+    var appCode = "SomeApp"
+
+    @Option(help: ArgumentHelp("The app version the request reports.", valueName: "version"))
+    var appVersion = "1.2.0"
+
+    @Option(
+        name: .customLong("open"),
+        help: ArgumentHelp("A page to open; repeat for more (default: a few pages of the two modules).", valueName: "url"))
+    var pages: [String] = []
+
+    func validate() throws {
+        guard checkURL != nil else { throw ValidationError("'\(check)' is not a URL") }
+        for page in pages where Self.url(page) == nil {
+            throw ValidationError("--open '\(page)' is not a URL")
+        }
+    }
+
+    /// `string` as a URL, when it has a scheme.
+    static func url(_ string: String) -> URL? {
+        URL(string: string).flatMap { $0.scheme == nil ? nil : $0 }
+    }
+
+    /// The check endpoint's URL, when it has a scheme.
+    var checkURL: URL? { Self.url(check) }
+
+    func run() async throws {
+        do {
+            try await runExample(Arguments(self))
+        } catch {
+            FileHandle.standardError.write(Data("WebOfflinePackages: error: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+}
+
 struct Arguments {
     var check: URL
     var root: URL
     var app: OfflinePackageManifestSource.App
     var pages: [URL]
-}
 
-func parseArguments() throws -> Arguments {
-    var arguments = Array(CommandLine.arguments.dropFirst())
-    var root = FileManager.default.temporaryDirectory.appendingPathComponent("WebOfflinePackages-store")
-    var app = OfflinePackageManifestSource.App(appCode: "SomeApp", appVersion: "1.2.0", platform: "ios")
-    var pages: [String] = []
-    var positional: [String] = []
-    func value(for option: String) throws -> String {
-        guard !arguments.isEmpty else { throw ExampleError(description: "\(option) needs a value") }
-        return arguments.removeFirst()
-    }
-    while !arguments.isEmpty {
-        let argument = arguments.removeFirst()
-        switch argument {
-        case "--root": root = URL(fileURLWithPath: try value(for: argument), isDirectory: true)
-        case "--app-code": app.appCode = try value(for: argument)
-        case "--app-version": app.appVersion = try value(for: argument)
-        case "--open": pages.append(try value(for: argument))
-        default: positional.append(argument)
+    init(_ command: WebOfflinePackagesCommand) throws {
+        guard let url = command.checkURL else { throw ExampleError(description: "'\(command.check)' is not a URL") }
+        check = url
+        root = (command.root.map { URL(fileURLWithPath: $0, isDirectory: true) }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("WebOfflinePackages-store"))
+            .standardizedFileURL
+        app = OfflinePackageManifestSource.App(appCode: command.appCode, appVersion: command.appVersion, platform: "ios")
+        pages = try (command.pages.isEmpty ? defaultPages : command.pages).map { page in
+            guard let url = WebOfflinePackagesCommand.url(page) else {
+                throw ExampleError(description: "--open '\(page)' is not a URL")
+            }
+            return url
         }
     }
-    guard positional.count == 1, let url = URL(string: positional[0]), url.scheme != nil else {
-        throw ExampleError(
-            description:
-                "usage: WebOfflinePackages <check-url> [--root DIR] [--app-code CODE] [--app-version VERSION] [--open URL]..."
-        )
-    }
-    let urls = try (pages.isEmpty ? defaultPages : pages).map { page in
-        guard let url = URL(string: page), url.scheme != nil else {
-            throw ExampleError(description: "--open '\(page)' is not a URL")
-        }
-        return url
-    }
-    return Arguments(check: url, root: root.standardizedFileURL, app: app, pages: urls)
 }
 
 /// The path of `url` under `root`, for printing.
@@ -84,8 +118,7 @@ func relative(_ url: URL, to root: URL) -> String {
     return path.hasPrefix(prefix) ? String(path.dropFirst(prefix.count)) : path
 }
 
-func run() async throws {
-    let arguments = try parseArguments()
+func runExample(_ arguments: Arguments) async throws {
     let transport = SchemeRoutingTransport(http: SchemeRoutingTransport.platformHTTP())
     var logger = Logger(label: "WebOfflinePackages")
     logger.logLevel = .error
@@ -135,11 +168,4 @@ func run() async throws {
     for record in snapshot.packages.values.sorted(by: { $0.id < $1.id }) {
         print("  \(record.id) \(record.active?.version ?? "-") \(record.state)")
     }
-}
-
-do {
-    try await run()
-} catch {
-    FileHandle.standardError.write(Data("WebOfflinePackages: error: \(error)\n".utf8))
-    exit(1)
 }

@@ -4,9 +4,9 @@
 //
 //     ResourcePacks <catalog-url> [--root DIR] [--requests N]
 //
-// <catalog-url> is an http(s):// or file:// URL of packs.json, as `make-repository` (beside
-// this file) publishes it. One pack ships inside the app (bundle:///packs/starter.zip).
+// `ResourcePacks --help` says what each argument means.
 
+import ArgumentParser
 import Foundation
 import HotArchive
 import HotAssets
@@ -26,36 +26,61 @@ let packPasswords = ["fonts": "hot-update-example"]
 /// The pack the app ships in its bundle.
 let bundledPack = "starter"
 
+/// The example's command line.
+@main
+struct ResourcePacksCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ResourcePacks",
+        abstract: "Download, share, cancel, check, repair and delete resource packs listed in a catalog.",
+        discussion: """
+            <catalog-url> is an http(s):// or file:// URL of packs.json, as `make-repository` (beside this \
+            example's source) publishes it. One pack ships inside the app (bundle:///packs/starter.zip).
+            """)
+
+    @Argument(help: ArgumentHelp("The catalog's URL (http, https or file).", valueName: "catalog-url"))
+    var catalog: String
+
+    @Option(
+        help: ArgumentHelp(
+            "The store's directory (default: ResourcePacks-store in the temporary directory).", valueName: "dir"))
+    var root: String?
+
+    @Option(help: "How many screens ask for the same pack at once.")
+    var requests = 20
+
+    func validate() throws {
+        guard catalogURL != nil else { throw ValidationError("'\(catalog)' is not a URL") }
+        guard requests > 0 else { throw ValidationError("--requests needs a positive number") }
+    }
+
+    /// The catalog's URL, when it has a scheme.
+    var catalogURL: URL? {
+        URL(string: catalog).flatMap { $0.scheme == nil ? nil : $0 }
+    }
+
+    func run() async throws {
+        do {
+            try await runExample(Arguments(self))
+        } catch {
+            FileHandle.standardError.write(Data("ResourcePacks: error: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+}
+
 struct Arguments {
     var catalog: URL
     var root: URL
     var requests: Int
-}
 
-func parseArguments() throws -> Arguments {
-    var arguments = Array(CommandLine.arguments.dropFirst())
-    var root = FileManager.default.temporaryDirectory.appendingPathComponent("ResourcePacks-store")
-    var requests = 20
-    var positional: [String] = []
-    while !arguments.isEmpty {
-        let argument = arguments.removeFirst()
-        switch argument {
-        case "--root":
-            guard !arguments.isEmpty else { throw ExampleError(description: "--root needs a directory") }
-            root = URL(fileURLWithPath: arguments.removeFirst(), isDirectory: true)
-        case "--requests":
-            guard !arguments.isEmpty, let count = Int(arguments.removeFirst()), count > 0 else {
-                throw ExampleError(description: "--requests needs a positive number")
-            }
-            requests = count
-        default:
-            positional.append(argument)
-        }
+    init(_ command: ResourcePacksCommand) throws {
+        guard let url = command.catalogURL else { throw ExampleError(description: "'\(command.catalog)' is not a URL") }
+        catalog = url
+        root = (command.root.map { URL(fileURLWithPath: $0, isDirectory: true) }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("ResourcePacks-store"))
+            .standardizedFileURL
+        requests = command.requests
     }
-    guard positional.count == 1, let url = URL(string: positional[0]), url.scheme != nil else {
-        throw ExampleError(description: "usage: ResourcePacks <catalog-url> [--root DIR] [--requests N]")
-    }
-    return Arguments(catalog: url, root: root.standardizedFileURL, requests: requests)
 }
 
 /// The catalog the app's server publishes: one entry per pack.
@@ -157,8 +182,7 @@ func describe(_ error: any Error) -> String {
     return "\(error)"
 }
 
-func run() async throws {
-    let arguments = try parseArguments()
+func runExample(_ arguments: Arguments) async throws {
     guard let bundle = Bundle.module.url(forResource: "Bundle", withExtension: nil) else {
         throw ExampleError(description: "the example's bundle is missing from its resources")
     }
@@ -308,11 +332,4 @@ func run() async throws {
     for record in snapshot.packages.values.sorted(by: { $0.id < $1.id }) {
         print("  \(record.id) \(record.active?.version ?? "-") \(record.state)")
     }
-}
-
-do {
-    try await run()
-} catch {
-    FileHandle.standardError.write(Data("ResourcePacks: error: \(error)\n".utf8))
-    exit(1)
 }
