@@ -112,7 +112,7 @@ public struct InstalledPackageLocation: Sendable, Hashable {
     ///   - id: The package id.
     ///   - version: The installed version.
     ///   - directory: The package's installed tree.
-    ///   - files: The tree's regular files relative to `directory` (``Updater/fileList(of:)``),
+    ///   - files: The tree's regular files relative to `directory` (`Updater.fileList(of:)`),
     ///     or nil to have the tree walked.
     public init(id: String, version: String, directory: URL, files: [String]? = nil) {
         self.id = id
@@ -136,13 +136,13 @@ public enum AssetResolverChain {
     ///
     /// - Parameters:
     ///   - packages: Installed packages in the order they should win: newest or most
-    ///     specific first. Each resolves with origin ``ResolvedAsset/Origin/package(id:version:)``.
-    ///   - bundle: The bundled resources, asked last with origin ``ResolvedAsset/Origin/bundle``; nil for none.
+    ///     specific first. Each resolves with origin `ResolvedAsset.Origin.package(id:version:)`.
+    ///   - bundle: The bundled resources, asked last with origin `ResolvedAsset.Origin.bundle`; nil for none.
     ///   - scales: Which scale variants to prefer.
     ///   - extensionOrder: Extensions preferred for names given without one.
     /// - Returns: The chain.
-    /// - Throws: ``HotUpdateError/Code/notFound`` naming the package when one of the
-    ///   directories is missing; ``HotUpdateError/Code/fileSystem`` when one cannot be listed.
+    /// - Throws: `HotUpdateError.Code.notFound` naming the package when one of the
+    ///   directories is missing; `HotUpdateError.Code.fileSystem` when one cannot be listed.
     public static func make(
         packages: [InstalledPackageLocation], bundle: URL?, scales: ScalePreference = .standard,
         extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder
@@ -190,8 +190,8 @@ extension AssetResolverChain {
     ///   - scales: Which scale variants to prefer.
     ///   - extensionOrder: Extensions preferred for names given without one.
     /// - Returns: The chain.
-    /// - Throws: ``HotUpdateError`` from the metadata store or a file list that cannot be
-    ///   read (``HotUpdateError/Code/notFound``, ``HotUpdateError/Code/storeCorrupt``, naming
+    /// - Throws: `HotUpdateError` from the metadata store or a file list that cannot be
+    ///   read (`HotUpdateError.Code.notFound`, `HotUpdateError.Code.storeCorrupt`, naming
     ///   the package); the bundle's errors as in ``make(packages:bundle:scales:extensionOrder:)``.
     public static func make(
         updater: Updater, bundle: URL?, scales: ScalePreference = .standard,

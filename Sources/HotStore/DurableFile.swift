@@ -31,7 +31,7 @@ public enum DurableFile {
     /// - Parameters:
     ///   - data: The new content.
     ///   - url: The target file. Its directory must exist; the file need not.
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file and the failing step;
+    /// - Throws: `HotUpdateError.Code.fileSystem` naming the file and the failing step;
     ///   the target then still holds its old content and no temporary file is left.
     public static func write(_ data: Data, to url: URL) throws {
         #if canImport(Glibc) || canImport(Musl) || canImport(Android) || canImport(Darwin)

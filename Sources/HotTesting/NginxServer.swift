@@ -135,8 +135,8 @@ public final class NginxServer: @unchecked Sendable {
     ///   - root: The directory whose files are served.
     ///   - options: Extra locations and the executable.
     /// - Returns: The running server.
-    /// - Throws: ``HotUpdateError/Code/notFound`` when nginx is not installed (install it with
-    ///   `apt-get install nginx-light`), ``HotUpdateError/Code/transportFailed`` when it does not
+    /// - Throws: `HotUpdateError.Code.notFound` when nginx is not installed (install it with
+    ///   `apt-get install nginx-light`), `HotUpdateError.Code.transportFailed` when it does not
     ///   start (the message quotes its error log).
     public static func start(root: URL, options: Options = Options()) async throws -> NginxServer {
         let executable = try options.executable ?? findExecutable()

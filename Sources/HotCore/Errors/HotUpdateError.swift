@@ -144,6 +144,8 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
     ///   - packageID: The package concerned, if any.
     ///   - subject: The file, entry or URL concerned, if any.
     ///   - cause: The underlying error, if any.
+    ///   - file: The source file that throws; the caller's by default.
+    ///   - line: The line that throws; the caller's by default.
     public init(
         _ code: Code,
         _ message: String,

@@ -31,7 +31,9 @@ public struct ManifestTrust: Sendable, Hashable {
     /// Accepts unsigned manifests as well, with a warning on every sync. For development
     /// repositories only: an unsigned manifest protects against nothing.
     ///
-    /// - Parameter keys: Keys to check signatures with when a manifest is signed after all.
+    /// - Parameters:
+    ///   - keys: Keys to check signatures with when a manifest is signed after all.
+    ///   - threshold: How many of them must sign such a manifest (at least 1).
     public static func unsignedDevelopment(keys: [PublicKey] = [], threshold: Int = 1) -> ManifestTrust {
         ManifestTrust(rootKeys: keys, threshold: max(1, threshold), allowsUnsigned: true)
     }

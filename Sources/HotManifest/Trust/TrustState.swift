@@ -49,7 +49,7 @@ public struct TrustState: Codable, Sendable, Hashable {
 
     /// Reads the state under `root`; a missing file is an empty state.
     ///
-    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` when the file exists but cannot be read:
+    /// - Throws: `HotUpdateError.Code.storeCorrupt` when the file exists but cannot be read:
     ///   a client that lost its trust state must not silently accept an older manifest.
     public static func load(root: URL) throws -> TrustState {
         let file = root.appendingPathComponent(fileName)
@@ -70,7 +70,7 @@ public struct TrustState: Codable, Sendable, Hashable {
     /// Writes the state under `root` atomically and durably (temporary file, fsync, rename,
     /// fsync of the directory).
     ///
-    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    /// - Throws: `HotUpdateError.Code.fileSystem`.
     public func save(root: URL) throws {
         try FileSystem.createDirectory(root)
         let encoder = JSONEncoder()
