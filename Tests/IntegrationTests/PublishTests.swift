@@ -158,7 +158,7 @@ struct PublishTests {
         let damaged = try #require(before.sorted().first { $0.hasPrefix("app-1-") })
         try await Subprocess.check(
             "python3",
-            ["-c", "import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=b'x', method='PUT', headers={'x-amz-acl': 'public-read'}))",
+            ["-c", "import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=b'x', method='PUT', headers={'x-amz-acl': 'public-read', 'Content-Type': 'application/zip'}))",
              Self.publicURL(moto, "app/packages/\(damaged)")])
         let refused = try await Self.hot(["verify", "--url", manifestURL, "--trust", workspace.publicKey])
         #expect(refused.status == 1)

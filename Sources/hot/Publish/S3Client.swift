@@ -92,6 +92,11 @@ struct S3Client: Sendable {
         var headers = request.headers
         headers["x-amz-content-sha256"] = try CryptoVerifier().digest(of: request.body ?? Data(), using: .sha256).hex
         if let token = credentials.sessionToken { headers["x-amz-security-token"] = token }
+        // libcurl labels a body without a type application/x-www-form-urlencoded, which a
+        // store may parse as a form and so lose (moto does): every body gets a type.
+        if request.body != nil, !headers.keys.contains(where: { $0.lowercased() == "content-type" }) {
+            headers["Content-Type"] = "application/octet-stream"
+        }
         let call = S3Call(
             method: request.method, url: url, headers: headers, body: request.body,
             sigv4: "aws:amz:\(region):s3", credentials: credentials)
