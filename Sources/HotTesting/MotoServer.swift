@@ -48,7 +48,13 @@ public final class MotoServer: @unchecked Sendable {
         public var contentType: String?
         /// Whether the request was held by ``MotoServer/stall(matching:)``.
         public var stalled: Bool?
+        /// For a request signed with AWS SigV4: whether its signature is the one botocore
+        /// computes for it with ``MotoServer/secretAccessKey`` (moto itself checks none).
+        public var signatureValid: Bool?
     }
+
+    /// The secret key ``Request/signatureValid`` checks signatures against, whatever the access key.
+    public static let secretAccessKey = "hot-test-secret"
 
     /// `http://127.0.0.1:PORT/`.
     public let baseURL: URL
@@ -92,7 +98,8 @@ public final class MotoServer: @unchecked Sendable {
             let work = FileManager.default.temporaryDirectory.appendingPathComponent("hot-moto-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
             let launcher = work.appendingPathComponent("launch.py")
-            try Data(launcherSource.utf8).write(to: launcher)
+            try Data(launcherSource.replacingOccurrences(of: "__SECRET__", with: "'\(secretAccessKey)'").utf8)
+                .write(to: launcher)
             let port = try NginxServer.freePort()
             let server = try spawn(launcher: launcher, work: work, port: port)
             do {
@@ -208,8 +215,11 @@ public final class MotoServer: @unchecked Sendable {
     /// moto's WSGI application behind a recorder that logs each request as one JSON line
     /// and holds those matching the `stall` file's pattern.
     private static let launcherSource = #"""
-        import json, os, sys, threading, time, urllib.parse
+        import json, os, re, sys, threading, time, urllib.parse
         from werkzeug.serving import run_simple
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
         port, work = int(sys.argv[1]), sys.argv[2]
@@ -222,6 +232,30 @@ public final class MotoServer: @unchecked Sendable {
             with lock:
                 log.write(json.dumps(entry) + "\n")
 
+        class Recheck(SigV4Auth):
+            def _modify_request_before_signing(self, request):
+                pass
+
+            def payload(self, request):
+                return request.headers["x-amz-content-sha256"]
+
+        def signature_valid(environ, path, query):
+            found = re.match(
+                r"AWS4-HMAC-SHA256 Credential=([^/]+)/[0-9]+/([^/]+)/s3/aws4_request, SignedHeaders=([^,]+), Signature=([0-9a-f]+)$",
+                environ.get("HTTP_AUTHORIZATION", ""))
+            if not found:
+                return None
+            headers = {}
+            for name in found.group(3).split(";"):
+                special = {"content-type": "CONTENT_TYPE", "content-length": "CONTENT_LENGTH"}
+                headers[name] = environ.get(special.get(name, "HTTP_" + name.upper().replace("-", "_")), "")
+            url = "http://" + environ.get("HTTP_HOST", "") + path + ("?" + query if query else "")
+            request = AWSRequest(method=environ["REQUEST_METHOD"], url=url, headers=headers)
+            request.context["timestamp"] = headers.get("x-amz-date", "")
+            auth = Recheck(Credentials(found.group(1), __SECRET__), "s3", found.group(2))
+            expected = auth.signature(auth.string_to_sign(request, auth.canonical_request(request)), request)
+            return expected == found.group(4)
+
         def recorder(environ, start_response):
             path = urllib.parse.unquote(environ.get("PATH_INFO", ""))
             query = environ.get("QUERY_STRING", "")
@@ -229,6 +263,7 @@ public final class MotoServer: @unchecked Sendable {
                 "method": environ["REQUEST_METHOD"], "host": environ.get("HTTP_HOST", ""), "path": path,
                 "query": query, "ifNoneMatch": environ.get("HTTP_IF_NONE_MATCH"),
                 "cacheControl": environ.get("HTTP_CACHE_CONTROL"), "contentType": environ.get("CONTENT_TYPE") or None,
+                "signatureValid": signature_valid(environ, path, query),
             }
             target = entry["method"] + " " + path + ("?" + query if query else "")
             try:

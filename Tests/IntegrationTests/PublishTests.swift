@@ -15,7 +15,9 @@ import Glibc
 @Suite("hot publish to S3")
 struct PublishTests {
     /// Credentials moto accepts; the tool reads them from the environment.
-    static let environment = ["AWS_ACCESS_KEY_ID=hot-test", "AWS_SECRET_ACCESS_KEY=hot-test-secret", "AWS_REGION=us-east-1"]
+    static let environment = [
+        "AWS_ACCESS_KEY_ID=hot-test", "AWS_SECRET_ACCESS_KEY=\(MotoServer.secretAccessKey)", "AWS_REGION=eu-west-1",
+    ]
 
     /// Runs `hot` with the test credentials.
     static func hot(_ arguments: [String]) async throws -> CommandLineTests.Result {
@@ -110,6 +112,9 @@ struct PublishTests {
         #expect(packagePuts.allSatisfy { $0 < manifestPut })
         #expect(packagePuts.allSatisfy { uploads[$0].ifNoneMatch == "*" })
         #expect(uploads[manifestPut].ifNoneMatch == nil)
+        // libcurl's SigV4 signatures are the ones botocore computes, for every request hot sent.
+        let signed = moto.requests().dropFirst(start)
+        #expect(!signed.isEmpty && signed.allSatisfy { $0.signatureValid == true })
 
         // Headers, read back with HEAD.
         let transport = CurlTransport()
@@ -224,6 +229,8 @@ struct PublishTests {
         // The rerun keeps the part already stored and finishes.
         let rerun = try await Self.succeed(Self.publishArguments(workspace, moto) + small)
         #expect(rerun.stdout.contains("resumed after 1 part(s)"))
+        // Multipart requests (?uploads=, ?uploadId=, ?partNumber=) are signed right too.
+        #expect(moto.requests().filter { $0.query.contains("upload") }.allSatisfy { $0.signatureValid == true })
         let parts = moto.requests().filter { $0.method == "PUT" && $0.query.contains("partNumber=1") && $0.status == 200 }
         #expect(parts.count == 1)
         try await Self.succeed(["verify", "--url", manifestURL, "--trust", workspace.publicKey])
