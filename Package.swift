@@ -88,6 +88,8 @@ let package = Package(
             dependencies: [
                 "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets",
                 argumentParser,
+                // `hot publish` signs its S3 requests with libcurl's SigV4.
+                .target(name: "CHotCurl", condition: .when(platforms: nonApple + [.macOS])),
             ]),
 
         // Examples.
