@@ -84,9 +84,9 @@ public final class MotoServer: @unchecked Sendable {
 
     /// Starts moto and returns once it answers.
     ///
-    /// - Throws: ``HotUpdateError/Code/notFound`` when `python3` cannot import moto (install
+    /// - Throws: `HotUpdateError.Code.notFound` when `python3` cannot import moto (install
     ///   it with `pip install 'moto[server]'`, as `scripts/ensure-deps test` does),
-    ///   ``HotUpdateError/Code/transportFailed`` when it does not start.
+    ///   `HotUpdateError.Code.transportFailed` when it does not start.
     public static func start() async throws -> MotoServer {
         let check = try await Subprocess.run("python3", ["-c", "import moto.server, werkzeug"])
         guard check.status == 0 else {

@@ -6,8 +6,8 @@ import HotCore
 ///
 /// A request whose URL lies under one of the ``mirrors`` is sent there first, then to each
 /// other mirror in order, the same path under each base. It moves on when a mirror:
-/// - cannot be reached, or stalls before answering (``HotUpdateError/Code/transportFailed``,
-///   ``HotUpdateError/Code/timedOut``);
+/// - cannot be reached, or stalls before answering (`HotUpdateError.Code.transportFailed`,
+///   `HotUpdateError.Code.timedOut`);
 /// - answers 404 or 5xx (the last mirror's answer is returned as it is);
 /// - stalls or breaks off in the middle of the body (the request's low-speed window): the
 ///   body goes on from the next mirror with a byte range from where it stopped, so the

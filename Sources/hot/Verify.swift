@@ -15,8 +15,8 @@ struct Verify: AsyncParsableCommand {
             exist with the listed size, SHA-256 and MD5, and every file in packages/ must be \
             listed by some manifest. Prints each problem and exits 1 when there is any.
 
-            With --url, the manifest at that URL is checked the same way and every package
-            file it lists is downloaded from where clients download it (its URL relative to
+            With --url, the manifest at that URL is checked the same way and every package \
+            file it lists is downloaded from where clients download it (its URL relative to \
             the manifest's), up to its signed size, and hashed; nothing is written to disk.
             """)
 

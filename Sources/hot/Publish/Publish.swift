@@ -10,21 +10,21 @@ struct Publish: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Upload a repository to S3-compatible object storage: package files first, manifests last.",
         discussion: """
-            Every file under packages/ is uploaded only when the bucket lacks it (If-None-Match: *),
-            with Cache-Control "public, max-age=31536000, immutable" and its content type; files
-            larger than --multipart-threshold go up in parts, and a rerun resumes an interrupted
-            upload from the parts already stored. Only when every package file is in the bucket
-            are the manifests uploaded (Cache-Control "no-cache"), each after a copy under
-            history/ that --prune reads; a manifest naming a file the bucket lacks is never
-            uploaded. A publish stopped at any point leaves the previous manifests serving a
+            Every file under packages/ is uploaded only when the bucket lacks it (If-None-Match: *), \
+            with Cache-Control "public, max-age=31536000, immutable" and its content type; files \
+            larger than --multipart-threshold go up in parts, and a rerun resumes an interrupted \
+            upload from the parts already stored. Only when every package file is in the bucket \
+            are the manifests uploaded (Cache-Control "no-cache"), each after a copy under \
+            history/ that --prune reads; a manifest naming a file the bucket lacks is never \
+            uploaded. A publish stopped at any point leaves the previous manifests serving a \
             consistent repository; run it again to finish.
 
-            --prune then deletes the package files that neither a live manifest nor the last
-            --keep manifests of any channel (live included) name. --dry-run prints what would
+            --prune then deletes the package files that neither a live manifest nor the last \
+            --keep manifests of any channel (live included) name. --dry-run prints what would \
             be uploaded and deleted and changes nothing.
 
-            Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else
-            the profile AWS_PROFILE (or default) in ~/.aws/credentials. Region: --region, else
+            Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else \
+            the profile AWS_PROFILE (or default) in ~/.aws/credentials. Region: --region, else \
             AWS_REGION, else us-east-1. Requests are signed by libcurl (SigV4).
             """)
 
