@@ -103,11 +103,18 @@ extension Updater {
     /// content that finishes later does not install over it.
     func join(_ descriptor: PackageDescriptor, repairing: String? = nil) async throws -> FlightResult {
         let key = FlightKey(descriptor, repairing: repairing)
-        if repairing == nil { wanted[descriptor.id] = WantedVersion(key: key, chosenAt: Date()) }
+        if repairing == nil {
+            let now = Date()
+            wanted[descriptor.id] = WantedVersion(key: key, chosenAt: now)
+            requested[key] = now
+        }
         return try await flights.join(key) { [self] in
             try await self.fly(descriptor, key: key)
         }
     }
+
+    /// How many staged packages wait for the next group commit (for tests).
+    package var pendingInstallCount: Int { pendingInstalls.count }
 
     /// How many callers wait for a flight of `packageID` (for tests that need a caller to
     /// have joined before they let a download finish).
@@ -176,6 +183,7 @@ extension Updater {
     /// A flight ended: it is no longer the package's newest request.
     private func landed(_ key: FlightKey) {
         if wanted[key.id]?.key == key { wanted[key.id] = nil }
+        requested[key] = nil
     }
 
     /// Publishes the stored state again, after a flight that changed nothing.

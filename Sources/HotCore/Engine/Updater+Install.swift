@@ -152,7 +152,7 @@ extension Updater {
                 settle(pending, .failure(Self.superseded(pending.offered, by: newest.key.version)))
                 continue
             }
-            let chosenAt = pending.key != nil && newest?.key == pending.key ? (newest?.chosenAt ?? Date()) : Date()
+            let chosenAt = pending.key.flatMap { requested[$0] } ?? Date()
             if let earlier = candidates[id] {
                 // Two local installs of one package in one group: the later one wins.
                 settle(earlier.pending, .failure(Self.superseded(earlier.pending.offered, by: pending.offered.version)))

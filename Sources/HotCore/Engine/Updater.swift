@@ -56,6 +56,8 @@ public actor Updater {
     /// The newest request for each package in this process: a flight whose content is no
     /// longer the newest request does not install.
     var wanted: [String: WantedVersion] = [:]
+    /// When each running flight was last asked for.
+    var requested: [FlightKey: Date] = [:]
     /// Staged packages waiting for the next group commit.
     var pendingInstalls: [PendingInstall] = []
     var installGroupQueued = false

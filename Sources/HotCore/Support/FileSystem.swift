@@ -65,6 +65,25 @@ public enum FileSystem {
         if durable { try syncDirectory(destination.deletingLastPathComponent()) }
     }
 
+    /// Replaces the content of `url` atomically and durably: a new temporary file beside it,
+    /// written and fsynced, renamed over it, and its directory fsynced. A reader sees the old
+    /// content or the new, never a mix; on failure the temporary file is removed.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file.
+    package static func replaceDurably(_ url: URL, with data: Data) throws {
+        let directory = url.deletingLastPathComponent()
+        let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).tmp-\(UUID().uuidString)")
+        do {
+            let writer = try FileWriter(creating: temporary)
+            try writer.write(data)
+            try writer.close(sync: true)
+            try rename(temporary, to: url)
+        } catch {
+            try? remove(temporary)
+            throw error
+        }
+    }
+
     /// fsyncs a directory, making renames and creations inside it durable. File systems
     /// that cannot sync a directory (`EINVAL`, `ENOTSUP`) are accepted: they give no stronger
     /// guarantee to ask for.
