@@ -34,6 +34,12 @@ public enum DurableFile {
     /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file and the failing step;
     ///   the target then still holds its old content and no temporary file is left.
     public static func write(_ data: Data, to url: URL) throws {
+        try write(data, to: url, faultPoint: nil)
+    }
+
+    /// ``write(_:to:)``, reaching `faultPoint` (see ``FaultPoint``) after the temporary file
+    /// is written and flushed and before it is renamed over the target.
+    static func write(_ data: Data, to url: URL, faultPoint: StaticString?) throws {
         #if canImport(Glibc) || canImport(Musl) || canImport(Android) || canImport(Darwin)
         let target = url.path
         let directory = url.deletingLastPathComponent().path
@@ -53,6 +59,7 @@ public enum DurableFile {
                 throw failure("cannot fsync the temporary file", errno, subject: target)
             }
         }
+        if let faultPoint { FaultPoint.reached(faultPoint) }
         guard rename(temporary, target) == 0 else {
             throw failure("cannot rename the temporary file over it", errno, subject: target)
         }

@@ -95,6 +95,7 @@ extension Updater {
         do {
             let root = layout.root
             try await FileSystem.offload { try FileSystem.syncFileSystem(containing: root) }
+            FaultPoint.reached("after-flush")
             try await commit(next)
         } catch {
             for install in prepared.reversed() {
@@ -131,6 +132,7 @@ extension Updater {
         let files = staged.files
         let tree = staged.tree
         try await adoptObjects(of: staged, for: offered.id, distrustingExisting: false)
+        FaultPoint.reached("after-adopt")
 
         let existing = next.packages[offered.id]
         let kept = ([existing?.active].compactMap { $0 }) + (existing?.previous ?? [])
@@ -151,6 +153,7 @@ extension Updater {
             await discardTree(destination, listURL: listURL, files: files)
             throw error
         }
+        FaultPoint.reached("after-rename")
 
         let version = InstalledVersion(
             version: offered.version, path: relative, archiveSize: staged.size, sha256: staged.sha256.hex,
@@ -170,6 +173,7 @@ extension Updater {
         defer { try? FileSystem.remove(staged.stagingDirectory) }
         try Task.checkCancellation()
         try await adoptObjects(of: staged, for: offered.id, distrustingExisting: true)
+        FaultPoint.reached("after-adopt")
         return try await replaceActiveTree(with: staged, of: offered.id, in: try await open())
     }
 
@@ -229,7 +233,9 @@ extension Updater {
             try FileList(files: files).write(to: listURL)
             if FileSystem.isDirectory(destination) { try FileSystem.rename(destination, to: damaged) }
             try FileSystem.rename(tree, to: destination)
+            FaultPoint.reached("after-rename")
             try FileSystem.syncFileSystem(containing: root)
+            FaultPoint.reached("after-flush")
             try? FileSystem.remove(damaged)
             _ = objects.release(files.map(\.sha256))
         }
