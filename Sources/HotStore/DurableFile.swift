@@ -31,8 +31,9 @@ public enum DurableFile {
     /// - Parameters:
     ///   - data: The new content.
     ///   - url: The target file. Its directory must exist; the file need not.
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file and the failing step;
-    ///   the target then still holds its old content and no temporary file is left.
+    /// - Throws: ``HotUpdateError/Code/diskFull`` when the disk is full,
+    ///   ``HotUpdateError/Code/fileSystem`` for other failures, naming the file and the failing
+    ///   step; the target then still holds its old content and no temporary file is left.
     public static func write(_ data: Data, to url: URL) throws {
         try write(data, to: url, faultPoint: nil)
     }
@@ -162,8 +163,7 @@ public enum DurableFile {
     }
 
     private static func failure(_ what: String, _ code: Int32, subject: String) -> HotUpdateError {
-        let reason = strerror(code).map { String(cString: $0) } ?? "error"
-        return HotUpdateError(.fileSystem, "\(what): \(reason) (errno \(code))", subject: subject)
+        HotUpdateError.system("\(what)", errno: code, subject: subject)
     }
     #endif
 }

@@ -57,10 +57,8 @@ public enum FileSystem {
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
     public static func rename(_ source: URL, to destination: URL, durable: Bool = true) throws {
         guard systemRename(source.path, destination.path) == 0 else {
-            let code = errno
-            throw HotUpdateError(
-                .fileSystem,
-                "cannot rename \(source.path) to \(destination.path): \(String(cString: strerror(code)))")
+            throw HotUpdateError.system(
+                "cannot rename \(source.path) to \(destination.path)", errno: errno, subject: destination.path)
         }
         if durable { try syncDirectory(destination.deletingLastPathComponent()) }
     }
@@ -99,9 +97,8 @@ public enum FileSystem {
                 return
             }
             guard syncfs(fd) == 0 else {
-                let code = errno
-                throw HotUpdateError(
-                    .fileSystem, "cannot flush the file system of \(url.path): \(String(cString: strerror(code)))")
+                throw HotUpdateError.system(
+                    "cannot flush the file system of \(url.path)", errno: errno, subject: url.path)
             }
         #else
             sync()
