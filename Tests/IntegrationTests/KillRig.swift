@@ -99,7 +99,7 @@ final class KillRig: @unchecked Sendable {
     /// Builds the repository, starts nginx and prepares a store root for every start.
     ///
     /// - Parameter bytesPerSecond: The rate limit under `/slow/`.
-    init(bytesPerSecond: Int = 400_000) async throws {
+    init(bytesPerSecond: Int = 150_000) async throws {
         work = try makeTemporaryDirectory("kill-rig")
         let common = noise(16_000, seed: 7)
         version1 = [

@@ -26,7 +26,7 @@ final class HotRun: @unchecked Sendable {
     }
 
     private let process = Process()
-    /// The file holding the run's standard output and standard error.
+    /// The file holding the run's standard error; standard output goes beside it (`.out`).
     let log: URL
     /// The arguments, for messages.
     let arguments: [String]
@@ -42,13 +42,18 @@ final class HotRun: @unchecked Sendable {
         variables["HOT_ABORT_AT"] = nil
         for (name, value) in environment { variables[name] = value }
         process.environment = variables
-        guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
-            throw HotUpdateError(.fileSystem, "cannot create the run's log", subject: log.path)
+        let outputFile = log.appendingPathExtension("out")
+        for file in [log, outputFile] where !FileManager.default.createFile(atPath: file.path, contents: nil) {
+            throw HotUpdateError(.fileSystem, "cannot create the run's log", subject: file.path)
         }
-        let handle = try FileHandle(forWritingTo: log)
-        defer { try? handle.close() }
-        process.standardOutput = handle
-        process.standardError = handle
+        let errors = try FileHandle(forWritingTo: log)
+        let output = try FileHandle(forWritingTo: outputFile)
+        defer {
+            try? errors.close()
+            try? output.close()
+        }
+        process.standardOutput = output
+        process.standardError = errors
         process.standardInput = FileHandle.nullDevice
         try process.run()
     }
@@ -72,8 +77,14 @@ final class HotRun: @unchecked Sendable {
         }
     }
 
-    /// What the run printed.
-    var output: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+    /// What the run printed on standard output.
+    var standardOutput: String { (try? String(contentsOf: log.appendingPathExtension("out"), encoding: .utf8)) ?? "" }
+
+    /// What the run printed on standard error.
+    var standardError: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+
+    /// Standard output, then standard error.
+    var output: String { standardOutput + standardError }
 
     /// Runs `hot` to its end.
     static func run(_ arguments: [String], environment: [String: String?] = [:], log: URL) async throws
@@ -118,17 +129,13 @@ struct StoreInspection {
 
     /// Runs `hot status [--check] --json` and decodes it; throws with the output when it fails.
     static func status(root: URL, check: Bool, log: URL) async throws -> [String: Package] {
-        let (ending, output) = try await HotRun.run(
-            ["status", "--root", root.path, "--json"] + (check ? ["--check"] : []), log: log)
+        let run = try HotRun(["status", "--root", root.path, "--json"] + (check ? ["--check"] : []), log: log)
+        let ending = await run.wait()
         guard ending == .exited(0) else {
             throw HotUpdateError(
-                .internalInconsistency, "hot status\(check ? " --check" : "") ended with \(ending): \(output)")
+                .internalInconsistency, "hot status\(check ? " --check" : "") ended with \(ending): \(run.output)")
         }
-        // The JSON document is the first line starting with "{" and everything after it.
-        guard let start = output.range(of: "{\n")?.lowerBound ?? output.firstIndex(of: "{") else {
-            throw HotUpdateError(.internalInconsistency, "hot status printed no JSON: \(output)")
-        }
-        let document = try JSONDecoder().decode(StatusDocument.self, from: Data(output[start...].utf8))
+        let document = try JSONDecoder().decode(StatusDocument.self, from: Data(run.standardOutput.utf8))
         return Dictionary(document.packages.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
