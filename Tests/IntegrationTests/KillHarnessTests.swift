@@ -28,16 +28,19 @@ struct KillHarnessTests {
             durations[operation] = max(20, (clock.now - start).milliseconds)
             #expect(trial.problems.isEmpty, "\(trial)")
         }
-        // The check after a run takes most of that time; the run itself is measured again,
-        // alone, on a fresh root.
+        // The check after a run takes most of that time; the run itself is timed alone, on
+        // fresh roots, and the shortest of three runs bounds the moment of the kill.
         for operation in KillRig.Operation.allCases {
-            let (root, logs) = try rig.makeRoot(operation.start)
-            let clock = ContinuousClock()
-            let start = clock.now
-            let (ending, output) = try await HotRun.run(
-                rig.arguments(for: operation, root: root), log: logs.appendingPathComponent("timed.log"))
-            #expect(ending == .exited(0), "\(operation): \(output)")
-            durations[operation] = max(20, (clock.now - start).milliseconds)
+            for attempt in 0..<3 {
+                let (root, logs) = try rig.makeRoot(operation.start)
+                let clock = ContinuousClock()
+                let start = clock.now
+                let (ending, output) = try await HotRun.run(
+                    rig.arguments(for: operation, root: root), log: logs.appendingPathComponent("timed.log"))
+                #expect(ending == .exited(0), "\(operation): \(output)")
+                let length = max(20, (clock.now - start).milliseconds)
+                durations[operation] = attempt == 0 ? length : min(durations[operation] ?? length, length)
+            }
         }
 
         var generator = SeededGenerator(seed: seed)
@@ -56,7 +59,9 @@ struct KillHarnessTests {
                 kills += 1
                 killsByOperation[operation, default: 0] += 1
             } else {
+                // The run was faster than the window: kill the next ones of its kind sooner.
                 finishedFirst += 1
+                durations[operation] = max(10, min(limit, delay.milliseconds))
             }
             if !trial.problems.isEmpty { inconsistent.append(trial) }
         }
@@ -65,9 +70,10 @@ struct KillHarnessTests {
         let perOperation = KillRig.Operation.allCases.map { "\($0.rawValue) \(killsByOperation[$0] ?? 0)" }
         print(
             "kill harness: random kills \(kills) (\(perOperation.joined(separator: ", "))), "
-                + "runs that finished first \(finishedFirst), consistent \(kills + finishedFirst - inconsistent.count), "
-                + "inconsistent \(inconsistent.count), seed \(seed), "
-                + "run lengths \(KillRig.Operation.allCases.map { "\($0.rawValue) \(durations[$0] ?? 0) ms" }.joined(separator: ", "))")
+                + "consistent \(kills - inconsistent.filter(\.died).count) of \(kills) kills; "
+                + "runs that finished first \(finishedFirst), \(inconsistent.filter { !$0.died }.count) of them inconsistent; "
+                + "seed \(seed), "
+                + "kill windows \(KillRig.Operation.allCases.map { "\($0.rawValue) \(durations[$0] ?? 0) ms" }.joined(separator: ", "))")
         for trial in inconsistent { print("kill harness: inconsistent: \(trial)") }
         #expect(kills >= wanted, "only \(kills) of \(attempts) runs were killed before they finished")
         #expect(inconsistent.isEmpty, "\(inconsistent.count) inconsistent: \(inconsistent.map(\.description).joined(separator: "\n"))")
