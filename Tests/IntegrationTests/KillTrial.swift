@@ -48,7 +48,7 @@ extension KillRig {
         }
         var problems: [String] = []
         if !died, ending != .exited(0) {
-            problems.append("the run failed by itself: \(run.output.suffix(600))")
+            problems.append("the run failed by itself: \(run.failure)")
         }
         problems += await check(after: operation, root: root, logs: logs, finished: !died)
         let how = delay.map { "killed after \($0.milliseconds) ms" } ?? point.map { "aborted at \($0)" } ?? "not killed"
@@ -105,7 +105,7 @@ extension KillRig {
             do {
                 let (ending, output) = try await HotRun.run(arguments, log: log("recovery-\(index).log"))
                 if ending != .exited(0) {
-                    problems.append("the next `hot \(arguments[0])` ends with \(ending): \(output.suffix(600))")
+                    problems.append("the next `hot \(arguments[0])` ends with \(ending): \(HotRun.failure(in: output))")
                 }
             } catch {
                 problems.append("cannot run the next `hot \(arguments[0])`: \(error)")

@@ -62,7 +62,7 @@ final class HotRun: @unchecked Sendable {
     @discardableResult
     func kill() -> Bool {
         guard process.isRunning else { return false }
-        return Glibc.kill(process.processIdentifier, SIGKILL) == 0
+        return sendSignal(process.processIdentifier, SIGKILL) == 0
     }
 
     /// Waits for the end of the run.
@@ -86,6 +86,16 @@ final class HotRun: @unchecked Sendable {
     /// Standard output, then standard error.
     var output: String { standardOutput + standardError }
 
+    /// The `hot: error:` lines of standard error, or its end when there are none: what a
+    /// failure report needs.
+    var failure: String { Self.failure(in: standardError) }
+
+    /// The `hot: error:` lines of `text`, or its end when there are none.
+    static func failure(in text: String) -> String {
+        let lines = text.split(separator: "\n").filter { $0.hasPrefix("hot: error:") }
+        return lines.isEmpty ? String(text.suffix(600)) : lines.joined(separator: " | ")
+    }
+
     /// Runs `hot` to its end.
     static func run(_ arguments: [String], environment: [String: String?] = [:], log: URL) async throws
         -> (Ending, String)
@@ -95,6 +105,9 @@ final class HotRun: @unchecked Sendable {
         return (ending, run.output)
     }
 }
+
+/// `kill(2)`, outside ``HotRun``, whose own `kill()` hides it.
+private func sendSignal(_ pid: pid_t, _ signal: Int32) -> Int32 { kill(pid, signal) }
 
 /// What a store root holds, read the way a user of the files sees them, and every way it
 /// breaks the store's invariants.
@@ -128,7 +141,9 @@ struct StoreInspection {
     }
 
     /// Runs `hot status [--check] --json` and decodes it; throws with the output when it fails.
+    /// A root that does not exist (a run killed before it made one) holds no package.
     static func status(root: URL, check: Bool, log: URL) async throws -> [String: Package] {
+        guard FileManager.default.fileExists(atPath: root.path) else { return [:] }
         let run = try HotRun(["status", "--root", root.path, "--json"] + (check ? ["--check"] : []), log: log)
         let ending = await run.wait()
         guard ending == .exited(0) else {

@@ -41,6 +41,10 @@ struct TwoProcessTests {
             let manifest = round % 2 == 0 ? 1 : 2
             let (name, arguments) = others[round % others.count]
             let delay = Duration.milliseconds(Int64.random(in: 0...syncLength, using: &generator))
+            // Nothing kept: the sync downloads, so the other command meets it mid-flight.
+            let (dropped, dropOutput) = try await HotRun.run(
+                ["gc", "--keep", "0", "--root", root.path], log: logs.appendingPathComponent("round-\(round)-setup.log"))
+            try #require(dropped == .exited(0), "\(dropOutput)")
             let sync = try HotRun(
                 ["sync"] + rig.syncArguments(manifest: manifest, slow: true, root: root),
                 log: logs.appendingPathComponent("round-\(round)-sync.log"))
@@ -50,11 +54,11 @@ struct TwoProcessTests {
 
             var problems: [String] = []
             if syncEnding != .exited(0) {
-                problems.append("the sync to m\(manifest) failed (\(syncEnding)): \(sync.output.suffix(500))")
+                problems.append("the sync to m\(manifest) failed (\(syncEnding)): \(sync.failure)")
             }
             let deletedNothing = name == "delete" && other.output.contains("not installed")
             if otherEnding != .exited(0), !deletedNothing {
-                problems.append("\(name) failed (\(otherEnding)): \(other.output.suffix(500))")
+                problems.append("\(name) failed (\(otherEnding)): \(other.failure)")
             }
             problems += await rig.check(
                 concurrentRoundOn: root, manifest: manifest, logs: logs, round: round)
@@ -103,7 +107,7 @@ extension KillRig {
         do {
             let (ending, output) = try await HotRun.run(
                 ["sync"] + syncArguments(manifest: manifest, slow: false, root: root), log: log("next-sync"))
-            if ending != .exited(0) { problems.append("the next sync fails (\(ending)): \(output.suffix(500))") }
+            if ending != .exited(0) { problems.append("the next sync fails (\(ending)): \(HotRun.failure(in: output))") }
             let after = try await StoreInspection.status(root: root, check: true, log: log("after"))
             let expected: Content = manifest == 1 ? .version1 : .version2
             let tree = try after[Self.packageID]?.path.flatMap { try StoreInspection.tree(URL(fileURLWithPath: $0)) }
