@@ -41,6 +41,7 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case storeCorrupt
             case notFound
             case cancelled
+            case superseded
             case unsupported
             case internalInconsistency
             case activationFailed
@@ -101,6 +102,10 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let notFound = Code(.notFound)
         /// The work was cancelled.
         public static let cancelled = Code(.cancelled)
+        /// A newer request for the package was made while this one ran (in this process or
+        /// another one sharing the store), or the version a repair was for is no longer
+        /// active: this one did not change the store.
+        public static let superseded = Code(.superseded)
         /// The operation is not supported by this implementation or platform.
         public static let unsupported = Code(.unsupported)
         /// HotUpdate broke one of its own invariants; please report it.

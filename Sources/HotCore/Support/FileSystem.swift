@@ -63,18 +63,31 @@ public enum FileSystem {
         if durable { try syncDirectory(destination.deletingLastPathComponent()) }
     }
 
-    /// fsyncs a directory, making renames and creations inside it durable.
+    /// fsyncs a directory, making renames and creations inside it durable. File systems
+    /// that cannot sync a directory (`EINVAL`, `ENOTSUP`) are accepted: they give no stronger
+    /// guarantee to ask for.
     ///
-    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    /// - Throws: ``HotUpdateError/Code/fileSystem`` when the directory cannot be opened or
+    ///   its fsync fails.
     public static func syncDirectory(_ url: URL) throws {
-        let fd = open(url.path, O_RDONLY | O_DIRECTORY)
+        try syncDirectory(url, using: { fsync($0) })
+    }
+
+    /// ``syncDirectory(_:)`` with the `fsync` to call (tests pass one that fails).
+    package static func syncDirectory(_ url: URL, using sync: (Int32) -> Int32) throws {
+        let fd = open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else {
             let code = errno
             throw HotUpdateError(
                 .fileSystem, "cannot open directory \(url.path): \(String(cString: strerror(code)))")
         }
         defer { _ = systemCloseFD(fd) }
-        _ = fsync(fd)
+        while sync(fd) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            if code == EINVAL || code == ENOTSUP { return }
+            throw HotUpdateError.system("cannot fsync directory \(url.path)", errno: code, subject: url.path)
+        }
     }
 
     /// Flushes everything written to the file system holding `url` to stable storage:
