@@ -251,12 +251,14 @@ extension Updater {
         let packageDirectory = layout.packageDirectory(id: offered.id)
         do {
             try await adoptObjects(of: staged, for: offered.id, distrustingExisting: false)
+            FaultPoint.reached("after-adopt")
             try await FileSystem.offload {
                 try FileList(files: files).write(to: listURL)
                 try FileSystem.createDirectory(packageDirectory)
                 try FileSystem.remove(destination)
                 try FileSystem.rename(tree, to: destination, durable: false)  // the group's flush follows
             }
+            FaultPoint.reached("after-rename")
         } catch {
             // The staged tree goes first, so the objects only it linked are free to release.
             try? FileSystem.remove(tree)
@@ -310,11 +312,13 @@ extension Updater {
                 await self.discardTree(destination, listURL: listURL, files: files)
             }
             try await self.adoptObjects(of: staged, for: id, distrustingExisting: true)
+            FaultPoint.reached("after-adopt")
             try await FileSystem.offload {
                 try FileList(files: files).write(to: listURL)
                 try FileSystem.createDirectory(packageDirectory)
                 try FileSystem.rename(tree, to: destination, durable: false)  // the flush before the commit follows
             }
+            FaultPoint.reached("after-rename")
             var repaired = active
             repaired.path = relative
             record.active = repaired

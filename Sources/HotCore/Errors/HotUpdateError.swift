@@ -45,6 +45,7 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case unsupported
             case internalInconsistency
             case activationFailed
+            case diskFull
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -92,7 +93,8 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let wrongPassword = Code(.wrongPassword)
         /// An entry's CRC-32 does not match its data.
         public static let checksumMismatch = Code(.checksumMismatch)
-        /// A file-system operation failed (full disk, permissions, missing directory).
+        /// A file-system operation failed (permissions, missing directory); a full disk is
+        /// ``diskFull``.
         public static let fileSystem = Code(.fileSystem)
         /// The metadata store cannot be read or is inconsistent.
         public static let storeCorrupt = Code(.storeCorrupt)
@@ -110,6 +112,9 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let internalInconsistency = Code(.internalInconsistency)
         /// An app's patch activation hook refused a patch.
         public static let activationFailed = Code(.activationFailed)
+        /// The file system has no room left, or the user's quota is used up (`ENOSPC`,
+        /// `EDQUOT`); the error names the file that could not be written.
+        public static let diskFull = Code(.diskFull)
 
         public var description: String { value.rawValue }
     }
@@ -208,7 +213,8 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
     }
 
     /// Wraps any error as a ``HotUpdateError``: a `HotUpdateError` passes through,
-    /// `CancellationError` becomes ``Code/cancelled``, anything else becomes `fallback`.
+    /// `CancellationError` becomes ``Code/cancelled``, a Foundation or POSIX error that says
+    /// the disk is full becomes ``Code/diskFull``, anything else becomes `fallback`.
     public static func wrap(
         _ error: any Error,
         as fallback: Code,
@@ -222,6 +228,11 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         }
         if error is CancellationError {
             return HotUpdateError(.cancelled, "cancelled", packageID: packageID, file: file, line: line)
+        }
+        if isDiskFull(error) {
+            return HotUpdateError(
+                .diskFull, "\(message()): disk full (\(error))", packageID: packageID,
+                cause: SendableErrorBox(error), file: file, line: line)
         }
         return HotUpdateError(
             fallback, "\(message()): \(error)", packageID: packageID,

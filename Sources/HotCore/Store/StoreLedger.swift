@@ -197,6 +197,7 @@ actor StoreLedger {
                 if transaction.flushesBeforeCommit {
                     let root = layout.root
                     try await FileSystem.offload { try FileSystem.syncFileSystem(containing: root) }
+                    FaultPoint.reached("after-flush")
                 }
                 next.generation = before.generation + 1
                 let bumped = try lock.bumpCounter()

@@ -72,8 +72,7 @@ package final class StoreLock: @unchecked Sendable {
         guard descriptor >= 0 else {
             let code = errno
             if code == ENOENT, !create { return nil }
-            throw HotUpdateError(
-                .fileSystem, "cannot open the store lock: \(String(cString: strerror(code)))", subject: url.path)
+            throw HotUpdateError.system("cannot open the store lock", errno: code, subject: url.path)
         }
         let operation = mode == .shared ? LOCK_SH : LOCK_EX
         while flock(descriptor, operation) != 0 {
@@ -119,9 +118,8 @@ package final class StoreLock: @unchecked Sendable {
         let written = text.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
         guard written == text.count else {
             let code = errno
-            throw HotUpdateError(
-                .fileSystem, "cannot write the store's change counter: \(String(cString: strerror(code)))",
-                subject: url.path)
+            throw HotUpdateError.system(
+                "cannot write the store's change counter", errno: written < 0 ? code : ENOSPC, subject: url.path)
         }
         return next
     }
@@ -168,8 +166,7 @@ package final class StagingOwner: @unchecked Sendable {
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
             let code = errno
-            throw HotUpdateError(
-                .fileSystem, "cannot create the staging owner: \(String(cString: strerror(code)))", subject: path)
+            throw HotUpdateError.system("cannot create the staging owner", errno: code, subject: path)
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno

@@ -57,10 +57,8 @@ public enum FileSystem {
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
     public static func rename(_ source: URL, to destination: URL, durable: Bool = true) throws {
         guard systemRename(source.path, destination.path) == 0 else {
-            let code = errno
-            throw HotUpdateError(
-                .fileSystem,
-                "cannot rename \(source.path) to \(destination.path): \(String(cString: strerror(code)))")
+            throw HotUpdateError.system(
+                "cannot rename \(source.path) to \(destination.path)", errno: errno, subject: destination.path)
         }
         if durable { try syncDirectory(destination.deletingLastPathComponent()) }
     }
@@ -107,9 +105,7 @@ public enum FileSystem {
             let code = errno
             if code == EINTR { continue }
             if code == EINVAL || code == ENOTSUP { return }
-            throw HotUpdateError(
-                .fileSystem, "cannot fsync directory \(url.path): \(String(cString: strerror(code)))",
-                subject: url.path)
+            throw HotUpdateError.system("cannot fsync directory \(url.path)", errno: code, subject: url.path)
         }
     }
 
@@ -133,9 +129,8 @@ public enum FileSystem {
                 return
             }
             guard syncfs(fd) == 0 else {
-                let code = errno
-                throw HotUpdateError(
-                    .fileSystem, "cannot flush the file system of \(url.path): \(String(cString: strerror(code)))")
+                throw HotUpdateError.system(
+                    "cannot flush the file system of \(url.path)", errno: errno, subject: url.path)
             }
         #else
             sync()
