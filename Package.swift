@@ -79,7 +79,8 @@ let package = Package(
                 .target(name: "CHotCrypto", condition: .when(platforms: nonApple)),
             ]),
         .target(name: "HotStore", dependencies: ["HotCore"]),
-        .target(name: "HotAssets", dependencies: ["HotCore"]),
+        .target(
+            name: "HotAssets", dependencies: ["HotCore", .product(name: "Logging", package: "swift-log")]),
         .target(name: "HotTesting", dependencies: ["HotCore"]),
 
         // The publisher's and operator's tool.
@@ -133,7 +134,9 @@ let package = Package(
         .testTarget(name: "HotTransportTests", dependencies: ["HotTransport", "HotCore", "HotTesting"]),
         .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore", "HotTesting"]),
         .testTarget(name: "HotStoreTests", dependencies: ["HotStore", "HotCore", "HotTesting"]),
-        .testTarget(name: "HotAssetsTests", dependencies: ["HotAssets", "HotCore", "HotTesting"]),
+        .testTarget(
+            name: "HotAssetsTests",
+            dependencies: ["HotAssets", "HotCore", "HotTesting", .product(name: "Logging", package: "swift-log")]),
         // An adopter's view: its own adapters against the public conformance suites.
         .testTarget(name: "AdapterConformanceTests", dependencies: ["HotCore", "HotTesting"]),
         .testTarget(

@@ -7,9 +7,9 @@ import HotCore
 /// It holds only paths relative to the root. Commits are atomic and durable (see
 /// ``DurableFile``); a missing file loads as `StoreSnapshot.empty`.
 ///
-/// One process owns a store root: within it, loads and commits of the same file run one
-/// at a time, whichever store values and tasks issue them; two processes committing to
-/// one root are not coordinated.
+/// Within a process, loads and commits of the same file run one at a time, whichever store
+/// values and tasks issue them. Between processes, the `Updater` coordinates: it commits
+/// only under the root's exclusive `store.lock`, against the snapshot it re-read there.
 ///
 /// ```swift
 /// let store = PropertyListMetadataStore(root: appSupport.appendingPathComponent("HotUpdate"))

@@ -52,7 +52,7 @@ struct SnapshotFileStore<Format: SnapshotFormat>: Sendable {
                     cause: SendableErrorBox(error))
             }
             DurableFile.removeLeftoverTemporaries(of: url)
-            try DurableFile.write(data, to: url)
+            try DurableFile.write(data, to: url, faultPoint: "mid-commit")
         }
     }
 

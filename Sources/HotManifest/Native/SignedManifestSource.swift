@@ -83,7 +83,9 @@ public struct SignedManifestSource: ManifestSource {
     /// - Throws: `HotUpdateError` as listed on the type.
     public func fetchManifest() async throws -> Manifest {
         let data = try await transport.fetchDocument(url: url, maxBytes: maxBytes, timeouts: timeouts)
-        return try manifest(from: data)
+        // Off the cooperative pool: recording the trust state waits for the store lock.
+        let source = self
+        return try await FileSystem.offload { try source.manifest(from: data) }
     }
 
     /// Authenticates served manifest bytes and applies the policy; records the new trust

@@ -68,7 +68,8 @@ public struct TrustState: Codable, Sendable, Hashable {
     }
 
     /// Writes the state under `root` atomically and durably (temporary file, fsync, rename,
-    /// fsync of the directory).
+    /// fsync of the directory). Call it under the store's exclusive lock (see
+    /// `SignedManifestSource`, which loads, checks and saves under it).
     ///
     /// - Throws: `HotUpdateError.Code.fileSystem`.
     public func save(root: URL) throws {
@@ -81,16 +82,6 @@ public struct TrustState: Codable, Sendable, Hashable {
         } catch {
             throw HotUpdateError.wrap(error, as: .internalInconsistency, "cannot encode the trust state")
         }
-        let file = root.appendingPathComponent(Self.fileName)
-        let temporary = root.appendingPathComponent(".\(Self.fileName).\(UUID().uuidString)")
-        do {
-            let writer = try FileWriter(creating: temporary)
-            try writer.write(data)
-            try writer.close(sync: true)
-            try FileSystem.rename(temporary, to: file)
-        } catch {
-            try? FileSystem.remove(temporary)
-            throw error
-        }
+        try FileSystem.replaceDurably(root.appendingPathComponent(Self.fileName), with: data)
     }
 }
