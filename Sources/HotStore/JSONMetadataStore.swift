@@ -58,6 +58,11 @@ public struct JSONMetadataStore: MetadataStore {
     public func commit(_ snapshot: StoreSnapshot) async throws {
         try await storage.commit(snapshot)
     }
+
+    /// Removes temporary files an interrupted commit left beside the store file.
+    public func removeLeftovers() async {
+        await storage.removeLeftovers()
+    }
 }
 
 /// JSON as the store writes it: sorted keys, pretty-printed, ISO 8601 dates.

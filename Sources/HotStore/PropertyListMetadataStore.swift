@@ -67,6 +67,11 @@ public struct PropertyListMetadataStore: MetadataStore {
     public func commit(_ snapshot: StoreSnapshot) async throws {
         try await storage.commit(snapshot)
     }
+
+    /// Removes temporary files an interrupted commit left beside the store file.
+    public func removeLeftovers() async {
+        await storage.removeLeftovers()
+    }
 }
 
 /// Property lists as the store writes them.

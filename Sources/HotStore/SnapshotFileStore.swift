@@ -56,6 +56,11 @@ struct SnapshotFileStore<Format: SnapshotFormat>: Sendable {
         }
     }
 
+    func removeLeftovers() async {
+        let url = fileURL
+        _ = try? await SerialFileQueues.run(for: url) { DurableFile.removeLeftoverTemporaries(of: url) }
+    }
+
     private static func read(_ url: URL, format: Format) throws -> StoreSnapshot {
         let data: Data
         do {

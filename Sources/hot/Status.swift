@@ -12,8 +12,7 @@ struct Status: AsyncParsableCommand {
             digestMismatch (found by a check; `hot repair` fixes them), disabled.
             Read-only: it creates nothing, removes nothing and records nothing, and waits only
             while another process commits a change. A root that does not exist is an error.
-            With --check, the states shown are those the check found, and the exit status is 1
-            when a package has missing or damaged files.
+            With --check, the states shown are those the check found (not recorded).
             """)
 
     @OptionGroup var storeOptions: StoreOptions
@@ -21,7 +20,7 @@ struct Status: AsyncParsableCommand {
     @Flag(help: "Print JSON: {\"packages\": [{id, version, state, path, …}]}.")
     var json = false
 
-    @Flag(help: "Check every package's files first (presence and sizes) and show what is missing or damaged; exit 1 if anything is.")
+    @Flag(help: "Check every package's files first (presence and sizes) and show what is missing or damaged, without recording it.")
     var check = false
 
     /// One package in `--json` output.
@@ -66,8 +65,7 @@ struct Status: AsyncParsableCommand {
                 encoder.dateEncodingStrategy = .iso8601
                 let data = try encoder.encode(StatusDocument(root: storeOptions.rootURL.path, packages: packages))
                 print(String(decoding: data, as: UTF8.self))
-                if found.values.contains(where: { !$0.isHealthy }) { throw ExitCode(1) }
-                return
+                    return
             }
             if packages.isEmpty {
                 print("no packages installed in \(storeOptions.rootURL.path)")
@@ -80,7 +78,6 @@ struct Status: AsyncParsableCommand {
                 if let error = package.lastError { line += "\terror: \(error)" }
                 print(line)
             }
-            if found.values.contains(where: { !$0.isHealthy }) { throw ExitCode(1) }
         }
     }
 }

@@ -229,6 +229,12 @@ actor StoreLedger {
 
     /// Removes what interrupted steps left; under the exclusive lock.
     private func sweep(_ current: StoreSnapshot) async {
+        await store.removeLeftovers()
+        let root = layout.root
+        let trustPrefix = ".\(TrustState.fileName).tmp-"
+        for name in FileSystem.contents(of: root) where name.hasPrefix(trustPrefix) {
+            try? FileSystem.remove(root.appendingPathComponent(name))
+        }
         let sweeper = StoreSweeper(layout: layout, logger: logger)
         let objects = self.objects
         let logger = self.logger
