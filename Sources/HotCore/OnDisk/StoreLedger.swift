@@ -231,7 +231,7 @@ actor StoreLedger {
     private func sweep(_ current: StoreSnapshot) async {
         await store.removeLeftovers()
         let root = layout.root
-        let trustPrefix = ".\(TrustState.fileName).tmp-"
+        let trustPrefix = ".\(StoreLayout.trustFileName).tmp-"
         for name in FileSystem.contents(of: root) where name.hasPrefix(trustPrefix) {
             try? FileSystem.remove(root.appendingPathComponent(name))
         }

@@ -34,7 +34,7 @@ public struct TrustState: Codable, Sendable, Hashable {
     }
 
     /// The name of the file under the store root.
-    public static let fileName = "trust.json"
+    public static let fileName = StoreLayout.trustFileName
 
     /// The schema of the file.
     public var schema: Int
