@@ -9,9 +9,9 @@ struct Status: AsyncParsableCommand {
         discussion: """
             States: new, updateAvailable (planned by a sync, not installed yet), installed, \
             failed (the last update failed; the previous version stays active), fileMissing, \
-            digestMismatch (found by a check; `hot repair` fixes them), disabled.
-            Read-only: it creates nothing, removes nothing and records nothing, and waits only
-            while another process commits a change. A root that does not exist is an error.
+            digestMismatch (found by a check; `hot repair` fixes them), disabled. \
+            Read-only: it creates nothing, removes nothing and records nothing, and waits only \
+            while another process commits a change. A root that does not exist is an error. \
             With --check, the states shown are those the check found (not recorded).
             """)
 
