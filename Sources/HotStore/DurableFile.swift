@@ -31,8 +31,8 @@ public enum DurableFile {
     /// - Parameters:
     ///   - data: The new content.
     ///   - url: The target file. Its directory must exist; the file need not.
-    /// - Throws: ``HotUpdateError/Code/diskFull`` when the disk is full,
-    ///   ``HotUpdateError/Code/fileSystem`` for other failures, naming the file and the failing
+    /// - Throws: `HotUpdateError.Code.diskFull` when the disk is full,
+    ///   `HotUpdateError.Code.fileSystem` for other failures, naming the file and the failing
     ///   step; the target then still holds its old content and no temporary file is left.
     public static func write(_ data: Data, to url: URL) throws {
         try write(data, to: url, faultPoint: nil)
@@ -77,7 +77,7 @@ public enum DurableFile {
 
     /// Reads the whole file at `url`, or returns nil when it does not exist.
     ///
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` when it exists but cannot be read.
+    /// - Throws: `HotUpdateError.Code.fileSystem` when it exists but cannot be read.
     static func readIfExists(_ url: URL) throws -> Data? {
         #if canImport(Glibc) || canImport(Musl) || canImport(Android) || canImport(Darwin)
         let path = url.path

@@ -39,7 +39,7 @@ struct SubjectPublicKeyInfo: Sendable, Hashable {
 
     /// Reads a `-----BEGIN PUBLIC KEY-----` block.
     ///
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when `pem` holds no such block or
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when `pem` holds no such block or
     ///   its content is not a SubjectPublicKeyInfo.
     init(pem: String) throws {
         let begin = "-----BEGIN PUBLIC KEY-----"
@@ -57,7 +57,7 @@ struct SubjectPublicKeyInfo: Sendable, Hashable {
 
     /// Reads a DER SubjectPublicKeyInfo.
     ///
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when `der` is not one.
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when `der` is not one.
     init(der: [UInt8]) throws {
         var outer = DERReader(der[...])
         var spki = try outer.read(tag: 0x30, what: "SubjectPublicKeyInfo")

@@ -122,7 +122,7 @@ public struct LibArchiveUnarchiver: Unarchiver {
     }
 
     /// The archive's plan, with its symlink targets as libarchive decodes them (any method
-    /// it reads; encrypted links are ``HotUpdateError/Code/unsupportedEncryption``), each
+    /// it reads; encrypted links are `HotUpdateError.Code.unsupportedEncryption`), each
     /// checked against the entry's declared size and CRC-32 and admitted by the plan's
     /// validator before anything is written.
     ///
@@ -413,7 +413,7 @@ private final class LibArchiveReader {
 
     /// A failure reading `entry`'s data. WinZip AES over a method other than stored or deflate
     /// is one libarchive may not decode (3.6.2 decrypts, then cannot decompress bzip2, LZMA,
-    /// PPMd, xz or zstd): that is ``HotUpdateError/Code/unsupportedMethod``, not a corrupt archive.
+    /// PPMd, xz or zstd): that is `HotUpdateError.Code.unsupportedMethod`, not a corrupt archive.
     private func dataFailure(_ entry: PlannedEntry) -> HotUpdateError {
         let error = failure("reading data")
         guard entry.record.method == ZipFormat.methodAES, let inner = entry.record.aesMethod,

@@ -4,7 +4,7 @@ import Logging
 extension Updater {
     /// Whether a package can be used now: it has an active version, is not disabled or
     /// known to be damaged, and its files passed a check during this launch. The first call
-    /// for a version runs a quick check (presence and sizes, see ``verify(packageID:depth:)``);
+    /// for a version runs a quick check (presence and sizes, see ``verify(packageID:depth:recording:)``);
     /// later calls answer from memory.
     ///
     /// - Parameter packageID: The package.
@@ -81,7 +81,7 @@ extension Updater {
         return health
     }
 
-    /// Checks every package with an active version, as ``verify(packageID:depth:)`` does.
+    /// Checks every package with an active version, as ``verify(packageID:depth:recording:)`` does.
     ///
     /// - Parameters:
     ///   - depth: How deep to check.
