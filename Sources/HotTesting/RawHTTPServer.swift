@@ -33,6 +33,21 @@ public final class RawHTTPServer: @unchecked Sendable {
         case stallAfterHeaders(contentLength: Int?)
         /// Accepts the connection, reads the request, and never answers.
         case neverRespond
+        /// Serves the body set with ``setBody(_:)`` (empty at first) with a strong `ETag` that
+        /// changes with every new body, honouring `Range`, `If-Range` and `If-Match` except
+        /// where `quirk` says otherwise; ``cutNextResponse(after:)`` cuts the next body short.
+        case file(quirk: FileQuirk)
+    }
+
+    /// How a ``Behavior/file(quirk:)`` server departs from HTTP's rules for ranges.
+    public enum FileQuirk: Sendable, Hashable {
+        /// Follows them: a range of the current version is a `206`, `If-Range` with another
+        /// tag sends the whole file, `If-Match` with another tag is a `412`.
+        case none
+        /// Answers every request with `200` and the whole file, ranges included.
+        case ignoresRange
+        /// Sends the range asked for whatever `If-Range` says (as S3 does); still honours `If-Match`.
+        case ignoresIfRange
     }
 
     /// What the server has seen so far.
@@ -48,6 +63,10 @@ public final class RawHTTPServer: @unchecked Sendable {
         public var writerBlocked: Bool
         /// The request lines received, such as `GET /body HTTP/1.1`.
         public var requestLines: [String]
+        /// The headers of each request, names in lowercase, in the order received.
+        public var requestHeaders: [[String: String]] = []
+        /// The status of each response a ``Behavior/file(quirk:)`` server sent.
+        public var statuses: [Int] = []
     }
 
     /// The address the server listens on, such as `http://127.0.0.1:40123/`.
@@ -61,6 +80,9 @@ public final class RawHTTPServer: @unchecked Sendable {
     private let lock = NSLock()
     private var state = Snapshot(connections: 0, clientsGone: 0, bodyBytesSent: 0, writerBlocked: false, requestLines: [])
     private var stopped = false
+    private var fileBody = Data()
+    private var fileVersion = 1
+    private var cutAfter: Int?
 
     private init(listener: Int32, port: Int, behavior: Behavior) {
         self.listener = listener
@@ -130,6 +152,29 @@ public final class RawHTTPServer: @unchecked Sendable {
         return true
     }
 
+    /// Replaces the file a ``Behavior/file(quirk:)`` server serves; its `ETag` changes.
+    public func setBody(_ data: Data) {
+        lock.lock()
+        fileBody = data
+        fileVersion += 1
+        lock.unlock()
+    }
+
+    /// The `ETag` of the file a ``Behavior/file(quirk:)`` server serves now.
+    public var entityTag: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return "\"v\(fileVersion)-\(fileBody.count)\""
+    }
+
+    /// Makes the next response of a ``Behavior/file(quirk:)`` server close its connection after
+    /// `bytes` bytes of its body, as a network that drops does.
+    public func cutNextResponse(after bytes: Int) {
+        lock.lock()
+        cutAfter = bytes
+        lock.unlock()
+    }
+
     /// The byte at `offset` of every body this server sends.
     public static func patternByte(at offset: Int64) -> UInt8 {
         UInt8(truncatingIfNeeded: (offset % 251) &+ (offset / 251) % 7)
@@ -196,6 +241,8 @@ public final class RawHTTPServer: @unchecked Sendable {
     private func serve(_ fd: Int32) {
         guard case .ok = readRequest(fd) else { return finish(.clientGone) }
         switch behavior {
+        case .file(let quirk):
+            serveFile(fd, quirk: quirk)
         case .truncated(let announced, let sent):
             let head = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
                 + "Content-Length: \(announced)\r\nConnection: close\r\n\r\n"
@@ -234,6 +281,54 @@ public final class RawHTTPServer: @unchecked Sendable {
         }
     }
 
+    /// Answers the last request recorded with the file, as `quirk` allows.
+    private func serveFile(_ fd: Int32, quirk: FileQuirk) {
+        lock.lock()
+        let body = fileBody
+        let etag = "\"v\(fileVersion)-\(fileBody.count)\""
+        let cut = cutAfter
+        cutAfter = nil
+        let request = state.requestHeaders.last ?? [:]
+        lock.unlock()
+
+        var status = 200
+        var slice = 0..<body.count
+        var extra = ""
+        if quirk != .ignoresRange, let condition = request["if-match"], condition != "*", condition != etag {
+            status = 412
+            slice = 0..<0
+        } else if quirk != .ignoresRange, let range = request["range"], let start = Self.rangeStart(range),
+            quirk == .ignoresIfRange || request["if-range"] == nil || request["if-range"] == etag
+        {
+            if start >= body.count {
+                status = 416
+                slice = 0..<0
+                extra = "Content-Range: bytes */\(body.count)\r\n"
+            } else {
+                status = 206
+                slice = start..<body.count
+                extra = "Content-Range: bytes \(start)-\(body.count - 1)/\(body.count)\r\n"
+            }
+        }
+        record { $0.statuses.append(status) }
+        let reason = [200: "OK", 206: "Partial Content", 412: "Precondition Failed", 416: "Range Not Satisfiable"]
+        let head = "HTTP/1.1 \(status) \(reason[status] ?? "OK")\r\nContent-Type: application/octet-stream\r\n"
+            + "Content-Length: \(slice.count)\r\nETag: \(etag)\r\nAccept-Ranges: bytes\r\n\(extra)"
+            + "Connection: close\r\n\r\n"
+        guard case .ok = send(fd, Data(head.utf8), body: false) else { return finish(.clientGone) }
+        let sent = cut.map { slice.lowerBound..<min(slice.upperBound, slice.lowerBound + $0) } ?? slice
+        let outcome = send(fd, body.subdata(in: sent), body: true)
+        shutdown(fd, Int32(SHUT_WR))
+        finish(outcome)
+    }
+
+    /// The first byte of a `bytes=START-` or `bytes=START-END` range.
+    private static func rangeStart(_ value: String) -> Int? {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        guard text.hasPrefix("bytes=") else { return nil }
+        return text.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false).first.flatMap { Int($0) }
+    }
+
     private func finish(_ outcome: Outcome) {
         if case .clientGone = outcome { record { $0.clientsGone += 1 } }
     }
@@ -255,8 +350,18 @@ public final class RawHTTPServer: @unchecked Sendable {
                 return .clientGone
             }
         }
-        let line = String(decoding: received, as: UTF8.self).components(separatedBy: "\r\n").first ?? ""
-        record { $0.requestLines.append(line) }
+        let lines = String(decoding: received, as: UTF8.self).components(separatedBy: "\r\n")
+        let line = lines.first ?? ""
+        var headers: [String: String] = [:]
+        for header in lines.dropFirst() {
+            guard let colon = header.firstIndex(of: ":") else { continue }
+            headers[header[..<colon].lowercased()] = header[header.index(after: colon)...]
+                .trimmingCharacters(in: .whitespaces)
+        }
+        record {
+            $0.requestLines.append(line)
+            $0.requestHeaders.append(headers)
+        }
         return .ok
     }
 

@@ -9,6 +9,9 @@ import HotCore
 /// - a missing file or a directory: status 404, empty body;
 /// - a file that cannot be read: status 403, empty body;
 /// - a range: status 206 with `Content-Range`; a range past the end: status 416;
+/// - an `ETag` made from the file's inode, size and modification time; `If-Range` with another
+///   tag sends the whole file (200), `If-Match` with another tag answers 412, so a cut download
+///   resumes only against the version it started with;
 /// - otherwise status 200 with `Content-Length`.
 ///
 /// ```swift
@@ -40,8 +43,8 @@ public struct FileTransport: Transport {
     /// Opens the file and returns its status and headers; the body streams from a background thread.
     ///
     /// - Parameter request: The file to read, with an optional range and byte limit. The method,
-    ///   headers, body and timeouts are ignored.
-    /// - Returns: A response with status 200, 206, 403, 404 or 416 (see the type's documentation).
+    ///   body and timeouts are ignored, and of the headers only `If-Range` and `If-Match` count.
+    /// - Returns: A response with status 200, 206, 403, 404, 412 or 416 (see the type's documentation).
     /// - Throws: `HotUpdateError.Code.invalidArgument` for a scheme other than `file` (or `bundle`
     ///   with a bundle root), or a `bundle:` path that leaves the bundle root;
     ///   `HotUpdateError.Code.byteLimitExceeded` when the bytes to send exceed the request's
@@ -77,7 +80,18 @@ public struct FileTransport: Transport {
         var start: Int64 = 0
         var end = size - 1
         var headers = ["content-type": "application/octet-stream", "accept-ranges": "bytes"]
-        if let range = request.range {
+        let etag = Self.entityTag(path: path, size: size)
+        if let etag { headers["etag"] = etag }
+        let condition = Self.header("If-Match", in: request.headers)
+        if let condition, condition != "*", condition != etag {
+            try? handle.close()
+            return TransportResponse(
+                url: url, statusCode: 412, headers: ["content-length": "0"], expectedContentLength: 0,
+                body: ByteStream(chunks: []))
+        }
+        // If-Range: a range only of the version the client holds; otherwise the whole file.
+        let ifRange = Self.header("If-Range", in: request.headers)
+        if let range = request.range, ifRange == nil || ifRange == etag {
             guard range.start < size, range.start >= 0, (range.end ?? range.start) >= range.start else {
                 try? handle.close()
                 return TransportResponse(
@@ -116,6 +130,24 @@ public struct FileTransport: Transport {
         thread.start()
         return TransportResponse(
             url: url, statusCode: status, headers: headers, expectedContentLength: length, body: stream)
+    }
+
+    /// A strong entity tag for the file's current version, from its inode, size and change time
+    /// (nanoseconds), as web servers make theirs; nil when the file cannot be examined.
+    static func entityTag(path: String, size: Int64) -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        #if canImport(Darwin)
+            let modified = Int64(info.st_mtimespec.tv_sec) * 1_000_000_000 + Int64(info.st_mtimespec.tv_nsec)
+        #else
+            let modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+        #endif
+        return "\"\(String(UInt64(info.st_ino), radix: 16))-\(String(size, radix: 16))-\(String(modified, radix: 16))\""
+    }
+
+    /// A request header's value, whatever the case of its name.
+    private static func header(_ name: String, in headers: [String: String]) -> String? {
+        headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
     }
 
     /// The file path a URL names, or an error for a URL this transport does not read.

@@ -98,6 +98,14 @@ struct PackageFetcher: Sendable {
     private func download(_ descriptor: PackageDescriptor, to file: URL, observer: FetchObserver) async throws
         -> (Int64, Digest, Digest?)
     {
+        let policy = configuration.partialDownloads
+        let key = descriptor.sha256.flatMap { $0.algorithm == .sha256 ? $0.hex : nil }
+        PartialDownload.prune(layout, policy: policy, keeping: key)
+        if policy.isEnabled, let key, (descriptor.size ?? 0) <= policy.maxTotalBytes,
+            let partial = try? PartialDownload.open(layout, key: key)
+        {
+            return try await resumableDownload(descriptor, partial: partial, to: file, observer: observer)
+        }
         let verifier = configuration.verifier
         let sha256Hasher = try verifier.makeHasher(for: .sha256)
         let md5Hasher = try descriptor.md5.map { _ in try verifier.makeHasher(for: .md5) }

@@ -41,6 +41,8 @@ public struct UpdaterConfiguration: Sendable {
     public var keepPreviousVersions: Int
     /// Where the updater logs. Nothing is bootstrapped: pass your own logger.
     public var logger: Logger
+    /// Whether and how long cut downloads are kept under `partial/` to be resumed.
+    public var partialDownloads = PartialDownloadPolicy()
 
     /// Creates a configuration.
     ///

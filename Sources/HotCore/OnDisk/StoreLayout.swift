@@ -8,6 +8,7 @@ import Foundation
 /// packages/<id>/<version>/       the installed trees: hard links into objects/
 /// filelists/<id>/<version>.files each version's files: path, size, SHA-256
 /// staging/<uuid>/                downloads, unpacking and deletions in progress; swept at open
+/// partial/<sha256>(.json)        cut downloads kept to be resumed, with their sidecars; never swept
 /// ```
 package struct StoreLayout: Sendable, Hashable {
     /// The name of the trust state file a manifest source keeps under the root (`trust.json`);

@@ -1,0 +1,232 @@
+import Foundation
+import Logging
+
+/// Downloads that survive a cut: the bytes go to `partial/<sha256>` and a later attempt asks
+/// only for the rest. See ``PartialDownloadPolicy``.
+extension PackageFetcher {
+    /// How one attempt ended.
+    private enum Attempt {
+        /// The whole file, checked against the manifest.
+        case done(size: Int64, sha256: Digest, md5: Digest?)
+        /// The server's answer does not continue the kept bytes: start from zero.
+        case restart(reason: String)
+    }
+
+    /// Downloads `descriptor` through `partial`, resuming what an earlier attempt kept, and
+    /// moves the checked file to `file`. A cut transfer keeps its bytes and sidecar; a file
+    /// whose digest or size is wrong is discarded, and when it was resumed it is fetched once
+    /// more from the start (the kept prefix may be what was wrong).
+    func resumableDownload(
+        _ descriptor: PackageDescriptor, partial: PartialDownload, to file: URL, observer: FetchObserver
+    ) async throws -> (Int64, Digest, Digest?) {
+        var fresh = false
+        for _ in 0..<3 {
+            let resumedFrom: Int64
+            let outcome: Attempt
+            do {
+                (resumedFrom, outcome) = try await attempt(descriptor, partial: partial, fresh: fresh, observer: observer)
+            } catch let error as HotUpdateError
+                where error.code == .digestMismatch || error.code == .sizeMismatch
+            {
+                partial.discard()
+                throw error
+            } catch {
+                // A cut transfer: keep the bytes for the next attempt.
+                if let length = try? partial.length(), var sidecar = partial.readSidecar() {
+                    sidecar.offset = length
+                    try? partial.writeSidecar(sidecar)
+                }
+                partial.close()
+                throw error
+            }
+            switch outcome {
+            case .done(let size, let sha256, let md5):
+                try partial.complete(movingTo: file)
+                if resumedFrom > 0 {
+                    configuration.logger.info(
+                        "resumed a download", metadata: ["package": "\(descriptor.id)", "from": "\(resumedFrom)"])
+                }
+                return (size, sha256, md5)
+            case .restart(let reason):
+                configuration.logger.notice(
+                    "cannot resume the download; starting again", metadata: ["package": "\(descriptor.id)", "reason": "\(reason)"])
+                fresh = true
+            }
+        }
+        partial.close()
+        throw HotUpdateError(
+            .transportFailed, "the server answered a resumed download three times in ways that do not continue it",
+            packageID: descriptor.id, subject: descriptor.url.absoluteString)
+    }
+
+    /// One request: for the rest of the kept bytes when there are any and `fresh` is false,
+    /// else for the whole file. Returns the offset it resumed from (0 for a whole file).
+    private func attempt(
+        _ descriptor: PackageDescriptor, partial: PartialDownload, fresh: Bool, observer: FetchObserver
+    ) async throws -> (Int64, Attempt) {
+        let verifier = configuration.verifier
+        let limit = descriptor.size ?? configuration.maxPackageBytes
+        let url = descriptor.url.absoluteString
+        let sidecar = fresh ? nil : partial.readSidecar()
+        var offset = try partial.length()
+        if fresh || sidecar?.url != url || sidecar?.validator == nil || offset >= limit {
+            offset = 0
+        }
+
+        var sha256Hasher = try verifier.makeHasher(for: .sha256)
+        var md5Hasher = try descriptor.md5.map { _ in try verifier.makeHasher(for: .md5) }
+        if offset > 0 {
+            let (sha, md5) = (sha256Hasher, md5Hasher)
+            try partial.readPrefix(offset) { bytes in
+                sha.update(bytes)
+                md5?.update(bytes)
+            }
+        } else {
+            try partial.truncate(to: 0)
+        }
+
+        var request = TransportRequest(url: descriptor.url, timeouts: configuration.timeouts, maxBytes: limit)
+        if offset > 0, let validator = sidecar?.validator {
+            request.range = TransportRequest.ByteRange(start: offset)
+            request.headers = validator.resumeHeaders
+        }
+        configuration.logger.debug(
+            "downloading", metadata: ["package": "\(descriptor.id)", "url": "\(url)", "from": "\(offset)"])
+        let response = try await configuration.transport.fetch(request)
+        let validator = ResourceValidator(headers: response.headers)
+
+        var start: Int64 = 0
+        switch response.statusCode {
+        case 206 where offset > 0:
+            if let problem = Self.rangeProblem(
+                response, offset: offset, size: descriptor.size, kept: sidecar?.validator, answered: validator)
+            {
+                response.body.cancel()
+                return (0, .restart(reason: problem))
+            }
+            start = offset
+        case 412 where offset > 0, 416 where offset > 0:
+            response.body.cancel()
+            return (0, .restart(reason: "the server answered HTTP \(response.statusCode): the file changed"))
+        default:
+            try response.requireSuccess()
+            if response.statusCode == 206 {
+                response.body.cancel()
+                throw HotUpdateError(
+                    .transportFailed, "the server answered a request for the whole file with a range", subject: url)
+            }
+            if offset > 0 {
+                // A 200 to a range, or to If-Range with another version: the whole file is coming.
+                try partial.truncate(to: 0)
+                sha256Hasher = try verifier.makeHasher(for: .sha256)
+                md5Hasher = try descriptor.md5.map { _ in try verifier.makeHasher(for: .md5) }
+            }
+            if let size = descriptor.size, let announced = response.expectedContentLength, announced != size {
+                response.body.cancel()
+                throw HotUpdateError(
+                    .sizeMismatch, "the server announces \(announced) bytes, the manifest says \(size)", subject: url)
+            }
+            try partial.writeSidecar(
+                PartialSidecar(url: url, validator: validator, offset: 0, size: descriptor.size))
+        }
+
+        let expected = descriptor.size ?? response.expectedContentLength.map { $0 + start }
+        var written = start
+        observer.received(written, expected)
+        let (sha, md5) = (sha256Hasher, md5Hasher)
+        var mismatch: HotUpdateError?
+        do {
+            for try await chunk in response.body {
+                guard written + Int64(chunk.count) <= limit else {
+                    response.body.cancel()
+                    throw HotUpdateError(
+                        descriptor.size == nil ? .byteLimitExceeded : .sizeMismatch,
+                        "the package is larger than the \(limit) bytes allowed", subject: url)
+                }
+                try chunk.withUnsafeBytes { bytes in
+                    sha.update(bytes)
+                    md5?.update(bytes)
+                    try partial.write(bytes)
+                }
+                written += Int64(chunk.count)
+                observer.received(written, expected)
+            }
+        } catch let error as HotUpdateError
+            where error.code == .sizeMismatch || (error.code == .byteLimitExceeded && descriptor.size != nil)
+        {
+            mismatch = HotUpdateError(
+                .sizeMismatch, "the package is larger than the \(limit) bytes the manifest says", subject: url)
+        }
+
+        if mismatch == nil, let size = descriptor.size, written != size {
+            throw HotUpdateError(.truncated, "the download ended after \(written) of \(size) bytes", subject: url)
+        }
+        var sha256: Digest?
+        var md5Digest: Digest?
+        if mismatch == nil {
+            let digest = sha.finalize()
+            sha256 = digest
+            md5Digest = md5?.finalize()
+            if let wanted = descriptor.sha256, wanted != digest {
+                mismatch = HotUpdateError(
+                    .digestMismatch, "SHA-256 is \(digest.hex), the manifest says \(wanted.hex)", subject: url)
+            } else if let wanted = descriptor.md5, let md5Digest, wanted != md5Digest {
+                mismatch = HotUpdateError(
+                    .digestMismatch, "MD5 is \(md5Digest.hex), the manifest says \(wanted.hex)", subject: url)
+            }
+        }
+        if let mismatch {
+            // Kept bytes from an earlier attempt may be what is wrong: fetch the whole file once.
+            if start > 0 { return (start, .restart(reason: mismatch.message)) }
+            throw mismatch
+        }
+        guard let sha256 else {
+            throw HotUpdateError(.internalInconsistency, "no digest after a complete download", subject: url)
+        }
+        return (start, .done(size: written, sha256: sha256, md5: md5Digest))
+    }
+
+    /// Why a `206` does not continue the kept bytes, or nil when it does: its `Content-Range`
+    /// must start at `offset` and run to the end of a file of the manifest's size, and its
+    /// validator must not name another version than the kept one (for servers that ignore
+    /// both `If-Range` and `If-Match`).
+    static func rangeProblem(
+        _ response: TransportResponse, offset: Int64, size: Int64?, kept: ResourceValidator?,
+        answered: ResourceValidator?
+    ) -> String? {
+        guard let header = response.headers["content-range"] else { return "a 206 without Content-Range" }
+        guard let range = ContentRange(header) else { return "an unreadable Content-Range '\(header)'" }
+        guard range.start == offset else { return "Content-Range starts at \(range.start), not \(offset)" }
+        if let total = range.total {
+            guard range.end == total - 1 else { return "Content-Range '\(header)' stops before the end" }
+            if let size, total != size { return "Content-Range gives \(total) bytes, the manifest \(size)" }
+        }
+        if let kept, kept.contradicts(answered) { return "the file's validator changed" }
+        return nil
+    }
+}
+
+/// A `Content-Range: bytes START-END/TOTAL` header (TOTAL may be `*`).
+struct ContentRange: Hashable, Sendable {
+    var start: Int64
+    var end: Int64
+    var total: Int64?
+
+    init?(_ header: String) {
+        let text = header.trimmingCharacters(in: .whitespaces)
+        guard text.lowercased().hasPrefix("bytes ") else { return nil }
+        let parts = text.dropFirst("bytes ".count).split(separator: "/", maxSplits: 1)
+        guard parts.count == 2 else { return nil }
+        let bounds = parts[0].split(separator: "-", maxSplits: 1)
+        guard bounds.count == 2, let start = Int64(bounds[0]), let end = Int64(bounds[1]), start >= 0, end >= start
+        else { return nil }
+        self.start = start
+        self.end = end
+        if parts[1] == "*" {
+            total = nil
+        } else {
+            guard let total = Int64(parts[1]), total > end else { return nil }
+            self.total = total
+        }
+    }
+}
