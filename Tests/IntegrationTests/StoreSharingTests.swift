@@ -11,6 +11,13 @@ struct StoreSharingTests {
     static func waitForDownload(in root: URL, sync: HotRun) async throws {
         let staging = root.appendingPathComponent("staging")
         for _ in 0..<4_000 {
+            // A download goes to partial/ when the manifest gives the package's SHA-256.
+            let partial = root.appendingPathComponent("partial")
+            for name in FileSystem.contents(of: partial) where !name.hasSuffix(".json") && !name.hasPrefix(".") {
+                let size = try? FileManager.default.attributesOfItem(
+                    atPath: partial.appendingPathComponent(name).path)[.size] as? NSNumber
+                if let size, size.int64Value > 0 { return }
+            }
             for entry in FileSystem.contents(of: staging) {
                 let archive = staging.appendingPathComponent(entry).appendingPathComponent("package.archive")
                 if let size = try? FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? NSNumber,

@@ -31,12 +31,21 @@ extension PackageFetcher {
                 partial.discard()
                 throw error
             } catch {
-                // A cut transfer: keep the bytes for the next attempt.
-                if let length = try? partial.length(), var sidecar = partial.readSidecar() {
+                let code = (error as? HotUpdateError)?.code
+                if code == .byteLimitExceeded {
+                    partial.discard()
+                    throw oversize(descriptor, limit: descriptor.size ?? configuration.maxPackageBytes)
+                }
+                // A cut transfer: keep the bytes for the next attempt, when there are any, the
+                // server named their version, and the disk is not full.
+                let length = (try? partial.length()) ?? 0
+                if length > 0, code != .diskFull, var sidecar = partial.readSidecar(), sidecar.validator != nil {
                     sidecar.offset = length
                     try? partial.writeSidecar(sidecar)
+                    partial.close()
+                } else {
+                    partial.discard()
                 }
-                partial.close()
                 throw error
             }
             switch outcome {

@@ -167,7 +167,7 @@ struct PackageFetcher: Sendable {
         return (size, sha256, md5)
     }
 
-    private func oversize(_ descriptor: PackageDescriptor, limit: Int64) -> HotUpdateError {
+    func oversize(_ descriptor: PackageDescriptor, limit: Int64) -> HotUpdateError {
         if let size = descriptor.size {
             return HotUpdateError(
                 .sizeMismatch, "the package is larger than the \(size) bytes the manifest says",
