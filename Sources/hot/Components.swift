@@ -103,13 +103,15 @@ struct StoreOptions: ParsableArguments {
     /// Builds an updater over this root with the given parts.
     func makeUpdater(
         transport: any Transport = FileTransport(), unarchiver: any Unarchiver = ZipUnarchiver(),
-        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(), keepPreviousVersions: Int = 1, maxConcurrentPackages: Int = 2
+        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(), keepPreviousVersions: Int = 1, maxConcurrentPackages: Int = 2,
+        maxUnpackedBytes: Int64 = UpdaterConfiguration.defaultMaxUnpackedBytes
     ) -> Updater {
         let kind = store ?? StoreKind.detect(root: rootURL)
-        return Updater(
-            configuration: UpdaterConfiguration(
-                root: rootURL, transport: transport, unarchiver: unarchiver, verifier: CryptoVerifier(),
-                store: kind.make(root: rootURL), timeouts: timeouts, maxConcurrentPackages: maxConcurrentPackages,
-                keepPreviousVersions: keepPreviousVersions, logger: makeLogger()))
+        var configuration = UpdaterConfiguration(
+            root: rootURL, transport: transport, unarchiver: unarchiver, verifier: CryptoVerifier(),
+            store: kind.make(root: rootURL), timeouts: timeouts, maxConcurrentPackages: maxConcurrentPackages,
+            keepPreviousVersions: keepPreviousVersions, logger: makeLogger())
+        configuration.maxUnpackedBytes = maxUnpackedBytes
+        return Updater(configuration: configuration)
     }
 }

@@ -49,7 +49,15 @@ struct Pack: AsyncParsableCommand {
             if !FileManager.default.fileExists(atPath: archive.path) {
                 try FileSystem.rename(temporary, to: archive)
             }
-            let entry = try files.versionEntry(of: archive, version: version, channel: repository.channel)
+            var entry = try files.versionEntry(of: archive, version: version, channel: repository.channel)
+            entry.unpackedSize = summary.uncompressedBytes
+            if summary.uncompressedBytes > UpdaterConfiguration.defaultMaxUnpackedBytes {
+                FileHandle.standardError.write(
+                    Data(
+                        ("hot: warning: \(id) \(version) unpacks to \(summary.uncompressedBytes) bytes, more than the "
+                            + "\(UpdaterConfiguration.defaultMaxUnpackedBytes) a client accepts by default; its apps "
+                            + "must raise UpdaterConfiguration.maxUnpackedBytes (hot sync --max-unpacked-bytes)\n").utf8))
+            }
             try repository.edit { body, _ in
                 try body.editPackage(id) { package in
                     try package.addVersion(entry)

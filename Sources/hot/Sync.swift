@@ -55,6 +55,10 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "How many packages are downloaded and unpacked at once.")
     var concurrency = 4
 
+    @Option(
+        help: "The most bytes a package may declare it unpacks to (the manifest's unpackedSize); larger ones are refused.")
+    var maxUnpackedBytes: Int64 = UpdaterConfiguration.defaultMaxUnpackedBytes
+
     @Flag(help: "Show no progress on stderr.")
     var quiet = false
 
@@ -109,6 +113,7 @@ struct Sync: AsyncParsableCommand {
         }
         guard lowSpeedTime > 0, timeout > 0 else { throw ValidationError("--low-speed-time and --timeout must be positive") }
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be 1 or more") }
+        guard maxUnpackedBytes >= 0 else { throw ValidationError("--max-unpacked-bytes must not be negative") }
     }
 
     func run() async throws {
@@ -121,7 +126,8 @@ struct Sync: AsyncParsableCommand {
             let timeouts = TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime), total: .seconds(timeout))
             let updater = storeOptions.makeUpdater(
                 transport: transport, unarchiver: try unarchiver.make(),
-                timeouts: TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime)), maxConcurrentPackages: concurrency)
+                timeouts: TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime)), maxConcurrentPackages: concurrency,
+                maxUnpackedBytes: maxUnpackedBytes)
             let source: any ManifestSource
             switch format {
             case .native:

@@ -80,11 +80,12 @@ struct ResumeBenchmark: AsyncParsableCommand {
         let sha256 = try CryptoVerifier().digest(ofFile: archive, using: .sha256).hex
         let expected = try treeDigests(source)
 
+        try FileManager.default.createSymbolicLink(
+            atPath: repository.appendingPathComponent("slow").path, withDestinationPath: ".")
         let server = try await NginxServer.start(
             root: repository,
-            options: .init(locations: [.rateLimited(prefix: "/", bytesPerSecond: rate << 20)]))
-        defer { Task { await server.stop() } }
-        let url = server.baseURL.appendingPathComponent("p.zip").absoluteString
+            options: .init(locations: [.rateLimited(prefix: "/slow/", bytesPerSecond: rate << 20)]))
+        let url = server.baseURL.appendingPathComponent("slow/p.zip").absoluteString
 
         var killsMade = 0
         var trials = 0
@@ -127,7 +128,7 @@ struct ResumeBenchmark: AsyncParsableCommand {
                 failedSyncs += 1
             } else {
                 let installed = root.appendingPathComponent("packages/p", isDirectory: true)
-                let version = FileSystem.contents(of: installed).first.map { installed.appendingPathComponent($0) }
+                let version = ((try? FileManager.default.contentsOfDirectory(atPath: installed.path)) ?? []).first.map { installed.appendingPathComponent($0) }
                 if try version.map(treeDigests) != expected { corrupt += 1 }
             }
             let sent = server.requests().dropFirst(before).map(\.bodyBytesSent).reduce(0, +)
@@ -192,6 +193,7 @@ struct SyncOne: AsyncParsableCommand {
     @Option var url: String
     @Option var size: Int64
     @Option var sha256: String
+    @Option(help: "The unpacked size the manifest would declare.") var unpackedSize: Int64?
 
     func run() async throws {
         let root = URL(fileURLWithPath: root, isDirectory: true)
@@ -201,8 +203,9 @@ struct SyncOne: AsyncParsableCommand {
                 root: root, transport: CurlTransport(), unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
                 store: JSONMetadataStore(root: root),
                 logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })))
-        let descriptor = try PackageDescriptor(
+        var descriptor = try PackageDescriptor(
             id: "p", version: "1", url: url, size: size, sha256: Digest(algorithm: .sha256, hex: sha256))
+        descriptor.unpackedSize = unpackedSize
         let report = try await updater.apply(Manifest(packages: [descriptor]))
         try report.throwIfFailed()
     }

@@ -50,6 +50,12 @@ struct PackageFetcher: Sendable {
     {
         let staging = owner.directory
         do {
+            if let unpacked = descriptor.unpackedSize, unpacked > configuration.maxUnpackedBytes {
+                throw HotUpdateError(
+                    .limitExceeded,
+                    "the package unpacks to \(unpacked) bytes, more than the \(configuration.maxUnpackedBytes) allowed",
+                    subject: descriptor.url.absoluteString)
+            }
             let archive = staging.appendingPathComponent("package.archive")
             let (size, sha256, md5) = try await download(descriptor, to: archive, observer: observer)
             try Task.checkCancellation()
@@ -57,6 +63,8 @@ struct PackageFetcher: Sendable {
             let tree = staging.appendingPathComponent("tree", isDirectory: true)
             var options = configuration.extractOptions
             if let password = descriptor.password { options.password = password }
+            // The signed figure, exact: tighter against bombs than the default, and lets large packages through.
+            if let unpacked = descriptor.unpackedSize { options.maxTotalBytes = unpacked }
             let verifier = configuration.verifier
             options.fileHasher = { try verifier.makeHasher(for: .sha256) }
             let report: ExtractionReport

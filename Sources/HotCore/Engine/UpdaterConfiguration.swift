@@ -41,6 +41,12 @@ public struct UpdaterConfiguration: Sendable {
     public var keepPreviousVersions: Int
     /// Where the updater logs. Nothing is bootstrapped: pass your own logger.
     public var logger: Logger
+    /// The most bytes a package may declare it unpacks to (``PackageDescriptor/unpackedSize``);
+    /// a package declaring more is refused before it is downloaded. A package that declares
+    /// nothing is held to ``ExtractOptions/maxTotalBytes`` instead.
+    public var maxUnpackedBytes: Int64 = UpdaterConfiguration.defaultMaxUnpackedBytes
+    /// The default of ``maxUnpackedBytes``: 8 GiB. `hot pack` warns above it.
+    public static let defaultMaxUnpackedBytes: Int64 = 8 << 30
     /// Whether and how long cut downloads are kept under `partial/` to be resumed.
     public var partialDownloads = PartialDownloadPolicy()
 

@@ -21,6 +21,11 @@ public struct PackageDescriptor: Sendable, Hashable {
     ///
     /// - Throws: ``HotUpdateError/Code/manifestInvalid`` when `id` or `version` is not a safe
     ///   path component (they name directories in the store).
+    /// The bytes the package holds once unpacked, when the manifest declares them: then that
+    /// exact figure is the unarchiver's limit (``ExtractOptions/maxTotalBytes``), and a package
+    /// declaring more than ``UpdaterConfiguration/maxUnpackedBytes`` is refused before download.
+    public var unpackedSize: Int64? = nil
+
     public init(
         id: String, version: String, url: URL, size: Int64? = nil,
         sha256: Digest? = nil, md5: Digest? = nil, password: String? = nil

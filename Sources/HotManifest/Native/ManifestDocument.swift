@@ -30,6 +30,8 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
         public var sha256: String
         /// The archive's MD5, hex, for older clients.
         public var md5: String?
+        /// The bytes the package holds once unpacked; the client's unarchiver limit when given.
+        public var unpackedSize: Int64?
 
         /// Creates an entry.
         public init(id: String, version: String, url: String, size: Int64, sha256: String, md5: String? = nil) {
@@ -56,8 +58,15 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
             } catch let error as HotUpdateError {
                 throw HotUpdateError(.manifestInvalid, error.message, packageID: id)
             }
-            return try PackageDescriptor(
+            var descriptor = try PackageDescriptor(
                 id: id, version: version, url: resolved, size: size, sha256: sha256Digest, md5: md5Digest)
+            if let unpackedSize {
+                guard unpackedSize >= 0 else {
+                    throw HotUpdateError(.manifestInvalid, "unpackedSize \(unpackedSize) is negative", packageID: id)
+                }
+                descriptor.unpackedSize = unpackedSize
+            }
+            return descriptor
         }
     }
 

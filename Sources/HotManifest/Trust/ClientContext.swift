@@ -145,9 +145,10 @@ public struct ReleasePolicy: Sendable {
                 disabled.insert(package.id)
                 continue
             }
-            let entry = ManifestDocument.Entry(
+            var entry = ManifestDocument.Entry(
                 id: package.id, version: chosen.version, url: chosen.url, size: chosen.size,
                 sha256: chosen.sha256, md5: chosen.md5)
+            entry.unpackedSize = chosen.unpackedSize
             offered.append(try entry.descriptor(relativeTo: baseURL))
         }
         return try Manifest(

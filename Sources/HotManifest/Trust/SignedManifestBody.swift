@@ -55,6 +55,9 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         public var sha256: String
         /// The archive's MD5, hex, for tools that want one.
         public var md5: String?
+        /// The bytes the package holds once unpacked (the sum of its files' sizes); the client
+        /// makes it the unarchiver's exact limit. Absent in manifests written before it existed.
+        public var unpackedSize: Int64?
 
         /// Creates a version entry.
         public init(version: String, url: String, size: Int64, sha256: String, md5: String? = nil) {

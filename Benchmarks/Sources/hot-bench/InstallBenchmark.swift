@@ -1,0 +1,148 @@
+import ArgumentParser
+import Foundation
+import HotArchive
+import HotCore
+import HotTesting
+import HotVerify
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `hot-bench install`: an install through the engine (`hot-bench sync-one`: CurlTransport,
+/// ZipUnarchiver, the store) against the shell pipeline `curl -o f && openssl sha256 f &&
+/// bsdtar -xf f`, both fetching from nginx on 127.0.0.1, round-robin, on tmpfs and on disk.
+/// Each is a child process whose wall time and peak RSS are read from `wait4`. The first
+/// install of each file system is compared byte for byte with the corpus.
+struct InstallBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "install",
+        abstract: "Measure an install through the engine against curl + openssl + bsdtar.")
+
+    @Option(help: "The corpus: small (20 MB / 300 files) or large (200 MB / 3,000 files).")
+    var size = "large"
+
+    @Option(help: "Timed runs of each (the median is reported).")
+    var runs = 5
+
+    @Option(help: "The on-disk work directory (default: the system's temporary directory).")
+    var workDir: String?
+
+    @Flag(help: "Skip tmpfs (/dev/shm).")
+    var noTmpfs = false
+
+    @Flag(help: "Skip the disk.")
+    var noDisk = false
+
+    @Flag(help: "Print the table as Markdown.")
+    var markdown = false
+
+    func run() async throws {
+        guard let bench = Bundle.main.executablePath,
+            let spec = CorpusSpec.all.first(where: { $0.name == size })
+        else {
+            throw ValidationError("--size is small or large, and hot-bench must know its own path")
+        }
+        let launcher = URL(fileURLWithPath: bench).deletingLastPathComponent().appendingPathComponent("hot-bench-spawn").path
+        let child = ChildProcess(launcher: FileManager.default.isExecutableFile(atPath: launcher) ? launcher : nil)
+        let diskParent = workDir ?? FileManager.default.temporaryDirectory.path
+        var targets: [(name: String, parent: String)] = []
+        if !noTmpfs { targets.append(("tmpfs", "/dev/shm")) }
+        if !noDisk { targets.append(("disk", diskParent)) }
+
+        // The corpus and its package live on disk; nginx serves them from the page cache.
+        let work = URL(fileURLWithPath: diskParent).appendingPathComponent("hot-bench-install-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        note("generating the \(spec.name) corpus")
+        let corpus = try Corpus.generate(spec, at: work.appendingPathComponent("corpus"))
+        let repository = work.appendingPathComponent("repo")
+        try FileManager.default.createDirectory(at: repository, withIntermediateDirectories: true)
+        let archive = repository.appendingPathComponent("p.zip")
+        let summary = try ZipWriter.write(directory: corpus.root, to: archive)
+        let sha256 = try CryptoVerifier().digest(ofFile: archive, using: .sha256).hex
+        let server = try await NginxServer.start(root: repository)
+        let url = server.baseURL.appendingPathComponent("p.zip").absoluteString
+
+        var table = Table([
+            ("file system", .left), ("what", .left), ("median", .right), ("fastest", .right), ("peak RSS", .right),
+            ("goal", .left),
+        ])
+        for target in targets {
+            let scratch = URL(fileURLWithPath: target.parent).appendingPathComponent("hot-bench-install-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let log = scratch.appendingPathComponent("stderr.log").path
+            var pipeline: [ChildOutcome] = []
+            var engine: [ChildOutcome] = []
+            for run in 0...runs {
+                let out = scratch.appendingPathComponent("out-\(run)")
+                try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
+                let shell = "curl -s -f -o p.zip '\(url)' && openssl sha256 p.zip >/dev/null && mkdir x && bsdtar -xf p.zip -C x"
+                sync()
+                let piped = try child.run(["/bin/sh", "-c", shell], directory: out.path, errorLog: log)
+                guard piped.succeeded else { throw HotUpdateError(.internalInconsistency, "the pipeline failed: \(piped.errorOutput)") }
+                let root = scratch.appendingPathComponent("store-\(run)")
+                sync()
+                let synced = try child.run(
+                    [
+                        bench, "sync-one", "--root", root.path, "--url", url, "--size", String(summary.archiveBytes),
+                        "--sha256", sha256, "--unpacked-size", String(summary.uncompressedBytes),
+                    ], errorLog: log)
+                guard synced.succeeded else { throw HotUpdateError(.internalInconsistency, "the sync failed: \(synced.errorOutput)") }
+                if run == 0 {
+                    let installed = root.appendingPathComponent("packages/p")
+                    guard let version = ((try? FileManager.default.contentsOfDirectory(atPath: installed.path)) ?? []).first else {
+                        throw HotUpdateError(.internalInconsistency, "nothing installed")
+                    }
+                    if let problem = TreeCheck.compare(installed.appendingPathComponent(version).path, with: corpus, check: .bytes) {
+                        throw HotUpdateError(.internalInconsistency, "the install differs from the corpus: \(problem)")
+                    }
+                    if let problem = TreeCheck.compare(out.appendingPathComponent("x").path, with: corpus, check: .listAndSizes) {
+                        throw HotUpdateError(.internalInconsistency, "bsdtar's tree differs from the corpus: \(problem)")
+                    }
+                } else {
+                    pipeline.append(piped)
+                    engine.append(synced)
+                }
+                try? FileManager.default.removeItem(at: out)
+                try? FileManager.default.removeItem(at: root)
+                note("\(target.name) run \(run): pipeline \(format(piped.seconds)), engine \(format(synced.seconds))")
+            }
+            let pipeMedian = median(pipeline.map(\.seconds))
+            let engineMedian = median(engine.map(\.seconds))
+            let ratio = engineMedian / pipeMedian
+            let rss = engine.map(\.peakRSS).max() ?? 0
+            table.add([
+                target.name, "curl + openssl sha256 + bsdtar", format(pipeMedian), format(pipeline.map(\.seconds).min() ?? 0),
+                mebibytes(pipeline.map(\.peakRSS).max() ?? 0), "",
+            ])
+            table.add([
+                target.name, "engine (sync-one)", format(engineMedian), format(engine.map(\.seconds).min() ?? 0),
+                mebibytes(rss),
+                "\(String(format: "%.2f×", ratio)) the pipeline; ≤ 0.6× \(target.name == "tmpfs" ? (ratio <= 0.6 ? "met" : "MISSED") : "(tmpfs goal)"); RSS ≤ 64 MiB \(rss <= 64 << 20 ? "met" : "MISSED")",
+            ])
+        }
+        await server.stop()
+        print("package: \(spec.title), \(summary.fileCount) files, \(summary.uncompressedBytes) bytes unpacked, \(summary.archiveBytes) zipped; \(runs) timed runs after one checked run")
+        print(table.render(markdown: markdown))
+    }
+
+    private func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+    }
+
+    private func format(_ seconds: Double) -> String {
+        seconds < 1 ? String(format: "%.0f ms", seconds * 1000) : String(format: "%.2f s", seconds)
+    }
+
+    private func mebibytes(_ bytes: Int64) -> String { String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
+
+    private func note(_ message: String) {
+        FileHandle.standardError.write(Data("hot-bench: \(message)\n".utf8))
+    }
+}
