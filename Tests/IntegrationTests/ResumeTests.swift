@@ -211,6 +211,26 @@ struct ResumeTests {
         }
     }
 
+    @Test("a download that was whole when its process died is checked and unpacked without a request")
+    func wholePartialNeedsNoRequest() async throws {
+        let package = try ResumePackage(seed: 35)
+        let server = try RawHTTPServer.start(.file(quirk: .none))
+        defer { server.stop() }
+        server.setBody(package.archive)
+        try await withUpdater(TransportKind.curl.make()) { updater, root in
+            try FileManager.default.createDirectory(
+                at: root.appendingPathComponent("partial"), withIntermediateDirectories: true)
+            try package.archive.write(to: package.partial(in: root))
+            let sidecar = ["url": server.url.absoluteString, "offset": package.archive.count, "validator": ["etag": server.entityTag]] as [String: Any]
+            try JSONSerialization.data(withJSONObject: sidecar)
+                .write(to: root.appendingPathComponent("partial/\(package.sha256.hex).json"))
+            _ = try await updater.apply(try Manifest(packages: [package.descriptor(at: server.url)]))
+            #expect(try await installedTree(updater) == package.files)
+            #expect(server.snapshot.connections == 0)
+            #expect(FileSystem.contents(of: root.appendingPathComponent("partial")).isEmpty)
+        }
+    }
+
     @Test("FileTransport resumes with its own ETag and sends the whole file when the file changed")
     func fileTransport() async throws {
         let package = try ResumePackage(seed: 41)

@@ -13,11 +13,13 @@ extension PackageFetcher {
     }
 
     /// Downloads `descriptor` through `partial`, resuming what an earlier attempt kept, and
-    /// moves the checked file to `file`. A cut transfer keeps its bytes and sidecar; a file
+    /// leaves the checked file there, still held, for the caller to unpack and discard. A
+    /// partial that is already whole (a process killed after the download) is checked without
+    /// a request. A cut transfer keeps its bytes and sidecar; a file
     /// whose digest or size is wrong is discarded, and when it was resumed it is fetched once
     /// more from the start (the kept prefix may be what was wrong).
     func resumableDownload(
-        _ descriptor: PackageDescriptor, partial: PartialDownload, to file: URL, observer: FetchObserver
+        _ descriptor: PackageDescriptor, partial: PartialDownload, observer: FetchObserver
     ) async throws -> (Int64, Digest, Digest?) {
         var fresh = false
         for _ in 0..<3 {
@@ -50,7 +52,6 @@ extension PackageFetcher {
             }
             switch outcome {
             case .done(let size, let sha256, let md5):
-                try partial.complete(movingTo: file)
                 if resumedFrom > 0 {
                     configuration.logger.info(
                         "resumed a download", metadata: ["package": "\(descriptor.id)", "from": "\(resumedFrom)"])
@@ -78,7 +79,9 @@ extension PackageFetcher {
         let url = descriptor.url.absoluteString
         let sidecar = fresh ? nil : partial.readSidecar()
         var offset = try partial.length()
-        if fresh || sidecar?.url != url || sidecar?.validator == nil || offset >= limit {
+        if fresh || sidecar?.url != url || sidecar?.validator == nil || offset > limit
+            || (offset == limit && descriptor.size == nil)
+        {
             offset = 0
         }
 
@@ -92,6 +95,17 @@ extension PackageFetcher {
             }
         } else {
             try partial.truncate(to: 0)
+        }
+
+        if offset > 0, offset == descriptor.size {
+            // Whole already: the digest decides whether it is the package.
+            observer.received(offset, offset)
+            let sha256 = sha256Hasher.finalize()
+            let md5 = md5Hasher?.finalize()
+            if sha256 == descriptor.sha256, descriptor.md5 == nil || md5 == descriptor.md5 {
+                return (offset, .done(size: offset, sha256: sha256, md5: md5))
+            }
+            return (0, .restart(reason: "the whole kept file does not match the manifest"))
         }
 
         var request = TransportRequest(url: descriptor.url, timeouts: configuration.timeouts, maxBytes: limit)

@@ -56,8 +56,12 @@ struct PackageFetcher: Sendable {
                     "the package unpacks to \(unpacked) bytes, more than the \(configuration.maxUnpackedBytes) allowed",
                     subject: descriptor.url.absoluteString)
             }
-            let archive = staging.appendingPathComponent("package.archive")
-            let (size, sha256, md5) = try await download(descriptor, to: archive, observer: observer)
+            var archive = staging.appendingPathComponent("package.archive")
+            let (size, sha256, md5, kept) = try await download(descriptor, to: archive, observer: observer)
+            // A resumable download is unpacked where it lies: killed while unpacking, the next
+            // attempt finds it whole and checks it instead of downloading it again.
+            if let kept { archive = kept.dataURL }
+            defer { kept?.close() }
             try Task.checkCancellation()
             observer.verifying()
             let tree = staging.appendingPathComponent("tree", isDirectory: true)
@@ -72,9 +76,11 @@ struct PackageFetcher: Sendable {
                 report = try await configuration.unarchiver.extract(
                     archive, to: tree, options: options, progress: observer.unpacked)
             } catch {
+                // A package that matched its digest and cannot be unpacked will not unpack next time.
+                if !(error is CancellationError), (error as? HotUpdateError)?.code != .cancelled { kept?.discard() }
                 throw HotUpdateError.wrap(error, as: .corruptArchive, "cannot unpack the package")
             }
-            try? FileSystem.remove(archive)
+            if let kept { kept.discard() } else { try? FileSystem.remove(archive) }
             try Task.checkCancellation()
             let files = try await FileSystem.offload { try Self.installedFiles(report, in: tree, verifier: verifier) }
             return StagedPackage(
@@ -104,7 +110,7 @@ struct PackageFetcher: Sendable {
 
     /// Streams the package to `file`, hashing on the way, and checks size and digests.
     private func download(_ descriptor: PackageDescriptor, to file: URL, observer: FetchObserver) async throws
-        -> (Int64, Digest, Digest?)
+        -> (Int64, Digest, Digest?, PartialDownload?)
     {
         let policy = configuration.partialDownloads
         let key = descriptor.sha256.flatMap { $0.algorithm == .sha256 ? $0.hex : nil }
@@ -112,7 +118,8 @@ struct PackageFetcher: Sendable {
         if policy.isEnabled, let key, (descriptor.size ?? 0) <= policy.maxTotalBytes,
             let partial = try? PartialDownload.open(layout, key: key)
         {
-            return try await resumableDownload(descriptor, partial: partial, to: file, observer: observer)
+            let (size, sha256, md5) = try await resumableDownload(descriptor, partial: partial, observer: observer)
+            return (size, sha256, md5, partial)
         }
         let verifier = configuration.verifier
         let sha256Hasher = try verifier.makeHasher(for: .sha256)
@@ -172,7 +179,7 @@ struct PackageFetcher: Sendable {
                 .digestMismatch, "MD5 is \(md5.hex), the manifest says \(expected.hex)",
                 subject: descriptor.url.absoluteString)
         }
-        return (size, sha256, md5)
+        return (size, sha256, md5, nil)
     }
 
     func oversize(_ descriptor: PackageDescriptor, limit: Int64) -> HotUpdateError {

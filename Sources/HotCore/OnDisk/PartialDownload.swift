@@ -219,14 +219,6 @@ final class PartialDownload {
         }
     }
 
-    /// Moves the complete download to `destination` (in the same file system) and removes the
-    /// sidecar; the lock ends with it.
-    func complete(movingTo destination: URL) throws {
-        try? FileSystem.remove(sidecarURL)
-        try FileSystem.rename(dataURL, to: destination, durable: false)
-        close()
-    }
-
     /// Removes the data file and the sidecar; the lock ends with it.
     func discard() {
         try? FileSystem.remove(sidecarURL)
