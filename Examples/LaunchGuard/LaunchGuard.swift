@@ -4,7 +4,7 @@
 //     LaunchGuard --manifest URL --root DIR --trust PUBLIC_KEY
 //
 // Each run: begin the launch, print `running VERSION` (or `running bundle`), abort when the
-// version's tree holds a file named `crash`, else confirm the launch, sync (a new version
+// version's tree holds a file named `crash` (hang when it holds `hang`), else confirm the launch, sync (a new version
 // takes effect at the next launch) and print one line per package.
 
 import ArgumentParser
@@ -91,6 +91,12 @@ struct LaunchGuardCommand: AsyncParsableCommand {
             FileManager.default.fileExists(atPath: directory.appendingPathComponent("crash").path)
         {
             abort()
+        }
+        // …or freezes, when it holds `hang`, until something (a watchdog) kills it.
+        if let directory = app?.directory,
+            FileManager.default.fileExists(atPath: directory.appendingPathComponent("hang").path)
+        {
+            while true { try await Task.sleep(for: .seconds(3600)) }
         }
 
         // 3. It runs: confirm this launch, and only this one.
