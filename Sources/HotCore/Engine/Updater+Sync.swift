@@ -23,8 +23,11 @@ extension Updater {
         do {
             manifest = try await source.fetchManifest()
         } catch {
-            throw HotUpdateError.wrap(error, as: .manifestInvalid, "cannot fetch the manifest")
+            let hot = HotUpdateError.wrap(error, as: .manifestInvalid, "cannot fetch the manifest")
+            report(TelemetryEvent(kind: .check, errorCode: hot.code.description))
+            throw hot
         }
+        report(TelemetryEvent(kind: .check, manifestVersion: manifest.version))
         return try await apply(manifest)
     }
 

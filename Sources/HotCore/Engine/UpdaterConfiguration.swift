@@ -45,6 +45,10 @@ public struct UpdaterConfiguration: Sendable {
     /// ``Updater/beginLaunch()``). The default guards nothing: every version is active as
     /// soon as it is installed.
     public var launch: LaunchPolicy
+    /// Where the engine reports checks, downloads, installs, confirmations, rollbacks and
+    /// blocks (see ``TelemetryReporter``). Nil, the default: telemetry is off and nothing is
+    /// sent anywhere.
+    public var telemetry: (any TelemetryReporter)?
 
     /// Creates a configuration.
     ///
@@ -61,6 +65,7 @@ public struct UpdaterConfiguration: Sendable {
     ///   - keepPreviousVersions: How many older versions are kept for rollback.
     ///   - logger: Where to log.
     ///   - launch: Which packages launch under a trial, and when new versions take effect.
+    ///   - telemetry: Where the engine reports what it does; nil (the default) is off.
     public init(
         root: URL,
         transport: any Transport,
@@ -73,7 +78,8 @@ public struct UpdaterConfiguration: Sendable {
         maxConcurrentPackages: Int = 2,
         keepPreviousVersions: Int = 1,
         logger: Logger = Logger(label: "HotUpdate"),
-        launch: LaunchPolicy = LaunchPolicy()
+        launch: LaunchPolicy = LaunchPolicy(),
+        telemetry: (any TelemetryReporter)? = nil
     ) {
         self.root = root
         self.transport = transport
@@ -87,5 +93,6 @@ public struct UpdaterConfiguration: Sendable {
         self.keepPreviousVersions = max(0, keepPreviousVersions)
         self.logger = logger
         self.launch = launch
+        self.telemetry = telemetry
     }
 }

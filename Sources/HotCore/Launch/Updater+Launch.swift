@@ -117,7 +117,7 @@ extension Updater {
         let timeout = configuration.launch.trialTimeout
         let now = Date()
         let confirmed = try await ledger.transaction { next, transaction in
-            var confirmed: [String] = []
+            var confirmed: [(id: String, version: String?)] = []
             var dropped: [(String, [InstalledVersion])] = []
             for (id, record) in next.packages.sorted(by: { $0.key < $1.key }) {
                 guard var launch = record.launch, launch.phase == .trial, launch.token == token else { continue }
@@ -136,7 +136,7 @@ extension Updater {
                 let gone = record.keptVersions.filter { before.contains($0.path) && !after.contains($0.path) }
                 if !gone.isEmpty { dropped.append((id, gone)) }
                 next.packages[id] = updated
-                confirmed.append(id)
+                confirmed.append((id, record.active?.version))
             }
             if !dropped.isEmpty {
                 let dropped = dropped
@@ -146,8 +146,11 @@ extension Updater {
             }
             return confirmed
         }
-        for id in confirmed { logger.info("launch confirmed", metadata: ["package": "\(id)"]) }
-        return confirmed
+        for (id, version) in confirmed {
+            logger.info("launch confirmed", metadata: ["package": "\(id)"])
+            report(TelemetryEvent(kind: .confirm, date: now, packageID: id, version: version))
+        }
+        return confirmed.map(\.id)
     }
 
     /// The versions installed and waiting to take effect: a package listed here changes at
@@ -234,6 +237,14 @@ extension Updater {
             return changes
         }
         for rolled in changes.rolledBack {
+            report(
+                TelemetryEvent(
+                    kind: .rollback, date: now, packageID: rolled.id, version: rolled.version,
+                    restoredVersion: rolled.restoredVersion))
+            report(
+                TelemetryEvent(
+                    kind: .block, date: now, packageID: rolled.id, version: rolled.version,
+                    errorCode: HotUpdateError.Code.launchFailed.description))
             hub.publish(
                 rolled.id, rolled.version, .blocked,
                 HotUpdateError(.launchFailed, rolled.reason, packageID: rolled.id))
