@@ -20,7 +20,7 @@ import Logging
 ///              "version": "2", "bytes": 48213, "delivery": "full"}]}
 /// ```
 ///
-/// `client` is ``HotCore/TelemetryClientID``'s random per-install value, never a device
+/// `client` is `TelemetryClientID`'s random per-install value, never a device
 /// identifier.
 ///
 /// ```swift
@@ -104,7 +104,7 @@ public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable
     ///   - url: Where the batches are posted.
     ///   - transport: Sends them.
     ///   - clientID: The identifier sent with every batch: a random per-install value
-    ///     (see ``HotCore/TelemetryClientID``), never a device identifier.
+    ///     (see `TelemetryClientID`), never a device identifier.
     ///   - options: How the reporter batches.
     ///   - logger: Where failed batches are logged (at debug level).
     ///   - sleep: Waits between flushes; tests pass one they control.
@@ -122,7 +122,7 @@ public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable
     }
 
     /// Creates a reporter whose client identifier is kept under the store root (see
-    /// ``HotCore/TelemetryClientID``).
+    /// `TelemetryClientID`).
     ///
     /// - Parameters:
     ///   - url: Where the batches are posted.
