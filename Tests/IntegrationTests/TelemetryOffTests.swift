@@ -66,7 +66,7 @@ struct TelemetryOffTests {
         let reporter = try HTTPTelemetryReporter(
             url: nginx.baseURL.appendingPathComponent("collect"), transport: CurlTransport(), root: on.root)
         try await run(repository, on: nginx, client: on) { _ in reporter }
-        let deadline = ContinuousClock.now.advanced(by: .seconds(15))
+        let deadline = ContinuousClock.now.advanced(by: .seconds(60))
         while reporter.statistics.sent + reporter.statistics.droppedWithFailedBatches < reporter.statistics.recorded,
             ContinuousClock.now < deadline
         {
