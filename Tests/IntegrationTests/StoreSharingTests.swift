@@ -10,7 +10,9 @@ struct StoreSharingTests {
     /// Waits until a download of the sync is under way in `root`'s staging.
     static func waitForDownload(in root: URL, sync: HotRun) async throws {
         let staging = root.appendingPathComponent("staging")
-        for _ in 0..<4_000 {
+        // A deadline, not a count of polls: on two loaded cores the sync may start late.
+        let deadline = ContinuousClock.now + .seconds(180)
+        while ContinuousClock.now < deadline {
             for entry in FileSystem.contents(of: staging) {
                 let archive = staging.appendingPathComponent(entry).appendingPathComponent("package.archive")
                 if let size = try? FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? NSNumber,
