@@ -135,6 +135,7 @@ extension Updater {
         let tracker = ProgressTracker(UpdateEvent.PackageProgress(id: id, version: descriptor.version))
         hub.begin(progressKey, tracker.current)
         defer { hub.end(progressKey) }
+        var downloaded = false
         do {
             try await slots.acquire()
             let staged: StagedPackage
@@ -159,12 +160,17 @@ extension Updater {
                 staged = try await PackageFetcher(configuration: configuration, layout: layout)
                     .stage(descriptor, into: owner, observer: observer)
             }
+            downloaded = true
+            report(
+                TelemetryEvent(
+                    kind: .download, packageID: id, version: descriptor.version, bytes: staged.size, delivery: .full))
             let version =
                 if let repairing = key.repairing {
                     try await repairStaged(staged, descriptor, repairing: repairing)
                 } else {
                     try await installStaged(staged, descriptor, key: key)
                 }
+            if key.repairing == nil { report(TelemetryEvent(kind: .install, packageID: id, version: version.version)) }
             await landed(key)
             return FlightResult(version: version, bytesDownloaded: staged.size)
         } catch {
@@ -174,6 +180,10 @@ extension Updater {
                 await publishStoredState(of: id)
             } else {
                 logger.warning("update failed: \(hot)", metadata: ["package": "\(id)"])
+                report(
+                    TelemetryEvent(
+                        kind: downloaded ? .install : .download, packageID: id, version: descriptor.version,
+                        errorCode: hot.code.description))
                 await recordFailure(id, version: descriptor.version, hot)
             }
             throw hot

@@ -23,8 +23,11 @@ extension Updater {
         do {
             manifest = try await source.fetchManifest()
         } catch {
-            throw HotUpdateError.wrap(error, as: .manifestInvalid, "cannot fetch the manifest")
+            let hot = HotUpdateError.wrap(error, as: .manifestInvalid, "cannot fetch the manifest")
+            report(TelemetryEvent(kind: .check, errorCode: hot.code.description))
+            throw hot
         }
+        report(TelemetryEvent(kind: .check, manifestVersion: manifest.version))
         return try await apply(manifest)
     }
 
@@ -71,8 +74,11 @@ extension Updater {
     private func download(_ entry: UpdatePlan.PackagePlan, _ offered: PackageDescriptor) async -> SyncReport.PackageOutcome {
         do {
             let result = try await join(offered)
+            // A version waiting for the next launch is not active yet.
+            let record = await ledger.cached?.packages[entry.id]
+            let waits = record?.pending.map { $0.path == result.version.path } ?? false
             return SyncReport.PackageOutcome(
-                id: entry.id, change: entry.change, activeVersion: result.version.version,
+                id: entry.id, change: entry.change, activeVersion: waits ? record?.active?.version : result.version.version,
                 bytesDownloaded: result.bytesDownloaded)
         } catch {
             let active = await ledger.cached?.packages[entry.id]?.active?.version

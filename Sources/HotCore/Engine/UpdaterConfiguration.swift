@@ -41,6 +41,14 @@ public struct UpdaterConfiguration: Sendable {
     public var keepPreviousVersions: Int
     /// Where the updater logs. Nothing is bootstrapped: pass your own logger.
     public var logger: Logger
+    /// Which packages launch under a trial, and when new versions take effect (see
+    /// ``Updater/beginLaunch()``). The default guards nothing: every version is active as
+    /// soon as it is installed.
+    public var launch: LaunchPolicy
+    /// Where the engine reports checks, downloads, installs, confirmations, rollbacks and
+    /// blocks (see ``TelemetryReporter``). Nil, the default: telemetry is off and nothing is
+    /// sent anywhere.
+    public var telemetry: (any TelemetryReporter)?
     /// The most bytes a package may declare it unpacks to (``PackageDescriptor/unpackedSize``);
     /// a package declaring more is refused before it is downloaded. A package that declares
     /// nothing is held to ``ExtractOptions/maxTotalBytes`` instead.
@@ -64,6 +72,8 @@ public struct UpdaterConfiguration: Sendable {
     ///   - maxConcurrentPackages: How many packages are processed at once (at least 1).
     ///   - keepPreviousVersions: How many older versions are kept for rollback.
     ///   - logger: Where to log.
+    ///   - launch: Which packages launch under a trial, and when new versions take effect.
+    ///   - telemetry: Where the engine reports what it does; nil (the default) is off.
     public init(
         root: URL,
         transport: any Transport,
@@ -75,7 +85,9 @@ public struct UpdaterConfiguration: Sendable {
         timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(),
         maxConcurrentPackages: Int = 2,
         keepPreviousVersions: Int = 1,
-        logger: Logger = Logger(label: "HotUpdate")
+        logger: Logger = Logger(label: "HotUpdate"),
+        launch: LaunchPolicy = LaunchPolicy(),
+        telemetry: (any TelemetryReporter)? = nil
     ) {
         self.root = root
         self.transport = transport
@@ -88,5 +100,7 @@ public struct UpdaterConfiguration: Sendable {
         self.maxConcurrentPackages = max(1, maxConcurrentPackages)
         self.keepPreviousVersions = max(0, keepPreviousVersions)
         self.logger = logger
+        self.launch = launch
+        self.telemetry = telemetry
     }
 }

@@ -1,0 +1,71 @@
+import Foundation
+
+/// Receives what the engine does: checks, downloads, installs, launch confirmations,
+/// rollbacks and blocks.
+///
+/// Telemetry is off unless an app sets ``UpdaterConfiguration/telemetry``. The engine calls
+/// ``record(_:)`` from its own tasks, after the step it reports and never inside a store
+/// transaction: an implementation must return at once (queue the event, send it later) and
+/// must not call back into the ``Updater``.
+///
+/// ```swift
+/// var configuration = UpdaterConfiguration(root: root, transport: transport, unarchiver: unarchiver,
+///                                          verifier: verifier, store: store)
+/// configuration.telemetry = try HTTPTelemetryReporter(url: collectorURL, transport: transport, root: root)
+/// ```
+public protocol TelemetryReporter: Sendable {
+    /// Takes one event. Called from any task; must not block or throw.
+    ///
+    /// - Parameter event: What happened.
+    func record(_ event: TelemetryEvent)
+}
+
+/// The random identifier a telemetry reporter sends with its events: created once per
+/// install under the store root, never derived from the device.
+///
+/// Deleting the store root (or the file) makes a new one, as reinstalling the app does.
+///
+/// ```swift
+/// let clientID = try TelemetryClientID.load(root: root)  // the same value at every launch
+/// ```
+public enum TelemetryClientID {
+    /// The file under the store root that holds the identifier.
+    public static let fileName = "telemetry-id"
+
+    /// The identifier kept under `root`, created (a random UUID) when there is none or the
+    /// file does not hold one. Two processes creating it at once agree on one value.
+    ///
+    /// - Parameter root: The store root.
+    /// - Returns: The identifier, a lowercase UUID.
+    /// - Throws: ``HotUpdateError/Code/fileSystem`` when it can be neither read nor written.
+    public static func load(root: URL) throws -> String {
+        let file = root.appendingPathComponent(fileName)
+        if let existing = read(file) { return existing }
+        let fileManager = FileManager.default
+        let fresh = UUID().uuidString.lowercased()
+        let temporary = root.appendingPathComponent(".\(fileName)-\(UUID().uuidString)")
+        do {
+            try fileManager.createDirectory(at: root, withIntermediateDirectories: true)
+            try Data((fresh + "\n").utf8).write(to: temporary)
+            defer { try? fileManager.removeItem(at: temporary) }
+            // A file that does not hold an identifier is replaced; one another process
+            // linked first wins.
+            if fileManager.fileExists(atPath: file.path), read(file) == nil { try? fileManager.removeItem(at: file) }
+            do {
+                try fileManager.linkItem(at: temporary, to: file)
+            } catch {
+                if let existing = read(file) { return existing }
+                throw error
+            }
+        } catch {
+            throw HotUpdateError.wrap(error, as: .fileSystem, "cannot write the telemetry client id")
+        }
+        return read(file) ?? fresh
+    }
+
+    private static func read(_ file: URL) -> String? {
+        guard let data = try? Data(contentsOf: file), let text = String(data: data, encoding: .utf8) else { return nil }
+        let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return UUID(uuidString: value) != nil ? value.lowercased() : nil
+    }
+}

@@ -1,0 +1,210 @@
+import Foundation
+import HotCore
+import HotTesting
+import HotTransport
+import Testing
+
+/// Stands in for the reporter's sleep between flushes: each call waits until the test
+/// releases it, so the test decides when every flush may happen.
+actor SleepGate {
+    private(set) var durations: [Duration] = []
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    var waiting: Int { waiters.count }
+
+    func sleep(_ duration: Duration) async {
+        durations.append(duration)
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func release() {
+        if !waiters.isEmpty { waiters.removeFirst().resume() }
+    }
+}
+
+/// Waits until `condition` holds, for at most a minute (a loaded machine runs the
+/// reporter's tasks late; nothing here measures time).
+func eventually(_ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now.advanced(by: .seconds(60))
+    while !(await condition()) {
+        if ContinuousClock.now >= deadline { return false }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return true
+}
+
+/// nginx with a collector: `POST /collect` bodies are kept as files (read by
+/// ``CollectorServer/batches()``) and answered 204; `/broken` answers 500.
+struct CollectorServer {
+    let nginx: NginxServer
+    let bodies: URL
+    let root: URL
+
+    static func start() async throws -> CollectorServer {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("collector-\(UUID().uuidString)")
+        let bodies = root.appendingPathComponent("bodies")
+        let served = root.appendingPathComponent("served")
+        try FileManager.default.createDirectory(at: bodies, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: served, withIntermediateDirectories: true)
+        let nginx = try await NginxServer.start(
+            root: served,
+            options: .init(locations: [
+                .init(
+                    """
+                    location = /collect { client_body_in_file_only on; client_body_buffer_size 1m; \
+                    client_body_temp_path "\(bodies.path)"; proxy_pass http://127.0.0.1:$server_port/accepted; }
+                    """),
+                .status(204, at: "/accepted"),
+                .status(500, at: "/broken"),
+            ]))
+        return CollectorServer(nginx: nginx, bodies: bodies, root: root)
+    }
+
+    var collectURL: URL { nginx.baseURL.appendingPathComponent("collect") }
+    var brokenURL: URL { nginx.baseURL.appendingPathComponent("broken") }
+
+    struct Batch: Decodable {
+        var client: String
+        var sentAt: Date
+        var events: [TelemetryEvent]
+    }
+
+    /// The bodies posted to `/collect`, in order.
+    func batches() throws -> [Batch] {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try FileManager.default.contentsOfDirectory(atPath: bodies.path).sorted().map {
+            try decoder.decode(Batch.self, from: Data(contentsOf: bodies.appendingPathComponent($0)))
+        }
+    }
+
+    /// Requests logged for `path`.
+    func posts(_ path: String) -> [NginxServer.Request] {
+        nginx.requests().filter { $0.path == path && $0.method == "POST" }
+    }
+
+    func stop() async {
+        await nginx.stop()
+        try? FileManager.default.removeItem(at: root)
+    }
+}
+
+private func event(_ index: Int) -> TelemetryEvent {
+    TelemetryEvent(kind: .download, packageID: "pack", version: "\(index)", bytes: Int64(index * 100), delivery: .full)
+}
+
+@Suite("HTTPTelemetryReporter against nginx")
+struct HTTPTelemetryReporterTests {
+    @Test("events are batched; each flush waits the interval first, so requests never outnumber the intervals passed")
+    func batchingAndRate() async throws {
+        let server = try await CollectorServer.start()
+        let gate = SleepGate()
+        let reporter = HTTPTelemetryReporter(
+            url: server.collectURL, transport: CurlTransport(), clientID: "0f7c2a5e-1b1d-4c59-9b7a-3c3b1f9c2d10",
+            options: .init(maxBatchEvents: 3), sleep: { await gate.sleep($0) })
+
+        for index in 0..<2 { reporter.record(event(index)) }
+        #expect(await eventually { await gate.waiting == 1 })
+        for index in 2..<5 { reporter.record(event(index)) }  // still the same wait: no second loop
+        #expect(await gate.waiting == 1)
+        #expect(server.posts("/collect").isEmpty)
+
+        // Five events, at most three a batch: two flushes, each after its own interval.
+        await gate.release()
+        #expect(await eventually { reporter.statistics.batchesSent == 1 })
+        #expect(await eventually { await gate.waiting == 1 })
+        #expect(server.posts("/collect").count <= 1)
+        await gate.release()
+        #expect(await eventually { reporter.statistics.batchesSent == 2 })
+        // The queue is empty: the loop ends instead of waiting again.
+        #expect(await eventually { reporter.statistics.queued == 0 })
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(await gate.waiting == 0)
+
+        // A later event waits a whole interval again.
+        reporter.record(event(5))
+        #expect(await eventually { await gate.waiting == 1 })
+        await gate.release()
+        #expect(await eventually { reporter.statistics.batchesSent == 3 })
+
+        _ = await server.nginx.waitForRequests(path: "/collect", count: 3, timeout: .seconds(60))
+        #expect(server.posts("/collect").map(\.status) == [204, 204, 204])
+        let batches = try server.batches()
+        #expect(batches.map { $0.events.compactMap(\.version) } == [["0", "1", "2"], ["3", "4"], ["5"]])
+        #expect(Set(batches.map(\.client)) == ["0f7c2a5e-1b1d-4c59-9b7a-3c3b1f9c2d10"])
+        let first = try #require(batches.first?.events.first)
+        #expect((first.kind, first.packageID, first.bytes, first.delivery) == (.download, "pack", 0, .full))
+        // Every request followed a full one-second wait of its own.
+        #expect(await gate.durations == [.seconds(1), .seconds(1), .seconds(1)])
+        #expect(reporter.statistics.sent == 6)
+        await server.stop()
+    }
+
+    @Test("with the real clock, a burst of events is one request")
+    func burstIsOneRequest() async throws {
+        let server = try await CollectorServer.start()
+        let reporter = HTTPTelemetryReporter(
+            url: server.collectURL, transport: URLSessionTransport(), clientID: UUID().uuidString.lowercased())
+        for index in 0..<50 { reporter.record(event(index)) }
+        #expect(await eventually { reporter.statistics.batchesSent == 1 })
+        #expect(try server.batches().map(\.events.count) == [50])
+        await server.stop()
+    }
+
+    @Test("past the queue's bound the oldest events are dropped")
+    func boundedQueue() async throws {
+        let server = try await CollectorServer.start()
+        let gate = SleepGate()
+        let reporter = HTTPTelemetryReporter(
+            url: server.collectURL, transport: CurlTransport(), clientID: UUID().uuidString.lowercased(),
+            options: .init(maxQueuedEvents: 4), sleep: { await gate.sleep($0) })
+        for index in 0..<10 { reporter.record(event(index)) }
+        #expect(reporter.statistics.queued == 4)
+        #expect(reporter.statistics.droppedFromQueue == 6)
+        #expect(await eventually { await gate.waiting == 1 })
+        await gate.release()
+        #expect(await eventually { reporter.statistics.batchesSent == 1 })
+        #expect(try server.batches().map { $0.events.compactMap(\.version) } == [["6", "7", "8", "9"]])
+        await server.stop()
+    }
+
+    @Test("a batch the server refuses is dropped, not retried")
+    func dropOnFailure() async throws {
+        let server = try await CollectorServer.start()
+        let gate = SleepGate()
+        let reporter = HTTPTelemetryReporter(
+            url: server.brokenURL, transport: CurlTransport(), clientID: UUID().uuidString.lowercased(),
+            sleep: { await gate.sleep($0) })
+        for index in 0..<3 { reporter.record(event(index)) }
+        #expect(await eventually { await gate.waiting == 1 })
+        await gate.release()
+        #expect(await eventually { reporter.statistics.batchesFailed == 1 })
+        // Nothing is kept for a retry, and nothing waits to send again.
+        #expect(reporter.statistics.queued == 0)
+        #expect(reporter.statistics.droppedWithFailedBatches == 3)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(await gate.waiting == 0)
+        #expect(await gate.durations.count == 1)
+
+        // The next events go in a new batch of their own.
+        for index in 3..<5 { reporter.record(event(index)) }
+        #expect(await eventually { await gate.waiting == 1 })
+        await gate.release()
+        #expect(await eventually { reporter.statistics.batchesFailed == 2 })
+        let logged = await server.nginx.waitForRequests(path: "/broken", count: 2, timeout: .seconds(60))
+        #expect(logged.map(\.status) == [500, 500])
+        #expect(reporter.statistics.droppedWithFailedBatches == 5)
+        #expect(reporter.statistics.sent == 0)
+
+        // A collector nobody listens on costs one attempt per batch as well.
+        let gone = HTTPTelemetryReporter(
+            url: URL(string: "http://127.0.0.1:9/collect")!, transport: CurlTransport(),
+            clientID: UUID().uuidString.lowercased(), sleep: { await gate.sleep($0) })
+        gone.record(event(0))
+        #expect(await eventually { await gate.waiting == 1 })
+        await gate.release()
+        #expect(await eventually { gone.statistics.batchesFailed == 1 })
+        #expect(gone.statistics.queued == 0)
+        await server.stop()
+    }
+}
