@@ -73,7 +73,7 @@ extension Updater {
             let result = try await join(offered)
             return SyncReport.PackageOutcome(
                 id: entry.id, change: entry.change, activeVersion: result.version.version,
-                bytesDownloaded: result.bytesDownloaded)
+                bytesDownloaded: result.bytesDownloaded, delta: result.delta)
         } catch {
             let active = await ledger.cached?.packages[entry.id]?.active?.version
             return SyncReport.PackageOutcome(

@@ -41,6 +41,12 @@ public struct UpdaterConfiguration: Sendable {
     public var keepPreviousVersions: Int
     /// Where the updater logs. Nothing is bootstrapped: pass your own logger.
     public var logger: Logger
+    /// Whether a package whose manifest lists a delta from the active version is fetched as
+    /// that delta when it is smaller (the full package stays the fallback). On by default.
+    public var usesDeltas = true
+    /// Applies the binary patches a delta may hold (HotArchive's `ZstdPatcher`); without
+    /// one, a delta holding patches is refused and the full package installed.
+    public var patcher: (any BinaryPatcher)?
 
     /// Creates a configuration.
     ///

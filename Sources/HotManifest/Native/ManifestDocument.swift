@@ -30,15 +30,21 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
         public var sha256: String
         /// The archive's MD5, hex, for older clients.
         public var md5: String?
+        /// Delta packages from earlier versions to this one, if the publisher built any.
+        public var deltas: [DeltaEntry]?
 
         /// Creates an entry.
-        public init(id: String, version: String, url: String, size: Int64, sha256: String, md5: String? = nil) {
+        public init(
+            id: String, version: String, url: String, size: Int64, sha256: String, md5: String? = nil,
+            deltas: [DeltaEntry]? = nil
+        ) {
             self.id = id
             self.version = version
             self.url = url
             self.size = size
             self.sha256 = sha256
             self.md5 = md5
+            self.deltas = deltas
         }
 
         /// Resolves the entry against `baseURL` (the manifest's URL) and validates it.
@@ -56,8 +62,10 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
             } catch let error as HotUpdateError {
                 throw HotUpdateError(.manifestInvalid, error.message, packageID: id)
             }
-            return try PackageDescriptor(
+            var descriptor = try PackageDescriptor(
                 id: id, version: version, url: resolved, size: size, sha256: sha256Digest, md5: md5Digest)
+            descriptor.deltas = try (deltas ?? []).compactMap { try $0.delta(relativeTo: baseURL, packageID: id) }
+            return descriptor
         }
     }
 
