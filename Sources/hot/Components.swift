@@ -106,10 +106,11 @@ struct StoreOptions: ParsableArguments {
         timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(), keepPreviousVersions: Int = 1, maxConcurrentPackages: Int = 2
     ) -> Updater {
         let kind = store ?? StoreKind.detect(root: rootURL)
-        return Updater(
-            configuration: UpdaterConfiguration(
-                root: rootURL, transport: transport, unarchiver: unarchiver, verifier: CryptoVerifier(),
-                store: kind.make(root: rootURL), timeouts: timeouts, maxConcurrentPackages: maxConcurrentPackages,
-                keepPreviousVersions: keepPreviousVersions, logger: makeLogger()))
+        var configuration = UpdaterConfiguration(
+            root: rootURL, transport: transport, unarchiver: unarchiver, verifier: CryptoVerifier(),
+            store: kind.make(root: rootURL), timeouts: timeouts, maxConcurrentPackages: maxConcurrentPackages,
+            keepPreviousVersions: keepPreviousVersions, logger: makeLogger())
+        configuration.patcher = ZstdPatcher()
+        return Updater(configuration: configuration)
     }
 }
