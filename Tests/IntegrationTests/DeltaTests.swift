@@ -265,4 +265,37 @@ struct DeltaTests {
         #expect(paths.contains("/packages/\(deltaFile.lastPathComponent)"))
         #expect(paths.contains("/" + v2.url))
     }
+
+    @Test("hot pack writes a delta against the last release and lists it; hot sync installs from it and says so")
+    func commandLine() async throws {
+        let work = try makeTemporaryDirectory("delta-cli")
+        let repo = work.appendingPathComponent("repo").path
+        let root = work.appendingPathComponent("store").path
+        let privateKey = work.appendingPathComponent("release.pem").path
+        let publicKey = work.appendingPathComponent("release.pub").path
+        try await PublisherWorkflowTests.hot(["keygen", "--private", privateKey, "--public", publicKey])
+        try FileManager.default.createDirectory(atPath: repo, withIntermediateDirectories: true)
+        let server = try await NginxServer.start(root: URL(fileURLWithPath: repo, isDirectory: true))
+        defer { Task { await server.stop() } }
+        let manifestURL = server.baseURL.appendingPathComponent("manifest.json").absoluteString
+        var outputs: [String] = []
+        for version in [1, 2] {
+            let source = work.appendingPathComponent("v\(version)")
+            try writeTree(Self.files(version), under: source)
+            let packed = try await PublisherWorkflowTests.hot(
+                ["pack", source.path, "--id", "web", "--version", "\(version)", "--repo", repo])
+            if version == 2 { #expect(packed.stdout.contains("delta web 1 -> 2:"), "\(packed.stdout)") }
+            try await PublisherWorkflowTests.hot(["sign", "--repo", repo, "--key", privateKey, "--expires", "1h"])
+            let synced = try await PublisherWorkflowTests.hot(
+                ["sync", "--manifest", manifestURL, "--root", root, "--trust", publicKey])
+            outputs.append(synced.stdout)
+        }
+        #expect(outputs[0] == "web\tadd\tok\t1\n")
+        #expect(outputs[1].hasPrefix("web\tupdate\tok\t2\tdelta from 1, "), "\(outputs[1])")
+        let delta = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: repo + "/packages").first { $0.hasSuffix(".delta") })
+        #expect(delta.hasPrefix("web-1-to-2-"))
+        #expect(server.requestCount(for: "/packages/\(delta)") == 1)
+        #expect(!server.requests().contains { $0.path.hasPrefix("/packages/web-2-") && $0.path.hasSuffix(".zip") })
+    }
 }
