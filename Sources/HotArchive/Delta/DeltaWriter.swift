@@ -71,7 +71,7 @@ public enum DeltaWriter {
 
     /// Writes the delta from `base` to `target` at `archive`.
     ///
-    /// - Throws: ``HotCore/HotUpdateError`` when a tree cannot be read (a link or special
+    /// - Throws: `HotUpdateError` when a tree cannot be read (a link or special
     ///   file in it included) or the archive cannot be written.
     @discardableResult
     public static func write(
@@ -157,7 +157,7 @@ public enum DeltaWriter {
 
     /// The regular files under `directory` with their SHA-256, sorted by path.
     ///
-    /// - Throws: ``HotCore/HotUpdateError/Code/invalidArgument`` for a link or special file.
+    /// - Throws: `HotUpdateError.Code.invalidArgument` for a link or special file.
     public static func listFiles(_ directory: URL, verifier: any Verifier) throws -> [FileList.Entry] {
         var files: [FileList.Entry] = []
         var pending = [""]

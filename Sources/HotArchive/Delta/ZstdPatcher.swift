@@ -40,8 +40,8 @@ public struct ZstdPatcher: BinaryPatcher {
 
     /// A patch turning `base` into `target`.
     ///
-    /// - Throws: ``HotUpdateError/Code/limitExceeded`` for a file over ``maxFileBytes``,
-    ///   ``HotUpdateError/Code/internalInconsistency`` when zstd fails.
+    /// - Throws: `HotUpdateError.Code.limitExceeded` for a file over ``maxFileBytes``,
+    ///   `HotUpdateError.Code.internalInconsistency` when zstd fails.
     public func makePatch(base: Data, target: Data) throws -> Data {
         guard Int64(base.count) <= maxFileBytes, Int64(target.count) <= maxFileBytes else {
             throw HotUpdateError(.limitExceeded, "a file over \(maxFileBytes) bytes is not patched")
@@ -73,7 +73,7 @@ public struct ZstdPatcher: BinaryPatcher {
 
     /// `data` compressed alone at ``level``: what a patch is measured against.
     ///
-    /// - Throws: ``HotUpdateError/Code/internalInconsistency`` when zstd fails.
+    /// - Throws: `HotUpdateError.Code.internalInconsistency` when zstd fails.
     public func compressedSize(of data: Data) throws -> Int {
         var output = [UInt8](repeating: 0, count: ZSTD_compressBound(data.count))
         return try data.withUnsafeBytes { input in
@@ -85,8 +85,8 @@ public struct ZstdPatcher: BinaryPatcher {
 
     /// `base` patched by `patch`, which must produce exactly `expectedSize` bytes.
     ///
-    /// - Throws: ``HotUpdateError/Code/corruptArchive`` for a patch that does not apply or
-    ///   produces another size, ``HotUpdateError/Code/limitExceeded`` over ``maxFileBytes``.
+    /// - Throws: `HotUpdateError.Code.corruptArchive` for a patch that does not apply or
+    ///   produces another size, `HotUpdateError.Code.limitExceeded` over ``maxFileBytes``.
     public func applied(patch: Data, base: Data, expectedSize: Int64) throws -> Data {
         guard Int64(base.count) <= maxFileBytes, expectedSize <= maxFileBytes, expectedSize >= 0 else {
             throw HotUpdateError(.limitExceeded, "a file over \(maxFileBytes) bytes is not patched")
