@@ -56,6 +56,8 @@ public struct ZstdPatcher: BinaryPatcher {
             "set the window")
         try check(ZSTD_CCtx_setParameter(context, ZSTD_c_enableLongDistanceMatching, 1), "enable long matching")
         try check(ZSTD_CCtx_setParameter(context, ZSTD_c_contentSizeFlag, 1), "record the size")
+        // A checksum of the result: a patch applied to another base fails in zstd already.
+        try check(ZSTD_CCtx_setParameter(context, ZSTD_c_checksumFlag, 1), "add a checksum")
         let bound = ZSTD_compressBound(target.count)
         var output = [UInt8](repeating: 0, count: bound)
         let written = try base.withUnsafeBytes { baseBytes in
