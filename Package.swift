@@ -47,6 +47,9 @@ let package = Package(
         .systemLibrary(
             name: "CHotCurl", pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]),
+        .systemLibrary(
+            name: "CHotZstd", pkgConfig: "libzstd",
+            providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
 
         // Abstractions and the engine.
         .target(
@@ -70,7 +73,7 @@ let package = Package(
         .target(
             name: "HotArchive",
             dependencies: [
-                "HotCore", "CHotZlib",
+                "HotCore", "CHotZlib", "CHotZstd",
                 .target(name: "CHotArchive", condition: .when(platforms: nonApple + [.macOS])),
             ]),
         .target(

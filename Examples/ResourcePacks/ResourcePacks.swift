@@ -137,7 +137,7 @@ actor EventLog {
         case .progress(let update):
             progress[update.id] = update
             progressEvents[update.id, default: 0] += 1
-        case .overall: break
+        case .overall, .deltaFallback: break
         }
     }
 

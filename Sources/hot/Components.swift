@@ -112,6 +112,7 @@ struct StoreOptions: ParsableArguments {
             store: kind.make(root: rootURL), timeouts: timeouts, maxConcurrentPackages: maxConcurrentPackages,
             keepPreviousVersions: keepPreviousVersions, logger: makeLogger())
         configuration.maxUnpackedBytes = maxUnpackedBytes
+        configuration.patcher = ZstdPatcher()
         return Updater(configuration: configuration)
     }
 }

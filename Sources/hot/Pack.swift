@@ -15,7 +15,10 @@ struct Pack: AsyncParsableCommand {
             (the first 12 hex digits of its SHA-256), so the file never changes and a CDN may \
             cache it forever; the manifest is the only file that changes. The version is listed \
             in the channel's manifest (size, sha256, md5) and released unless --no-release is \
-            given. The manifest is left unsigned: run `hot sign` before publishing.
+            given. Delta packages against the last --deltas releases (5 by default) are written \
+            beside it and listed with the version: clients holding one of those releases download \
+            only the changed files, or zstd patches of them. The manifest is left unsigned: run \
+            `hot sign` before publishing.
             """)
 
     @Argument(help: "The directory to pack.")
@@ -31,6 +34,9 @@ struct Pack: AsyncParsableCommand {
 
     @Flag(help: "Only list the version; release it later with `hot release`.")
     var noRelease = false
+
+    @Option(help: "Build delta packages against this many of the last releases (0 for none).")
+    var deltas = 5
 
     func run() async throws {
         try await runReportingErrors {
@@ -58,9 +64,13 @@ struct Pack: AsyncParsableCommand {
                             + "\(UpdaterConfiguration.defaultMaxUnpackedBytes) a client accepts by default; its apps "
                             + "must raise UpdaterConfiguration.maxUnpackedBytes (hot sync --max-unpacked-bytes)\n").utf8))
             }
+            let deltaEntries = try await DeltaBuilder(files: files, channel: repository.channel).build(
+                package: try files.loadBody(channel: repository.channel).package(id), id: id, target: entry,
+                targetTree: source, count: deltas)
             try repository.edit { body, _ in
                 try body.editPackage(id) { package in
                     try package.addVersion(entry)
+                    if !deltaEntries.isEmpty { package.setDeltas(deltaEntries, of: version) }
                     if !noRelease { package.release(version, rollout: nil) }
                 }
             }

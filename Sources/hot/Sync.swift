@@ -172,6 +172,14 @@ struct Sync: AsyncParsableCommand {
                 if let error = outcome.error {
                     print("\(outcome.id)\t\(outcome.change)\tfailed\t\(version)")
                     printError(error.description)
+                } else if let delta = outcome.delta {
+                    // A fifth column when a delta was tried: used, or refused and why.
+                    if let fallback = delta.fallback {
+                        print("\(outcome.id)\t\(outcome.change)\tok\t\(version)\tdelta from \(delta.baseVersion) refused, full package")
+                        printNote("\(outcome.id): the delta from \(delta.baseVersion) was refused: \(fallback.description)")
+                    } else {
+                        print("\(outcome.id)\t\(outcome.change)\tok\t\(version)\tdelta from \(delta.baseVersion), \(delta.bytes) bytes")
+                    }
                 } else {
                     print("\(outcome.id)\t\(outcome.change)\tok\t\(version)")
                 }

@@ -43,6 +43,9 @@ final class SyncProgressDisplay: @unchecked Sendable {
             if isTerminal { redraw() }
         case .progress:
             break
+        case .deltaFallback(let fallback):
+            let line = "\(fallback.id): the delta from \(fallback.baseVersion) was refused (\(fallback.error.message)); fetching the full package"
+            if isTerminal { permanent(line); redraw() } else { write(line + "\n") }
         }
     }
 

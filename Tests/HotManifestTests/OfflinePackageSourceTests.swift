@@ -78,7 +78,7 @@ struct OfflinePackageSourceTests {
         ])
     }
 
-    @Test("full, patch and inactive modules: patch installs the full package, inactive ones download nothing")
+    @Test("full, patch and inactive modules: inactive ones download nothing")
     func answer() throws {
         let json = """
             {"resultCode": 0, "resultData": [
@@ -100,29 +100,68 @@ struct OfflinePackageSourceTests {
         #expect(check.manifest.packages.map { $0.md5?.hex } == [md5A, md5B])
         #expect(check.modules.map(\.requestedMode) == [.full, .patch, .full])
         #expect(check.modules[1].patchURL?.absoluteString == "https://h5.test/offline/pkg/bb.patch")
+        #expect(check.manifest.packages[1].deltas.isEmpty, "nothing installed: nothing to patch")
         #expect(check.modules[2].package == nil)
         #expect(check.inactiveModuleIDs == ["10030"])
     }
 
-    @Test(
-        "malformed answers are refused with manifestInvalid",
-        arguments: [
-            "not json",
-            #"{"data": []}"#,
-            #"{"resultData": [{"packageUrl": "a.zip", "packageMD5": "\#(String(repeating: "ab", count: 16))"}]}"#,
-            #"{"resultData": [{"moduleId": "../x", "packageUrl": "a.zip", "packageMD5": "\#(String(repeating: "ab", count: 16))"}]}"#,
-            #"{"resultData": [{"moduleId": "m", "packageMD5": "\#(String(repeating: "ab", count: 16))", "isActive": true}]}"#,
-            #"{"resultData": [{"moduleId": "m", "packageUrl": "a.zip", "isActive": true}]}"#,
-            #"{"resultData": [{"moduleId": "m", "packageUrl": "a.zip", "packageMD5": "adfadfadfadfadfadfadfadf"}]}"#,
-            #"{"resultData": [{"moduleId": "m", "packageUrl": "a.zip", "packageMD5": "\#(String(repeating: "ab", count: 16))", "mode": 3}]}"#,
-            #"{"resultData": [{"moduleId": "m", "packageUrl": "a.zip", "packageMD5": "\#(String(repeating: "ab", count: 16))", "isActive": "maybe"}]}"#,
-            #"{"resultData": [{"moduleId": "m", "mode": 2, "patchUrl": "p.bin", "patchMD5": "\#(String(repeating: "ab", count: 16))"}]}"#,
-        ])
+    @Test("an answer that is not a list of modules is refused with manifestInvalid", arguments: ["not json", #"{"data": []}"#])
     func malformed(json: String) {
         let error = #expect(throws: HotUpdateError.self) {
             try OfflinePackageManifestSource.parseAnswer(Data(json.utf8), relativeTo: checkURL)
         }
         #expect(error?.code == .manifestInvalid)
+    }
+
+    @Test(
+        "a malformed module fails alone: left out with manifestInvalid in refused, the module beside it installs",
+        arguments: [
+            #"{"packageUrl": "a.zip", "packageMD5": "\#(String(repeating: "ab", count: 16))"}"#,
+            #"{"moduleId": "../x", "packageUrl": "a.zip", "packageMD5": "\#(String(repeating: "ab", count: 16))"}"#,
+            #"{"moduleId": "m", "packageMD5": "\#(String(repeating: "ab", count: 16))", "isActive": true}"#,
+            #"{"moduleId": "m", "packageUrl": "a.zip", "isActive": true}"#,
+            #"{"moduleId": "m", "packageUrl": "a.zip", "packageMD5": "adfadfadfadfadfadfadfadf"}"#,
+            #"{"moduleId": "m", "packageUrl": "a.zip", "packageMD5": "\#(String(repeating: "ab", count: 16))", "mode": 3}"#,
+            #"{"moduleId": "m", "packageUrl": "a.zip", "packageMD5": "\#(String(repeating: "ab", count: 16))", "isActive": "maybe"}"#,
+            #"{"moduleId": "m", "mode": 2, "patchUrl": "p.bin", "patchMD5": "\#(String(repeating: "ab", count: 16))"}"#,
+            #"{"moduleId": "ok", "packageUrl": "b.zip", "packageMD5": "\#(String(repeating: "ab", count: 16))"}"#,
+        ])
+    func malformedModule(module: String) throws {
+        let json = #"{"resultData": [\#(module), GOOD]}"#.replacingOccurrences(of: "GOOD", with: #"{"moduleId": "ok", "packageUrl": "ok.zip", "packageMD5": "\#(String(repeating: "cd", count: 16))"}"#)
+        let check = try OfflinePackageManifestSource.parseAnswer(Data(json.utf8), relativeTo: checkURL)
+        #expect(check.manifest.packages.map(\.id) == ["ok"])
+        #expect(check.refused.map(\.code) == [.manifestInvalid])
+    }
+
+    @Test("patch mode lists the patch as a delta from the reported version; a bad patchMD5 of an inactive module refuses nothing")
+    func patchMode() throws {
+        let json = """
+            {"resultData": [
+              {"moduleId": "home", "moduleVer": "2", "packageUrl": "home-2.zip", "packageMD5": "\(md5A)",
+               "patchUrl": "home-1-2.delta", "patchMD5": "\(md5B)", "mode": 2, "isActive": true},
+              {"moduleId": "fresh", "moduleVer": "1", "packageUrl": "fresh-1.zip", "packageMD5": "\(md5A)",
+               "patchUrl": "fresh.delta", "patchMD5": "\(md5B)", "mode": 2, "isActive": true},
+              {"moduleId": "broken", "moduleVer": "3", "packageUrl": "b-3.zip", "packageMD5": "\(md5A)",
+               "patchUrl": "b.delta", "patchMD5": "not an md5", "mode": 2, "isActive": true},
+              {"moduleId": "off", "packageUrl": "off.zip", "packageMD5": "\(md5A)",
+               "patchUrl": "x", "patchMD5": "zz", "mode": 2, "isActive": false}
+            ]}
+            """
+        let installed = [
+            OfflinePackageManifestSource.InstalledModule(moduleId: "home", moduleVer: "1", isActive: true),
+            OfflinePackageManifestSource.InstalledModule(moduleId: "broken", moduleVer: "2", isActive: true),
+        ]
+        let check = try OfflinePackageManifestSource.parseAnswer(Data(json.utf8), relativeTo: checkURL, installed: installed)
+        #expect(check.refused.isEmpty)
+        #expect(check.manifest.packages.map(\.id) == ["home", "fresh", "broken"])
+        let home = try #require(check.manifest.packages.first)
+        #expect(home.deltas.map(\.baseVersion) == ["1"])
+        #expect(home.deltas.first?.md5?.hex == md5B)
+        #expect(home.deltas.first?.url.absoluteString == "https://h5.test/offline/home-1-2.delta")
+        #expect(check.manifest.packages[1].deltas.isEmpty, "nothing installed to patch")
+        #expect(check.manifest.packages[2].deltas.isEmpty)
+        #expect(check.modules[2].patchError?.code == .manifestInvalid)
+        #expect(check.inactiveModuleIDs == ["off"])
     }
 
     @Test("an HTTP error from the check server fails the check with httpStatus")

@@ -1,4 +1,5 @@
 import Foundation
+import HotArchive
 import HotAssets
 import HotCore
 import HotManifest
@@ -183,21 +184,83 @@ struct OfflinePackageTests {
         await nginx.stop()
     }
 
-    @Test("a malformed answer or a server error fails the check and changes nothing")
+    @Test("a malformed answer or a server error fails the check, a malformed module is refused alone, and nothing changes")
     func badAnswers() async throws {
         let (server, _, nginx, updater) = try await installedHome1()
 
-        for body in ["<html>maintenance</html>", #"{"resultData": [{"moduleId": "10010", "packageUrl": "x.zip"}]}"#] {
-            try server.answer(raw: body)
-            let error = await #expect(throws: HotUpdateError.self) { try await updater.sync(from: source(nginx, updater)) }
-            #expect(error?.code == .manifestInvalid)
-        }
+        try server.answer(raw: "<html>maintenance</html>")
+        let refusal = await #expect(throws: HotUpdateError.self) { try await updater.sync(from: source(nginx, updater)) }
+        #expect(refusal?.code == .manifestInvalid)
+        // A malformed module fails alone: it is refused, nothing else changes.
+        try server.answer(raw: #"{"resultData": [{"moduleId": "10010", "packageUrl": "x.zip"}]}"#)
+        let check = try await source(nginx, updater).check()
+        #expect(check.refused.map(\.packageID) == ["10010"])
+        #expect(check.manifest.packages.isEmpty)
+        try await updater.apply(check.manifest).throwIfFailed()
         var broken = source(nginx, updater)
         broken.url = nginx.baseURL.appendingPathComponent("offline/broken")
         let error = await #expect(throws: HotUpdateError.self) { try await updater.sync(from: broken) }
         #expect(error?.code == .httpStatus)
         #expect(try await activeVersions(updater) == ["10010": "1"])
         #expect(try await installedTree(updater, "10010") == ["index.html": Data("home 1".utf8)])
+        await nginx.stop()
+    }
+
+    @Test("mode patch: the delta from the installed version installs, a patch that fails its MD5 falls back to the full package and the report says so")
+    func patchMode() async throws {
+        let (server, _, nginx, updater) = try await installedHome1()
+        let verifier = CryptoVerifier()
+        let pages: [String: [String: String]] = [
+            "1": ["index.html": "home 1"],
+            "2": ["index.html": "home 2", "js/app.js": String(repeating: "app(); ", count: 2_000)],
+            "3": ["index.html": "home 3", "js/app.js": String(repeating: "app(); ", count: 2_000)],
+        ]
+        /// Zips version `to`, writes the delta from `from` and answers in patch mode.
+        func publish(_ to: String, from: String, patchMD5: String? = nil) async throws -> (zip: String, delta: String) {
+            let fullMD5 = try await server.module("home-\(to)", pages: pages[to] ?? [:])
+            let work = try makeTemporaryDirectory("h5-delta")
+            try writeTree((pages[from] ?? [:]).mapValues { Data($0.utf8) }, under: work.appendingPathComponent("base"))
+            try writeTree((pages[to] ?? [:]).mapValues { Data($0.utf8) }, under: work.appendingPathComponent("target"))
+            let packages = server.directory.appendingPathComponent("packages")
+            let delta = packages.appendingPathComponent("home-\(from)-\(to).delta")
+            try DeltaWriter.write(
+                packageID: "10010",
+                base: DeltaWriter.Side(
+                    version: from,
+                    sha256: try verifier.digest(ofFile: packages.appendingPathComponent("home-\(from).zip"), using: .sha256).hex,
+                    directory: work.appendingPathComponent("base")),
+                target: DeltaWriter.Side(
+                    version: to,
+                    sha256: try verifier.digest(ofFile: packages.appendingPathComponent("home-\(to).zip"), using: .sha256).hex,
+                    directory: work.appendingPathComponent("target")),
+                to: delta, verifier: verifier)
+            try server.answer([
+                ["moduleId": "10010", "moduleVer": to, "packageUrl": "/packages/home-\(to).zip", "packageMD5": fullMD5.hex,
+                 "patchUrl": "/packages/\(delta.lastPathComponent)",
+                 "patchMD5": patchMD5 ?? (try md5(of: delta)).hex, "mode": 2, "isActive": true],
+                // The seed's sample: an inactive module with a patchMD5 that is not one refuses nothing.
+                ["moduleId": "10020", "patchMD5": "", "mode": 2, "isActive": false],
+            ])
+            return ("/packages/home-\(to).zip", "/packages/\(delta.lastPathComponent)")
+        }
+
+        let two = try await publish("2", from: "1")
+        let report = try await updater.sync(from: source(nginx, updater))
+        try report.throwIfFailed()
+        #expect(report.packages.first { $0.id == "10010" }?.delta?.baseVersion == "1")
+        #expect(report.deltaFallbacks.isEmpty)
+        #expect(nginx.requestCount(for: two.delta) == 1)
+        #expect(nginx.requestCount(for: two.zip) == 0)
+        #expect(try await activeVersions(updater) == ["10010": "2"])
+        #expect(try await installedTree(updater, "10010") == (pages["2"] ?? [:]).mapValues { Data($0.utf8) })
+
+        let three = try await publish("3", from: "2", patchMD5: String(repeating: "0", count: 32))
+        let fallback = try await updater.sync(from: source(nginx, updater))
+        try fallback.throwIfFailed()
+        #expect(fallback.deltaFallbacks.first?.deltaFallback?.code == .digestMismatch)
+        #expect(nginx.requestCount(for: three.delta) == 1)
+        #expect(nginx.requestCount(for: three.zip) == 1)
+        #expect(try await installedTree(updater, "10010") == (pages["3"] ?? [:]).mapValues { Data($0.utf8) })
         await nginx.stop()
     }
 }

@@ -145,7 +145,7 @@ func systemError(_ action: String, _ path: String, errno code: Int32 = errno) ->
 }
 
 /// The compressible half of a corpus: script lines and JSON records from a small vocabulary.
-private enum TextMaker {
+enum TextMaker {
     static let words: [[UInt8]] = [
         "function", "return", "const", "let", "module", "export", "import", "async", "await",
         "value", "resource", "image", "render", "update", "package", "version", "config",

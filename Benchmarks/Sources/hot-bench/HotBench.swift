@@ -14,7 +14,10 @@ struct HotBench: AsyncParsableCommand {
             and fastest wall time and the peak RSS of each. Run it in release mode, from the repository's root: \
             swift run --package-path Benchmarks -c release hot-bench. Its options: hot-bench help measure.
             """,
-        subcommands: [Measure.self, Extract.self, Pack.self, Idle.self, MakeCorpus.self, StoreBenchmark.self, ResumeBenchmark.self, InstallBenchmark.self, SyncOne.self],
+        subcommands: [
+            Measure.self, Extract.self, Pack.self, Idle.self, MakeCorpus.self, StoreBenchmark.self, DeltaBenchmark.self,
+            ResumeBenchmark.self, InstallBenchmark.self, SyncOne.self,
+        ],
         defaultSubcommand: Measure.self)
 }
 

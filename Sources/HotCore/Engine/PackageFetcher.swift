@@ -18,6 +18,8 @@ struct StagedPackage: Sendable {
     var md5: Digest?
     /// The tree's regular files with their SHA-256, hashed while they were unpacked.
     var files: [FileList.Entry]
+    /// Bytes downloaded to stage it: the archive's size, or a delta's.
+    var downloaded: Int64 = 0
 
     /// Removes the staging entry and lets go of it.
     func discard() {
@@ -84,7 +86,7 @@ struct PackageFetcher: Sendable {
             try Task.checkCancellation()
             let files = try await FileSystem.offload { try Self.installedFiles(report, in: tree, verifier: verifier) }
             return StagedPackage(
-                owner: owner, tree: tree, size: size, sha256: sha256, md5: md5, files: files)
+                owner: owner, tree: tree, size: size, sha256: sha256, md5: md5, files: files, downloaded: size)
         } catch {
             try? FileSystem.remove(staging)
             owner.release()
@@ -109,7 +111,7 @@ struct PackageFetcher: Sendable {
     }
 
     /// Streams the package to `file`, hashing on the way, and checks size and digests.
-    private func download(_ descriptor: PackageDescriptor, to file: URL, observer: FetchObserver) async throws
+    func download(_ descriptor: PackageDescriptor, to file: URL, observer: FetchObserver) async throws
         -> (Int64, Digest, Digest?, PartialDownload?)
     {
         let policy = configuration.partialDownloads

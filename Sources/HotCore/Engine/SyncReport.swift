@@ -19,6 +19,9 @@ public struct SyncReport: Sendable, Equatable {
     /// Whether anything was installed, updated or removed.
     public var changedAnything: Bool { packages.contains { $0.change != .unchanged && $0.succeeded } }
 
+    /// The packages whose delta was refused and that fell back to the full package.
+    public var deltaFallbacks: [SyncReport.PackageOutcome] { packages.filter { $0.deltaFallback != nil } }
+
     /// Throws the first package failure, if any.
     public func throwIfFailed() throws {
         if let failure = failures.first, let error = failure.error { throw error }
@@ -36,22 +39,49 @@ extension SyncReport {
         public var activeVersion: String?
         /// Why the package failed, if it did. The previous version, if any, stays active.
         public var error: HotUpdateError?
-        /// Bytes downloaded for this package.
+        /// Bytes downloaded for this package, a refused delta's included.
         public var bytesDownloaded: Int64
+        /// The delta the package was fetched as, or tried as before falling back; nil when
+        /// the full package was fetched directly.
+        public var delta: SyncReport.DeltaUse?
 
         /// Creates an outcome.
         public init(
             id: String, change: UpdatePlan.Change, activeVersion: String?, error: HotUpdateError? = nil,
-            bytesDownloaded: Int64 = 0
+            bytesDownloaded: Int64 = 0, delta: SyncReport.DeltaUse? = nil
         ) {
             self.id = id
             self.change = change
             self.activeVersion = activeVersion
             self.error = error
             self.bytesDownloaded = bytesDownloaded
+            self.delta = delta
         }
+
+        /// Why a delta was refused before the full package was installed; nil when no delta
+        /// was tried or it installed.
+        public var deltaFallback: HotUpdateError? { delta?.fallback }
 
         /// Whether the package ended as planned.
         public var succeeded: Bool { error == nil }
+    }
+}
+
+extension SyncReport {
+    /// A delta a package was fetched as (see `PackageDescriptor.Delta`).
+    public struct DeltaUse: Sendable, Equatable {
+        /// The installed version the delta applied to.
+        public var baseVersion: String
+        /// The delta's bytes downloaded.
+        public var bytes: Int64
+        /// Why the delta was refused, when it was: the full package was installed instead.
+        public var fallback: HotUpdateError?
+
+        /// Creates a value.
+        public init(baseVersion: String, bytes: Int64, fallback: HotUpdateError? = nil) {
+            self.baseVersion = baseVersion
+            self.bytes = bytes
+            self.fallback = fallback
+        }
     }
 }

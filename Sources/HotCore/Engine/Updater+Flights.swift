@@ -24,6 +24,8 @@ struct FlightResult: Sendable {
     var version: InstalledVersion
     /// Bytes downloaded by the flight (0 when the version was already installed).
     var bytesDownloaded: Int64
+    /// The delta the flight tried, if any.
+    var delta: SyncReport.DeltaUse? = nil
 }
 
 /// The newest request for a package in this process.
@@ -139,6 +141,7 @@ extension Updater {
         do {
             try await slots.acquire()
             let staged: StagedPackage
+            let delta: SyncReport.DeltaUse?
             do {
                 defer { slots.release() }
                 hub.publish(id, descriptor.version, .downloading)
@@ -156,9 +159,7 @@ extension Updater {
                                 $0.filesTotal = step.entriesTotal
                             })
                     })
-                let owner = try await ledger.makeStaging()
-                staged = try await PackageFetcher(configuration: configuration, layout: layout)
-                    .stage(descriptor, into: owner, observer: observer)
+                (staged, delta) = try await stageChoosingDelta(descriptor, repairing: key.repairing, observer: observer)
             }
             downloaded = true
             report(
@@ -172,7 +173,7 @@ extension Updater {
                 }
             if key.repairing == nil { report(TelemetryEvent(kind: .install, packageID: id, version: version.version)) }
             await landed(key)
-            return FlightResult(version: version, bytesDownloaded: staged.size)
+            return FlightResult(version: version, bytesDownloaded: staged.downloaded, delta: delta)
         } catch {
             await landed(key)
             let hot = HotUpdateError.wrap(error, as: .internalInconsistency, "failed", packageID: id)

@@ -79,7 +79,7 @@ extension Updater {
             let waits = record?.pending.map { $0.path == result.version.path } ?? false
             return SyncReport.PackageOutcome(
                 id: entry.id, change: entry.change, activeVersion: waits ? record?.active?.version : result.version.version,
-                bytesDownloaded: result.bytesDownloaded)
+                bytesDownloaded: result.bytesDownloaded, delta: result.delta)
         } catch {
             let active = await ledger.cached?.packages[entry.id]?.active?.version
             return SyncReport.PackageOutcome(

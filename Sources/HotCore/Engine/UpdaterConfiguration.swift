@@ -57,6 +57,12 @@ public struct UpdaterConfiguration: Sendable {
     public static let defaultMaxUnpackedBytes: Int64 = 8 << 30
     /// Whether and how long cut downloads are kept under `partial/` to be resumed.
     public var partialDownloads = PartialDownloadPolicy()
+    /// Whether a package whose manifest lists a delta from the active version is fetched as
+    /// that delta when it is smaller (the full package stays the fallback). On by default.
+    public var usesDeltas = true
+    /// Applies the binary patches a delta may hold (HotArchive's `ZstdPatcher`); without
+    /// one, a delta holding patches is refused and the full package installed.
+    public var patcher: (any BinaryPatcher)?
 
     /// Creates a configuration.
     ///

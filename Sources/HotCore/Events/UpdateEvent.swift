@@ -16,6 +16,30 @@ public enum UpdateEvent: Sendable {
     case progress(UpdateEvent.PackageProgress)
     /// The sum over every package being worked on advanced.
     case overall(UpdateEvent.OverallProgress)
+    /// A delta was refused; the full package is fetched instead.
+    case deltaFallback(UpdateEvent.DeltaFallback)
+}
+
+extension UpdateEvent {
+    /// A delta refused, and the full package fetched instead.
+    public struct DeltaFallback: Sendable {
+        /// The package id.
+        public var id: String
+        /// The version being installed.
+        public var version: String
+        /// The installed version the delta was made against.
+        public var baseVersion: String
+        /// Why the delta was refused.
+        public var error: HotUpdateError
+
+        /// Creates a value.
+        public init(id: String, version: String, baseVersion: String, error: HotUpdateError) {
+            self.id = id
+            self.version = version
+            self.baseVersion = baseVersion
+            self.error = error
+        }
+    }
 }
 
 extension UpdateEvent {

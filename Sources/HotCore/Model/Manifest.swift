@@ -16,6 +16,9 @@ public struct PackageDescriptor: Sendable, Hashable {
     public var md5: Digest?
     /// The password of an encrypted archive, if any.
     public var password: String?
+    /// Delta packages from earlier versions to this one, smallest first is not required:
+    /// the updater picks the one whose base is its active version.
+    public var deltas: [PackageDescriptor.Delta] = []
 
     /// Creates a descriptor.
     ///

@@ -128,6 +128,9 @@ struct ObjectStore: Sendable {
             _ = unlink(temporary.path)
             throw posixError(code, "cannot put object \(object.lastPathComponent) at \(target.path)")
         }
+        // rename(2) does nothing when both names are links to one file (a tree assembled
+        // from objects): the temporary name is then still there.
+        _ = unlink(temporary.path)
         return 0
     }
 

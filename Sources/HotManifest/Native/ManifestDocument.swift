@@ -32,15 +32,21 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
         public var md5: String?
         /// The bytes the package holds once unpacked; the client's unarchiver limit when given.
         public var unpackedSize: Int64?
+        /// Delta packages from earlier versions to this one, if the publisher built any.
+        public var deltas: [DeltaEntry]?
 
         /// Creates an entry.
-        public init(id: String, version: String, url: String, size: Int64, sha256: String, md5: String? = nil) {
+        public init(
+            id: String, version: String, url: String, size: Int64, sha256: String, md5: String? = nil,
+            deltas: [DeltaEntry]? = nil
+        ) {
             self.id = id
             self.version = version
             self.url = url
             self.size = size
             self.sha256 = sha256
             self.md5 = md5
+            self.deltas = deltas
         }
 
         /// Resolves the entry against `baseURL` (the manifest's URL) and validates it.
@@ -66,6 +72,7 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
                 }
                 descriptor.unpackedSize = unpackedSize
             }
+            descriptor.deltas = try (deltas ?? []).compactMap { try $0.delta(relativeTo: baseURL, packageID: id) }
             return descriptor
         }
     }

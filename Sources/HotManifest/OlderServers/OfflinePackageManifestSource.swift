@@ -23,10 +23,14 @@ import HotCore
 ///                  "packageMD5": "…", "patchUrl": "…", "patchMD5": "…", "mode": 1, "isActive": true}]}
 /// ```
 ///
-/// - `mode` is `1` or `"full"` for the full package, `2` or `"patch"` for a patch. The format
-///   defines no patch format (no diff algorithm, and no base version the patch applies to), so
-///   a patch cannot be applied safely: in patch mode the full package (`packageUrl`,
-///   `packageMD5`) is installed instead, which gives the same result for more bytes.
+/// - `mode` is `1` or `"full"` for the full package, `2` or `"patch"` for a patch. The seed
+///   defines no patch format; HotUpdate's is the delta package `hot pack` writes (HotCore's
+///   `DeltaLayout`) made against the module's installed version, the one the check reported:
+///   in patch mode with a `patchUrl` and `patchMD5` the package's descriptor lists that delta
+///   (`PackageDescriptor.deltas`) and the updater assembles the new version from the
+///   installed one plus the delta. The full package (`packageUrl`, `packageMD5`) stays the
+///   fallback: a patch that is missing, malformed, made against other content or failing any
+///   check installs the full package, and the sync report says so.
 ///   ``ModuleUpdate/requestedMode`` tells what the server asked for.
 /// - `isActive: false` (also `0` or `"false"`) disables the module: nothing is downloaded, its
 ///   id is in ``Check/inactiveModuleIDs`` and in the manifest's
@@ -37,6 +41,10 @@ import HotCore
 /// - An optional `moduleVer` is used as the installed version; without one the version is the
 ///   package's MD5.
 /// - Modules the answer does not mention are left as they are (the manifest is not complete).
+/// - A malformed module fails alone: it is left out of the manifest with its error in
+///   ``Check/refused``, and the other modules install. The answer is unsigned, so refusing it
+///   all for one bad entry would protect nothing. Patch fields are read only for an active
+///   module in patch mode; a malformed one drops the patch, not the module.
 ///
 /// ## What this format cannot protect against
 ///
@@ -105,7 +113,8 @@ public struct OfflinePackageManifestSource: ManifestSource {
         private init(_ name: String) { self.name = name }
         /// The full package (`mode` 1 or `"full"`).
         public static let full = Mode("full")
-        /// A patch from the installed version (`mode` 2 or `"patch"`); installed as the full package.
+        /// A patch from the installed version (`mode` 2 or `"patch"`): a delta package, with the
+        /// full package as the fallback.
         public static let patch = Mode("patch")
         public var description: String { name }
     }
@@ -118,12 +127,20 @@ public struct OfflinePackageManifestSource: ManifestSource {
         public var isActive: Bool
         /// What the server asked for.
         public var requestedMode: Mode
-        /// The package installed: the full package, whatever the mode. Nil when inactive.
+        /// The package installed: the full package, listing the patch as a delta from the
+        /// reported version in patch mode. Nil when inactive.
         public var package: PackageDescriptor?
-        /// The patch the server offered, if any (not applied; see the type's documentation).
+        /// The patch the server offered, if any.
         public var patchURL: URL?
         /// The patch's MD5, if any.
         public var patchMD5: Digest?
+        /// Why the offered patch is not used, when it is malformed (the full package installs).
+        public var patchError: HotUpdateError?
+
+        public func hash(into hasher: inout Hasher) {
+            hasher.combine(moduleID)
+            hasher.combine(package)
+        }
     }
 
     /// The result of one check.
@@ -138,6 +155,14 @@ public struct OfflinePackageManifestSource: ManifestSource {
         public var inactiveModuleIDs: Set<String>
         /// What was posted as `h5vers`.
         public var reported: [InstalledModule]
+        /// The malformed modules of the answer, each left out of the manifest with its reason
+        /// (naming the module when its id could be read); the others are unaffected.
+        public var refused: [HotUpdateError] = []
+
+        public func hash(into hasher: inout Hasher) {
+            hasher.combine(manifest)
+            hasher.combine(modules)
+        }
     }
 
     /// Where the check is posted.
@@ -250,7 +275,7 @@ public struct OfflinePackageManifestSource: ManifestSource {
         let data = try await transport.fetchDocument(
             url: url, maxBytes: maxBytes, timeouts: timeouts, method: "POST", headers: requestHeaders,
             body: try requestBody(reporting: installed))
-        var check = try Self.parseAnswer(data, relativeTo: url)
+        var check = try Self.parseAnswer(data, relativeTo: url, installed: installed)
         check.reported = installed
         return check
     }
@@ -281,9 +306,13 @@ public struct OfflinePackageManifestSource: ManifestSource {
     /// - Parameters:
     ///   - data: The answer's bytes.
     ///   - baseURL: What relative package URLs are resolved against.
-    /// - Returns: The check, with an empty ``Check/reported``.
-    /// - Throws: `HotUpdateError.Code.manifestInvalid`.
-    public static func parseAnswer(_ data: Data, relativeTo baseURL: URL) throws -> Check {
+    ///   - installed: What the check reported: a patch applies to the module's version here.
+    /// - Returns: The check, with an empty ``Check/reported``; malformed modules are in
+    ///   ``Check/refused``.
+    /// - Throws: `HotUpdateError.Code.manifestInvalid` when the answer as a whole cannot be read.
+    public static func parseAnswer(_ data: Data, relativeTo baseURL: URL, installed: [InstalledModule] = []) throws
+        -> Check
+    {
         let answer: Answer
         do {
             answer = try JSONDecoder().decode(Answer.self, from: data)
@@ -296,18 +325,33 @@ public struct OfflinePackageManifestSource: ManifestSource {
             throw HotUpdateError(
                 .manifestInvalid, "the offline-package answer has no resultData list", subject: baseURL.absoluteString)
         }
-        let updates = try modules.enumerated().map { index, module in
-            try update(from: module, at: index, relativeTo: baseURL)
+        let installedVersions = Dictionary(
+            installed.map { ($0.moduleId, $0.moduleVer) }, uniquingKeysWith: { first, _ in first })
+        var updates: [ModuleUpdate] = []
+        var refused: [HotUpdateError] = []
+        var seen = Set<String>()
+        for (index, module) in modules.enumerated() {
+            do {
+                let update = try update(
+                    from: module, at: index, relativeTo: baseURL,
+                    installedVersion: module.moduleId.flatMap { installedVersions[$0.value] })
+                guard seen.insert(update.moduleID).inserted else {
+                    throw HotUpdateError(.manifestInvalid, "the module appears twice in resultData", packageID: update.moduleID)
+                }
+                updates.append(update)
+            } catch let error as HotUpdateError {
+                refused.append(error)
+            }
         }
         let inactive = Set(updates.filter { !$0.isActive }.map(\.moduleID))
         let manifest = try Manifest(
             schema: 0, packages: updates.compactMap(\.package), isComplete: false, disabledPackageIDs: inactive)
-        return Check(manifest: manifest, modules: updates, inactiveModuleIDs: inactive, reported: [])
+        return Check(manifest: manifest, modules: updates, inactiveModuleIDs: inactive, reported: [], refused: refused)
     }
 
-    private static func update(from module: AnswerModule, at index: Int, relativeTo baseURL: URL) throws
-        -> ModuleUpdate
-    {
+    private static func update(
+        from module: AnswerModule, at index: Int, relativeTo baseURL: URL, installedVersion: String?
+    ) throws -> ModuleUpdate {
         guard let id = module.moduleId?.value, !id.isEmpty else {
             throw HotUpdateError(
                 .manifestInvalid, "module \(index + 1) of resultData has no moduleId", subject: baseURL.absoluteString)
@@ -321,25 +365,46 @@ public struct OfflinePackageManifestSource: ManifestSource {
             throw HotUpdateError(.manifestInvalid, "mode '\(other)' is neither full (1) nor patch (2)", packageID: id)
         }
         let isActive = try module.isActive.map { try $0.bool(what: "isActive", packageID: id) } ?? true
-        let patchURL = try module.patchUrl.flatMap { try optionalURL($0, relativeTo: baseURL, what: "patchUrl", id: id) }
-        let patchMD5 = try module.patchMD5.flatMap { try optionalMD5($0, what: "patchMD5", id: id) }
         guard isActive else {
-            return ModuleUpdate(
-                moduleID: id, isActive: false, requestedMode: mode, package: nil, patchURL: patchURL, patchMD5: patchMD5)
+            // An inactive module downloads nothing: its patch fields are not read.
+            return ModuleUpdate(moduleID: id, isActive: false, requestedMode: mode, package: nil)
+        }
+        var patchURL: URL?
+        var patchMD5: Digest?
+        var patchError: HotUpdateError?
+        if mode == .patch {
+            do {
+                patchURL = try module.patchUrl.flatMap { try optionalURL($0, relativeTo: baseURL, what: "patchUrl", id: id) }
+                patchMD5 = try module.patchMD5.flatMap { try optionalMD5($0, what: "patchMD5", id: id) }
+            } catch let error as HotUpdateError {
+                patchError = error
+            }
         }
         guard let packageURL = try module.packageUrl.flatMap({
             try optionalURL($0, relativeTo: baseURL, what: "packageUrl", id: id)
         }) else {
-            let why = mode == .patch ? " (patch mode needs it too: the format defines no patch format to apply)" : ""
+            let why = mode == .patch ? " (patch mode needs it too: it is the fallback)" : ""
             throw HotUpdateError(.manifestInvalid, "the active module has no packageUrl\(why)", packageID: id)
         }
         guard let md5 = try module.packageMD5.flatMap({ try optionalMD5($0, what: "packageMD5", id: id) }) else {
             throw HotUpdateError(.manifestInvalid, "the active module has no packageMD5", packageID: id)
         }
         let version = module.moduleVer?.value ?? md5.hex
-        let package = try PackageDescriptor(id: id, version: version, url: packageURL, md5: md5)
+        var package = try PackageDescriptor(id: id, version: version, url: packageURL, md5: md5)
+        if let patchURL, let patchMD5, let installedVersion, installedVersion != version {
+            do {
+                package.deltas = [
+                    try PackageDescriptor.Delta(
+                        baseVersion: installedVersion, baseSHA256: nil, url: patchURL, size: nil, sha256: nil,
+                        md5: patchMD5)
+                ]
+            } catch let error as HotUpdateError {
+                patchError = error
+            }
+        }
         return ModuleUpdate(
-            moduleID: id, isActive: true, requestedMode: mode, package: package, patchURL: patchURL, patchMD5: patchMD5)
+            moduleID: id, isActive: true, requestedMode: mode, package: package, patchURL: patchURL, patchMD5: patchMD5,
+            patchError: patchError)
     }
 
     private static func optionalURL(_ text: String, relativeTo baseURL: URL, what: String, id: String) throws -> URL? {

@@ -147,7 +147,7 @@ public struct ReleasePolicy: Sendable {
             }
             var entry = ManifestDocument.Entry(
                 id: package.id, version: chosen.version, url: chosen.url, size: chosen.size,
-                sha256: chosen.sha256, md5: chosen.md5)
+                sha256: chosen.sha256, md5: chosen.md5, deltas: chosen.deltas)
             entry.unpackedSize = chosen.unpackedSize
             offered.append(try entry.descriptor(relativeTo: baseURL))
         }

@@ -58,14 +58,20 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         /// The bytes the package holds once unpacked (the sum of its files' sizes); the client
         /// makes it the unarchiver's exact limit. Absent in manifests written before it existed.
         public var unpackedSize: Int64?
+        /// Delta packages from earlier versions to this one (`hot pack` builds them against
+        /// the last releases); absent in manifests without deltas, which stay byte-identical.
+        public var deltas: [DeltaEntry]?
 
         /// Creates a version entry.
-        public init(version: String, url: String, size: Int64, sha256: String, md5: String? = nil) {
+        public init(
+            version: String, url: String, size: Int64, sha256: String, md5: String? = nil, deltas: [DeltaEntry]? = nil
+        ) {
             self.version = version
             self.url = url
             self.size = size
             self.sha256 = sha256
             self.md5 = md5
+            self.deltas = deltas
         }
     }
 

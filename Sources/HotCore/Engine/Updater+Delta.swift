@@ -1,0 +1,77 @@
+import Foundation
+import Logging
+
+extension Updater {
+    /// Stages `descriptor` from the delta that applies to the active version when there is
+    /// one and it is smaller than the full package; when the delta is refused for any reason
+    /// the full package is staged instead, and the refusal is logged, published as
+    /// ``UpdateEvent/deltaFallback(_:)`` and returned for the report. A repair never uses a
+    /// delta: the objects it would build from may be what is damaged.
+    ///
+    /// - Returns: The staged package (its ``StagedPackage/downloaded`` counts the refused
+    ///   delta's bytes too) and the delta tried, if any.
+    nonisolated func stageChoosingDelta(
+        _ descriptor: PackageDescriptor, repairing: String?, observer: FetchObserver
+    ) async throws -> (StagedPackage, SyncReport.DeltaUse?) {
+        let fetcher = PackageFetcher(configuration: configuration, layout: layout)
+        guard repairing == nil, let (delta, base) = await deltaToUse(for: descriptor) else {
+            return (try await fetcher.stage(descriptor, into: try await ledger.makeStaging(), observer: observer), nil)
+        }
+        let received = ReceivedBytes()
+        var deltaObserver = observer
+        deltaObserver.received = { bytes, expected in
+            received.set(bytes)
+            observer.received(bytes, expected)
+        }
+        do {
+            let staged = try await fetcher.stageDelta(
+                delta, of: descriptor, base: base, into: try await ledger.makeStaging(), observer: deltaObserver)
+            logger.info(
+                "installing from a delta",
+                metadata: [
+                    "package": "\(descriptor.id)", "from": "\(base.version)", "to": "\(descriptor.version)",
+                    "bytes": "\(staged.downloaded)",
+                ])
+            return (staged, SyncReport.DeltaUse(baseVersion: base.version, bytes: staged.downloaded))
+        } catch {
+            if Task.isCancelled { throw error }
+            let hot = HotUpdateError.wrap(error, as: .internalInconsistency, "the delta was refused", packageID: descriptor.id)
+            if hot.code == .cancelled { throw hot }
+            logger.warning(
+                "the delta was refused; downloading the full package: \(hot)",
+                metadata: ["package": "\(descriptor.id)", "from": "\(base.version)"])
+            hub.publish(
+                .deltaFallback(
+                    UpdateEvent.DeltaFallback(
+                        id: descriptor.id, version: descriptor.version, baseVersion: base.version, error: hot)))
+            var staged = try await fetcher.stage(descriptor, into: try await ledger.makeStaging(), observer: observer)
+            staged.downloaded += received.value
+            return (staged, SyncReport.DeltaUse(baseVersion: base.version, bytes: received.value, fallback: hot))
+        }
+    }
+
+    /// The delta that applies to the package's active version, with that version, when the
+    /// updater uses deltas and the delta is smaller than the full package.
+    private nonisolated func deltaToUse(for descriptor: PackageDescriptor) async
+        -> (PackageDescriptor.Delta, InstalledVersion)?
+    {
+        guard configuration.usesDeltas, !descriptor.deltas.isEmpty,
+            let record = await ledger.cached?.packages[descriptor.id], let active = record.active,
+            record.state != .fileMissing, record.state != .digestMismatch
+        else { return nil }
+        let candidates = descriptor.deltas.filter { delta in
+            delta.applies(to: active) && (descriptor.size.map { full in (delta.size ?? full) < full } ?? true)
+        }
+        guard let best = candidates.min(by: { ($0.size ?? .max) < ($1.size ?? .max) }) else { return nil }
+        return (best, active)
+    }
+}
+
+/// The bytes a download has received so far, set from the transport's threads.
+private final class ReceivedBytes: @unchecked Sendable {
+    private let lock = NSLock()
+    private var bytes: Int64 = 0
+
+    func set(_ value: Int64) { lock.withLock { bytes = value } }
+    var value: Int64 { lock.withLock { bytes } }
+}
