@@ -124,7 +124,7 @@ struct ScriptEngine: PatchActivator {
     }
 }
 
-func printActivations(_ activations: [PatchActivation]) {
+func printActivations(_ activations: [ScriptPatch.Activation]) {
     for activation in activations {
         if let error = activation.error {
             print("  activate \(activation.id): failed: \(error)")

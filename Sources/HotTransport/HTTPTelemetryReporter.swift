@@ -20,7 +20,7 @@ import Logging
 ///              "version": "2", "bytes": 48213, "delivery": "full"}]}
 /// ```
 ///
-/// `client` is `TelemetryClientID`'s random per-install value, never a device
+/// `client` is `TelemetryEvent.ClientID`'s random per-install value, never a device
 /// identifier.
 ///
 /// ```swift
@@ -104,7 +104,7 @@ public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable
     ///   - url: Where the batches are posted.
     ///   - transport: Sends them.
     ///   - clientID: The identifier sent with every batch: a random per-install value
-    ///     (see `TelemetryClientID`), never a device identifier.
+    ///     (see `TelemetryEvent.ClientID`), never a device identifier.
     ///   - options: How the reporter batches.
     ///   - logger: Where failed batches are logged (at debug level).
     ///   - sleep: Waits between flushes; tests pass one they control.
@@ -122,7 +122,7 @@ public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable
     }
 
     /// Creates a reporter whose client identifier is kept under the store root (see
-    /// `TelemetryClientID`).
+    /// `TelemetryEvent.ClientID`).
     ///
     /// - Parameters:
     ///   - url: Where the batches are posted.
@@ -136,7 +136,7 @@ public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable
         logger: Logger = Logger(label: "HotUpdate.telemetry")
     ) throws {
         self.init(
-            url: url, transport: transport, clientID: try TelemetryClientID.load(root: root), options: options,
+            url: url, transport: transport, clientID: try TelemetryEvent.ClientID.load(root: root), options: options,
             logger: logger)
     }
 

@@ -18,16 +18,16 @@ import Security
 /// ```
 public final class CryptoHasher: DigestHasher {
     /// The algorithm this hasher computes.
-    public let algorithm: DigestAlgorithm
+    public let algorithm: Digest.Algorithm
     private var md5: Insecure.MD5?
     private var sha256: SHA256?
     private var result: Digest?
 
     /// Creates a hasher.
     ///
-    /// - Parameter algorithm: ``DigestAlgorithm/md5`` or ``DigestAlgorithm/sha256``.
+    /// - Parameter algorithm: ``Digest/Algorithm/md5`` or ``Digest/Algorithm/sha256``.
     /// - Throws: `HotUpdateError.Code.unsupported` for another algorithm.
-    public init(algorithm: DigestAlgorithm) throws {
+    public init(algorithm: Digest.Algorithm) throws {
         switch algorithm {
         case .sha256: sha256 = SHA256()
         case .md5: md5 = Insecure.MD5()
@@ -64,7 +64,7 @@ public final class CryptoHasher: DigestHasher {
 
 /// Signatures and key ids over CryptoKit (Ed25519) and Security (RSA).
 enum CryptoBackend {
-    static let supportedDigests: Set<DigestAlgorithm> = [.md5, .sha256]
+    static let supportedDigests: Set<Digest.Algorithm> = [.md5, .sha256]
 
     static func verify(signature: Data, of message: Data, with key: PublicKey) throws -> Bool {
         let info = try SubjectPublicKeyInfo(pem: key.pem)

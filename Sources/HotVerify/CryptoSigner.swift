@@ -5,7 +5,7 @@ import HotManifest
 /// The kind of key ``CryptoSigner/generate(_:)`` makes.
 public struct KeyKind: Sendable, Hashable, CustomStringConvertible {
     /// The scheme signatures by such a key use.
-    public let scheme: SignatureScheme
+    public let scheme: PublicKey.Scheme
     /// The RSA modulus size in bits; 0 for Ed25519.
     public let bits: Int
 
@@ -15,7 +15,7 @@ public struct KeyKind: Sendable, Hashable, CustomStringConvertible {
     public static let rsa3072 = KeyKind(scheme: .rsaPSSSHA256, bits: 3072)
 
     /// RSA of `bits` (2048 or more) signing with `scheme` (PSS or PKCS#1 v1.5, SHA-256).
-    public static func rsa(bits: Int, scheme: SignatureScheme = .rsaPSSSHA256) -> KeyKind {
+    public static func rsa(bits: Int, scheme: PublicKey.Scheme = .rsaPSSSHA256) -> KeyKind {
         KeyKind(scheme: scheme, bits: bits)
     }
 
@@ -45,11 +45,11 @@ public struct CryptoSigner: Signer {
     ///
     /// - Parameters:
     ///   - privateKeyPEM: PEM PKCS#8 (`-----BEGIN PRIVATE KEY-----`), Ed25519 or RSA.
-    ///   - rsaScheme: The scheme for an RSA key: `SignatureScheme.rsaPSSSHA256` (default)
-    ///     or `SignatureScheme.rsaPKCS1SHA256`. Ignored for Ed25519.
+    ///   - rsaScheme: The scheme for an RSA key: `PublicKey.Scheme.rsaPSSSHA256` (default)
+    ///     or `PublicKey.Scheme.rsaPKCS1SHA256`. Ignored for Ed25519.
     /// - Throws: `HotUpdateError.Code.signatureInvalid` when the PEM is not such a key;
     ///   `HotUpdateError.Code.unsupported` where HotVerify has no signing backend.
-    public init(privateKeyPEM: String, rsaScheme: SignatureScheme = .rsaPSSSHA256) throws {
+    public init(privateKeyPEM: String, rsaScheme: PublicKey.Scheme = .rsaPSSSHA256) throws {
         let (publicPEM, isRSA) = try SigningBackend.publicKey(ofPrivatePEM: privateKeyPEM)
         self.privateKeyPEM = privateKeyPEM
         self.publicKey = PublicKey(scheme: isRSA ? rsaScheme : .ed25519, pem: publicPEM)
@@ -77,11 +77,11 @@ public struct CryptoSigner: Signer {
 
 extension CryptoVerifier {
     /// Reads a PEM public key and picks its scheme from the key's algorithm: Ed25519 keys
-    /// sign with `SignatureScheme.ed25519`, RSA keys with `rsaScheme`.
+    /// sign with `PublicKey.Scheme.ed25519`, RSA keys with `rsaScheme`.
     ///
     /// - Throws: `HotUpdateError.Code.signatureInvalid` when the PEM is not a public key
     ///   of either kind.
-    public static func publicKey(pem: String, rsaScheme: SignatureScheme = .rsaPSSSHA256) throws -> PublicKey {
+    public static func publicKey(pem: String, rsaScheme: PublicKey.Scheme = .rsaPSSSHA256) throws -> PublicKey {
         let info = try SubjectPublicKeyInfo(pem: pem)
         switch info.algorithmOID {
         case SubjectPublicKeyInfo.ed25519OID: return PublicKey(scheme: .ed25519, pem: pem)

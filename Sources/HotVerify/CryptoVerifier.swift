@@ -6,7 +6,7 @@ import HotCore
 ///
 /// Digests: MD5 (for older servers) and SHA-256. Signatures: Ed25519,
 /// RSA PKCS#1 v1.5 with SHA-256, RSA-PSS with SHA-256, MGF1-SHA-256 and a 32-byte salt,
-/// and, for older patch servers, RSA PKCS#1 v1.5 over the raw message (`SignatureScheme.rsaPKCS1Raw`).
+/// and, for older patch servers, RSA PKCS#1 v1.5 over the raw message (`PublicKey.Scheme.rsaPKCS1Raw`).
 /// Keys are PEM SubjectPublicKeyInfo (`-----BEGIN PUBLIC KEY-----`), as
 /// `openssl pkey -pubout` writes them.
 ///
@@ -20,7 +20,7 @@ import HotCore
 /// ```
 public struct CryptoVerifier: Verifier {
     /// The signature schemes ``verify(signature:of:with:)`` checks.
-    public static let supportedSchemes: Set<SignatureScheme> = [
+    public static let supportedSchemes: Set<PublicKey.Scheme> = [
         .ed25519, .rsaPKCS1SHA256, .rsaPSSSHA256, .rsaPKCS1Raw,
     ]
 
@@ -28,13 +28,13 @@ public struct CryptoVerifier: Verifier {
     public init() {}
 
     /// MD5 and SHA-256 (empty on a platform with neither libcrypto nor CryptoKit).
-    public var supportedDigests: Set<DigestAlgorithm> { CryptoBackend.supportedDigests }
+    public var supportedDigests: Set<Digest.Algorithm> { CryptoBackend.supportedDigests }
 
     /// Returns a fresh ``CryptoHasher``.
     ///
-    /// - Parameter algorithm: `DigestAlgorithm.md5` or `DigestAlgorithm.sha256`.
+    /// - Parameter algorithm: `Digest.Algorithm.md5` or `Digest.Algorithm.sha256`.
     /// - Throws: `HotUpdateError.Code.unsupported` for any other algorithm.
-    public func makeHasher(for algorithm: DigestAlgorithm) throws -> any DigestHasher {
+    public func makeHasher(for algorithm: Digest.Algorithm) throws -> any DigestHasher {
         try CryptoHasher(algorithm: algorithm)
     }
 
@@ -80,21 +80,21 @@ public struct CryptoVerifier: Verifier {
     ///
     /// - Throws: `HotUpdateError.Code.fileSystem` naming the file when it cannot be opened or
     ///   read; `HotUpdateError.Code.unsupported` for an algorithm not in ``supportedDigests``.
-    public func digest(ofFile url: URL, using algorithm: DigestAlgorithm) throws -> Digest {
+    public func digest(ofFile url: URL, using algorithm: Digest.Algorithm) throws -> Digest {
         let hasher = try CryptoHasher(algorithm: algorithm)
         try FileChunks.forEachChunk(of: url) { hasher.update($0) }
         return hasher.finalize()
     }
 
     /// The error for a key whose type does not fit its scheme.
-    static func keyTypeMismatch(_ scheme: SignatureScheme, found: String) -> HotUpdateError {
+    static func keyTypeMismatch(_ scheme: PublicKey.Scheme, found: String) -> HotUpdateError {
         HotUpdateError(
             .signatureInvalid,
             "the key is a \(found) key but its scheme '\(scheme)' needs \(scheme == .ed25519 ? "an Ed25519" : "an RSA") key")
     }
 
     /// The error for an algorithm this verifier lacks.
-    static func unsupportedDigest(_ algorithm: DigestAlgorithm) -> HotUpdateError {
+    static func unsupportedDigest(_ algorithm: Digest.Algorithm) -> HotUpdateError {
         HotUpdateError(.unsupported, "digest algorithm '\(algorithm)' is not supported (supported: md5, sha256)")
     }
 }

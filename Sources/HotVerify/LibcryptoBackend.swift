@@ -15,16 +15,16 @@ import HotCore
 /// ```
 public final class CryptoHasher: DigestHasher {
     /// The algorithm this hasher computes.
-    public let algorithm: DigestAlgorithm
+    public let algorithm: Digest.Algorithm
     private let context: OpaquePointer
     private var result: Digest?
 
     /// Creates a hasher.
     ///
-    /// - Parameter algorithm: `DigestAlgorithm.md5` or `DigestAlgorithm.sha256`.
+    /// - Parameter algorithm: `Digest.Algorithm.md5` or `Digest.Algorithm.sha256`.
     /// - Throws: `HotUpdateError.Code.unsupported` for another algorithm, or when libcrypto
     ///   refuses it (MD5 under a FIPS-only configuration).
-    public init(algorithm: DigestAlgorithm) throws {
+    public init(algorithm: Digest.Algorithm) throws {
         let md: OpaquePointer?
         switch algorithm {
         case .sha256: md = EVP_sha256()
@@ -70,7 +70,7 @@ public final class CryptoHasher: DigestHasher {
 
 /// Signatures and key ids over libcrypto.
 enum CryptoBackend {
-    static let supportedDigests: Set<DigestAlgorithm> = [.md5, .sha256]
+    static let supportedDigests: Set<Digest.Algorithm> = [.md5, .sha256]
 
     static func verify(signature: Data, of message: Data, with key: PublicKey) throws -> Bool {
         let pkey = try Libcrypto.readPublicKey(key.pem)
@@ -152,7 +152,7 @@ enum CryptoBackend {
         return hasher.finalize().hex
     }
 
-    private static func check(_ pkey: OpaquePointer, fits scheme: SignatureScheme) throws {
+    private static func check(_ pkey: OpaquePointer, fits scheme: PublicKey.Scheme) throws {
         let type = EVP_PKEY_get_base_id(pkey)
         let fits: Bool
         switch scheme {

@@ -36,7 +36,7 @@ enum SigningBackend {
         return (try writePEM { PEM_write_bio_PUBKEY($0, key) }, type == EVP_PKEY_RSA)
     }
 
-    static func sign(_ message: Data, privatePEM: String, scheme: SignatureScheme) throws -> Data {
+    static func sign(_ message: Data, privatePEM: String, scheme: PublicKey.Scheme) throws -> Data {
         let key = try Libcrypto.readPrivateKey(privatePEM)
         defer { EVP_PKEY_free(key) }
         guard let context = EVP_MD_CTX_new() else {
@@ -104,6 +104,6 @@ enum SigningBackend {
     }
     static func generate(_ kind: KeyKind) throws -> String { throw unavailable }
     static func publicKey(ofPrivatePEM pem: String) throws -> (String, Bool) { throw unavailable }
-    static func sign(_ message: Data, privatePEM: String, scheme: SignatureScheme) throws -> Data { throw unavailable }
+    static func sign(_ message: Data, privatePEM: String, scheme: PublicKey.Scheme) throws -> Data { throw unavailable }
 }
 #endif

@@ -18,7 +18,7 @@ struct SubjectPublicKeyInfo: Sendable, Hashable {
     static let rsaPSSOID = "1.2.840.113549.1.1.10"
 
     /// Whether the key's algorithm fits `scheme`.
-    func fits(_ scheme: SignatureScheme) -> Bool {
+    func fits(_ scheme: PublicKey.Scheme) -> Bool {
         switch scheme {
         case .ed25519: return algorithmOID == Self.ed25519OID
         case .rsaPKCS1SHA256, .rsaPKCS1Raw: return algorithmOID == Self.rsaEncryptionOID

@@ -5,12 +5,12 @@ import HotCore
 /// A hasher on a platform with neither libcrypto nor CryptoKit: it cannot be created.
 public final class CryptoHasher: DigestHasher {
     /// The algorithm this hasher would compute.
-    public let algorithm: DigestAlgorithm
+    public let algorithm: Digest.Algorithm
 
     /// Always throws: this platform has no crypto library HotVerify can use.
     ///
     /// - Throws: `HotUpdateError.Code.unsupported`.
-    public init(algorithm: DigestAlgorithm) throws {
+    public init(algorithm: Digest.Algorithm) throws {
         throw HotUpdateError(.unsupported, "no crypto library (libcrypto or CryptoKit) on this platform")
     }
 
@@ -25,7 +25,7 @@ public final class CryptoHasher: DigestHasher {
 
 /// No signatures without a crypto library.
 enum CryptoBackend {
-    static let supportedDigests: Set<DigestAlgorithm> = []
+    static let supportedDigests: Set<Digest.Algorithm> = []
 
     static func verify(signature: Data, of message: Data, with key: PublicKey) throws -> Bool {
         throw HotUpdateError(.unsupported, "no crypto library (libcrypto or CryptoKit) on this platform")

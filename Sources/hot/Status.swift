@@ -41,7 +41,7 @@ struct Status: AsyncParsableCommand {
         /// The active version's launch phase (pending, trial, confirmed) for a guarded package.
         var launchPhase: String?
         /// Versions a failed launch blocked.
-        var blocked: [BlockedVersion]?
+        var blocked: [InstallRecord.BlockedVersion]?
     }
 
     /// The `--json` document.

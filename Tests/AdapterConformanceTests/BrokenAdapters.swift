@@ -39,7 +39,7 @@ struct LeakyUnarchiver: Unarchiver {
         _ archive: URL,
         to destination: URL,
         options: ExtractOptions,
-        progress: (@Sendable (ExtractionProgress) -> Void)?
+        progress: (@Sendable (ExtractionReport.Progress) -> Void)?
     ) async throws -> ExtractionReport {
         try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: true)
         try Data("half written".utf8).write(to: destination.appendingPathComponent("partial.txt"))

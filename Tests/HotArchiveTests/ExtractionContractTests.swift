@@ -6,8 +6,8 @@ import Testing
 
 /// FNV-1a 64, a hasher independent of any library, to check `fileHasher` plumbing.
 final class FNVHasher: DigestHasher {
-    static let algorithm = DigestAlgorithm(name: "fnv1a64", byteCount: 8)
-    var algorithm: DigestAlgorithm { Self.algorithm }
+    static let algorithm = Digest.Algorithm(name: "fnv1a64", byteCount: 8)
+    var algorithm: Digest.Algorithm { Self.algorithm }
     private var state: UInt64 = 0xcbf2_9ce4_8422_2325
 
     func update(_ bytes: UnsafeRawBufferPointer) {
@@ -33,13 +33,13 @@ final class FNVHasher: DigestHasher {
 /// Collects progress reports from any thread.
 final class ProgressLog: @unchecked Sendable {
     private let lock = NSLock()
-    private var values: [ExtractionProgress] = []
-    func add(_ value: ExtractionProgress) {
+    private var values: [ExtractionReport.Progress] = []
+    func add(_ value: ExtractionReport.Progress) {
         lock.lock()
         values.append(value)
         lock.unlock()
     }
-    var all: [ExtractionProgress] {
+    var all: [ExtractionReport.Progress] {
         lock.lock()
         defer { lock.unlock() }
         return values

@@ -26,14 +26,14 @@ actor CheckCounter {
 
 @Suite("When to check")
 struct CheckScheduleTests {
-    static func schedule(_ policy: CheckPolicy, _ clock: ManualClock, file: URL? = nil, jitter: Double = 1)
+    static func schedule(_ policy: CheckSchedule.Policy, _ clock: ManualClock, file: URL? = nil, jitter: Double = 1)
         -> CheckSchedule
     {
         CheckSchedule(policy: policy, file: file, clock: { clock.now }, jitter: { jitter }, networkAllows: { _ in true })
     }
 
     /// Runs the schedule for `trigger`, swallowing a check's failure.
-    static func fire(_ schedule: CheckSchedule, _ trigger: CheckTrigger, _ counter: CheckCounter) async {
+    static func fire(_ schedule: CheckSchedule, _ trigger: CheckSchedule.Trigger, _ counter: CheckCounter) async {
         _ = try? await schedule.run(trigger) { try await counter.check() }
     }
 
@@ -41,7 +41,7 @@ struct CheckScheduleTests {
     func policies() async throws {
         let clock = ManualClock()
         let counter = CheckCounter()
-        let schedule = Self.schedule(CheckPolicy(foregroundMinimumInterval: 600), clock)
+        let schedule = Self.schedule(CheckSchedule.Policy(foregroundMinimumInterval: 600), clock)
         await Self.fire(schedule, .launch, counter)
         #expect(await counter.count == 1)
         clock.advance(300)
@@ -63,9 +63,9 @@ struct CheckScheduleTests {
         #expect(await counter.count == 5)
 
         // The periodic interval is an hour at least; manual-only never checks by itself.
-        #expect(CheckPolicy(periodicInterval: 60).periodicInterval == 3600)
+        #expect(CheckSchedule.Policy(periodicInterval: 60).periodicInterval == 3600)
         let manual = Self.schedule(.manualOnly, clock)
-        for trigger in [CheckTrigger.launch, .foreground, .periodic] { await Self.fire(manual, trigger, counter) }
+        for trigger in [CheckSchedule.Trigger.launch, .foreground, .periodic] { await Self.fire(manual, trigger, counter) }
         #expect(await counter.count == 5)
     }
 
@@ -74,7 +74,7 @@ struct CheckScheduleTests {
         let clock = ManualClock()
         let counter = CheckCounter()
         await counter.setFailure(HotUpdateError(.transportFailed, "down"))
-        let schedule = Self.schedule(CheckPolicy(foregroundMinimumInterval: 0), clock, jitter: 1)
+        let schedule = Self.schedule(CheckSchedule.Policy(foregroundMinimumInterval: 0), clock, jitter: 1)
         #expect(await schedule.backoff(afterFailures: 1) == 60)
         #expect(await schedule.backoff(afterFailures: 2) == 120)
         #expect(await schedule.backoff(afterFailures: 12) == 24 * 3600)
@@ -106,7 +106,7 @@ struct CheckScheduleTests {
         let clock = ManualClock()
         let counter = CheckCounter()
         await counter.setFailure(HotUpdateError(.httpStatus, "the server answered HTTP 503 (Retry-After: 3600)"))
-        let schedule = Self.schedule(CheckPolicy(foregroundMinimumInterval: 0), clock)
+        let schedule = Self.schedule(CheckSchedule.Policy(foregroundMinimumInterval: 0), clock)
         await Self.fire(schedule, .launch, counter)
         await counter.setFailure(nil)
         clock.advance(3599)
@@ -127,7 +127,7 @@ struct CheckScheduleTests {
         let file = directory.appendingPathComponent("check-schedule.json")
         let clock = ManualClock()
         let counter = CheckCounter()
-        let policy = CheckPolicy(atLaunch: false, foregroundMinimumInterval: 3600)
+        let policy = CheckSchedule.Policy(atLaunch: false, foregroundMinimumInterval: 3600)
         await Self.fire(Self.schedule(policy, clock, file: file), .foreground, counter)
         #expect(await counter.count == 1)
         clock.advance(600)
@@ -150,7 +150,7 @@ struct CheckScheduleTests {
         let clock = ManualClock()
         let counter = CheckCounter()
         let schedule = CheckSchedule(
-            policy: CheckPolicy(allowsExpensiveNetwork: false), clock: { clock.now }, networkAllows: { _ in false })
+            policy: CheckSchedule.Policy(allowsExpensiveNetwork: false), clock: { clock.now }, networkAllows: { _ in false })
         await Self.fire(schedule, .launch, counter)
         #expect(await counter.count == 0)
         await Self.fire(schedule, .manual, counter)

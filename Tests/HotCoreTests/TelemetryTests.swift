@@ -87,14 +87,14 @@ struct TelemetryTests {
     func clientID() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("telemetry-id-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
-        let first = try TelemetryClientID.load(root: root)
+        let first = try TelemetryEvent.ClientID.load(root: root)
         #expect(UUID(uuidString: first) != nil)
-        #expect(try TelemetryClientID.load(root: root) == first)
+        #expect(try TelemetryEvent.ClientID.load(root: root) == first)
         let other = root.appendingPathComponent("other")
-        #expect(try TelemetryClientID.load(root: other) != first)
+        #expect(try TelemetryEvent.ClientID.load(root: other) != first)
         // A damaged file is replaced with a new random value.
-        try Data("not an id".utf8).write(to: root.appendingPathComponent(TelemetryClientID.fileName))
-        let replaced = try TelemetryClientID.load(root: root)
+        try Data("not an id".utf8).write(to: root.appendingPathComponent(TelemetryEvent.ClientID.fileName))
+        let replaced = try TelemetryEvent.ClientID.load(root: root)
         #expect(replaced != first && UUID(uuidString: replaced) != nil)
         #expect(try FileManager.default.contentsOfDirectory(atPath: root.path).sorted() == ["other", "telemetry-id"])
     }

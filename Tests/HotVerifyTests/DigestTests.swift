@@ -57,8 +57,8 @@ struct DigestTests {
         #expect(try CryptoHasher(algorithm: .sha256).finalize().hex.hasPrefix("e3b0c442"))
     }
 
-    @Test("Updates in uneven chunks equal one update", arguments: [DigestAlgorithm.sha256, .md5])
-    func chunkedEqualsOneShot(algorithm: DigestAlgorithm) async throws {
+    @Test("Updates in uneven chunks equal one update", arguments: [Digest.Algorithm.sha256, .md5])
+    func chunkedEqualsOneShot(algorithm: Digest.Algorithm) async throws {
         let data = pseudoRandomBytes(count: 2 * (1 << 20) + 333, seed: 99)
         let verifier = CryptoVerifier()
         let oneShot = try verifier.digest(of: data, using: algorithm)
@@ -94,7 +94,7 @@ struct DigestTests {
     func unsupportedAlgorithm() async throws {
         let verifier = CryptoVerifier()
         #expect(verifier.supportedDigests == [.sha256, .md5])
-        let sha1 = DigestAlgorithm(name: "sha1", byteCount: 20)
+        let sha1 = Digest.Algorithm(name: "sha1", byteCount: 20)
         #expect(throws: HotUpdateError(.unsupported, "")) { try verifier.makeHasher(for: sha1) }
         #expect(throws: HotUpdateError(.unsupported, "")) { try verifier.digest(of: Data(), using: sha1) }
     }

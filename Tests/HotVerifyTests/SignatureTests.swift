@@ -9,7 +9,7 @@ struct KeyFixture {
     enum Kind: String, CaseIterable, CustomStringConvertible {
         case ed25519, rsaPKCS1, rsaPSS
         var description: String { rawValue }
-        var scheme: SignatureScheme {
+        var scheme: PublicKey.Scheme {
             switch self {
             case .ed25519: .ed25519
             case .rsaPKCS1: .rsaPKCS1SHA256
@@ -57,7 +57,7 @@ struct KeyFixture {
         return try Data(contentsOf: signatureFile)
     }
 
-    func publicKey(_ url: URL, scheme: SignatureScheme? = nil) throws -> PublicKey {
+    func publicKey(_ url: URL, scheme: PublicKey.Scheme? = nil) throws -> PublicKey {
         PublicKey(scheme: scheme ?? kind.scheme, pem: try String(contentsOf: url, encoding: .utf8))
     }
 }
@@ -159,7 +159,7 @@ struct SignatureTests {
             let (_, rsaPublic) = try await fixture.makeKey("rsa", ed25519: false)
             let message = Data("m".utf8)
             let signature = Data(repeating: 1, count: 64)
-            for scheme in [SignatureScheme.rsaPKCS1SHA256, .rsaPSSSHA256] {
+            for scheme in [PublicKey.Scheme.rsaPKCS1SHA256, .rsaPSSSHA256] {
                 let error = try #require(throws: HotUpdateError.self) {
                     try verifier.verify(signature: signature, of: message, with: try fixture.publicKey(edPublic, scheme: scheme))
                 }
@@ -204,7 +204,7 @@ struct SignatureTests {
         try await withTemporaryDirectory { directory in
             let fixture = KeyFixture(directory: directory, kind: .ed25519)
             let (_, publicKey) = try await fixture.makeKey("ed", ed25519: true)
-            let key = try fixture.publicKey(publicKey, scheme: SignatureScheme(rawValue: "ecdsa-p256-sha256"))
+            let key = try fixture.publicKey(publicKey, scheme: PublicKey.Scheme(rawValue: "ecdsa-p256-sha256"))
             #expect(throws: HotUpdateError(.unsupported, "")) {
                 try verifier.verify(signature: Data(), of: Data(), with: key)
             }

@@ -288,7 +288,7 @@ struct ResumeTests {
 
             // Past the size cap, the oldest go first.
             var configuration = updater.configuration
-            configuration.partialDownloads = PartialDownloadPolicy(maxTotalBytes: 500)
+            configuration.partialDownloads = UpdaterConfiguration.PartialDownloadPolicy(maxTotalBytes: 500)
             let capped = Updater(configuration: configuration)
             _ = try await capped.remove(packageID: "p")
             _ = try await capped.apply(try Manifest(packages: [package.descriptor(at: URL(fileURLWithPath: file.path))]))

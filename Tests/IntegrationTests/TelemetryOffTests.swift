@@ -59,7 +59,7 @@ struct TelemetryOffTests {
         #expect(requests.filter { $0.path.hasPrefix("/packages/") }.count == 1)
         #expect(requests.filter { $0.path == manifest }.count == 2)
         #expect(try FileManager.default.contentsOfDirectory(atPath: bodies.path).isEmpty)
-        #expect(!FileManager.default.fileExists(atPath: off.root.appendingPathComponent(TelemetryClientID.fileName).path))
+        #expect(!FileManager.default.fileExists(atPath: off.root.appendingPathComponent(TelemetryEvent.ClientID.fileName).path))
 
         // On, as a control: the same run posts its events.
         let on = try SignedClient(trust: .signed(by: [key.publicKey]))
@@ -75,7 +75,7 @@ struct TelemetryOffTests {
         #expect(reporter.statistics.sent == reporter.statistics.recorded)
         let posts = nginx.requests().filter { $0.path == "/collect" }
         #expect(!posts.isEmpty && posts.allSatisfy { $0.method == "POST" && $0.status == 204 })
-        let clientID = try TelemetryClientID.load(root: on.root)
+        let clientID = try TelemetryEvent.ClientID.load(root: on.root)
         let files = try FileManager.default.contentsOfDirectory(atPath: bodies.path)
         #expect(files.count == posts.count)
         let body = try files.map { try String(contentsOf: bodies.appendingPathComponent($0), encoding: .utf8) }

@@ -29,7 +29,7 @@ let benchmarks: @Sendable () -> Void = {
 
     // Digests of a file, as a sync checks every download and `hot repair --full` every file.
     let digestFile = Fixture<URL>()
-    for algorithm in [DigestAlgorithm.sha256, .md5] {
+    for algorithm in [Digest.Algorithm.sha256, .md5] {
         Benchmark(
             "Digest \(algorithm.name) of a 16 MiB file",
             configuration: .init(scalingFactor: .one)

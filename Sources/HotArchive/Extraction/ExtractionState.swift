@@ -12,22 +12,22 @@ final class ExtractionState: @unchecked Sendable {
     private let deliveryLock = NSLock()
     private let archive: String
     private let maxTotalBytes: Int64
-    private let progress: (@Sendable (ExtractionProgress) -> Void)?
+    private let progress: (@Sendable (ExtractionReport.Progress) -> Void)?
     private var next = 0
     private var failure: HotUpdateError?
     private var cancelled = false
-    private var current: ExtractionProgress
+    private var current: ExtractionReport.Progress
     private var lastDelivered = -1
     private var files: [(Int, ExtractionReport.File)] = []
 
     init(
         archive: String, entriesTotal: Int, bytesTotal: Int64, maxTotalBytes: Int64,
-        progress: (@Sendable (ExtractionProgress) -> Void)?
+        progress: (@Sendable (ExtractionReport.Progress) -> Void)?
     ) {
         self.archive = archive
         self.maxTotalBytes = maxTotalBytes
         self.progress = progress
-        self.current = ExtractionProgress(
+        self.current = ExtractionReport.Progress(
             entriesCompleted: 0, entriesTotal: entriesTotal, bytesWritten: 0, bytesTotal: bytesTotal)
     }
 

@@ -189,7 +189,7 @@ extension PartialDirectory {
     /// - Throws: ``HotUpdateError``, from the plan, the workers or the file system.
     static func extract(
         _ archive: URL, to destination: URL, options: ExtractOptions,
-        progress: (@Sendable (ExtractionProgress) -> Void)?,
+        progress: (@Sendable (ExtractionReport.Progress) -> Void)?,
         plan makePlan: @escaping @Sendable (ReadOnlyFile) throws -> ZipArchivePlan,
         run: (_ file: ReadOnlyFile, _ plan: ZipArchivePlan, _ partial: PartialDirectory, _ state: ExtractionState,
               _ workers: Int) async -> Void

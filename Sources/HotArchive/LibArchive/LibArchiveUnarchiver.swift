@@ -87,7 +87,7 @@ public struct LibArchiveUnarchiver: Unarchiver {
     /// ```
     public func extract(
         _ archive: URL, to destination: URL, options: ExtractOptions,
-        progress: (@Sendable (ExtractionProgress) -> Void)?
+        progress: (@Sendable (ExtractionReport.Progress) -> Void)?
     ) async throws -> ExtractionReport {
         let name = archive.lastPathComponent
         return try await PartialDirectory.extract(archive, to: destination, options: options, progress: progress) { file in

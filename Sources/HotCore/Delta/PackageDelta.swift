@@ -68,39 +68,39 @@ extension PackageDescriptor {
 /// Every path the delta names is hostile input: ``DeltaLayout/validatePath(_:)`` refuses
 /// `..`, absolute paths, empty components and control characters, and the assembler never
 /// follows a link.
-public enum DeltaLayout {
+package enum DeltaLayout {
     /// The format this code reads and writes.
-    public static let format = 1
+    package static let format = 1
     /// The header's name in the archive.
-    public static let headerName = "hotdelta.json"
+    package static let headerName = "hotdelta.json"
     /// The target file list's name in the archive.
-    public static let fileListName = "files.list"
+    package static let fileListName = "files.list"
     /// The directory of whole files.
-    public static let filesDirectory = "files"
+    package static let filesDirectory = "files"
     /// The directory of patches.
-    public static let patchesDirectory = "patches"
+    package static let patchesDirectory = "patches"
 
     /// The header of a delta archive.
-    public struct Header: Codable, Sendable, Hashable {
+    package struct Header: Codable, Sendable, Hashable {
         /// ``DeltaLayout/format``.
-        public var format: Int
+        package var format: Int
         /// The package id.
-        public var package: String
+        package var package: String
         /// The base version.
-        public var baseVersion: String
+        package var baseVersion: String
         /// The base's full package SHA-256, hex.
-        public var baseSHA256: String
+        package var baseSHA256: String
         /// The target version.
-        public var targetVersion: String
+        package var targetVersion: String
         /// The target's full package SHA-256, hex.
-        public var targetSHA256: String
+        package var targetSHA256: String
         /// Paths of the base that the target no longer has.
-        public var removed: [String]
+        package var removed: [String]
         /// Files of the target built from a base file and a patch.
-        public var patches: [Patch]
+        package var patches: [Patch]
 
         /// Creates a header.
-        public init(
+        package init(
             package: String, baseVersion: String, baseSHA256: String, targetVersion: String, targetSHA256: String,
             removed: [String], patches: [Patch]
         ) {
@@ -116,18 +116,18 @@ public enum DeltaLayout {
     }
 
     /// One patched file.
-    public struct Patch: Codable, Sendable, Hashable {
+    package struct Patch: Codable, Sendable, Hashable {
         /// The target path.
-        public var path: String
+        package var path: String
         /// The base file's SHA-256, hex: the object the patch applies to.
-        public var base: String
+        package var base: String
         /// The patch's name under ``DeltaLayout/patchesDirectory``.
-        public var patch: String
+        package var patch: String
         /// The patch's format, as a ``BinaryPatcher`` names it (`zstd`).
-        public var method: String
+        package var method: String
 
         /// Creates a patch entry.
-        public init(path: String, base: String, patch: String, method: String) {
+        package init(path: String, base: String, patch: String, method: String) {
             self.path = path
             self.base = base
             self.patch = patch
@@ -139,7 +139,7 @@ public enum DeltaLayout {
     /// component, no backslash, no control character, at most 4,096 bytes.
     ///
     /// - Throws: ``HotUpdateError/Code/unsafeEntry`` naming the path.
-    public static func validatePath(_ path: String) throws {
+    package static func validatePath(_ path: String) throws {
         let components = path.split(separator: "/", omittingEmptySubsequences: false)
         let bad =
             path.isEmpty || path.utf8.count > 4096 || path.hasPrefix("/")
@@ -157,4 +157,10 @@ public enum DeltaLayout {
             throw HotUpdateError(.corruptArchive, "the delta's \(what) is not a SHA-256")
         }
     }
+}
+
+extension PackageDescriptor.Delta {
+    /// The version of the delta layout this client reads; a manifest's delta of another
+    /// format is skipped and the full package downloaded.
+    public static let format = DeltaLayout.format
 }

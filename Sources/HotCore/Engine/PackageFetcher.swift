@@ -35,7 +35,7 @@ struct FetchObserver: Sendable {
     /// The download is complete: checking and unpacking start.
     var verifying: @Sendable () -> Void = {}
     /// Unpacking advanced.
-    var unpacked: @Sendable (ExtractionProgress) -> Void = { _ in }
+    var unpacked: @Sendable (ExtractionReport.Progress) -> Void = { _ in }
 }
 
 /// Downloads a package while hashing it, checks it against the manifest before a byte

@@ -38,38 +38,6 @@ public struct PackageHealth: Sendable, Hashable {
     }
 }
 
-/// What a repair did to one package.
-public struct RepairReport: Sendable {
-    /// The package id.
-    public var id: String
-    /// What the check before the repair found.
-    public var before: PackageHealth
-    /// Files put back from `objects/`, with no network.
-    public var restored: [String]
-    /// Whether the package had to be downloaded again (an object was missing or damaged too).
-    public var refetched: Bool
-    /// What the check after the repair found.
-    public var after: PackageHealth
-    /// Why the repair could not finish, if it could not (for example no network for a re-fetch).
-    public var error: HotUpdateError?
-
-    /// Creates a value.
-    public init(
-        id: String, before: PackageHealth, restored: [String], refetched: Bool, after: PackageHealth,
-        error: HotUpdateError? = nil
-    ) {
-        self.id = id
-        self.before = before
-        self.restored = restored
-        self.refetched = refetched
-        self.after = after
-        self.error = error
-    }
-
-    /// Whether the package is whole again.
-    public var succeeded: Bool { after.isHealthy && error == nil }
-}
-
 extension PackageHealth {
     /// How thoroughly installed files are checked.
     public struct Depth: Hashable, Sendable, CustomStringConvertible {
@@ -80,5 +48,39 @@ extension PackageHealth {
         /// Presence, size and SHA-256 of every file.
         public static let full = PackageHealth.Depth("full")
         public var description: String { name }
+    }
+}
+
+extension PackageHealth {
+    /// What a repair did to one package.
+    public struct RepairReport: Sendable {
+        /// The package id.
+        public var id: String
+        /// What the check before the repair found.
+        public var before: PackageHealth
+        /// Files put back from `objects/`, with no network.
+        public var restored: [String]
+        /// Whether the package had to be downloaded again (an object was missing or damaged too).
+        public var refetched: Bool
+        /// What the check after the repair found.
+        public var after: PackageHealth
+        /// Why the repair could not finish, if it could not (for example no network for a re-fetch).
+        public var error: HotUpdateError?
+
+        /// Creates a value.
+        public init(
+            id: String, before: PackageHealth, restored: [String], refetched: Bool, after: PackageHealth,
+            error: HotUpdateError? = nil
+        ) {
+            self.id = id
+            self.before = before
+            self.restored = restored
+            self.refetched = refetched
+            self.after = after
+            self.error = error
+        }
+
+        /// Whether the package is whole again.
+        public var succeeded: Bool { after.isHealthy && error == nil }
     }
 }

@@ -108,7 +108,7 @@ extension Updater {
     /// - Parameters:
     ///   - packageID: The package.
     ///   - depth: How deep the check before the repair goes.
-    /// - Returns: What was found and done; ``RepairReport/error`` says why a re-fetch failed.
+    /// - Returns: What was found and done; ``PackageHealth/PackageHealth.RepairReport/error`` says why a re-fetch failed.
     /// - Throws: ``HotUpdateError/Code/notFound`` when the package has no active version;
     ///   ``HotUpdateError`` when the store cannot be read or written.
     ///
@@ -116,10 +116,10 @@ extension Updater {
     /// let report = try await updater.repair(packageID: "filters")
     /// print(report.restored, report.refetched)
     /// ```
-    public func repair(packageID: String, depth: PackageHealth.Depth = .full) async throws -> RepairReport {
+    public func repair(packageID: String, depth: PackageHealth.Depth = .full) async throws -> PackageHealth.RepairReport {
         let before = try await verify(packageID: packageID, depth: depth)
         guard !before.isHealthy else {
-            return RepairReport(id: packageID, before: before, restored: [], refetched: false, after: before)
+            return PackageHealth.RepairReport(id: packageID, before: before, restored: [], refetched: false, after: before)
         }
         let (restored, remaining, repairing) = try await restoreFromObjects(
             packageID, version: before.version, paths: before.missing + before.damaged)
@@ -137,7 +137,7 @@ extension Updater {
         if let failure, !after.isHealthy {
             hub.publish(packageID, after.version, after.state, failure)
         }
-        return RepairReport(
+        return PackageHealth.RepairReport(
             id: packageID, before: before, restored: restored, refetched: refetched, after: after, error: failure)
     }
 
@@ -146,8 +146,8 @@ extension Updater {
     /// - Parameter depth: How deep the checks go.
     /// - Returns: One report per package, by id.
     /// - Throws: ``HotUpdateError`` when the store cannot be read or written.
-    public func repairAll(depth: PackageHealth.Depth = .full) async throws -> [RepairReport] {
-        var reports: [RepairReport] = []
+    public func repairAll(depth: PackageHealth.Depth = .full) async throws -> [PackageHealth.RepairReport] {
+        var reports: [PackageHealth.RepairReport] = []
         for id in try await open().packages.values.filter({ $0.active != nil }).map(\.id).sorted() {
             reports.append(try await repair(packageID: id, depth: depth))
         }

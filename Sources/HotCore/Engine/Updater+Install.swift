@@ -282,10 +282,10 @@ extension Updater {
     }
 
     /// The record after installing `version` over `existing`, per the launch policy: a
-    /// version whose timing is not ``ActivationTiming/immediate`` waits as
+    /// version whose timing is not ``LaunchPolicy/Timing/immediate`` waits as
     /// ``InstallRecord/pending`` (a version waiting before it is replaced); otherwise it becomes
     /// active, the active one goes first among the previous ones, and a guarded package's new
-    /// version starts ``LaunchPhase/pending`` with the last confirmed version as its fallback.
+    /// version starts ``InstallRecord/InstallRecord.LaunchPhase/pending`` with the last confirmed version as its fallback.
     /// Blocked versions stay recorded.
     static func installing(
         _ version: InstalledVersion, over existing: InstallRecord?, id: String, policy: LaunchPolicy, keep: Int
@@ -299,7 +299,7 @@ extension Updater {
             return record
         }
         if policy.isGuarded(id) {
-            record.launch = LaunchTrial(phase: .pending, fallback: record.confirmedVersion)
+            record.launch = InstallRecord.LaunchTrial(phase: .pending, fallback: record.confirmedVersion)
         } else {
             record.launch = nil
         }

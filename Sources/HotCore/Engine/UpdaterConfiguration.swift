@@ -56,7 +56,7 @@ public struct UpdaterConfiguration: Sendable {
     /// The default of ``maxUnpackedBytes``: 8 GiB. `hot pack` warns above it.
     public static let defaultMaxUnpackedBytes: Int64 = 8 << 30
     /// Whether and how long cut downloads are kept under `partial/` to be resumed.
-    public var partialDownloads = PartialDownloadPolicy()
+    public var partialDownloads = UpdaterConfiguration.PartialDownloadPolicy()
     /// Whether a package whose manifest lists a delta from the active version is fetched as
     /// that delta when it is smaller (the full package stays the fallback). On by default.
     public var usesDeltas = true

@@ -11,10 +11,10 @@ public struct LaunchSession: Sendable, Hashable {
     /// The guarded packages this launch tries: confirm them once the app runs.
     public var trials: [String: String]
     /// The versions rolled back by this launch: a package id and the version blocked.
-    public var rolledBack: [RolledBackVersion]
+    public var rolledBack: [LaunchSession.RolledBackVersion]
 
     /// Creates a value.
-    public init(token: String, packages: [InstalledPackage], trials: [String: String], rolledBack: [RolledBackVersion]) {
+    public init(token: String, packages: [InstalledPackage], trials: [String: String], rolledBack: [LaunchSession.RolledBackVersion]) {
         self.token = token
         self.packages = packages
         self.trials = trials
@@ -27,40 +27,10 @@ public struct LaunchSession: Sendable, Hashable {
     }
 }
 
-/// A version that a launch rolled back and blocked.
-public struct RolledBackVersion: Sendable, Hashable {
-    /// The package id.
-    public var id: String
-    /// The version blocked.
-    public var version: String
-    /// The version active again; nil: the copy bundled with the app.
-    public var restoredVersion: String?
-    /// Why.
-    public var reason: String
-
-    /// Creates a value.
-    public init(id: String, version: String, restoredVersion: String?, reason: String) {
-        self.id = id
-        self.version = version
-        self.restoredVersion = restoredVersion
-        self.reason = reason
-    }
-}
-
-/// A version installed and waiting to take effect.
-public struct WaitingVersion: Sendable, Hashable {
-    /// The package id.
-    public var id: String
-    /// The version waiting.
-    public var version: String
-    /// When it takes effect.
-    public var timing: ActivationTiming
-}
-
 /// What one launch transaction decided, read after it.
 private struct LaunchChanges: Sendable {
     var trials: [String: String] = [:]
-    var rolledBack: [RolledBackVersion] = []
+    var rolledBack: [LaunchSession.RolledBackVersion] = []
     var activated: [(id: String, version: String)] = []
     var dropped: [(id: String, versions: [InstalledVersion])] = []
 }
@@ -74,11 +44,11 @@ extension Updater {
     /// 1. A guarded package whose active version is still on trial from an earlier launch
     ///    that never confirmed it (the process died, or its time ran out) goes back to its
     ///    last confirmed version, or to the bundle when there is none; the bad version is
-    ///    blocked with the reason (see ``BlockedVersion``), its tree deleted, and a
+    ///    blocked with the reason (see ``InstallRecord/InstallRecord.BlockedVersion``), its tree deleted, and a
     ///    ``PackageState/blocked`` event published with a ``HotUpdateError/Code/launchFailed``
     ///    error.
     /// 2. A version waiting for the next launch (``InstallRecord/pending``) becomes active.
-    /// 3. Each guarded package's untried active version is marked ``LaunchPhase/trial`` with
+    /// 3. Each guarded package's untried active version is marked ``InstallRecord/InstallRecord.LaunchPhase/trial`` with
     ///    this launch's token, before the app loads it.
     ///
     /// - Returns: The launch's token and what to load.
@@ -93,7 +63,7 @@ extension Updater {
         try await launchTransaction(resuming: false)
     }
 
-    /// Activates the versions waiting for the next resume (``ActivationTiming/nextResume``),
+    /// Activates the versions waiting for the next resume (``LaunchPolicy/Timing/nextResume``),
     /// as ``beginLaunch()`` does for them, when the app returns to the foreground and can
     /// reload those packages. Trials of this process's launch are not rolled back.
     ///
@@ -105,7 +75,7 @@ extension Updater {
     }
 
     /// Confirms the launch of `token`: every guarded version it tries becomes
-    /// ``LaunchPhase/confirmed``, and a blocked entry for that version (one tried again by
+    /// ``InstallRecord/InstallRecord.LaunchPhase/confirmed``, and a blocked entry for that version (one tried again by
     /// the retry policy) is cleared. A token of another launch confirms nothing, and so does
     /// one whose ``LaunchPolicy/trialTimeout`` passed.
     ///
@@ -157,10 +127,10 @@ extension Updater {
     /// the next launch (or resume), not while the app runs.
     ///
     /// - Throws: ``HotUpdateError`` from the metadata store.
-    public func waitingVersions() async throws -> [WaitingVersion] {
+    public func waitingVersions() async throws -> [LaunchSession.WaitingVersion] {
         let policy = configuration.launch
         return try await open().packages.values.sorted { $0.id < $1.id }.compactMap { record in
-            record.pending.map { WaitingVersion(id: record.id, version: $0.version, timing: policy.timing(for: record.id)) }
+            record.pending.map { LaunchSession.WaitingVersion(id: record.id, version: $0.version, timing: policy.timing(for: record.id)) }
         }
     }
 
@@ -207,7 +177,7 @@ extension Updater {
                 if let waiting = record.pending, !resuming || timing == .nextResume {
                     record.pending = nil
                     if policy.isGuarded(id) {
-                        record.launch = LaunchTrial(phase: .pending, fallback: record.confirmedVersion)
+                        record.launch = InstallRecord.LaunchTrial(phase: .pending, fallback: record.confirmedVersion)
                     } else {
                         record.launch = nil
                     }
@@ -281,7 +251,7 @@ extension Updater {
             blocked[index].retryAfter = policy.retry.retryDate(afterFailures: blocked[index].failures, at: now)
         } else {
             blocked.append(
-                BlockedVersion(
+                InstallRecord.BlockedVersion(
                     version: bad.version, sha256: bad.sha256, reason: reason, blockedAt: now, failures: 1,
                     retryAfter: policy.retry.retryDate(afterFailures: 1, at: now)))
         }
@@ -301,6 +271,40 @@ extension Updater {
             record.lastErrorCode = nil
         }
         changes.rolledBack.append(
-            RolledBackVersion(id: record.id, version: bad.version, restoredVersion: restored?.version, reason: reason))
+            LaunchSession.RolledBackVersion(id: record.id, version: bad.version, restoredVersion: restored?.version, reason: reason))
+    }
+}
+
+extension LaunchSession {
+    /// A version that a launch rolled back and blocked.
+    public struct RolledBackVersion: Sendable, Hashable {
+        /// The package id.
+        public var id: String
+        /// The version blocked.
+        public var version: String
+        /// The version active again; nil: the copy bundled with the app.
+        public var restoredVersion: String?
+        /// Why.
+        public var reason: String
+
+        /// Creates a value.
+        public init(id: String, version: String, restoredVersion: String?, reason: String) {
+            self.id = id
+            self.version = version
+            self.restoredVersion = restoredVersion
+            self.reason = reason
+        }
+    }
+}
+
+extension LaunchSession {
+    /// A version installed and waiting to take effect.
+    public struct WaitingVersion: Sendable, Hashable {
+        /// The package id.
+        public var id: String
+        /// The version waiting.
+        public var version: String
+        /// When it takes effect.
+        public var timing: LaunchPolicy.Timing
     }
 }

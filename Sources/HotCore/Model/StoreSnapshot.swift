@@ -105,16 +105,16 @@ public struct InstallRecord: Codable, Sendable, Hashable {
     /// a failed download of a newer one. Nil in stores written before it was recorded.
     public var lastErrorCode: String?
     /// A version installed and waiting to take effect: it becomes active at the next
-    /// ``Updater/beginLaunch()`` (or resume), per the package's ``ActivationTiming``.
+    /// ``Updater/beginLaunch()`` (or resume), per the package's ``LaunchPolicy/Timing``.
     /// Nil when nothing waits, and in stores written before it was kept.
     public var pending: InstalledVersion?
     /// Where the active version of a guarded package stands in its launch trial (see
     /// ``LaunchPolicy``); nil for a package that is not guarded or whose active version
     /// never needed a trial.
-    public var launch: LaunchTrial?
+    public var launch: InstallRecord.LaunchTrial?
     /// Versions a failed launch blocked: no sync downloads or restores them again (see
-    /// ``BlockedVersion``). Nil when none.
-    public var blocked: [BlockedVersion]?
+    /// ``InstallRecord/InstallRecord.BlockedVersion``). Nil when none.
+    public var blocked: [InstallRecord.BlockedVersion]?
 
     /// Creates a record.
     public init(

@@ -8,29 +8,6 @@ import Foundation
     import Darwin
 #endif
 
-/// Limits on the downloads a cut transfer leaves under `partial/` for the next attempt.
-///
-/// A download of a package whose manifest gives its SHA-256 is written to
-/// `partial/<sha256>` with a JSON sidecar (`partial/<sha256>.json`: URL, validator, offset).
-/// When the transfer is cut, the bytes stay there, out of reach of the staging sweep, and the
-/// next attempt asks only for the rest (`Range` with `If-Range`, and `If-Match` for servers
-/// that ignore `If-Range`). The whole file's digest still decides.
-public struct PartialDownloadPolicy: Sendable, Hashable {
-    /// Whether cut downloads are kept and resumed.
-    public var isEnabled: Bool
-    /// The most bytes all kept partial downloads may hold; the oldest go first past it.
-    public var maxTotalBytes: Int64
-    /// How long a partial download is kept after it was last written.
-    public var maxAge: Duration
-
-    /// Creates a policy. The defaults keep up to 4 GiB for a week.
-    public init(isEnabled: Bool = true, maxTotalBytes: Int64 = 4 << 30, maxAge: Duration = .seconds(7 * 24 * 3600)) {
-        self.isEnabled = isEnabled
-        self.maxTotalBytes = max(0, maxTotalBytes)
-        self.maxAge = maxAge
-    }
-}
-
 /// What identifies the version of a file a server sent: its `ETag` or, failing that, its
 /// `Last-Modified`.
 struct ResourceValidator: Codable, Sendable, Hashable {
@@ -237,7 +214,7 @@ final class PartialDownload {
     /// Removes partial downloads no live process holds that are older than the policy's age,
     /// then the oldest until the rest fit its size; `keeping` is left alone. Also removes
     /// sidecars without a data file and leftover temporary sidecars.
-    static func prune(_ layout: StoreLayout, policy: PartialDownloadPolicy, keeping: String?, now: Date = Date()) {
+    static func prune(_ layout: StoreLayout, policy: UpdaterConfiguration.PartialDownloadPolicy, keeping: String?, now: Date = Date()) {
         let directory = directory(layout)
         var entries: [(key: String, size: Int64, modified: Date)] = []
         let names = FileSystem.contents(of: directory)
@@ -279,3 +256,28 @@ final class PartialDownload {
 private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 { open(path, flags, mode) }
 private func systemCloseFile(_ fd: Int32) -> Int32 { close(fd) }
 private func systemWriteFile(_ fd: Int32, _ base: UnsafeRawPointer, _ count: Int) -> Int { write(fd, base, count) }
+
+extension UpdaterConfiguration {
+    /// Limits on the downloads a cut transfer leaves under `partial/` for the next attempt.
+    ///
+    /// A download of a package whose manifest gives its SHA-256 is written to
+    /// `partial/<sha256>` with a JSON sidecar (`partial/<sha256>.json`: URL, validator, offset).
+    /// When the transfer is cut, the bytes stay there, out of reach of the staging sweep, and the
+    /// next attempt asks only for the rest (`Range` with `If-Range`, and `If-Match` for servers
+    /// that ignore `If-Range`). The whole file's digest still decides.
+    public struct PartialDownloadPolicy: Sendable, Hashable {
+        /// Whether cut downloads are kept and resumed.
+        public var isEnabled: Bool
+        /// The most bytes all kept partial downloads may hold; the oldest go first past it.
+        public var maxTotalBytes: Int64
+        /// How long a partial download is kept after it was last written.
+        public var maxAge: Duration
+
+        /// Creates a policy. The defaults keep up to 4 GiB for a week.
+        public init(isEnabled: Bool = true, maxTotalBytes: Int64 = 4 << 30, maxAge: Duration = .seconds(7 * 24 * 3600)) {
+            self.isEnabled = isEnabled
+            self.maxTotalBytes = max(0, maxTotalBytes)
+            self.maxAge = maxAge
+        }
+    }
+}

@@ -45,22 +45,24 @@ public protocol PatchActivator: Sendable {
     func activate(_ patch: ScriptPatch) async throws
 }
 
-/// How activating one patch went.
-public struct PatchActivation: Sendable {
-    /// The package id.
-    public var id: String
-    /// The version activated.
-    public var version: String
-    /// Why the activation failed, if it did.
-    public var error: HotUpdateError?
+extension ScriptPatch {
+    /// How activating one patch went.
+    public struct Activation: Sendable {
+        /// The package id.
+        public var id: String
+        /// The version activated.
+        public var version: String
+        /// Why the activation failed, if it did.
+        public var error: HotUpdateError?
 
-    /// Creates a value.
-    public init(id: String, version: String, error: HotUpdateError? = nil) {
-        self.id = id
-        self.version = version
-        self.error = error
+        /// Creates a value.
+        public init(id: String, version: String, error: HotUpdateError? = nil) {
+            self.id = id
+            self.version = version
+            self.error = error
+        }
+
+        /// Whether the hook accepted the patch.
+        public var succeeded: Bool { error == nil }
     }
-
-    /// Whether the hook accepted the patch.
-    public var succeeded: Bool { error == nil }
 }

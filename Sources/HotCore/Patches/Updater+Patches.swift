@@ -18,7 +18,7 @@ extension Updater {
     ///     log(result.error)
     /// }
     /// ```
-    public func activateInstalledPatches(with activator: any PatchActivator) async -> [PatchActivation] {
+    public func activateInstalledPatches(with activator: any PatchActivator) async -> [ScriptPatch.Activation] {
         guard let snapshot = try? await open() else { return [] }
         return await activate(Self.patchOrder(snapshot, among: Set(snapshot.packages.keys)), with: activator)
     }
@@ -40,7 +40,7 @@ extension Updater {
     /// let (report, activations) = try await patches.syncPatches(from: patchList, activator: ScriptLoader())
     /// ```
     public func syncPatches(from source: any ManifestSource, activator: any PatchActivator) async throws
-        -> (report: SyncReport, activations: [PatchActivation])
+        -> (report: SyncReport, activations: [ScriptPatch.Activation])
     {
         let report = try await sync(from: source)
         let changed = Set(report.packages.filter { $0.change.downloads && $0.succeeded }.map(\.id))
@@ -105,15 +105,15 @@ extension Updater {
         return listed + rest
     }
 
-    private func activate(_ ids: [String], with activator: any PatchActivator) async -> [PatchActivation] {
-        var results: [PatchActivation] = []
+    private func activate(_ ids: [String], with activator: any PatchActivator) async -> [ScriptPatch.Activation] {
+        var results: [ScriptPatch.Activation] = []
         for id in ids {
             guard let record = await ledger.cached?.packages[id], let active = record.active, record.state != .disabled,
                 let directory = try? layout.url(forRelativePath: active.path)
             else { continue }
             let patch = ScriptPatch(
                 id: id, version: active.version, directory: directory, isLocal: Self.isLocalSource(active.sourceURL))
-            var result = PatchActivation(id: id, version: active.version)
+            var result = ScriptPatch.Activation(id: id, version: active.version)
             do {
                 try await activator.activate(patch)
             } catch {
@@ -130,7 +130,7 @@ extension Updater {
 
     /// Records a failed activation as ``PackageState/failed``, and a successful one after a
     /// failure as ``PackageState/installed``; publishes the change.
-    private func recordActivation(_ result: PatchActivation) async {
+    private func recordActivation(_ result: ScriptPatch.Activation) async {
         let id = result.id
         let changed = try? await ledger.transaction { next, _ in
             guard var record = next.packages[id], record.active?.version == result.version else { return false }

@@ -1,4 +1,4 @@
-extension SignatureScheme {
+extension PublicKey.Scheme {
     /// RSA PKCS#1 v1.5 signature padding (block type 1) over the message itself: no hash, no
     /// DigestInfo. The signer "encrypts the message with the private key" — what OpenSSL's
     /// `RSA_private_encrypt`, PHP's `openssl_private_encrypt` and `openssl pkeyutl -sign`
@@ -14,5 +14,5 @@ extension SignatureScheme {
     /// let key = PublicKey(scheme: .rsaPKCS1Raw, pem: patchServerPEM)
     /// let valid = try verifier.verify(signature: signature, of: Data(md5.hex.utf8), with: key)
     /// ```
-    public static let rsaPKCS1Raw = SignatureScheme(rawValue: "rsa-pkcs1-raw")
+    public static let rsaPKCS1Raw = PublicKey.Scheme(rawValue: "rsa-pkcs1-raw")
 }

@@ -35,7 +35,7 @@ public protocol Unarchiver: Sendable {
     /// - Throws: ``HotUpdateError``; the destination is then as it was before the call.
     func extract(
         _ archive: URL, to destination: URL, options: ExtractOptions,
-        progress: (@Sendable (ExtractionProgress) -> Void)?
+        progress: (@Sendable (ExtractionReport.Progress) -> Void)?
     ) async throws -> ExtractionReport
 }
 
@@ -130,25 +130,6 @@ public struct ExtractOptions: Sendable {
     }
 }
 
-/// Extraction progress.
-public struct ExtractionProgress: Sendable, Hashable {
-    /// Entries finished.
-    public var entriesCompleted: Int
-    /// Entries in the archive.
-    public var entriesTotal: Int
-    /// Bytes written so far.
-    public var bytesWritten: Int64
-    /// Bytes the archive declares in all.
-    public var bytesTotal: Int64
-    /// Creates a progress value.
-    public init(entriesCompleted: Int, entriesTotal: Int, bytesWritten: Int64, bytesTotal: Int64) {
-        self.entriesCompleted = entriesCompleted
-        self.entriesTotal = entriesTotal
-        self.bytesWritten = bytesWritten
-        self.bytesTotal = bytesTotal
-    }
-}
-
 /// What an extraction wrote.
 public struct ExtractionReport: Sendable, Hashable {
     /// Regular files written, in archive order.
@@ -213,6 +194,27 @@ extension ExtractionReport {
             self.path = path
             self.size = size
             self.digest = digest
+        }
+    }
+}
+
+extension ExtractionReport {
+    /// Extraction progress.
+    public struct Progress: Sendable, Hashable {
+        /// Entries finished.
+        public var entriesCompleted: Int
+        /// Entries in the archive.
+        public var entriesTotal: Int
+        /// Bytes written so far.
+        public var bytesWritten: Int64
+        /// Bytes the archive declares in all.
+        public var bytesTotal: Int64
+        /// Creates a progress value.
+        public init(entriesCompleted: Int, entriesTotal: Int, bytesWritten: Int64, bytesTotal: Int64) {
+            self.entriesCompleted = entriesCompleted
+            self.entriesTotal = entriesTotal
+            self.bytesWritten = bytesWritten
+            self.bytesTotal = bytesTotal
         }
     }
 }

@@ -5,7 +5,7 @@ import Foundation
 /// A hasher is a reference type used by one task at a time; it is not `Sendable`.
 public protocol DigestHasher: AnyObject {
     /// The algorithm this hasher computes.
-    var algorithm: DigestAlgorithm { get }
+    var algorithm: Digest.Algorithm { get }
     /// Adds bytes.
     func update(_ bytes: UnsafeRawBufferPointer)
     /// Returns the digest of everything added. Call once.
@@ -19,30 +19,14 @@ extension DigestHasher {
     }
 }
 
-/// A signature scheme.
-public struct SignatureScheme: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
-    /// The scheme's stable name.
-    public let rawValue: String
-    /// Creates a scheme from its name.
-    public init(rawValue: String) { self.rawValue = rawValue }
-    /// Ed25519 (RFC 8032) over the message itself.
-    public static let ed25519 = SignatureScheme(rawValue: "ed25519")
-    /// RSA PKCS#1 v1.5 with SHA-256.
-    public static let rsaPKCS1SHA256 = SignatureScheme(rawValue: "rsa-pkcs1-sha256")
-    /// RSA-PSS with SHA-256, MGF1-SHA-256 and a salt as long as the digest.
-    public static let rsaPSSSHA256 = SignatureScheme(rawValue: "rsa-pss-sha256")
-
-    public var description: String { rawValue }
-}
-
 /// A public key a client trusts, as PEM (`-----BEGIN PUBLIC KEY-----`, SubjectPublicKeyInfo).
 public struct PublicKey: Hashable, Sendable {
     /// The scheme signatures by this key use.
-    public var scheme: SignatureScheme
+    public var scheme: PublicKey.Scheme
     /// The key in PEM.
     public var pem: String
     /// Creates a key.
-    public init(scheme: SignatureScheme, pem: String) {
+    public init(scheme: PublicKey.Scheme, pem: String) {
         self.scheme = scheme
         self.pem = pem
     }
@@ -59,12 +43,12 @@ public struct PublicKey: Hashable, Sendable {
 /// ```
 public protocol Verifier: Sendable {
     /// The digest algorithms this verifier computes.
-    var supportedDigests: Set<DigestAlgorithm> { get }
+    var supportedDigests: Set<Digest.Algorithm> { get }
 
     /// Returns a fresh hasher.
     ///
     /// - Throws: ``HotUpdateError/Code/unsupported`` for an algorithm not in ``supportedDigests``.
-    func makeHasher(for algorithm: DigestAlgorithm) throws -> any DigestHasher
+    func makeHasher(for algorithm: Digest.Algorithm) throws -> any DigestHasher
 
     /// Checks `signature` over exactly `message` with `key`.
     ///
@@ -81,7 +65,7 @@ public protocol Verifier: Sendable {
 
 extension Verifier {
     /// Digests a whole buffer at once.
-    public func digest(of data: Data, using algorithm: DigestAlgorithm) throws -> Digest {
+    public func digest(of data: Data, using algorithm: Digest.Algorithm) throws -> Digest {
         let hasher = try makeHasher(for: algorithm)
         hasher.update(data)
         return hasher.finalize()
@@ -90,7 +74,7 @@ extension Verifier {
     /// Digests a file, reading it in 1 MiB chunks.
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem`` when the file cannot be read.
-    public func digest(ofFile url: URL, using algorithm: DigestAlgorithm) throws -> Digest {
+    public func digest(ofFile url: URL, using algorithm: Digest.Algorithm) throws -> Digest {
         let hasher = try makeHasher(for: algorithm)
         let handle: FileHandle
         do {
@@ -110,5 +94,23 @@ extension Verifier {
             hasher.update(chunk)
         }
         return hasher.finalize()
+    }
+}
+
+extension PublicKey {
+    /// A signature scheme.
+    public struct Scheme: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+        /// The scheme's stable name.
+        public let rawValue: String
+        /// Creates a scheme from its name.
+        public init(rawValue: String) { self.rawValue = rawValue }
+        /// Ed25519 (RFC 8032) over the message itself.
+        public static let ed25519 = PublicKey.Scheme(rawValue: "ed25519")
+        /// RSA PKCS#1 v1.5 with SHA-256.
+        public static let rsaPKCS1SHA256 = PublicKey.Scheme(rawValue: "rsa-pkcs1-sha256")
+        /// RSA-PSS with SHA-256, MGF1-SHA-256 and a salt as long as the digest.
+        public static let rsaPSSSHA256 = PublicKey.Scheme(rawValue: "rsa-pss-sha256")
+
+        public var description: String { rawValue }
     }
 }

@@ -4,86 +4,6 @@ import Foundation
     import Network
 #endif
 
-/// What asks for a check.
-public struct CheckTrigger: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    /// The trigger's name.
-    public let rawValue: String
-    /// Creates a trigger from its name.
-    public init(rawValue: String) { self.rawValue = rawValue }
-
-    /// The app started.
-    public static let launch = CheckTrigger(rawValue: "launch")
-    /// The app came to the foreground.
-    public static let foreground = CheckTrigger(rawValue: "foreground")
-    /// A periodic timer fired (the app calls ``CheckSchedule/run(_:check:)`` from its own timer
-    /// or background task).
-    public static let periodic = CheckTrigger(rawValue: "periodic")
-    /// The user or the app asked: always checks, backoff or not.
-    public static let manual = CheckTrigger(rawValue: "manual")
-
-    public var description: String { rawValue }
-}
-
-/// When to check for updates.
-public struct CheckPolicy: Sendable, Hashable {
-    /// Check at every launch.
-    public var atLaunch: Bool
-    /// Check on foreground when the last check is at least this old; nil: never on foreground.
-    public var foregroundMinimumInterval: TimeInterval?
-    /// Check on a periodic trigger when the last check is at least this old (at least one
-    /// hour); nil: no periodic checks.
-    public var periodicInterval: TimeInterval?
-    /// Whether a check may use an expensive network (cellular, a personal hotspot). Apple
-    /// platforms only.
-    public var allowsExpensiveNetwork: Bool
-    /// Whether a check may use a constrained network (Low Data Mode). Apple platforms only.
-    public var allowsConstrainedNetwork: Bool
-
-    /// The shortest periodic interval: one hour.
-    public static let minimumPeriodicInterval: TimeInterval = 3600
-    /// The first wait after a failed check: one minute.
-    public static let minimumBackoff: TimeInterval = 60
-    /// The longest wait after failed checks: 24 hours.
-    public static let maximumBackoff: TimeInterval = 24 * 3600
-
-    /// Creates a policy; the default checks at launch, on foreground at most every 15
-    /// minutes, and every 24 hours.
-    public init(
-        atLaunch: Bool = true, foregroundMinimumInterval: TimeInterval? = 15 * 60,
-        periodicInterval: TimeInterval? = 24 * 3600, allowsExpensiveNetwork: Bool = true,
-        allowsConstrainedNetwork: Bool = false
-    ) {
-        self.atLaunch = atLaunch
-        self.foregroundMinimumInterval = foregroundMinimumInterval.map { max(0, $0) }
-        self.periodicInterval = periodicInterval.map { max(Self.minimumPeriodicInterval, $0) }
-        self.allowsExpensiveNetwork = allowsExpensiveNetwork
-        self.allowsConstrainedNetwork = allowsConstrainedNetwork
-    }
-
-    /// Only checks the app asks for with ``CheckTrigger/manual``.
-    public static let manualOnly = CheckPolicy(atLaunch: false, foregroundMinimumInterval: nil, periodicInterval: nil)
-}
-
-/// What a schedule remembers between launches, in `check-schedule.json` under the store root.
-public struct CheckRecord: Codable, Sendable, Hashable {
-    /// When the last check ended (success or failure).
-    public var lastCheck: Date?
-    /// When the last check succeeded.
-    public var lastSuccess: Date?
-    /// Failed checks since the last success.
-    public var consecutiveFailures: Int
-    /// No automatic check before this date (backoff or a server's `Retry-After`).
-    public var notBefore: Date?
-
-    /// Creates a record.
-    public init(lastCheck: Date? = nil, lastSuccess: Date? = nil, consecutiveFailures: Int = 0, notBefore: Date? = nil) {
-        self.lastCheck = lastCheck
-        self.lastSuccess = lastSuccess
-        self.consecutiveFailures = consecutiveFailures
-        self.notBefore = notBefore
-    }
-}
-
 /// Decides when an app checks for updates, and remembers it across launches.
 ///
 /// Policies: at launch, on foreground with a minimum interval, periodic (24 hours by default,
@@ -94,17 +14,17 @@ public struct CheckRecord: Codable, Sendable, Hashable {
 /// injectable, so tests count exact checks.
 ///
 /// ```swift
-/// let schedule = CheckSchedule(policy: CheckPolicy(), file: root.appendingPathComponent("check-schedule.json"))
+/// let schedule = CheckSchedule(policy: CheckSchedule.Policy(), file: root.appendingPathComponent("check-schedule.json"))
 /// try await schedule.run(.launch) { _ = try await updater.sync(from: source) }
 /// ```
 public actor CheckSchedule {
     /// The policy.
-    public nonisolated let policy: CheckPolicy
+    public nonisolated let policy: CheckSchedule.Policy
     private let file: URL?
     private let clock: @Sendable () -> Date
     private let jitter: @Sendable () -> Double
-    private let networkAllows: @Sendable (CheckPolicy) -> Bool
-    private var record: CheckRecord
+    private let networkAllows: @Sendable (CheckSchedule.Policy) -> Bool
+    private var record: CheckSchedule.Record
     /// Checks run by this schedule (started), for an app's diagnostics.
     public private(set) var checksRun = 0
 
@@ -119,31 +39,31 @@ public actor CheckSchedule {
     ///     (default: on Apple platforms, the current path's expensive and constrained flags;
     ///     elsewhere always).
     public init(
-        policy: CheckPolicy, file: URL? = nil, clock: @escaping @Sendable () -> Date = { Date() },
+        policy: CheckSchedule.Policy, file: URL? = nil, clock: @escaping @Sendable () -> Date = { Date() },
         jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) },
-        networkAllows: (@Sendable (CheckPolicy) -> Bool)? = nil
+        networkAllows: (@Sendable (CheckSchedule.Policy) -> Bool)? = nil
     ) {
         self.policy = policy
         self.file = file
         self.clock = clock
         self.jitter = jitter
         self.networkAllows = networkAllows ?? CheckSchedule.currentNetworkAllows
-        var loaded = file.flatMap { try? JSONDecoder().decode(CheckRecord.self, from: Data(contentsOf: $0)) } ?? CheckRecord()
+        var loaded = file.flatMap { try? JSONDecoder().decode(CheckSchedule.Record.self, from: Data(contentsOf: $0)) } ?? CheckSchedule.Record()
         let now = clock()
         // A date in the future: the clock was set back. Start again from now.
         if let last = loaded.lastCheck, last > now { loaded.lastCheck = now }
         if let success = loaded.lastSuccess, success > now { loaded.lastSuccess = now }
-        if let notBefore = loaded.notBefore, notBefore > now.addingTimeInterval(CheckPolicy.maximumBackoff) {
-            loaded.notBefore = now.addingTimeInterval(CheckPolicy.maximumBackoff)
+        if let notBefore = loaded.notBefore, notBefore > now.addingTimeInterval(CheckSchedule.Policy.maximumBackoff) {
+            loaded.notBefore = now.addingTimeInterval(CheckSchedule.Policy.maximumBackoff)
         }
         record = loaded
     }
 
     /// What the schedule remembers now.
-    public var current: CheckRecord { record }
+    public var current: CheckSchedule.Record { record }
 
     /// Whether `trigger` should check now.
-    public func shouldCheck(_ trigger: CheckTrigger) -> Bool {
+    public func shouldCheck(_ trigger: CheckSchedule.Trigger) -> Bool {
         if trigger == .manual { return true }
         let now = clock()
         if let notBefore = record.notBefore, now < notBefore { return false }
@@ -168,7 +88,7 @@ public actor CheckSchedule {
     /// - Returns: Whether `check` ran.
     /// - Throws: What `check` threw, after recording the failure.
     @discardableResult
-    public func run(_ trigger: CheckTrigger, check: @Sendable () async throws -> Void) async throws -> Bool {
+    public func run(_ trigger: CheckSchedule.Trigger, check: @Sendable () async throws -> Void) async throws -> Bool {
         guard shouldCheck(trigger) else { return false }
         checksRun += 1
         do {
@@ -184,7 +104,7 @@ public actor CheckSchedule {
     /// Records a successful check.
     public func recordSuccess() {
         let now = clock()
-        record = CheckRecord(lastCheck: now, lastSuccess: now, consecutiveFailures: 0, notBefore: nil)
+        record = CheckSchedule.Record(lastCheck: now, lastSuccess: now, consecutiveFailures: 0, notBefore: nil)
         save()
     }
 
@@ -194,7 +114,7 @@ public actor CheckSchedule {
         let now = clock()
         record.lastCheck = now
         record.consecutiveFailures += 1
-        let wait = max(backoff(afterFailures: record.consecutiveFailures), min(retryAfter ?? 0, CheckPolicy.maximumBackoff))
+        let wait = max(backoff(afterFailures: record.consecutiveFailures), min(retryAfter ?? 0, CheckSchedule.Policy.maximumBackoff))
         record.notBefore = now.addingTimeInterval(wait)
         save()
     }
@@ -204,9 +124,9 @@ public actor CheckSchedule {
     public func backoff(afterFailures failures: Int) -> TimeInterval {
         guard failures > 0 else { return 0 }
         let exponent = Double(min(failures - 1, 20))
-        let ceiling = min(CheckPolicy.maximumBackoff, CheckPolicy.minimumBackoff * pow(2, exponent))
+        let ceiling = min(CheckSchedule.Policy.maximumBackoff, CheckSchedule.Policy.minimumBackoff * pow(2, exponent))
         let drawn = ceiling * (0.5 + 0.5 * min(1, max(0, jitter())))
-        return max(CheckPolicy.minimumBackoff, drawn)
+        return max(CheckSchedule.Policy.minimumBackoff, drawn)
     }
 
     private func save() {
@@ -248,7 +168,7 @@ public actor CheckSchedule {
     }
 
     /// Whether the current network allows a check under `policy`.
-    static let currentNetworkAllows: @Sendable (CheckPolicy) -> Bool = { policy in
+    static let currentNetworkAllows: @Sendable (CheckSchedule.Policy) -> Bool = { policy in
         #if canImport(Network)
             if policy.allowsExpensiveNetwork && policy.allowsConstrainedNetwork { return true }
             let monitor = NWPathMonitor()
@@ -260,5 +180,91 @@ public actor CheckSchedule {
         #else
             return true
         #endif
+    }
+}
+
+extension CheckSchedule {
+    /// When to check for updates.
+    public struct Policy: Sendable, Hashable {
+        /// Check at every launch.
+        public var atLaunch: Bool
+        /// Check on foreground when the last check is at least this old; nil: never on foreground.
+        public var foregroundMinimumInterval: TimeInterval?
+        /// Check on a periodic trigger when the last check is at least this old (at least one
+        /// hour); nil: no periodic checks.
+        public var periodicInterval: TimeInterval?
+        /// Whether a check may use an expensive network (cellular, a personal hotspot). Apple
+        /// platforms only.
+        public var allowsExpensiveNetwork: Bool
+        /// Whether a check may use a constrained network (Low Data Mode). Apple platforms only.
+        public var allowsConstrainedNetwork: Bool
+
+        /// The shortest periodic interval: one hour.
+        public static let minimumPeriodicInterval: TimeInterval = 3600
+        /// The first wait after a failed check: one minute.
+        public static let minimumBackoff: TimeInterval = 60
+        /// The longest wait after failed checks: 24 hours.
+        public static let maximumBackoff: TimeInterval = 24 * 3600
+
+        /// Creates a policy; the default checks at launch, on foreground at most every 15
+        /// minutes, and every 24 hours.
+        public init(
+            atLaunch: Bool = true, foregroundMinimumInterval: TimeInterval? = 15 * 60,
+            periodicInterval: TimeInterval? = 24 * 3600, allowsExpensiveNetwork: Bool = true,
+            allowsConstrainedNetwork: Bool = false
+        ) {
+            self.atLaunch = atLaunch
+            self.foregroundMinimumInterval = foregroundMinimumInterval.map { max(0, $0) }
+            self.periodicInterval = periodicInterval.map { max(Self.minimumPeriodicInterval, $0) }
+            self.allowsExpensiveNetwork = allowsExpensiveNetwork
+            self.allowsConstrainedNetwork = allowsConstrainedNetwork
+        }
+
+        /// Only checks the app asks for with ``CheckSchedule/Trigger/manual``.
+        public static let manualOnly = CheckSchedule.Policy(atLaunch: false, foregroundMinimumInterval: nil, periodicInterval: nil)
+    }
+}
+
+extension CheckSchedule {
+    /// What a schedule remembers between launches, in `check-schedule.json` under the store root.
+    public struct Record: Codable, Sendable, Hashable {
+        /// When the last check ended (success or failure).
+        public var lastCheck: Date?
+        /// When the last check succeeded.
+        public var lastSuccess: Date?
+        /// Failed checks since the last success.
+        public var consecutiveFailures: Int
+        /// No automatic check before this date (backoff or a server's `Retry-After`).
+        public var notBefore: Date?
+
+        /// Creates a record.
+        public init(lastCheck: Date? = nil, lastSuccess: Date? = nil, consecutiveFailures: Int = 0, notBefore: Date? = nil) {
+            self.lastCheck = lastCheck
+            self.lastSuccess = lastSuccess
+            self.consecutiveFailures = consecutiveFailures
+            self.notBefore = notBefore
+        }
+    }
+}
+
+extension CheckSchedule {
+    /// What asks for a check.
+    public struct Trigger: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The trigger's name.
+        public let rawValue: String
+        /// Creates a trigger from its name.
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// The app started.
+        public static let launch = CheckSchedule.Trigger(rawValue: "launch")
+        /// The app came to the foreground.
+        public static let foreground = CheckSchedule.Trigger(rawValue: "foreground")
+        /// A periodic timer fired (the app calls ``CheckSchedule/run(_:check:)`` from its own timer
+        /// or background task).
+        public static let periodic = CheckSchedule.Trigger(rawValue: "periodic")
+        /// The user or the app asked: always checks, backoff or not.
+        public static let manual = CheckSchedule.Trigger(rawValue: "manual")
+
+        public var description: String { rawValue }
     }
 }

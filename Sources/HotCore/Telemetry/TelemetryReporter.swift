@@ -20,52 +20,54 @@ public protocol TelemetryReporter: Sendable {
     func record(_ event: TelemetryEvent)
 }
 
-/// The random identifier a telemetry reporter sends with its events: created once per
-/// install under the store root, never derived from the device.
-///
-/// Deleting the store root (or the file) makes a new one, as reinstalling the app does.
-///
-/// ```swift
-/// let clientID = try TelemetryClientID.load(root: root)  // the same value at every launch
-/// ```
-public enum TelemetryClientID {
-    /// The file under the store root that holds the identifier.
-    public static let fileName = "telemetry-id"
-
-    /// The identifier kept under `root`, created (a random UUID) when there is none or the
-    /// file does not hold one. Two processes creating it at once agree on one value.
+extension TelemetryEvent {
+    /// The random identifier a telemetry reporter sends with its events: created once per
+    /// install under the store root, never derived from the device.
     ///
-    /// - Parameter root: The store root.
-    /// - Returns: The identifier, a lowercase UUID.
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` when it can be neither read nor written.
-    public static func load(root: URL) throws -> String {
-        let file = root.appendingPathComponent(fileName)
-        if let existing = read(file) { return existing }
-        let fileManager = FileManager.default
-        let fresh = UUID().uuidString.lowercased()
-        let temporary = root.appendingPathComponent(".\(fileName)-\(UUID().uuidString)")
-        do {
-            try fileManager.createDirectory(at: root, withIntermediateDirectories: true)
-            try Data((fresh + "\n").utf8).write(to: temporary)
-            defer { try? fileManager.removeItem(at: temporary) }
-            // A file that does not hold an identifier is replaced; one another process
-            // linked first wins.
-            if fileManager.fileExists(atPath: file.path), read(file) == nil { try? fileManager.removeItem(at: file) }
-            do {
-                try fileManager.linkItem(at: temporary, to: file)
-            } catch {
-                if let existing = read(file) { return existing }
-                throw error
-            }
-        } catch {
-            throw HotUpdateError.wrap(error, as: .fileSystem, "cannot write the telemetry client id")
-        }
-        return read(file) ?? fresh
-    }
+    /// Deleting the store root (or the file) makes a new one, as reinstalling the app does.
+    ///
+    /// ```swift
+    /// let clientID = try TelemetryEvent.ClientID.load(root: root)  // the same value at every launch
+    /// ```
+    public enum ClientID {
+        /// The file under the store root that holds the identifier.
+        public static let fileName = "telemetry-id"
 
-    private static func read(_ file: URL) -> String? {
-        guard let data = try? Data(contentsOf: file), let text = String(data: data, encoding: .utf8) else { return nil }
-        let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        return UUID(uuidString: value) != nil ? value.lowercased() : nil
+        /// The identifier kept under `root`, created (a random UUID) when there is none or the
+        /// file does not hold one. Two processes creating it at once agree on one value.
+        ///
+        /// - Parameter root: The store root.
+        /// - Returns: The identifier, a lowercase UUID.
+        /// - Throws: ``HotUpdateError/Code/fileSystem`` when it can be neither read nor written.
+        public static func load(root: URL) throws -> String {
+            let file = root.appendingPathComponent(fileName)
+            if let existing = read(file) { return existing }
+            let fileManager = FileManager.default
+            let fresh = UUID().uuidString.lowercased()
+            let temporary = root.appendingPathComponent(".\(fileName)-\(UUID().uuidString)")
+            do {
+                try fileManager.createDirectory(at: root, withIntermediateDirectories: true)
+                try Data((fresh + "\n").utf8).write(to: temporary)
+                defer { try? fileManager.removeItem(at: temporary) }
+                // A file that does not hold an identifier is replaced; one another process
+                // linked first wins.
+                if fileManager.fileExists(atPath: file.path), read(file) == nil { try? fileManager.removeItem(at: file) }
+                do {
+                    try fileManager.linkItem(at: temporary, to: file)
+                } catch {
+                    if let existing = read(file) { return existing }
+                    throw error
+                }
+            } catch {
+                throw HotUpdateError.wrap(error, as: .fileSystem, "cannot write the telemetry client id")
+            }
+            return read(file) ?? fresh
+        }
+
+        private static func read(_ file: URL) -> String? {
+            guard let data = try? Data(contentsOf: file), let text = String(data: data, encoding: .utf8) else { return nil }
+            let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            return UUID(uuidString: value) != nil ? value.lowercased() : nil
+        }
     }
 }

@@ -11,7 +11,7 @@ import HotCore
 ///              "url": "packages/images-3-to-4-77af778b51ab.delta", "size": 812, "sha256": "…"}]}
 /// ```
 ///
-/// `format` is the delta layout's version (`DeltaLayout.format` in HotCore); a client skips
+/// `format` is the delta layout's version (`PackageDescriptor.Delta.format` in HotCore); a client skips
 /// a delta of a format it does not read and fetches the full package.
 public struct DeltaEntry: Codable, Sendable, Hashable {
     /// The delta layout's format.
@@ -28,7 +28,7 @@ public struct DeltaEntry: Codable, Sendable, Hashable {
     public var sha256: String
 
     /// Creates an entry.
-    public init(format: Int = DeltaLayout.format, from: String, fromSHA256: String, url: String, size: Int64, sha256: String) {
+    public init(format: Int = PackageDescriptor.Delta.format, from: String, fromSHA256: String, url: String, size: Int64, sha256: String) {
         self.format = format
         self.from = from
         self.fromSHA256 = fromSHA256
@@ -41,7 +41,7 @@ public struct DeltaEntry: Codable, Sendable, Hashable {
     ///
     /// - Throws: `HotUpdateError.Code.manifestInvalid` for a bad URL, digest or version.
     public func delta(relativeTo baseURL: URL, packageID: String) throws -> PackageDescriptor.Delta? {
-        guard format == DeltaLayout.format else { return nil }
+        guard format == PackageDescriptor.Delta.format else { return nil }
         guard !url.isEmpty, let resolved = URL(string: url, relativeTo: baseURL)?.absoluteURL else {
             throw HotUpdateError(.manifestInvalid, "delta url '\(url)' is not a URL", packageID: packageID)
         }

@@ -24,7 +24,7 @@ import HotCore
 /// `printf %s "$md5" | openssl pkeyutl -sign -inkey private.pem` produce. The client
 /// recovers the MD5 with the public key and compares it with the MD5 it computes over the
 /// downloaded file: here the signature is checked against the list's `md5` (scheme
-/// `SignatureScheme.rsaPKCS1Raw`), and the engine then refuses an archive whose MD5
+/// `PublicKey.Scheme.rsaPKCS1Raw`), and the engine then refuses an archive whose MD5
 /// differs from it, before the archive is parsed.
 ///
 /// A list with any bad or missing signature, unknown key, malformed MD5 or duplicate id is
@@ -80,7 +80,7 @@ public struct SignedPatchListManifestSource: ManifestSource {
     public var verifier: any Verifier
     /// The keys whose signatures are accepted; one valid signature by any of them suffices,
     /// so a server can move to a new key while clients still trust the old one. Keys
-    /// normally use `SignatureScheme.rsaPKCS1Raw`.
+    /// normally use `PublicKey.Scheme.rsaPKCS1Raw`.
     public var trustedKeys: [PublicKey]
     /// Whether installed patches the list does not name are removed.
     public var removesUnlistedPatches: Bool

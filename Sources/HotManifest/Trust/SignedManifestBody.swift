@@ -29,7 +29,7 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
     /// A key allowed to sign, as the manifest declares it.
     public struct Key: Codable, Sendable, Hashable {
         /// The signature scheme.
-        public var scheme: SignatureScheme
+        public var scheme: PublicKey.Scheme
         /// The public key, PEM SubjectPublicKeyInfo.
         public var `public`: String
 

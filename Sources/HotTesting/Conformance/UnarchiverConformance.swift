@@ -639,10 +639,10 @@ extension UnarchiverConformance {
 
 /// A digest no implementation knows (64-bit FNV-1a), so a file hasher's results come from the suite.
 final class FNVHasher: DigestHasher {
-    static let algorithm = DigestAlgorithm(name: "conformance-fnv1a64", byteCount: 8)
+    static let algorithm = Digest.Algorithm(name: "conformance-fnv1a64", byteCount: 8)
     private var hash: UInt64 = 0xcbf2_9ce4_8422_2325
 
-    var algorithm: DigestAlgorithm { Self.algorithm }
+    var algorithm: Digest.Algorithm { Self.algorithm }
 
     func update(_ bytes: UnsafeRawBufferPointer) {
         for byte in bytes {

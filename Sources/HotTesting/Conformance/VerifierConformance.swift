@@ -113,7 +113,7 @@ public struct VerifierConformance: Sendable {
             check("known digests", "SHA-256 (and MD5 where supported) of published test vectors are exact") {
                 verifier in
                 for vector in Self.vectors {
-                    var expected = [(DigestAlgorithm.sha256, vector.sha256)]
+                    var expected = [(Digest.Algorithm.sha256, vector.sha256)]
                     if verifier.supportedDigests.contains(.md5) { expected.append((.md5, vector.md5)) }
                     for (algorithm, hex) in expected {
                         let digest = try verifier.digest(of: Data(vector.message), using: algorithm)
@@ -154,14 +154,14 @@ public struct VerifierConformance: Sendable {
                 "unknown digest refused",
                 "makeHasher(for:) of an algorithm outside supportedDigests throws unsupported"
             ) { verifier in
-                let unknown = DigestAlgorithm(name: "conformance-unknown", byteCount: 8)
+                let unknown = Digest.Algorithm(name: "conformance-unknown", byteCount: 8)
                 try await Conformance.expectError([.unsupported], "makeHasher(for: \(unknown))") {
                     try verifier.makeHasher(for: unknown)
                 }
             },
             check("unknown scheme refused", "verify with a scheme the verifier lacks throws unsupported") { verifier in
                 let key = PublicKey(
-                    scheme: SignatureScheme(rawValue: "conformance-unknown"),
+                    scheme: PublicKey.Scheme(rawValue: "conformance-unknown"),
                     pem: signatures.first?.key.pem ?? "-----BEGIN PUBLIC KEY-----\n-----END PUBLIC KEY-----\n"
                 )
                 try await Conformance.expectError([.unsupported], "verify with scheme 'conformance-unknown'") {

@@ -41,7 +41,7 @@ public actor FakeUnarchiver: Unarchiver {
 
     public func extract(
         _ archive: URL, to destination: URL, options: ExtractOptions,
-        progress: (@Sendable (ExtractionProgress) -> Void)?
+        progress: (@Sendable (ExtractionReport.Progress) -> Void)?
     ) async throws -> ExtractionReport {
         if let failure { throw failure }
         let files = try Self.read(archive)
@@ -75,7 +75,7 @@ public actor FakeUnarchiver: Unarchiver {
                 }
                 written.append(ExtractionReport.File(path: path, size: Int64(data.count), digest: digest))
                 progress?(
-                    ExtractionProgress(
+                    ExtractionReport.Progress(
                         entriesCompleted: written.count, entriesTotal: files.count, bytesWritten: total,
                         bytesTotal: Int64(files.values.reduce(0) { $0 + $1.utf8.count })))
             }

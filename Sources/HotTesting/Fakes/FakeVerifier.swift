@@ -14,9 +14,9 @@ public struct FakeVerifier: Verifier {
     /// Creates a verifier.
     public init() {}
 
-    public var supportedDigests: Set<DigestAlgorithm> { [.sha256, .md5] }
+    public var supportedDigests: Set<Digest.Algorithm> { [.sha256, .md5] }
 
-    public func makeHasher(for algorithm: DigestAlgorithm) throws -> any DigestHasher {
+    public func makeHasher(for algorithm: Digest.Algorithm) throws -> any DigestHasher {
         guard supportedDigests.contains(algorithm) else {
             throw HotUpdateError(.unsupported, "the fake verifier has no \(algorithm)")
         }
@@ -39,10 +39,10 @@ public struct FakeVerifier: Verifier {
 
 /// FNV-1a over several lanes, each seeded differently; deterministic and fast enough for tests.
 final class FakeHasher: DigestHasher {
-    let algorithm: DigestAlgorithm
+    let algorithm: Digest.Algorithm
     private var lanes: [UInt64]
 
-    init(algorithm: DigestAlgorithm) {
+    init(algorithm: Digest.Algorithm) {
         self.algorithm = algorithm
         let count = (algorithm.byteCount + 7) / 8
         lanes = (0..<count).map { 0xcbf2_9ce4_8422_2325 &+ UInt64($0) &* 0x9e37_79b9_7f4a_7c15 }
