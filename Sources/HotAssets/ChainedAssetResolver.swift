@@ -230,7 +230,8 @@ extension AssetResolverChain {
     ) async throws -> ChainedAssetResolver {
         let logger = updater.configuration.logger
         if scales.scales == NameIndexFormat.defaultScales, extensionOrder == NameIndexFormat.defaultExtensionOrder,
-            let index = await updater.nameIndex(rebuildingWhenStale: rebuildingIndex)
+            let index = await updater.nameIndex(rebuildingWhenStale: rebuildingIndex),
+            treesPresent(index, root: updater.layout.root, logger: logger)
         {
             var resolvers: [any AssetResolver] = [StoreIndexResolver(index: index, root: updater.layout.root)]
             if let bundle {
@@ -271,6 +272,27 @@ extension AssetResolverChain {
         return try make(
             packages: packages, bundle: bundle, scales: scales, extensionOrder: extensionOrder, logger: logger)
     }
+}
+
+/// Whether the tree of every package of `index` is there (one `stat` per package): a tree
+/// gone without the store knowing would leave names the index gives it pointing at nothing,
+/// and the index cannot say which package comes next for them, so the chain is then built
+/// from the file lists, which leaves that package out.
+private func treesPresent(_ index: NameIndex, root: URL, logger: Logger) -> Bool {
+    let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
+    for number in 0..<index.packageCount {
+        let package = index.package(number)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: base + package.path, isDirectory: &isDirectory),
+            isDirectory.boolValue
+        else {
+            logger.warning(
+                "a package's tree is gone: resolving through the file lists",
+                metadata: ["package": "\(package.id)", "version": "\(package.version)"])
+            return false
+        }
+    }
+    return true
 }
 
 /// One result per package, written from `concurrentPerform`'s threads (each slot by one
