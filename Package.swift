@@ -25,6 +25,7 @@ let package = Package(
         .executable(name: "ScriptPatches", targets: ["ScriptPatches"]),
         .executable(name: "ResourcePacks", targets: ["ResourcePacks"]),
         .executable(name: "WebOfflinePackages", targets: ["WebOfflinePackages"]),
+        .executable(name: "LaunchGuard", targets: ["LaunchGuard"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -124,6 +125,13 @@ let package = Package(
             ],
             path: "Examples/WebOfflinePackages",
             exclude: ["README.md", "make-repository", "Modules"]),
+        .executableTarget(
+            name: "LaunchGuard",
+            dependencies: [
+                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", argumentParser,
+            ],
+            path: "Examples/LaunchGuard",
+            exclude: ["README.md"]),
 
         // Tests.
         .testTarget(

@@ -127,7 +127,7 @@ enum SnapshotRules {
             } catch {
                 return "package id '\(key)' is invalid"
             }
-            for version in [record.active].compactMap({ $0 }) + record.previous {
+            for version in record.keptVersions {
                 if let problem = pathProblem(version.path) {
                     return "package \(key) version \(version.version): path '\(version.path)' \(problem)"
                 }

@@ -10,7 +10,7 @@ struct Hot: AsyncParsableCommand {
         abstract: "Publish, install and inspect HotUpdate packages.",
         subcommands: [
             Keygen.self, Pack.self, Release.self, Rollback.self, Disable.self, Enable.self, Sign.self, Verify.self,
-            Sync.self, Status.self, Resolve.self, Unpack.self, Delete.self, GarbageCollect.self, Repair.self,
+            Sync.self, Status.self, Resolve.self, Unpack.self, Delete.self, GarbageCollect.self, Repair.self, Unblock.self,
         ] + publishing)
 
     /// `hot publish` speaks S3 through libcurl, where libcurl is linked.

@@ -9,7 +9,10 @@ struct Status: AsyncParsableCommand {
         discussion: """
             States: new, updateAvailable (planned by a sync, not installed yet), installed, \
             failed (the last update failed; the previous version stays active), fileMissing, \
-            digestMismatch (found by a check; `hot repair` fixes them), disabled. \
+            digestMismatch (found by a check; `hot repair` fixes them), disabled. Guarded \
+            packages also show the version waiting for the next launch, the active version's \
+            launch phase (pending, trial, confirmed) and the versions a failed launch blocked \
+            (`hot unblock` lets one be downloaded again). \
             Read-only: it creates nothing, removes nothing and records nothing, and waits only \
             while another process commits a change. A root that does not exist is an error. \
             With --check, the states shown are those the check found (not recorded).
@@ -17,7 +20,7 @@ struct Status: AsyncParsableCommand {
 
     @OptionGroup var storeOptions: StoreOptions
 
-    @Flag(help: "Print JSON: {\"packages\": [{id, version, state, path, …}]}.")
+    @Flag(help: "Print JSON: {\"packages\": [{id, version, state, path, pendingVersion, launchPhase, blocked, …}]}.")
     var json = false
 
     @Flag(help: "Check every package's files first (presence and sizes) and show what is missing or damaged, without recording it.")
@@ -33,6 +36,12 @@ struct Status: AsyncParsableCommand {
         var installedAt: Date?
         var previousVersions: [String]
         var lastError: String?
+        /// A version installed and waiting for the next launch.
+        var pendingVersion: String?
+        /// The active version's launch phase (pending, trial, confirmed) for a guarded package.
+        var launchPhase: String?
+        /// Versions a failed launch blocked.
+        var blocked: [BlockedVersion]?
     }
 
     /// The `--json` document.
@@ -57,7 +66,9 @@ struct Status: AsyncParsableCommand {
                     id: record.id, version: record.active?.version, state: state.rawValue,
                     path: try record.active.map { try updater.layout.url(forRelativePath: $0.path).path },
                     sha256: record.active?.sha256, installedAt: record.active?.installedAt,
-                    previousVersions: record.previous.map(\.version), lastError: record.lastError)
+                    previousVersions: record.previous.map(\.version), lastError: record.lastError,
+                    pendingVersion: record.pending?.version, launchPhase: record.launch?.phase.rawValue,
+                    blocked: record.blocked)
             }
             if json {
                 let encoder = JSONEncoder()
@@ -74,6 +85,11 @@ struct Status: AsyncParsableCommand {
                 var line = "\(package.id)\t\(package.version ?? "-")\t\(package.state)\t\(package.path ?? "-")"
                 if !package.previousVersions.isEmpty {
                     line += "\tprevious: \(package.previousVersions.joined(separator: ","))"
+                }
+                if let pending = package.pendingVersion { line += "\twaiting: \(pending)" }
+                if let phase = package.launchPhase { line += "\tlaunch: \(phase)" }
+                if let blocked = package.blocked, !blocked.isEmpty {
+                    line += "\tblocked: \(blocked.map(\.version).joined(separator: ","))"
                 }
                 if let error = package.lastError { line += "\terror: \(error)" }
                 print(line)

@@ -14,7 +14,8 @@ struct EngineFixture {
     let updater: Updater
 
     init(
-        keepPreviousVersions: Int = 1, maxConcurrentPackages: Int = 2, store: FakeMetadataStore = FakeMetadataStore()
+        keepPreviousVersions: Int = 1, maxConcurrentPackages: Int = 2, store: FakeMetadataStore = FakeMetadataStore(),
+        launch: LaunchPolicy = LaunchPolicy()
     ) throws {
         root = FileManager.default.temporaryDirectory
             .appendingPathComponent("hotcore-\(UUID().uuidString)", isDirectory: true)
@@ -24,7 +25,7 @@ struct EngineFixture {
             configuration: UpdaterConfiguration(
                 root: root, transport: transport, unarchiver: unarchiver, verifier: verifier, store: store,
                 maxConcurrentPackages: maxConcurrentPackages, keepPreviousVersions: keepPreviousVersions,
-                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
+                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), launch: launch))
     }
 
     /// Serves a fake archive of `files` and returns its descriptor.

@@ -31,12 +31,12 @@ final class HotRun: @unchecked Sendable {
     /// The arguments, for messages.
     let arguments: [String]
 
-    /// Starts `hot` with `arguments`; `environment` adds to (or, with nil, removes from) the
+    /// Starts `hot` (or another built `executable`) with `arguments`; `environment` adds to (or, with nil, removes from) the
     /// test's environment. `HOT_ABORT_AT` is never inherited.
-    init(_ arguments: [String], environment: [String: String?] = [:], log: URL) throws {
+    init(_ arguments: [String], environment: [String: String?] = [:], log: URL, executable: String = "hot") throws {
         self.log = log
         self.arguments = arguments
-        process.executableURL = try builtExecutable("hot")
+        process.executableURL = try builtExecutable(executable)
         process.arguments = arguments
         var variables = ProcessInfo.processInfo.environment
         variables["HOT_ABORT_AT"] = nil

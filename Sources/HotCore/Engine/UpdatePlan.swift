@@ -1,4 +1,4 @@
-
+import Foundation
 
 /// What a sync will do, package by package, computed from a manifest and the store.
 public struct UpdatePlan: Hashable, Sendable {
@@ -29,14 +29,22 @@ public struct UpdatePlan: Hashable, Sendable {
     /// An installed package the manifest disables is disabled (its files stay); when the
     /// manifest offers its installed version again, it is enabled without a download. When
     /// it offers a version kept for rollback (same version and digest), that version is
-    /// restored without a download.
-    public static func make(manifest: Manifest, snapshot: StoreSnapshot) -> UpdatePlan {
+    /// restored without a download. A version a failed launch blocked (see
+    /// ``BlockedVersion``) is neither downloaded nor restored while it blocks at `now`; a
+    /// version installed and waiting for the next launch is not downloaded again.
+    public static func make(manifest: Manifest, snapshot: StoreSnapshot, now: Date = Date()) -> UpdatePlan {
         var entries: [UpdatePlan.PackagePlan] = []
         for offered in manifest.packages {
             let record = snapshot.packages[offered.id]
             let installed = record?.active
             let change: UpdatePlan.Change
-            if let installed {
+            if let record, record.blocking(offered, at: now) != nil,
+                !(installed.map { Self.isSame(offered, $0) } ?? false)
+            {
+                change = .blocked
+            } else if let waiting = record?.pending, Self.isSame(offered, waiting) {
+                change = .unchanged
+            } else if let installed {
                 if Self.isSame(offered, installed) {
                     change = record?.state == .disabled ? .enable : .unchanged
                 } else if record?.previous.contains(where: { Self.isSame(offered, $0) }) == true {
@@ -98,6 +106,9 @@ extension UpdatePlan {
         /// The manifest offers a version kept for rollback (a server-side rollback): make it
         /// active again, with no download.
         public static let restore = UpdatePlan.Change("restore")
+        /// The manifest offers a version a failed launch blocked: nothing is downloaded or
+        /// restored, what is active stays.
+        public static let blocked = UpdatePlan.Change("blocked")
         public var description: String { name }
 
         /// Whether the change downloads anything.

@@ -188,6 +188,12 @@ extension Updater {
                 results.set(candidate.pending.number, .success(active))  // installed since this flight started
                 continue
             }
+            if let waiting = next.packages[offered.id]?.pending, UpdatePlan.isSame(offered, waiting),
+                let directory = try? layout.url(forRelativePath: waiting.path), FileSystem.isDirectory(directory)
+            {
+                results.set(candidate.pending.number, .success(waiting))  // already waiting for the next launch
+                continue
+            }
             if let active, let activeChosen = active.chosenAt, activeChosen > candidate.chosenAt {
                 results.set(candidate.pending.number, .failure(Self.superseded(offered, by: active.version)))
                 continue
@@ -221,9 +227,9 @@ extension Updater {
         return prepared
     }
 
-    /// The active and previous versions of a record.
+    /// Every version a record keeps a tree for (see ``InstallRecord/keptVersions``).
     static func versions(of record: InstallRecord) -> [InstalledVersion] {
-        [record.active].compactMap { $0 } + record.previous
+        record.keptVersions
     }
 
     /// Removes the staging entry and answers the caller.
@@ -270,10 +276,37 @@ extension Updater {
             version: offered.version, path: relative, archiveSize: staged.size, sha256: staged.sha256.hex,
             md5: staged.md5?.hex, sourceURL: offered.url.absoluteString, installedAt: Date(),
             chosenAt: candidate.chosenAt)
-        let keep = configuration.keepPreviousVersions
-        next.packages[offered.id] = InstallRecord(
-            id: offered.id, state: .installed, active: version, previous: Array(kept.prefix(keep)), lastError: nil)
+        next.packages[offered.id] = Self.installing(
+            version, over: existing, id: offered.id, policy: configuration.launch, keep: configuration.keepPreviousVersions)
         return PreparedInstall(pending: candidate.pending, version: version, destination: destination, listURL: listURL)
+    }
+
+    /// The record after installing `version` over `existing`, per the launch policy: a
+    /// version whose timing is not ``ActivationTiming/immediate`` waits as
+    /// ``InstallRecord/pending`` (a version waiting before it is replaced); otherwise it becomes
+    /// active, the active one goes first among the previous ones, and a guarded package's new
+    /// version starts ``LaunchPhase/pending`` with the last confirmed version as its fallback.
+    /// Blocked versions stay recorded.
+    static func installing(
+        _ version: InstalledVersion, over existing: InstallRecord?, id: String, policy: LaunchPolicy, keep: Int
+    ) -> InstallRecord {
+        var record = existing ?? InstallRecord(id: id, state: .installed, active: nil)
+        record.state = .installed
+        record.lastError = nil
+        record.lastErrorCode = nil
+        if policy.timing(for: id) != .immediate {
+            record.pending = version
+            return record
+        }
+        if policy.isGuarded(id) {
+            record.launch = LaunchTrial(phase: .pending, fallback: record.confirmedVersion)
+        } else {
+            record.launch = nil
+        }
+        record.previous = Array(([record.active].compactMap { $0 } + record.previous).prefix(keep))
+        record.active = version
+        record.pending = nil
+        return record
     }
 
     /// Replaces the damaged tree of the active version `repairing` with a freshly fetched

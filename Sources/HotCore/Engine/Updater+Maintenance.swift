@@ -121,8 +121,10 @@ extension Updater {
         return try await ledger.transaction { next, transaction in
             var dropped: [(String, [InstalledVersion])] = []
             for (id, record) in next.packages where record.previous.count > keep {
-                dropped.append((id, Array(record.previous[keep...])))
                 next.packages[id]?.previous = Array(record.previous.prefix(keep))
+                // A launch trial's fallback stays whatever the count kept.
+                let kept = Set(next.packages[id].map(\.keptVersions)?.map(\.path) ?? [])
+                dropped.append((id, record.previous[keep...].filter { !kept.contains($0.path) }))
             }
             let snapshot = next
             let freed = FreedBox()

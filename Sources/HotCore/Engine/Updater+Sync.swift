@@ -71,8 +71,11 @@ extension Updater {
     private func download(_ entry: UpdatePlan.PackagePlan, _ offered: PackageDescriptor) async -> SyncReport.PackageOutcome {
         do {
             let result = try await join(offered)
+            // A version waiting for the next launch is not active yet.
+            let record = await ledger.cached?.packages[entry.id]
+            let waits = record?.pending.map { $0.path == result.version.path } ?? false
             return SyncReport.PackageOutcome(
-                id: entry.id, change: entry.change, activeVersion: result.version.version,
+                id: entry.id, change: entry.change, activeVersion: waits ? record?.active?.version : result.version.version,
                 bytesDownloaded: result.bytesDownloaded)
         } catch {
             let active = await ledger.cached?.packages[entry.id]?.active?.version

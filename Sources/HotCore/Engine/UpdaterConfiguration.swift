@@ -41,6 +41,10 @@ public struct UpdaterConfiguration: Sendable {
     public var keepPreviousVersions: Int
     /// Where the updater logs. Nothing is bootstrapped: pass your own logger.
     public var logger: Logger
+    /// Which packages launch under a trial, and when new versions take effect (see
+    /// ``Updater/beginLaunch()``). The default guards nothing: every version is active as
+    /// soon as it is installed.
+    public var launch: LaunchPolicy
 
     /// Creates a configuration.
     ///
@@ -56,6 +60,7 @@ public struct UpdaterConfiguration: Sendable {
     ///   - maxConcurrentPackages: How many packages are processed at once (at least 1).
     ///   - keepPreviousVersions: How many older versions are kept for rollback.
     ///   - logger: Where to log.
+    ///   - launch: Which packages launch under a trial, and when new versions take effect.
     public init(
         root: URL,
         transport: any Transport,
@@ -67,7 +72,8 @@ public struct UpdaterConfiguration: Sendable {
         timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(),
         maxConcurrentPackages: Int = 2,
         keepPreviousVersions: Int = 1,
-        logger: Logger = Logger(label: "HotUpdate")
+        logger: Logger = Logger(label: "HotUpdate"),
+        launch: LaunchPolicy = LaunchPolicy()
     ) {
         self.root = root
         self.transport = transport
@@ -80,5 +86,6 @@ public struct UpdaterConfiguration: Sendable {
         self.maxConcurrentPackages = max(1, maxConcurrentPackages)
         self.keepPreviousVersions = max(0, keepPreviousVersions)
         self.logger = logger
+        self.launch = launch
     }
 }

@@ -46,6 +46,7 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case internalInconsistency
             case activationFailed
             case diskFull
+            case launchFailed
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -115,6 +116,9 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         /// The file system has no room left, or the user's quota is used up (`ENOSPC`,
         /// `EDQUOT`); the error names the file that could not be written.
         public static let diskFull = Code(.diskFull)
+        /// A version of a guarded package was tried at a launch that never confirmed it (the
+        /// process died, or the trial's time ran out): it was rolled back and blocked.
+        public static let launchFailed = Code(.launchFailed)
 
         public var description: String { value.rawValue }
     }

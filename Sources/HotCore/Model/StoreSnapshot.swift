@@ -38,6 +38,10 @@ public struct PackageState: RawRepresentable, Hashable, Sendable, Codable, Custo
     /// A file of the active version does not match its recorded digest.
     public static let digestMismatch = PackageState(rawValue: "digestMismatch")
 
+    /// A version was tried by a launch that never confirmed it: it was rolled back and
+    /// blocked (published, never stored: the record says what is active again).
+    public static let blocked = PackageState(rawValue: "blocked")
+
     /// The package was deleted with every version (published, never stored: the record goes).
     public static let removed = PackageState(rawValue: "removed")
 
@@ -100,6 +104,17 @@ public struct InstallRecord: Codable, Sendable, Hashable {
     /// `"activationFailed"`), so a failed activation of the active version can be told from
     /// a failed download of a newer one. Nil in stores written before it was recorded.
     public var lastErrorCode: String?
+    /// A version installed and waiting to take effect: it becomes active at the next
+    /// ``Updater/beginLaunch()`` (or resume), per the package's ``ActivationTiming``.
+    /// Nil when nothing waits, and in stores written before it was kept.
+    public var pending: InstalledVersion?
+    /// Where the active version of a guarded package stands in its launch trial (see
+    /// ``LaunchPolicy``); nil for a package that is not guarded or whose active version
+    /// never needed a trial.
+    public var launch: LaunchTrial?
+    /// Versions a failed launch blocked: no sync downloads or restores them again (see
+    /// ``BlockedVersion``). Nil when none.
+    public var blocked: [BlockedVersion]?
 
     /// Creates a record.
     public init(
@@ -119,6 +134,15 @@ public struct InstallRecord: Codable, Sendable, Hashable {
     /// activation (or another version) does.
     public var activationFailed: Bool {
         state == .failed && lastErrorCode == HotUpdateError.Code.activationFailed.description
+    }
+
+    /// Every version whose tree the record refers to: the active one, the one waiting to take
+    /// effect, the previous ones and the launch trial's fallback, each once.
+    public var keptVersions: [InstalledVersion] {
+        var seen: Set<String> = []
+        return ([active, pending].compactMap { $0 } + previous + [launch?.fallback].compactMap { $0 }).filter {
+            seen.insert($0.path).inserted
+        }
     }
 }
 

@@ -21,7 +21,7 @@ struct StoreSweeper {
             leftovers = true
         }
         let referenced = Set(snapshot.packages.values.flatMap { record in
-            ([record.active].compactMap { $0 } + record.previous).map(\.path)
+            record.keptVersions.map(\.path)
         })
         for id in FileSystem.contents(of: layout.packagesDirectory) {
             let idDirectory = layout.packageDirectory(id: id)

@@ -89,11 +89,15 @@ public struct TransportResponse: Sendable {
     public var isSuccess: Bool { (200..<300).contains(statusCode) }
 
     /// Throws ``HotUpdateError/Code/httpStatus`` unless the status is 2xx, and cancels the body.
+    /// A 429 or 503 answer's `Retry-After` is part of the message, for ``CheckSchedule``.
     public func requireSuccess() throws {
         guard isSuccess else {
             body.cancel()
-            throw HotUpdateError(
-                .httpStatus, "the server answered HTTP \(statusCode)", subject: url.absoluteString)
+            var message = "the server answered HTTP \(statusCode)"
+            if statusCode == 429 || statusCode == 503, let retryAfter = headers["retry-after"] {
+                message += " (Retry-After: \(retryAfter))"
+            }
+            throw HotUpdateError(.httpStatus, message, subject: url.absoluteString)
         }
     }
 

@@ -1,0 +1,119 @@
+// One launch of an app whose code is the package `app`, guarded by a launch trial: a version
+// that crashes before confirming its launch is rolled back and blocked by the next launch.
+//
+//     LaunchGuard --manifest URL --root DIR --trust PUBLIC_KEY
+//
+// Each run: begin the launch, print `running VERSION` (or `running bundle`), abort when the
+// version's tree holds a file named `crash` (hang when it holds `hang`), else confirm the launch, sync (a new version
+// takes effect at the next launch) and print one line per package.
+
+import ArgumentParser
+import Foundation
+import HotArchive
+import HotCore
+import HotManifest
+import HotStore
+import HotTransport
+import HotVerify
+import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The example's command line.
+@main
+struct LaunchGuardCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "LaunchGuard",
+        abstract: "One launch of an app whose code is the guarded package `app`.",
+        discussion: """
+            Prints `running VERSION` for the version of `app` the launch loads (`running bundle` \
+            when none is installed). A version whose tree holds a file named `crash` aborts the \
+            process before the launch is confirmed: the next run rolls it back, blocks it and \
+            runs the version before it. Otherwise the launch is confirmed and the store synced \
+            from the manifest; a new version takes effect at the next run.
+            """)
+
+    @Option(help: ArgumentHelp("The signed manifest's URL (http, https or file).", valueName: "url"))
+    var manifest: String
+
+    @Option(help: ArgumentHelp("The store's directory.", valueName: "dir"))
+    var root: String
+
+    @Option(help: ArgumentHelp("A public key (PEM) the manifest's signature must come from.", valueName: "key.pub"))
+    var trust: [String]
+
+    func run() async throws {
+        do {
+            try await launch()
+        } catch {
+            FileHandle.standardError.write(Data("LaunchGuard: error: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+
+    /// Writes a line to standard output at once: a process about to abort keeps nothing buffered.
+    func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    func launch() async throws {
+        guard let manifestURL = URL(string: manifest), manifestURL.scheme != nil else {
+            throw ValidationError("'\(manifest)' is not a URL")
+        }
+        let rootURL = URL(fileURLWithPath: root, isDirectory: true)
+        let keys = try trust.map { try CryptoVerifier.publicKey(pem: String(contentsOfFile: $0, encoding: .utf8)) }
+        let transport: any Transport = manifestURL.isFileURL ? FileTransport() : SchemeRoutingTransport.platformHTTP()
+        var logger = Logger(label: "LaunchGuard")
+        logger.logLevel = .critical
+        let updater = Updater(
+            configuration: UpdaterConfiguration(
+                root: rootURL, transport: transport, unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
+                store: JSONMetadataStore(root: rootURL), logger: logger,
+                launch: LaunchPolicy(guarded: ["app"])))
+
+        // 1. Begin the launch before loading any code: an unconfirmed trial of an earlier
+        //    launch is rolled back and blocked here; a version waiting is made active.
+        let launch = try await updater.beginLaunch()
+        for rolled in launch.rolledBack {
+            say("rolled back \(rolled.id) \(rolled.version) to \(rolled.restoredVersion ?? "the bundle"): blocked")
+        }
+        let app = launch.package("app")
+        say("running \(app?.version ?? "bundle")")
+
+        // 2. Load the app. This one "crashes" when its tree says so, before confirming.
+        if let directory = app?.directory,
+            FileManager.default.fileExists(atPath: directory.appendingPathComponent("crash").path)
+        {
+            abort()
+        }
+        // …or freezes, when it holds `hang`, until something (a watchdog) kills it.
+        if let directory = app?.directory,
+            FileManager.default.fileExists(atPath: directory.appendingPathComponent("hang").path)
+        {
+            while true { try await Task.sleep(for: .seconds(3600)) }
+        }
+
+        // 3. It runs: confirm this launch, and only this one.
+        try await updater.confirmLaunch(launch.token)
+
+        // 4. Check for updates; what is installed now waits for the next launch.
+        let source = SignedManifestSource(
+            url: manifestURL, transport: transport, verifier: CryptoVerifier(), trust: .signed(by: keys),
+            storeRoot: rootURL, context: ClientContext(appVersion: "1.0"), logger: logger)
+        let report = try await updater.sync(from: source)
+        let waiting = Dictionary(
+            try await updater.waitingVersions().map { ($0.id, $0.version) }, uniquingKeysWith: { first, _ in first })
+        for outcome in report.packages {
+            var line = "\(outcome.id): \(outcome.change), active \(outcome.activeVersion ?? "bundle")"
+            if let version = waiting[outcome.id] { line += ", \(version) waits for the next launch" }
+            if let error = outcome.error { line += ", failed: \(error)" }
+            say(line)
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+
+/// When a newly installed version takes effect, after CodePush's install modes.
+public struct ActivationTiming: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The timing's stable name.
+    public let rawValue: String
+    /// Creates a timing from its name.
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// Active as soon as it is installed: assets resolved after the install come from it.
+    public static let immediate = ActivationTiming(rawValue: "immediate")
+    /// Installed as ``InstallRecord/pending`` and made active by the next
+    /// ``Updater/beginLaunch()``: a running app never has the files it loaded swapped.
+    public static let nextLaunch = ActivationTiming(rawValue: "nextLaunch")
+    /// As ``nextLaunch``, or earlier at ``Updater/beginResume()`` when the app returns to
+    /// the foreground.
+    public static let nextResume = ActivationTiming(rawValue: "nextResume")
+
+    public var description: String { rawValue }
+}
+
+/// Whether a blocked version is ever tried again.
+public struct BlockedRetryPolicy: Sendable, Hashable {
+    /// How long after a failed launch the version may be downloaded again; nil: never.
+    public var interval: TimeInterval?
+    /// How many failed launches of one version are retried at most.
+    public var attempts: Int
+
+    /// A blocked version stays blocked until an operator unblocks it (CodePush's default).
+    public static let never = BlockedRetryPolicy(interval: nil, attempts: 0)
+
+    /// A blocked version is tried again `interval` seconds after each failed launch, for at
+    /// most `attempts` failed launches; after that it stays blocked.
+    ///
+    /// ```swift
+    /// let policy = BlockedRetryPolicy.after(24 * 3600, attempts: 1)  // once, a day later
+    /// ```
+    public static func after(_ interval: TimeInterval, attempts: Int = 1) -> BlockedRetryPolicy {
+        BlockedRetryPolicy(interval: max(0, interval), attempts: max(0, attempts))
+    }
+
+    /// When a version that has failed `failures` launches may be tried again; nil: never.
+    public func retryDate(afterFailures failures: Int, at date: Date) -> Date? {
+        guard let interval, failures <= attempts else { return nil }
+        return date.addingTimeInterval(interval)
+    }
+}
+
+/// Which packages an app runs (script patches, web modules, a JS bundle, config) and so
+/// launch under a trial, and when new versions take effect.
+///
+/// A guarded package's new version is tried by one launch (``Updater/beginLaunch()``) and
+/// kept only when that launch confirms it (``Updater/confirmLaunch(_:)``); otherwise the next
+/// launch rolls it back to the last confirmed version and blocks it. Resource packs need none
+/// of it and are left out.
+///
+/// ```swift
+/// var launch = LaunchPolicy(guarded: ["app", "config"])
+/// launch.retry = .after(24 * 3600, attempts: 1)
+/// let configuration = UpdaterConfiguration(root: root, …, launch: launch)
+/// ```
+public struct LaunchPolicy: Sendable, Hashable {
+    /// The ids of the packages that launch under a trial.
+    public var guarded: Set<String>
+    /// When a package's new version takes effect, where it differs from the default
+    /// (``ActivationTiming/nextLaunch`` for guarded packages, else
+    /// ``ActivationTiming/immediate``).
+    public var timings: [String: ActivationTiming]
+    /// Whether a blocked version is tried again.
+    public var retry: BlockedRetryPolicy
+    /// How long a launch has to confirm; a confirmation after that confirms nothing and the
+    /// trial is rolled back at the next launch. Nil: no limit (only a launch that never
+    /// confirms fails).
+    public var trialTimeout: TimeInterval?
+
+    /// Creates a policy.
+    ///
+    /// - Parameters:
+    ///   - guarded: The packages that launch under a trial.
+    ///   - timings: When new versions take effect, per package, where it differs from the default.
+    ///   - retry: Whether blocked versions are tried again (default never).
+    ///   - trialTimeout: How long a launch has to confirm (default no limit).
+    public init(
+        guarded: Set<String> = [], timings: [String: ActivationTiming] = [:], retry: BlockedRetryPolicy = .never,
+        trialTimeout: TimeInterval? = nil
+    ) {
+        self.guarded = guarded
+        self.timings = timings
+        self.retry = retry
+        self.trialTimeout = trialTimeout
+    }
+
+    /// Whether a package launches under a trial.
+    public func isGuarded(_ id: String) -> Bool { guarded.contains(id) }
+
+    /// When a new version of a package takes effect.
+    public func timing(for id: String) -> ActivationTiming {
+        timings[id] ?? (isGuarded(id) ? .nextLaunch : .immediate)
+    }
+}

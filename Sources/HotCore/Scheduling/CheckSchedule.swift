@@ -1,0 +1,264 @@
+import Foundation
+
+#if canImport(Network)
+    import Network
+#endif
+
+/// What asks for a check.
+public struct CheckTrigger: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The trigger's name.
+    public let rawValue: String
+    /// Creates a trigger from its name.
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// The app started.
+    public static let launch = CheckTrigger(rawValue: "launch")
+    /// The app came to the foreground.
+    public static let foreground = CheckTrigger(rawValue: "foreground")
+    /// A periodic timer fired (the app calls ``CheckSchedule/run(_:check:)`` from its own timer
+    /// or background task).
+    public static let periodic = CheckTrigger(rawValue: "periodic")
+    /// The user or the app asked: always checks, backoff or not.
+    public static let manual = CheckTrigger(rawValue: "manual")
+
+    public var description: String { rawValue }
+}
+
+/// When to check for updates.
+public struct CheckPolicy: Sendable, Hashable {
+    /// Check at every launch.
+    public var atLaunch: Bool
+    /// Check on foreground when the last check is at least this old; nil: never on foreground.
+    public var foregroundMinimumInterval: TimeInterval?
+    /// Check on a periodic trigger when the last check is at least this old (at least one
+    /// hour); nil: no periodic checks.
+    public var periodicInterval: TimeInterval?
+    /// Whether a check may use an expensive network (cellular, a personal hotspot). Apple
+    /// platforms only.
+    public var allowsExpensiveNetwork: Bool
+    /// Whether a check may use a constrained network (Low Data Mode). Apple platforms only.
+    public var allowsConstrainedNetwork: Bool
+
+    /// The shortest periodic interval: one hour.
+    public static let minimumPeriodicInterval: TimeInterval = 3600
+    /// The first wait after a failed check: one minute.
+    public static let minimumBackoff: TimeInterval = 60
+    /// The longest wait after failed checks: 24 hours.
+    public static let maximumBackoff: TimeInterval = 24 * 3600
+
+    /// Creates a policy; the default checks at launch, on foreground at most every 15
+    /// minutes, and every 24 hours.
+    public init(
+        atLaunch: Bool = true, foregroundMinimumInterval: TimeInterval? = 15 * 60,
+        periodicInterval: TimeInterval? = 24 * 3600, allowsExpensiveNetwork: Bool = true,
+        allowsConstrainedNetwork: Bool = false
+    ) {
+        self.atLaunch = atLaunch
+        self.foregroundMinimumInterval = foregroundMinimumInterval.map { max(0, $0) }
+        self.periodicInterval = periodicInterval.map { max(Self.minimumPeriodicInterval, $0) }
+        self.allowsExpensiveNetwork = allowsExpensiveNetwork
+        self.allowsConstrainedNetwork = allowsConstrainedNetwork
+    }
+
+    /// Only checks the app asks for with ``CheckTrigger/manual``.
+    public static let manualOnly = CheckPolicy(atLaunch: false, foregroundMinimumInterval: nil, periodicInterval: nil)
+}
+
+/// What a schedule remembers between launches, in `check-schedule.json` under the store root.
+public struct CheckRecord: Codable, Sendable, Hashable {
+    /// When the last check ended (success or failure).
+    public var lastCheck: Date?
+    /// When the last check succeeded.
+    public var lastSuccess: Date?
+    /// Failed checks since the last success.
+    public var consecutiveFailures: Int
+    /// No automatic check before this date (backoff or a server's `Retry-After`).
+    public var notBefore: Date?
+
+    /// Creates a record.
+    public init(lastCheck: Date? = nil, lastSuccess: Date? = nil, consecutiveFailures: Int = 0, notBefore: Date? = nil) {
+        self.lastCheck = lastCheck
+        self.lastSuccess = lastSuccess
+        self.consecutiveFailures = consecutiveFailures
+        self.notBefore = notBefore
+    }
+}
+
+/// Decides when an app checks for updates, and remembers it across launches.
+///
+/// Policies: at launch, on foreground with a minimum interval, periodic (24 hours by default,
+/// one hour at least) and manual. After a failure automatic checks back off exponentially
+/// with jitter, from one minute to 24 hours; a server's `Retry-After` (HTTP 429 or 503) is
+/// honoured when longer. The last check is persisted; one recorded in the future (the
+/// clock was set back) is corrected to now, as Sparkle does. The clock and the jitter are
+/// injectable, so tests count exact checks.
+///
+/// ```swift
+/// let schedule = CheckSchedule(policy: CheckPolicy(), file: root.appendingPathComponent("check-schedule.json"))
+/// try await schedule.run(.launch) { _ = try await updater.sync(from: source) }
+/// ```
+public actor CheckSchedule {
+    /// The policy.
+    public nonisolated let policy: CheckPolicy
+    private let file: URL?
+    private let clock: @Sendable () -> Date
+    private let jitter: @Sendable () -> Double
+    private let networkAllows: @Sendable (CheckPolicy) -> Bool
+    private var record: CheckRecord
+    /// Checks run by this schedule (started), for an app's diagnostics.
+    public private(set) var checksRun = 0
+
+    /// Creates a schedule.
+    ///
+    /// - Parameters:
+    ///   - policy: When to check.
+    ///   - file: Where the record is kept between launches; nil: in memory only.
+    ///   - clock: The current date (default the system clock).
+    ///   - jitter: A value in 0...1 drawn per backoff (default random).
+    ///   - networkAllows: Whether the current network allows a check under the policy
+    ///     (default: on Apple platforms, the current path's expensive and constrained flags;
+    ///     elsewhere always).
+    public init(
+        policy: CheckPolicy, file: URL? = nil, clock: @escaping @Sendable () -> Date = { Date() },
+        jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) },
+        networkAllows: (@Sendable (CheckPolicy) -> Bool)? = nil
+    ) {
+        self.policy = policy
+        self.file = file
+        self.clock = clock
+        self.jitter = jitter
+        self.networkAllows = networkAllows ?? CheckSchedule.currentNetworkAllows
+        var loaded = file.flatMap { try? JSONDecoder().decode(CheckRecord.self, from: Data(contentsOf: $0)) } ?? CheckRecord()
+        let now = clock()
+        // A date in the future: the clock was set back. Start again from now.
+        if let last = loaded.lastCheck, last > now { loaded.lastCheck = now }
+        if let success = loaded.lastSuccess, success > now { loaded.lastSuccess = now }
+        if let notBefore = loaded.notBefore, notBefore > now.addingTimeInterval(CheckPolicy.maximumBackoff) {
+            loaded.notBefore = now.addingTimeInterval(CheckPolicy.maximumBackoff)
+        }
+        record = loaded
+    }
+
+    /// What the schedule remembers now.
+    public var current: CheckRecord { record }
+
+    /// Whether `trigger` should check now.
+    public func shouldCheck(_ trigger: CheckTrigger) -> Bool {
+        if trigger == .manual { return true }
+        let now = clock()
+        if let notBefore = record.notBefore, now < notBefore { return false }
+        guard networkAllows(policy) else { return false }
+        let since = record.lastCheck.map { now.timeIntervalSince($0) }
+        switch trigger {
+        case .launch:
+            return policy.atLaunch || (record.consecutiveFailures > 0 && record.notBefore != nil)
+        case .foreground:
+            guard let interval = policy.foregroundMinimumInterval else { return false }
+            return since.map { $0 >= interval } ?? true
+        case .periodic:
+            guard let interval = policy.periodicInterval else { return false }
+            return since.map { $0 >= interval } ?? true
+        default:
+            return false
+        }
+    }
+
+    /// Runs `check` when ``shouldCheck(_:)`` says so and records how it went.
+    ///
+    /// - Returns: Whether `check` ran.
+    /// - Throws: What `check` threw, after recording the failure.
+    @discardableResult
+    public func run(_ trigger: CheckTrigger, check: @Sendable () async throws -> Void) async throws -> Bool {
+        guard shouldCheck(trigger) else { return false }
+        checksRun += 1
+        do {
+            try await check()
+            recordSuccess()
+        } catch {
+            recordFailure(retryAfter: Self.retryAfter(of: error))
+            throw error
+        }
+        return true
+    }
+
+    /// Records a successful check.
+    public func recordSuccess() {
+        let now = clock()
+        record = CheckRecord(lastCheck: now, lastSuccess: now, consecutiveFailures: 0, notBefore: nil)
+        save()
+    }
+
+    /// Records a failed check: the next automatic one waits for the backoff, or for
+    /// `retryAfter` seconds when the server asked for longer.
+    public func recordFailure(retryAfter: TimeInterval? = nil) {
+        let now = clock()
+        record.lastCheck = now
+        record.consecutiveFailures += 1
+        let wait = max(backoff(afterFailures: record.consecutiveFailures), min(retryAfter ?? 0, CheckPolicy.maximumBackoff))
+        record.notBefore = now.addingTimeInterval(wait)
+        save()
+    }
+
+    /// The jittered wait after `failures` failed checks: 1 minute doubled per failure, at most
+    /// 24 hours, then drawn between half of it and all of it (never under a minute).
+    public func backoff(afterFailures failures: Int) -> TimeInterval {
+        guard failures > 0 else { return 0 }
+        let exponent = Double(min(failures - 1, 20))
+        let ceiling = min(CheckPolicy.maximumBackoff, CheckPolicy.minimumBackoff * pow(2, exponent))
+        let drawn = ceiling * (0.5 + 0.5 * min(1, max(0, jitter())))
+        return max(CheckPolicy.minimumBackoff, drawn)
+    }
+
+    private func save() {
+        guard let file else { return }
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .secondsSince1970
+        guard let data = try? encoder.encode(record) else { return }
+        try? FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try? data.write(to: file, options: .atomic)
+    }
+
+    /// The `Retry-After` a failed check carries: a ``HotUpdateError`` with code
+    /// ``HotUpdateError/Code/httpStatus`` for 429 or 503 whose message or subject holds
+    /// `Retry-After: N`.
+    static func retryAfter(of error: any Error) -> TimeInterval? {
+        guard let error = error as? HotUpdateError, error.code == .httpStatus else { return nil }
+        let text = [error.message, error.subject ?? ""].joined(separator: " ")
+        guard text.contains("429") || text.contains("503") else { return nil }
+        guard let range = text.range(of: "Retry-After:", options: .caseInsensitive) else { return nil }
+        return parseRetryAfter(String(text[range.upperBound...]).trimmingCharacters(in: .whitespaces))
+    }
+
+    /// Reads a `Retry-After` header value: seconds, or an HTTP date.
+    ///
+    /// - Parameters:
+    ///   - value: The header's value.
+    ///   - now: The current date, for an HTTP date.
+    /// - Returns: Seconds to wait, or nil when the value cannot be read.
+    public static func parseRetryAfter(_ value: String, now: Date = Date()) -> TimeInterval? {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        let digits = trimmed.prefix { $0.isNumber }
+        if !digits.isEmpty, let seconds = TimeInterval(digits) { return seconds }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: trimmed) else { return nil }
+        return max(0, date.timeIntervalSince(now))
+    }
+
+    /// Whether the current network allows a check under `policy`.
+    static let currentNetworkAllows: @Sendable (CheckPolicy) -> Bool = { policy in
+        #if canImport(Network)
+            if policy.allowsExpensiveNetwork && policy.allowsConstrainedNetwork { return true }
+            let monitor = NWPathMonitor()
+            let path = monitor.currentPath
+            monitor.cancel()
+            if !policy.allowsExpensiveNetwork && path.isExpensive { return false }
+            if !policy.allowsConstrainedNetwork && path.isConstrained { return false }
+            return true
+        #else
+            return true
+        #endif
+    }
+}

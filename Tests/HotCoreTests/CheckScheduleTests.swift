@@ -1,0 +1,159 @@
+import Foundation
+import HotCore
+import HotTesting
+import Testing
+
+/// A clock the test moves by hand.
+final class ManualClock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var date: Date
+    init(_ date: Date = Date(timeIntervalSince1970: 1_800_000_000)) { self.date = date }
+    var now: Date { lock.withLock { date } }
+    func advance(_ seconds: TimeInterval) { lock.withLock { date += seconds } }
+    func set(_ new: Date) { lock.withLock { date = new } }
+}
+
+/// Counts the checks a schedule runs; fails them when told to.
+actor CheckCounter {
+    private(set) var count = 0
+    var failure: (any Error)?
+    func setFailure(_ error: (any Error)?) { failure = error }
+    func check() throws {
+        count += 1
+        if let failure { throw failure }
+    }
+}
+
+@Suite("When to check")
+struct CheckScheduleTests {
+    static func schedule(_ policy: CheckPolicy, _ clock: ManualClock, file: URL? = nil, jitter: Double = 1)
+        -> CheckSchedule
+    {
+        CheckSchedule(policy: policy, file: file, clock: { clock.now }, jitter: { jitter }, networkAllows: { _ in true })
+    }
+
+    /// Runs the schedule for `trigger`, swallowing a check's failure.
+    static func fire(_ schedule: CheckSchedule, _ trigger: CheckTrigger, _ counter: CheckCounter) async {
+        _ = try? await schedule.run(trigger) { try await counter.check() }
+    }
+
+    @Test("at launch, on foreground past the minimum interval, periodic every 24 h, manual always")
+    func policies() async throws {
+        let clock = ManualClock()
+        let counter = CheckCounter()
+        let schedule = Self.schedule(CheckPolicy(foregroundMinimumInterval: 600), clock)
+        await Self.fire(schedule, .launch, counter)
+        #expect(await counter.count == 1)
+        clock.advance(300)
+        await Self.fire(schedule, .foreground, counter)  // 5 min after: too soon
+        #expect(await counter.count == 1)
+        clock.advance(300)
+        await Self.fire(schedule, .foreground, counter)  // 10 min after
+        #expect(await counter.count == 2)
+        await Self.fire(schedule, .manual, counter)
+        await Self.fire(schedule, .manual, counter)
+        #expect(await counter.count == 4)
+        for _ in 0..<23 {
+            clock.advance(3600)
+            await Self.fire(schedule, .periodic, counter)
+        }
+        #expect(await counter.count == 4)  // 23 h since the last check
+        clock.advance(3600)
+        await Self.fire(schedule, .periodic, counter)
+        #expect(await counter.count == 5)
+
+        // The periodic interval is an hour at least; manual-only never checks by itself.
+        #expect(CheckPolicy(periodicInterval: 60).periodicInterval == 3600)
+        let manual = Self.schedule(.manualOnly, clock)
+        for trigger in [CheckTrigger.launch, .foreground, .periodic] { await Self.fire(manual, trigger, counter) }
+        #expect(await counter.count == 5)
+    }
+
+    @Test("failures back off exponentially with jitter from 1 minute to 24 hours; a success resets")
+    func backoff() async throws {
+        let clock = ManualClock()
+        let counter = CheckCounter()
+        await counter.setFailure(HotUpdateError(.transportFailed, "down"))
+        let schedule = Self.schedule(CheckPolicy(foregroundMinimumInterval: 0), clock, jitter: 1)
+        #expect(await schedule.backoff(afterFailures: 1) == 60)
+        #expect(await schedule.backoff(afterFailures: 2) == 120)
+        #expect(await schedule.backoff(afterFailures: 12) == 24 * 3600)
+        #expect(await Self.schedule(.manualOnly, clock, jitter: 0).backoff(afterFailures: 3) == 120)
+        #expect(await Self.schedule(.manualOnly, clock, jitter: 0).backoff(afterFailures: 1) == 60)
+
+        await Self.fire(schedule, .launch, counter)  // fails: wait 1 min
+        clock.advance(59)
+        await Self.fire(schedule, .foreground, counter)
+        #expect(await counter.count == 1)
+        clock.advance(1)
+        await Self.fire(schedule, .foreground, counter)  // fails: wait 2 min
+        #expect(await counter.count == 2)
+        clock.advance(119)
+        await Self.fire(schedule, .foreground, counter)
+        #expect(await counter.count == 2)
+        await Self.fire(schedule, .manual, counter)  // manual ignores the backoff; fails: 4 min
+        #expect(await counter.count == 3)
+        clock.advance(240)
+        await counter.setFailure(nil)
+        await Self.fire(schedule, .foreground, counter)
+        #expect(await counter.count == 4)
+        #expect(await schedule.current.consecutiveFailures == 0)
+        #expect(await schedule.current.notBefore == nil)
+    }
+
+    @Test("a 503 with Retry-After waits that long")
+    func retryAfter() async throws {
+        let clock = ManualClock()
+        let counter = CheckCounter()
+        await counter.setFailure(HotUpdateError(.httpStatus, "the server answered HTTP 503 (Retry-After: 3600)"))
+        let schedule = Self.schedule(CheckPolicy(foregroundMinimumInterval: 0), clock)
+        await Self.fire(schedule, .launch, counter)
+        await counter.setFailure(nil)
+        clock.advance(3599)
+        await Self.fire(schedule, .foreground, counter)
+        #expect(await counter.count == 1)
+        clock.advance(1)
+        await Self.fire(schedule, .foreground, counter)
+        #expect(await counter.count == 2)
+        #expect(CheckSchedule.parseRetryAfter("120") == 120)
+        #expect(
+            CheckSchedule.parseRetryAfter(
+                "Wed, 21 Oct 2015 07:28:00 GMT", now: Date(timeIntervalSince1970: 1_445_412_480 - 30)) == 30)
+    }
+
+    @Test("the last check is persisted, and one in the future is corrected to now")
+    func persisted() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("schedule-\(UUID().uuidString)")
+        let file = directory.appendingPathComponent("check-schedule.json")
+        let clock = ManualClock()
+        let counter = CheckCounter()
+        let policy = CheckPolicy(atLaunch: false, foregroundMinimumInterval: 3600)
+        await Self.fire(Self.schedule(policy, clock, file: file), .foreground, counter)
+        #expect(await counter.count == 1)
+        clock.advance(600)
+        await Self.fire(Self.schedule(policy, clock, file: file), .foreground, counter)  // a relaunch remembers
+        #expect(await counter.count == 1)
+
+        // The clock is set back a year: the recorded check is in the future.
+        clock.advance(-365 * 24 * 3600)
+        let setBack = Self.schedule(policy, clock, file: file)
+        #expect(await setBack.current.lastCheck == clock.now)
+        await Self.fire(setBack, .foreground, counter)
+        #expect(await counter.count == 1)  // corrected to now, not never again
+        clock.advance(3600)
+        await Self.fire(setBack, .foreground, counter)
+        #expect(await counter.count == 2)
+    }
+
+    @Test("a network the policy refuses defers automatic checks")
+    func network() async throws {
+        let clock = ManualClock()
+        let counter = CheckCounter()
+        let schedule = CheckSchedule(
+            policy: CheckPolicy(allowsExpensiveNetwork: false), clock: { clock.now }, networkAllows: { _ in false })
+        await Self.fire(schedule, .launch, counter)
+        #expect(await counter.count == 0)
+        await Self.fire(schedule, .manual, counter)
+        #expect(await counter.count == 1)
+    }
+}
