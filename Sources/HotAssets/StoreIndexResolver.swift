@@ -6,14 +6,15 @@ import HotCore
 /// before the bundle when the store has an index for its current snapshot. Answers as the
 /// chain built from the file lists does (the index was worked out with the same rules).
 ///
-/// Opening costs O(packages): one origin and one directory prefix per package. Each answer
-/// is made once (its URL) and kept, so a name asked again costs a lookup and a dictionary hit.
+/// Opening costs O(packages): one origin and one directory prefix per package, and one
+/// empty answer slot per file. Each answer is made once (its URL) and kept in its file's
+/// slot, so a name asked again costs a lookup and one atomic load, with no lock.
 struct StoreIndexResolver: AssetResolver {
     let index: NameIndex
     /// `<root>/<version path>/` of each package of the index.
     private let prefixes: [String]
     private let origins: [ResolvedAsset.Origin]
-    private let answers = AnswerCache()
+    private let answers: any AnswerSlots
 
     init(index: NameIndex, root: URL) {
         self.index = index
@@ -27,6 +28,7 @@ struct StoreIndexResolver: AssetResolver {
         }
         self.prefixes = prefixes
         self.origins = origins
+        answers = makeAnswerSlots(count: index.fileCount)
     }
 
     func resolve(_ name: String) -> ResolvedAsset? {
@@ -35,32 +37,13 @@ struct StoreIndexResolver: AssetResolver {
             guard let normalised = AssetName.normalise(name), normalised != name else { return nil }
             found = index.lookup(normalised)
         }
-        guard let number = found else { return nil }
-        if let known = answers.answer(number) { return known }
-        let file = index.file(number)
-        guard file.package < prefixes.count else { return nil }
-        let asset = ResolvedAsset(
-            url: URL(fileURLWithPath: prefixes[file.package] + file.path, isDirectory: false),
-            origin: origins[file.package])
-        answers.keep(asset, for: number)
-        return asset
-    }
-}
-
-/// The answers made so far, by file number; shared by the copies of a resolver.
-private final class AnswerCache: @unchecked Sendable {
-    private let lock = NSLock()
-    private var answers: [Int: ResolvedAsset] = [:]
-
-    func answer(_ number: Int) -> ResolvedAsset? {
-        lock.lock()
-        defer { lock.unlock() }
-        return answers[number]
-    }
-
-    func keep(_ asset: ResolvedAsset, for number: Int) {
-        lock.lock()
-        answers[number] = asset
-        lock.unlock()
+        guard let number = found, number < index.fileCount, !prefixes.isEmpty else { return nil }
+        return answers.answer(number) {
+            let file = index.file(number)
+            let package = min(file.package, prefixes.count - 1)
+            return ResolvedAsset(
+                url: URL(fileURLWithPath: prefixes[package] + file.path, isDirectory: false),
+                origin: origins[package])
+        }
     }
 }

@@ -14,7 +14,7 @@ struct HotBench: AsyncParsableCommand {
             and fastest wall time and the peak RSS of each. Run it in release mode, from the repository's root: \
             swift run --package-path Benchmarks -c release hot-bench. Its options: hot-bench help measure.
             """,
-        subcommands: [Measure.self, Extract.self, Pack.self, Idle.self, MakeCorpus.self, StoreBenchmark.self],
+        subcommands: [Measure.self, Extract.self, Pack.self, Idle.self, MakeCorpus.self, StoreBenchmark.self, FirstResolve.self],
         defaultSubcommand: Measure.self)
 }
 
