@@ -215,11 +215,32 @@ extension AssetResolverChain {
     ///   or unreadable: names then fall through to the next package and the bundle. When the
     ///   store itself cannot be read, the chain holds the bundle alone.
     /// - Throws: Only the bundle's errors, as in ``make(packages:bundle:scales:extensionOrder:logger:)``.
+    ///
+    /// When the store keeps a name index for its current snapshot (every commit writes one)
+    /// and `scales` and `extensionOrder` are the defaults it was worked out with, the packages
+    /// resolve through the index, mapped and queried in place: the chain is ready in time that
+    /// does not grow with the number of files. Otherwise, the chain is built from the file
+    /// lists, and a missing or damaged index is logged (and rebuilt, with `rebuildingIndex`).
+    ///
+    /// - Parameter rebuildingIndex: Whether a missing or damaged name index is rebuilt in the
+    ///   background (under the store's exclusive lock); false for read-only use.
     public static func make(
         updater: Updater, bundle: URL?, scales: ScalePreference = .standard,
-        extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder
+        extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder, rebuildingIndex: Bool = true
     ) async throws -> ChainedAssetResolver {
         let logger = updater.configuration.logger
+        if scales.scales == NameIndexFormat.defaultScales, extensionOrder == NameIndexFormat.defaultExtensionOrder,
+            let index = await updater.nameIndex(rebuildingWhenStale: rebuildingIndex),
+            treesPresent(index, root: updater.layout.root, logger: logger)
+        {
+            var resolvers: [any AssetResolver] = [StoreIndexResolver(index: index, root: updater.layout.root)]
+            if let bundle {
+                resolvers.append(
+                    try DirectoryAssetResolver(
+                        directory: bundle, origin: .bundle, scales: scales, extensionOrder: extensionOrder))
+            }
+            return ChainedAssetResolver(resolvers)
+        }
         var packages: [InstalledPackageLocation] = []
         let installed: [InstalledPackage]
         do {
@@ -251,6 +272,27 @@ extension AssetResolverChain {
         return try make(
             packages: packages, bundle: bundle, scales: scales, extensionOrder: extensionOrder, logger: logger)
     }
+}
+
+/// Whether the tree of every package of `index` is there (one `stat` per package): a tree
+/// gone without the store knowing would leave names the index gives it pointing at nothing,
+/// and the index cannot say which package comes next for them, so the chain is then built
+/// from the file lists, which leaves that package out.
+private func treesPresent(_ index: NameIndex, root: URL, logger: Logger) -> Bool {
+    let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
+    for number in 0..<index.packageCount {
+        let package = index.package(number)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: base + package.path, isDirectory: &isDirectory),
+            isDirectory.boolValue
+        else {
+            logger.warning(
+                "a package's tree is gone: resolving through the file lists",
+                metadata: ["package": "\(package.id)", "version": "\(package.version)"])
+            return false
+        }
+    }
+    return true
 }
 
 /// One result per package, written from `concurrentPerform`'s threads (each slot by one

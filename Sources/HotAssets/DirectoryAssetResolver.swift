@@ -78,7 +78,7 @@ public struct DirectoryAssetResolver: AssetResolver {
 
     /// Indexes a tree from the list of its regular files, without reading the tree: the
     /// fast way for an installed package, whose file list the store already keeps (see
-    /// ``AssetResolverChain/make(updater:bundle:scales:extensionOrder:)``). Names resolve
+    /// ``AssetResolverChain/make(updater:bundle:scales:extensionOrder:rebuildingIndex:)``). Names resolve
     /// exactly as for a resolver that walked the tree.
     ///
     /// The paths are taken to be the tree's regular files, as the store's file lists are:
@@ -127,7 +127,7 @@ public struct DirectoryAssetResolver: AssetResolver {
 
     /// Each extension's place in `order`, lowercased; the first place wins for repeats.
     private static func ranks(_ order: [String]) -> [String: Int] {
-        Dictionary(order.enumerated().map { ($1.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
+        AssetName.extensionRanks(order)
     }
 
     /// Returns the best file for `name` in this tree, or nil.
@@ -148,22 +148,7 @@ extension ResolvedAsset.Origin {
 
 /// Walks a tree and keeps, for every name that can be asked, the best file.
 private struct IndexBuilder {
-    /// How good a file is for a key; smaller is better.
-    struct Rank: Comparable {
-        /// -1 for exact-only names, else the scale's place in the preference.
-        var tier: Int
-        /// 0 when the name's own extension matched, 1 when an extension was added.
-        var kind: Int
-        /// The extension's place in the preferred order.
-        var extensionRank: Int
-        var pathExtension: String
-        var path: String
-
-        static func < (lhs: Rank, rhs: Rank) -> Bool {
-            (lhs.tier, lhs.kind, lhs.extensionRank, lhs.pathExtension, lhs.path)
-                < (rhs.tier, rhs.kind, rhs.extensionRank, rhs.pathExtension, rhs.path)
-        }
-    }
+    typealias Rank = AssetKeyRank
 
     struct Entry {
         var rank: Rank
@@ -202,53 +187,11 @@ private struct IndexBuilder {
     mutating func add(path: String, folder: String, fileName: String, url: URL) {
         fileCount += 1
         let asset = ResolvedAsset(url: url, origin: origin)
-        let parts = AssetName.parts(of: fileName[...])
-        let stemKey = folder + parts.stem
-
-        if parts.scale != nil || parts.pathExtension == nil {
-            offer(path, Rank(tier: -1, kind: 0, extensionRank: 0, pathExtension: "", path: path), asset)
+        AssetName.forEachKey(
+            path: path, folder: folder, fileName: fileName, scales: scales.scales, extensionRanks: extensionRanks
+        ) { key, rank in
+            offer(key, rank, asset)
         }
-        let lowered = parts.pathExtension.map(Self.lowercased)
-        if let scale = parts.scale, let lowered {
-            // `sub/sample@2x` names that scale exactly, with any extension.
-            offer(
-                stemKey + "@" + String(scale) + "x",
-                Rank(
-                    tier: -1, kind: 1, extensionRank: extensionRanks[lowered] ?? extensionRanks.count,
-                    pathExtension: lowered, path: path), asset)
-        }
-        let scale = parts.scale ?? 1
-        let tier: Int
-        if let rank = scales.rank(of: scale) {
-            tier = rank
-        } else if scale == 1 {
-            tier = scales.scales.count  // the name as given, after every listed scale
-        } else {
-            return
-        }
-        if let pathExtension = parts.pathExtension, let lowered {
-            let extensionRank = extensionRanks[lowered] ?? extensionRanks.count
-            offer(
-                stemKey + "." + String(pathExtension),
-                Rank(tier: tier, kind: 0, extensionRank: 0, pathExtension: "", path: path), asset)
-            offer(
-                stemKey,
-                Rank(tier: tier, kind: 1, extensionRank: extensionRank, pathExtension: lowered, path: path), asset)
-        } else {
-            offer(
-                stemKey,
-                Rank(tier: tier, kind: 1, extensionRank: extensionRanks.count + 1, pathExtension: "", path: path),
-                asset)
-        }
-    }
-
-    /// The extension lowercased; without a copy through Unicode case mapping when it is
-    /// already lowercase ASCII, as nearly every extension is.
-    private static func lowercased(_ text: Substring) -> String {
-        if text.utf8.allSatisfy({ $0 < 0x80 && !($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z")) }) {
-            return String(text)
-        }
-        return text.lowercased()
     }
 
     private mutating func offer(_ key: String, _ rank: Rank, _ asset: ResolvedAsset) {

@@ -35,7 +35,8 @@ struct Resolve: AsyncParsableCommand {
             try storeOptions.requireStore()
             let updater = storeOptions.makeUpdater()
             let resolver = try await AssetResolverChain.make(
-                updater: updater, bundle: bundle.map(directoryURL), scales: ScalePreference(scaleList))
+                updater: updater, bundle: bundle.map(directoryURL), scales: ScalePreference(scaleList),
+                rebuildingIndex: false)
             guard let asset = resolver.resolve(name) else {
                 throw HotUpdateError(.notFound, "no installed package or bundle has this asset", subject: name)
             }

@@ -1,3 +1,4 @@
+import HotCore
 import Testing
 
 @testable import HotAssets

@@ -98,13 +98,14 @@ struct FullDiskTests {
         #expect(ending == .exited(1), "\(output)")
         let errors = update.standardError.split(separator: "\n").filter { $0.hasPrefix("hot: error: ") }
         // The file the disk ran full on: the archive (under partial/ when the manifest gives
-        // its SHA-256, as here), a file of the tree being unpacked (which
-        // one depends on the unarchiver's order), or the store file.
+        // its SHA-256, as here), a file of the tree being unpacked (which one depends on the
+        // unarchiver's order), or, at the commit, the new version's file list or the store file
+        // (each commit before it also wrote a name index of its own).
         let expectedFiles: [String] =
             switch stage {
             case .download: ["package.archive", "/partial/"]
             case .unpackZip, .unpackLibarchive: newFiles.keys.map { "/\($0)" }
-            case .commit: ["store.json"]
+            case .commit: ["store.json", "/filelists/p/2.files"]
             }
         #expect(
             errors.contains { line in line.contains("disk full") && expectedFiles.contains { line.contains($0) } },

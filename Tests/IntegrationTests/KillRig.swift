@@ -77,8 +77,8 @@ final class KillRig: @unchecked Sendable {
         /// The fault points this operation passes (see `FaultPoint`).
         var faultPoints: [String] {
             switch self {
-            case .install, .update, .repair: ["after-adopt", "after-rename", "after-flush", "mid-commit"]
-            case .rollback, .remove, .gc: ["mid-commit"]
+            case .install, .update, .repair: ["after-adopt", "after-rename", "after-flush", "after-index", "mid-commit"]
+            case .rollback, .remove, .gc: ["after-index", "mid-commit"]
             }
         }
     }

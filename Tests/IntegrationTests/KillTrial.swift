@@ -84,6 +84,9 @@ extension KillRig {
             }
             problems += try sharedProblems(packages, operation: operation)
             problems += try namedVersionProblems(root: root, allowingDamaged: operation == .repair)
+            if operation != .repair {  // a repair starts from a tree damaged on purpose
+                problems += await NameIndexInvariant.problems(root: root)
+            }
         } catch {
             problems.append("cannot read the store's trees: \(error)")
         }
@@ -122,6 +125,7 @@ extension KillRig {
             }
             problems += try sharedProblems(after, operation: nil)
             problems += try namedVersionProblems(root: root, allowingDamaged: false)
+            problems += await NameIndexInvariant.problems(root: root).map { "after the next sync: \($0)" }
             problems += try StoreInspection.leftovers(root: root).map { "after the next sync: \($0)" }
         } catch {
             problems.append("after the next sync: \(error)")

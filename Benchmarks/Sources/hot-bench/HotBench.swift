@@ -16,7 +16,7 @@ struct HotBench: AsyncParsableCommand {
             """,
         subcommands: [
             Measure.self, Extract.self, Pack.self, Idle.self, MakeCorpus.self, StoreBenchmark.self, DeltaBenchmark.self,
-            ResumeBenchmark.self, InstallBenchmark.self, SyncOne.self,
+            ResumeBenchmark.self, InstallBenchmark.self, SyncOne.self, FirstResolve.self,
         ],
         defaultSubcommand: Measure.self)
 }

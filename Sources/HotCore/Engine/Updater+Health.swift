@@ -3,9 +3,16 @@ import Logging
 
 extension Updater {
     /// Whether a package can be used now: it has an active version, is not disabled or
-    /// known to be damaged, and its files passed a check during this launch. The first call
-    /// for a version runs a quick check (presence and sizes, see ``verify(packageID:depth:recording:)``);
-    /// later calls answer from memory.
+    /// known to be damaged, and its tree is there.
+    ///
+    /// The launch check costs O(packages), not O(files): a version the store records as
+    /// ``PackageState/installed`` was verified file by file when it was installed or
+    /// repaired, and every check since that found damage recorded it, so the stored state is
+    /// its health marker and only the tree's directory is looked at. A version kept active
+    /// under another state (a failed update of a newer one, say) gets a quick check
+    /// (presence and sizes) on its first call. Single files are checked when they are used
+    /// (``isAvailable(resource:in:)``); the full check is one call away:
+    /// ``verify(packageID:depth:recording:)`` or ``verifyAll(depth:recording:)``.
     ///
     /// - Parameter packageID: The package.
     /// - Returns: false for an unknown, disabled or damaged package, or one whose store
@@ -19,6 +26,10 @@ extension Updater {
             let active = record.active, Self.usableStates.contains(record.state)
         else { return false }
         if await ledger.checkedVersions.contains(active.path) { return true }
+        if record.state == .installed {
+            guard let tree = try? layout.url(forRelativePath: active.path) else { return false }
+            return FileSystem.isDirectory(tree)
+        }
         return (try? await verify(packageID: packageID, depth: .quick).isHealthy) ?? false
     }
 

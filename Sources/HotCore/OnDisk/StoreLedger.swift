@@ -36,6 +36,8 @@ actor StoreLedger {
     private var fileLists: [String: FileList] = [:]
     /// Version paths whose files passed a check since the store last changed underneath.
     private(set) var checkedVersions: Set<String> = []
+    /// The name index last opened (see ``readNameIndex()``).
+    var mappedNameIndex: NameIndex?
 
     var objects: ObjectStore { ObjectStore(layout: layout) }
 
@@ -66,7 +68,7 @@ actor StoreLedger {
     var cached: StoreSnapshot? { snapshot }
 
     /// The snapshot under a held lock: the cached one when the change counter did not move.
-    private func current(under lock: StoreLock) async throws -> StoreSnapshot {
+    func current(under lock: StoreLock) async throws -> StoreSnapshot {
         let seen = lock.readCounter()
         if let snapshot, counter == seen { return snapshot }
         let loaded = try await load()
@@ -200,10 +202,12 @@ actor StoreLedger {
                     FaultPoint.reached("after-flush")
                 }
                 next.generation = before.generation + 1
+                await writeNameIndex(for: next, generation: next.generation, previous: before)
                 let bumped = try lock.bumpCounter()
                 try await commit(next)
                 snapshot = next
                 counter = bumped
+                removeOldNameIndexes(keeping: next.generation)
             }
         } catch {
             for step in transaction.failureSteps.reversed() { await step() }
@@ -230,6 +234,7 @@ actor StoreLedger {
     /// Removes what interrupted steps left; under the exclusive lock.
     private func sweep(_ current: StoreSnapshot) async {
         await store.removeLeftovers()
+        removeOldNameIndexes(keeping: current.generation)
         let root = layout.root
         let trustPrefix = ".\(StoreLayout.trustFileName).tmp-"
         for name in FileSystem.contents(of: root) where name.hasPrefix(trustPrefix) {

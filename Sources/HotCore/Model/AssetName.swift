@@ -1,10 +1,11 @@
-/// How asset names and file names are taken apart.
-enum AssetName {
+/// How asset names and file names are taken apart, and which names each file answers to:
+/// shared by the resolvers that index trees (`HotAssets`) and the store's name index.
+package enum AssetName {
     /// `name` with leading `/`, empty and `.` components removed; nil when it has a `..`
     /// component (it would leave the tree) or nothing is left.
     ///
     /// Names that need no change (the usual case) are returned as they are, after one scan.
-    static func normalise(_ name: String) -> String? {
+    package static func normalise(_ name: String) -> String? {
         var name = name
         // One scan over contiguous UTF-8 (native strings always are).
         let verdict = name.withUTF8 { scan($0) }
@@ -67,13 +68,13 @@ enum AssetName {
     }
 
     /// A file name taken apart: `icon@2x.png` is stem `icon`, scale 2, extension `png`.
-    struct Parts: Equatable {
+    package struct Parts: Equatable {
         /// The name without scale suffix and extension.
-        var stem: Substring
+        package var stem: Substring
         /// The scale from an `@<n>x` suffix, or nil when there is none (scale 1).
-        var scale: Int?
+        package var scale: Int?
         /// The extension after the last dot, or nil.
-        var pathExtension: Substring?
+        package var pathExtension: Substring?
     }
 
     /// Takes a file name (one component) apart. A leading dot does not start an extension
@@ -81,7 +82,7 @@ enum AssetName {
     ///
     /// Works on the UTF-8 view: `.`, `@` and `x` are ASCII, so their indices are character
     /// boundaries, and indexing trees of 100,000 files must not pay for grapheme breaking.
-    static func parts(of fileName: Substring) -> Parts {
+    package static func parts(of fileName: Substring) -> Parts {
         var stemWithScale = fileName
         var pathExtension: Substring?
         let utf8 = fileName.utf8

@@ -1,0 +1,126 @@
+import Foundation
+import HotAssets
+import HotCore
+import HotTesting
+import Logging
+import Testing
+
+/// Names that exercise every rule: scales, extensions, exact names, normalisation, `..`.
+private let names = [
+    "config.json", "config", "LICENSE", "sub/sample", "sub/sample.png", "sub/sample@2x.png", "sub/sample@3x",
+    "sub/sample@2x", "sub/only1x", "sub/only1x.png", "sub/two", "sub/two.png", "photo", "photo.jpg", "odd", "Pic",
+    "Pic.jpg", "Pic.PNG", "mixed", "mixed.png", "mixed.jpg", "deep/a/b/c/file", "deep/a/b/c/file.txt", "/sub/sample",
+    "./sub/sample", "sub//sample", "sub/./sample", "sub/sample/", "../config.json", "..", "", "/", "missing",
+    "img/icon", "img/icon.png", "img/icon@3x.png", "img/icon@2x", "only-older", "only-older.json", "img/sub/deep",
+]
+
+/// A store with two packages installed through the engine, newest last.
+private struct IndexedStore {
+    let root: URL
+    let updater: Updater
+    let transport = FakeTransport()
+    let verifier = FakeVerifier()
+    let metadata = FakeMetadataStore()
+
+    init(parent: URL) {
+        root = parent.appendingPathComponent("store")
+        updater = Updater(
+            configuration: UpdaterConfiguration(
+                root: root, transport: transport, unarchiver: FakeUnarchiver(), verifier: verifier, store: metadata))
+    }
+
+    /// A fresh updater over the same root and metadata: a new launch.
+    func relaunch(log: LogLines? = nil) -> Updater {
+        Updater(
+            configuration: UpdaterConfiguration(
+                root: root, transport: transport, unarchiver: FakeUnarchiver(), verifier: verifier, store: metadata,
+                logger: Logger(label: "test", factory: { _ in log ?? LogLines() })))
+    }
+
+    func install(_ id: String, _ version: String, _ paths: [String]) async throws {
+        let bytes = try FakeArchive.make(Dictionary(uniqueKeysWithValues: paths.map { ($0, "\(id)-\(version):\($0)") }))
+        let url = try #require(URL(string: "https://cdn.test/\(id)-\(version).zip"))
+        await transport.serve(bytes, at: url)
+        _ = try await updater.install(
+            PackageDescriptor(
+                id: id, version: version, url: url, size: Int64(bytes.count),
+                sha256: verifier.digest(of: bytes, using: .sha256)))
+    }
+
+    /// The index file of the store's current generation.
+    func indexFile() async throws -> URL {
+        let generation = try await updater.currentSnapshot().generation
+        return root.appendingPathComponent("index/names-\(generation)")
+    }
+
+    /// The chain built from the file lists, without the index, to compare with.
+    func slowChain(bundle: URL?) async throws -> ChainedAssetResolver {
+        var packages: [InstalledPackageLocation] = []
+        for package in try await updater.installedPackages() where package.state == .installed {
+            packages.append(
+                InstalledPackageLocation(
+                    id: package.id, version: package.version, directory: package.directory,
+                    files: try await updater.fileList(of: package).files.map(\.path)))
+        }
+        return try AssetResolverChain.make(packages: packages, bundle: bundle)
+    }
+}
+
+@Suite("The store's name index")
+struct NameIndexTests {
+    @Test("The chain from the index answers every name as the chain from the file lists, after each change")
+    func indexMatchesFileLists() async throws {
+        try await withTemporaryDirectory { parent in
+            let store = IndexedStore(parent: parent)
+            try await store.install("older", "1", DirectoryAssetResolverTests.files + ["only-older.json", "img/icon@3x.png"])
+            try await store.install("newer", "1", ["img/icon@2x.png", "img/sub/deep.png", "sub/two.png", "Pic.gif"])
+            let bundle = parent.appendingPathComponent("bundle")
+            try makeTree(bundle, files: ["img/icon.png", "only-bundle.txt"], tag: "bundle")
+
+            func compare(_ step: String) async throws {
+                #expect(FileManager.default.fileExists(atPath: try await store.indexFile().path), "\(step)")
+                let fast = try await AssetResolverChain.make(updater: store.relaunch(), bundle: bundle)
+                let slow = try await store.slowChain(bundle: bundle)
+                for name in names + ["only-bundle", "img/icon"] {
+                    #expect(fast.resolve(name) == slow.resolve(name), "\(name) after \(step)")
+                }
+            }
+            try await compare("two installs")
+            #expect(tag(of: try await AssetResolverChain.make(updater: store.relaunch(), bundle: bundle).resolve("img/icon")) == "newer-1:img/icon@2x.png")
+
+            try await store.install("older", "2", ["img/icon@3x.png", "config.txt"])  // an update: newest now
+            try await compare("an update")
+            try await store.updater.rollback(packageID: "older")
+            try await compare("a rollback")
+            _ = try await store.updater.remove(packageID: "newer")
+            try await compare("a removal")
+            let generation = try await store.updater.currentSnapshot().generation
+            let kept = Set(FileSystem.contents(of: store.root.appendingPathComponent("index")))
+            #expect(kept.isSubset(of: ["names-\(generation)", "names-\(generation - 1)"]))
+        }
+    }
+
+    @Test("A damaged or missing index is logged, names resolve through the file lists, and it is rebuilt")
+    func damagedIndex() async throws {
+        try await withTemporaryDirectory { parent in
+            let store = IndexedStore(parent: parent)
+            try await store.install("older", "1", DirectoryAssetResolverTests.files)
+            let file = try await store.indexFile()
+            let good = try Data(contentsOf: file)
+            var damaged = good
+            damaged[damaged.count - 3] ^= 0x5a
+            for (label, content) in [("a flipped byte", damaged as Data?), ("a truncated file", good.prefix(100)), ("no file", nil)] {
+                if let content { try content.write(to: file) } else { try FileManager.default.removeItem(at: file) }
+                let logs = LogLines()
+                let updater = store.relaunch(log: logs)
+                let chain = try await AssetResolverChain.make(updater: updater, bundle: nil, rebuildingIndex: false)
+                let slow = try await store.slowChain(bundle: nil)
+                for name in names { #expect(chain.resolve(name) == slow.resolve(name), "\(name) with \(label)") }
+                #expect(logs.lines.contains { $0.contains("resolving through the file lists") }, "\(label)")
+                #expect(try await updater.rebuildNameIndex(), "\(label)")
+                #expect(try Data(contentsOf: file) == good, "\(label)")
+                #expect(try await updater.rebuildNameIndex() == false, "\(label)")
+            }
+        }
+    }
+}
