@@ -66,7 +66,7 @@ struct ManyPackagesTests {
         let root = try makeTemporaryDirectory("store")
         let updater = makeUpdater(root: root, transport: .curl)
         let manifestURL = server.baseURL.appendingPathComponent("manifest.json")
-        let report = try await updater.sync(from: StaticManifestSource(url: manifestURL, transport: CurlTransport()))
+        let report = try await updater.sync(from: StaticManifestSource(url: manifestURL, transport: httpTransport()))
         #expect(report.failures.isEmpty)
 
         let uniqueKiB = 24 * fileSize / 1024  // 6 MiB; without sharing it would be 8 MiB
@@ -100,7 +100,7 @@ struct ManyPackagesTests {
         let sync = Task {
             try await updater.sync(
                 from: StaticManifestSource(
-                    url: slow.baseURL.appendingPathComponent("manifest.json"), transport: CurlTransport()))
+                    url: slow.baseURL.appendingPathComponent("manifest.json"), transport: httpTransport()))
         }
         // Bytes have arrived: the download is under way.
         for await event in events {
@@ -118,7 +118,7 @@ struct ManyPackagesTests {
 
         let fast = try await NginxServer.start(root: repository.directory)
         let retry = try await updater.sync(
-            from: StaticManifestSource(url: fast.baseURL.appendingPathComponent("manifest.json"), transport: CurlTransport()))
+            from: StaticManifestSource(url: fast.baseURL.appendingPathComponent("manifest.json"), transport: httpTransport()))
         #expect(retry.failures.isEmpty)
         let installed = try #require(try await updater.installedPackages().first)
         #expect(try readTree(installed.directory) == readTree(source))
