@@ -22,7 +22,7 @@ public final class CryptoHasher: DigestHasher {
     public let algorithm: DigestAlgorithm
     private var md5: Insecure.MD5?
     private var sha256: SHA256?
-    private var result: Digest?
+    private var result: HotCore.Digest?
 
     /// Creates a hasher.
     ///
@@ -45,7 +45,7 @@ public final class CryptoHasher: DigestHasher {
     }
 
     /// Returns the digest of everything added.
-    public func finalize() -> Digest {
+    public func finalize() -> HotCore.Digest {
         if let result { return result }
         let bytes: [UInt8]
         if let sha256 {
@@ -55,7 +55,7 @@ public final class CryptoHasher: DigestHasher {
         } else {
             bytes = []
         }
-        guard let digest = try? Digest(algorithm: algorithm, bytes: bytes) else {
+        guard let digest = try? HotCore.Digest(algorithm: algorithm, bytes: bytes) else {
             preconditionFailure("swift-crypto returned \(bytes.count) bytes for a \(algorithm) digest")
         }
         result = digest

@@ -14,37 +14,40 @@ import Darwin
 /// system) runs here as it runs there, only the last call differs.
 @Suite("Flushing to stable storage")
 struct FlushTests {
-    /// Records the calls made and answers them from a script.
+    /// Records the calls made and answers them from a script: each call's results in
+    /// order (0 once the script runs out), a failure setting the error `lastError` returns.
     final class FakeSystem: @unchecked Sendable {
         private let lock = NSLock()
         private var log: [String] = []
-        private var errors: [Int32] = []
-        var fullSyncResults: [Int32] = []
-        var fsyncResults: [Int32] = []
-        var syncfsResult: Int32 = 0
+        private var scripts: [String: [Int32]] = [:]
+        private var error: Int32 = 0
 
         var calls: [String] { lock.withLock { log } }
 
-        private func record(_ call: String, _ results: inout [Int32], error: Int32) -> Int32 {
+        /// Makes the next calls of `call` return `results`.
+        func script(_ call: String, _ results: [Int32]) {
+            lock.withLock { scripts[call] = results }
+        }
+
+        func answer(_ call: String, failingWith code: Int32) -> Int32 {
             lock.withLock {
                 log.append(call)
-                let result = results.isEmpty ? 0 : results.removeFirst()
-                if result != 0 { errors.append(error) }
+                let result = scripts[call]?.first ?? 0
+                if scripts[call]?.isEmpty == false { scripts[call]?.removeFirst() }
+                if result != 0 { error = code }
                 return result
             }
         }
 
-        func flushCalls(fullSync: Bool, syncfs: Bool, error: Int32 = EIO) -> FlushCalls {
-            FlushCalls(
-                fullSync: fullSync ? { _ in self.record("fullSync", &self.fullSyncResults, error: error) } : nil,
-                fsync: { _ in self.record("fsync", &self.fsyncResults, error: error) },
-                syncfs: syncfs
-                    ? { _ in
-                        var results = [self.syncfsResult]
-                        return self.record("syncfs", &results, error: error)
-                    } : nil,
-                sync: { self.lock.withLock { self.log.append("sync") } },
-                lastError: { self.lock.withLock { self.errors.popLast() ?? 0 } })
+        func flushCalls(fullSync: Bool, syncfs: Bool, error code: Int32 = EIO) -> FlushCalls {
+            let full: @Sendable (Int32) -> Int32 = { _ in self.answer("fullSync", failingWith: code) }
+            let fsync: @Sendable (Int32) -> Int32 = { _ in self.answer("fsync", failingWith: code) }
+            let syncfsCall: @Sendable (Int32) -> Int32 = { _ in self.answer("syncfs", failingWith: code) }
+            let sync: @Sendable () -> Void = { _ = self.answer("sync", failingWith: code) }
+            let lastError: @Sendable () -> Int32 = { self.lock.withLock { self.error } }
+            return FlushCalls(
+                fullSync: fullSync ? full : nil, fsync: fsync, syncfs: syncfs ? syncfsCall : nil, sync: sync,
+                lastError: lastError)
         }
     }
 
@@ -58,7 +61,7 @@ struct FlushTests {
     @Test("Apple: a file system that refuses F_FULLFSYNC gets fsync")
     func fullSyncRefused() {
         let system = FakeSystem()
-        system.fullSyncResults = [-1]
+        system.script("fullSync", [-1])
         #expect(FileSystem.flush(3, calls: system.flushCalls(fullSync: true, syncfs: false, error: ENOTSUP)) == 0)
         #expect(system.calls == ["fullSync", "fsync"])
     }
@@ -66,12 +69,12 @@ struct FlushTests {
     @Test("fsync is retried while interrupted, and its error returned")
     func fsyncErrors() {
         let interrupted = FakeSystem()
-        interrupted.fsyncResults = [-1, -1, 0]
+        interrupted.script("fsync", [-1, -1, 0])
         #expect(FileSystem.flush(3, calls: interrupted.flushCalls(fullSync: false, syncfs: false, error: EINTR)) == 0)
         #expect(interrupted.calls == ["fsync", "fsync", "fsync"])
 
         let failing = FakeSystem()
-        failing.fsyncResults = [-1]
+        failing.script("fsync", [-1])
         #expect(FileSystem.flush(3, calls: failing.flushCalls(fullSync: false, syncfs: false, error: EIO)) == EIO)
     }
 
@@ -81,7 +84,7 @@ struct FlushTests {
         #expect(FileSystem.flushFileSystem(of: 3, calls: system.flushCalls(fullSync: false, syncfs: true)) == 0)
         #expect(system.calls == ["syncfs"])
         let failing = FakeSystem()
-        failing.syncfsResult = -1
+        failing.script("syncfs", [-1])
         #expect(FileSystem.flushFileSystem(of: 3, calls: failing.flushCalls(fullSync: false, syncfs: true)) == EIO)
     }
 
@@ -92,11 +95,11 @@ struct FlushTests {
         #expect(system.calls == ["sync", "fullSync"])
 
         let refusing = FakeSystem()
-        refusing.fullSyncResults = [-1]
+        refusing.script("fullSync", [-1])
         #expect(FileSystem.flushFileSystem(of: 3, calls: refusing.flushCalls(fullSync: true, syncfs: false, error: ENOTSUP)) == 0)
 
         let failing = FakeSystem()
-        failing.fullSyncResults = [-1]
+        failing.script("fullSync", [-1])
         #expect(FileSystem.flushFileSystem(of: 3, calls: failing.flushCalls(fullSync: true, syncfs: false, error: EIO)) == EIO)
     }
 

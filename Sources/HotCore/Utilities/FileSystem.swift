@@ -187,9 +187,11 @@ package struct FlushCalls: Sendable {
         #else
             let fullSync: (@Sendable (Int32) -> Int32)? = nil
         #endif
+        var syncfs: (@Sendable (Int32) -> Int32)?
+        if let call = linuxSyncfs { syncfs = { call($0) } }
         return FlushCalls(
-            fullSync: fullSync, fsync: { systemFsync($0) }, syncfs: linuxSyncfs.map { call in { call($0) } },
-            sync: { systemSync() }, lastError: { errno })
+            fullSync: fullSync, fsync: { systemFsync($0) }, syncfs: syncfs, sync: { systemSync() },
+            lastError: { errno })
     }()
 }
 
