@@ -28,12 +28,13 @@ struct PortableCryptoTests {
         return (privateKey, try SubjectPublicKeyInfo(pem: pem))
     }
 
-    /// Signs `message` with PKCS#1 v1.5 padding and no digest.
+    /// Signs `message` with PKCS#1 v1.5 padding and no digest (`openssl rsautl`, which, unlike
+    /// `pkeyutl`, signs messages longer than a digest, up to the modulus size less 11 bytes).
     func rawSign(_ message: Data, with privateKey: URL, in directory: URL) async throws -> Data {
         let input = directory.appendingPathComponent("message-\(UUID().uuidString)")
         let output = directory.appendingPathComponent("signature-\(UUID().uuidString)")
         try message.write(to: input)
-        try await run(["openssl", "pkeyutl", "-sign", "-inkey", privateKey.path, "-in", input.path, "-out", output.path])
+        try await run(["openssl", "rsautl", "-sign", "-inkey", privateKey.path, "-in", input.path, "-out", output.path])
         return try Data(contentsOf: output)
     }
 
