@@ -150,7 +150,7 @@ struct EndToEndTests {
         try Data(#"{"url": "", "md5": ""}"#.utf8).write(to: repository.directory.appendingPathComponent("none.json"))
         let server = try await NginxServer.start(root: repository.directory)
         let root = try makeTemporaryDirectory("store")
-        let updater = makeUpdater(root: root, transport: .curl, plist: true)
+        let updater = makeUpdater(root: root, transport: .http, plist: true)
 
         let report = try await updater.sync(
             from: PatchInfoManifestSource(url: server.baseURL.appendingPathComponent("patch.json"), transport: httpTransport()))

@@ -35,7 +35,7 @@ struct ManyPackagesTests {
         let server = try await NginxServer.start(
             root: repository.directory,
             options: .init(locations: [.rateLimited(prefix: "/packages/", bytesPerSecond: 400_000, afterBytes: 8_192)]))
-        let updater = makeUpdater(root: try makeTemporaryDirectory("store"), transport: .curl)
+        let updater = makeUpdater(root: try makeTemporaryDirectory("store"), transport: .http)
         let offered = try Self.descriptor(entry, on: server)
 
         let installed = try await withThrowingTaskGroup(of: InstalledPackage.self) { group in
@@ -64,7 +64,7 @@ struct ManyPackagesTests {
         try repository.publish(second, id: "second", version: "1")
         let server = try await NginxServer.start(root: repository.directory)
         let root = try makeTemporaryDirectory("store")
-        let updater = makeUpdater(root: root, transport: .curl)
+        let updater = makeUpdater(root: root, transport: .http)
         let manifestURL = server.baseURL.appendingPathComponent("manifest.json")
         let report = try await updater.sync(from: StaticManifestSource(url: manifestURL, transport: httpTransport()))
         #expect(report.failures.isEmpty)
@@ -94,7 +94,7 @@ struct ManyPackagesTests {
             root: repository.directory,
             options: .init(locations: [.rateLimited(prefix: "/packages/", bytesPerSecond: 20_000, afterBytes: 16_384)]))
         let root = try makeTemporaryDirectory("store")
-        let updater = makeUpdater(root: root, transport: .curl)
+        let updater = makeUpdater(root: root, transport: .http)
         let events = updater.events()
 
         let sync = Task {

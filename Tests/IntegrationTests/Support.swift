@@ -110,6 +110,15 @@ enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible 
         case .urlsession: URLSessionTransport()
         }
     }
+
+    /// The HTTP transport of tests that do not compare transports: curl where linked.
+    static var http: TransportKind {
+        #if Curl
+        return .curl
+        #else
+        return .urlsession
+        #endif
+    }
 }
 
 /// The unarchivers under test; `libarchive` only where this build links it (the package's
