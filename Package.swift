@@ -41,7 +41,7 @@ let package = Package(
     traits: [
         .trait(
             name: "LibArchive",
-            description: "LibArchiveUnarchiver: tar, 7-Zip, RAR and the other formats of libarchive (links libarchive)."),
+            description: "LibArchiveUnarchiver: ZIP entries in methods our reader lacks (bzip2, LZMA, zstd, xz, AES) decoded by libarchive (links libarchive)."),
         .trait(
             name: "Curl",
             description: "CurlTransport: HTTP over libcurl (links libcurl); without it HTTP goes through URLSession."),
