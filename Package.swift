@@ -54,6 +54,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // `swift package generate-documentation`; adds no code to the products.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // System libraries.
@@ -102,7 +104,8 @@ let package = Package(
                 .target(name: "CHotCrypto", condition: .when(platforms: nonApple)),
             ] + swiftCrypto),
         .target(name: "HotStore", dependencies: ["HotCore"]),
-        .target(name: "HotAssets", dependencies: ["HotCore"]),
+        .target(
+            name: "HotAssets", dependencies: ["HotCore", .product(name: "Logging", package: "swift-log")]),
         .target(name: "HotTesting", dependencies: ["HotCore"]),
 
         // The publisher's and operator's tool.
@@ -111,29 +114,39 @@ let package = Package(
             dependencies: [
                 "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets",
                 argumentParser,
+                // `hot publish` signs its S3 requests with libcurl's SigV4.
+                .target(name: "CHotCurl", condition: .when(platforms: nonApple + [.macOS])),
             ]),
 
         // Examples.
         .executableTarget(
             name: "MinimalPatch",
-            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser],
+            dependencies: [
+                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser,
+            ],
             path: "Examples/MinimalPatch",
             exclude: ["Patches", "README.md"],
             resources: [.copy("Bundle")]),
         .executableTarget(
             name: "ScriptPatches",
-            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", argumentParser],
+            dependencies: [
+                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", argumentParser,
+            ],
             path: "Examples/ScriptPatches",
             exclude: ["Patches", "DebugPatch", "README.md", "make-patch-list"]),
         .executableTarget(
             name: "ResourcePacks",
-            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser],
+            dependencies: [
+                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser,
+            ],
             path: "Examples/ResourcePacks",
             exclude: ["README.md", "make-repository"],
             resources: [.copy("Bundle")]),
         .executableTarget(
             name: "WebOfflinePackages",
-            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser],
+            dependencies: [
+                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser,
+            ],
             path: "Examples/WebOfflinePackages",
             exclude: ["README.md", "make-repository", "Modules"]),
 
@@ -146,7 +159,9 @@ let package = Package(
         .testTarget(name: "HotTransportTests", dependencies: ["HotTransport", "HotCore", "HotTesting"]),
         .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore", "HotTesting"]),
         .testTarget(name: "HotStoreTests", dependencies: ["HotStore", "HotCore", "HotTesting"]),
-        .testTarget(name: "HotAssetsTests", dependencies: ["HotAssets", "HotCore", "HotTesting"]),
+        .testTarget(
+            name: "HotAssetsTests",
+            dependencies: ["HotAssets", "HotCore", "HotTesting", .product(name: "Logging", package: "swift-log")]),
         // An adopter's view: its own adapters against the public conformance suites.
         .testTarget(name: "AdapterConformanceTests", dependencies: ["HotCore", "HotTesting"]),
         .testTarget(

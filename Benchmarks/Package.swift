@@ -33,11 +33,12 @@ let package = Package(
         .executableTarget(
             name: "hot-bench",
             dependencies: [
-                hot("HotCore"), hot("HotArchive"), hot("HotAssets"), hot("HotStore"), hot("HotTransport"),
-                hot("HotVerify"), hot("HotTesting"), "hot-bench-spawn",
+                hot("HotCore"), hot("HotManifest"), hot("HotArchive"), hot("HotAssets"), hot("HotStore"),
+                hot("HotTransport"), hot("HotVerify"), hot("HotTesting"), "hot-bench-spawn",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ]
+        ),
         // Spawns each measured tool from a small process, so its peak RSS is its own.
         .executableTarget(name: "hot-bench-spawn"),
         // ZIPFoundation's extractor is an executable of its own, so hot-bench's rows for our
@@ -45,20 +46,22 @@ let package = Package(
         // link it in: build it with `--product hot-bench-zipfoundation`).
         .executableTarget(
             name: "hot-bench-zipfoundation",
-            dependencies: [.product(name: "ZIPFoundation", package: "ZIPFoundation")]),
+            dependencies: [.product(name: "ZIPFoundation", package: "ZIPFoundation")]
+        ),
         // Micro-benchmarks in package-benchmark's form (`swift package benchmark`): resolving
         // through a chain of packages, opening a store, digests of a file. The plugin runs every
         // executable target in a folder named Benchmarks, so the tools above live in Sources/.
         .executableTarget(
             name: "HotMicroBenchmarks",
             dependencies: [
-                hot("HotCore"), hot("HotArchive"), hot("HotAssets"), hot("HotStore"), hot("HotVerify"),
-                hot("HotTransport"),
+                hot("HotCore"), hot("HotManifest"), hot("HotArchive"), hot("HotAssets"), hot("HotStore"),
+                hot("HotTransport"), hot("HotVerify"),
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/HotMicroBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]),
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ]
 )
 

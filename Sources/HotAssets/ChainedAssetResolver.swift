@@ -1,5 +1,6 @@
 import Foundation
 import HotCore
+import Logging
 
 /// Asks resolvers in order and returns the first answer.
 ///
@@ -112,7 +113,7 @@ public struct InstalledPackageLocation: Sendable, Hashable {
     ///   - id: The package id.
     ///   - version: The installed version.
     ///   - directory: The package's installed tree.
-    ///   - files: The tree's regular files relative to `directory` (``Updater/fileList(of:)``),
+    ///   - files: The tree's regular files relative to `directory` (`Updater.fileList(of:)`),
     ///     or nil to have the tree walked.
     public init(id: String, version: String, directory: URL, files: [String]? = nil) {
         self.id = id
@@ -136,16 +137,20 @@ public enum AssetResolverChain {
     ///
     /// - Parameters:
     ///   - packages: Installed packages in the order they should win: newest or most
-    ///     specific first. Each resolves with origin ``ResolvedAsset/Origin/package(id:version:)``.
-    ///   - bundle: The bundled resources, asked last with origin ``ResolvedAsset/Origin/bundle``; nil for none.
+    ///     specific first. Each resolves with origin `ResolvedAsset.Origin.package(id:version:)`.
+    ///   - bundle: The bundled resources, asked last with origin `ResolvedAsset.Origin.bundle`; nil for none.
     ///   - scales: Which scale variants to prefer.
     ///   - extensionOrder: Extensions preferred for names given without one.
-    /// - Returns: The chain.
-    /// - Throws: ``HotUpdateError/Code/notFound`` naming the package when one of the
-    ///   directories is missing; ``HotUpdateError/Code/fileSystem`` when one cannot be listed.
+    ///   - logger: Where a package that cannot be indexed is reported.
+    /// - Returns: The chain. A package whose directory is missing or cannot be listed is
+    ///   left out with a logged reason: its names fall through to the next package and the
+    ///   bundle. One bad package never costs the app its resolver.
+    /// - Throws: `HotUpdateError.Code.notFound` or `HotUpdateError.Code.fileSystem` when
+    ///   the bundle directory is missing or cannot be listed.
     public static func make(
         packages: [InstalledPackageLocation], bundle: URL?, scales: ScalePreference = .standard,
-        extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder
+        extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder,
+        logger: Logger = Logger(label: "HotAssets", factory: { _ in SwiftLogNoOpLogHandler() })
     ) throws -> ChainedAssetResolver {
         // Packages are indexed in parallel, one result slot each.
         let results = IndexSlots(count: packages.count)
@@ -155,6 +160,11 @@ public enum AssetResolverChain {
             results.set(
                 position,
                 Result {
+                    guard FileManager.default.fileExists(atPath: package.directory.path) else {
+                        throw HotUpdateError(
+                            .notFound, "the installed tree is missing", packageID: package.id,
+                            subject: package.directory.path)
+                    }
                     if let files = package.files {
                         return DirectoryAssetResolver(
                             directory: package.directory, origin: origin, files: files, scales: scales,
@@ -164,7 +174,17 @@ public enum AssetResolverChain {
                         directory: package.directory, origin: origin, scales: scales, extensionOrder: extensionOrder)
                 })
         }
-        var resolvers: [any AssetResolver] = try results.values()
+        var resolvers: [any AssetResolver] = []
+        for (package, result) in zip(packages, results.results()) {
+            switch result {
+            case .success(let resolver):
+                resolvers.append(resolver)
+            case .failure(let error):
+                logger.warning(
+                    "not resolving from a package that cannot be indexed: \(error)",
+                    metadata: ["package": "\(package.id)", "version": "\(package.version)"])
+            }
+        }
         if let bundle {
             resolvers.append(
                 try DirectoryAssetResolver(
@@ -189,23 +209,47 @@ extension AssetResolverChain {
     ///   - bundle: The bundled resources, asked last; nil for none.
     ///   - scales: Which scale variants to prefer.
     ///   - extensionOrder: Extensions preferred for names given without one.
-    /// - Returns: The chain.
-    /// - Throws: ``HotUpdateError`` from the metadata store or a file list that cannot be
-    ///   read (``HotUpdateError/Code/notFound``, ``HotUpdateError/Code/storeCorrupt``, naming
-    ///   the package); the bundle's errors as in ``make(packages:bundle:scales:extensionOrder:)``.
+    /// - Returns: The chain. Packages are left out, each with a reason logged on the
+    ///   updater's logger, when they are not healthy (`PackageState.fileMissing`,
+    ///   `PackageState.digestMismatch`), their tree is gone, or their file list is missing
+    ///   or unreadable: names then fall through to the next package and the bundle. When the
+    ///   store itself cannot be read, the chain holds the bundle alone.
+    /// - Throws: Only the bundle's errors, as in ``make(packages:bundle:scales:extensionOrder:logger:)``.
     public static func make(
         updater: Updater, bundle: URL?, scales: ScalePreference = .standard,
         extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder
     ) async throws -> ChainedAssetResolver {
+        let logger = updater.configuration.logger
         var packages: [InstalledPackageLocation] = []
-        for package in try await updater.installedPackages() {
-            let list = try await updater.fileList(of: package)
-            packages.append(
-                InstalledPackageLocation(
-                    id: package.id, version: package.version, directory: package.directory,
-                    files: list.files.map(\.path)))
+        let installed: [InstalledPackage]
+        do {
+            installed = try await updater.installedPackages()
+        } catch {
+            logger.error("the store cannot be read; resolving from the bundle only: \(error)")
+            installed = []
         }
-        return try make(packages: packages, bundle: bundle, scales: scales, extensionOrder: extensionOrder)
+        for package in installed {
+            let metadata: Logger.Metadata = ["package": "\(package.id)", "version": "\(package.version)"]
+            guard package.state != .fileMissing, package.state != .digestMismatch else {
+                logger.warning("not resolving from a damaged package (\(package.state))", metadata: metadata)
+                continue
+            }
+            guard FileManager.default.fileExists(atPath: package.directory.path) else {
+                logger.warning("not resolving from a package whose tree is gone", metadata: metadata)
+                continue
+            }
+            do {
+                let list = try await updater.fileList(of: package)
+                packages.append(
+                    InstalledPackageLocation(
+                        id: package.id, version: package.version, directory: package.directory,
+                        files: list.files.map(\.path)))
+            } catch {
+                logger.warning("not resolving from a package whose file list cannot be read: \(error)", metadata: metadata)
+            }
+        }
+        return try make(
+            packages: packages, bundle: bundle, scales: scales, extensionOrder: extensionOrder, logger: logger)
     }
 }
 
@@ -223,13 +267,10 @@ private final class IndexSlots: @unchecked Sendable {
         lock.withLock { slots[position] = result }
     }
 
-    /// The resolvers in order; the first package's error, in order, when one failed.
-    func values() throws -> [any AssetResolver] {
-        try lock.withLock { slots }.map { slot in
-            guard let slot else {
-                throw HotUpdateError(.internalInconsistency, "a package was not indexed")
-            }
-            return try slot.get()
+    /// Each package's result, in order.
+    func results() -> [Result<DirectoryAssetResolver, any Error>] {
+        lock.withLock { slots }.map { slot in
+            slot ?? .failure(HotUpdateError(.internalInconsistency, "a package was not indexed"))
         }
     }
 }

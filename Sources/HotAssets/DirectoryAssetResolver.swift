@@ -48,12 +48,12 @@ public struct DirectoryAssetResolver: AssetResolver {
     ///
     /// - Parameters:
     ///   - directory: The root of the tree: the app bundle's resources, or an installed package.
-    ///   - origin: What resolved assets report: ``ResolvedAsset/Origin/bundle`` or
-    ///     ``ResolvedAsset/Origin/package(id:version:)``.
+    ///   - origin: What resolved assets report: `ResolvedAsset.Origin.bundle` or
+    ///     `ResolvedAsset.Origin.package(id:version:)`.
     ///   - scales: Which scale variants to prefer.
     ///   - extensionOrder: Extensions preferred for names given without one, best first.
-    /// - Throws: ``HotUpdateError/Code/notFound`` when `directory` is not a directory (a
-    ///   symbolic link to one is accepted as the root); ``HotUpdateError/Code/fileSystem``
+    /// - Throws: `HotUpdateError.Code.notFound` when `directory` is not a directory (a
+    ///   symbolic link to one is accepted as the root); `HotUpdateError.Code.fileSystem`
     ///   when part of the tree cannot be listed.
     public init(
         directory: URL, origin: ResolvedAsset.Origin, scales: ScalePreference = .standard,
@@ -83,7 +83,7 @@ public struct DirectoryAssetResolver: AssetResolver {
     ///
     /// The paths are taken to be the tree's regular files, as the store's file lists are:
     /// nothing is checked on disk, so a path the list names resolves even when the file has
-    /// since gone (``Updater/repair(packageID:)`` puts it back). A path with a `..`
+    /// since gone (`Updater.repair(packageID:)` puts it back). A path with a `..`
     /// component is skipped; leading `/`, `./` and empty components are dropped.
     ///
     /// ```swift

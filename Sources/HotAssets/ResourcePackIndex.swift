@@ -64,7 +64,7 @@ public struct ResourcePackIndex: Sendable, Hashable {
 
     /// Parses `index.json` bytes.
     ///
-    /// - Throws: ``HotUpdateError/Code/manifestInvalid`` when the bytes are not a JSON object
+    /// - Throws: `HotUpdateError.Code.manifestInvalid` when the bytes are not a JSON object
     ///   with a string or number `id` and a string `type`.
     public static func decode(_ data: Data) throws -> ResourcePackIndex {
         let raw: RawIndex
@@ -127,9 +127,9 @@ public struct ResourcePackIndex: Sendable, Hashable {
 
     /// Reads the index at the root of a pack directory.
     ///
-    /// - Throws: ``HotUpdateError/Code/notFound`` when the pack has no `index.json`,
-    ///   ``HotUpdateError/Code/fileSystem`` when it cannot be read or is larger than
-    ///   ``maxBytes``, ``HotUpdateError/Code/manifestInvalid`` as ``decode(_:)``.
+    /// - Throws: `HotUpdateError.Code.notFound` when the pack has no `index.json`,
+    ///   `HotUpdateError.Code.fileSystem` when it cannot be read or is larger than
+    ///   ``maxBytes``, `HotUpdateError.Code.manifestInvalid` as ``decode(_:)``.
     public static func load(fromPackage directory: URL) throws -> ResourcePackIndex {
         let url = directory.appendingPathComponent(fileName)
         var isDirectory: ObjCBool = false

@@ -60,9 +60,9 @@ public struct ResourcePackResolver: Sendable {
     ///
     /// - Parameter package: The installed package.
     /// - Returns: The pack, every handled resource checked.
-    /// - Throws: ``HotUpdateError`` naming the package: ``HotUpdateError/Code/notFound`` (no
-    ///   `index.json`, or a listed file is missing), ``HotUpdateError/Code/manifestInvalid`` (a
-    ///   malformed index), ``HotUpdateError/Code/unsafeEntry`` (a name that is absolute, has
+    /// - Throws: `HotUpdateError` naming the package: `HotUpdateError.Code.notFound` (no
+    ///   `index.json`, or a listed file is missing), `HotUpdateError.Code.manifestInvalid` (a
+    ///   malformed index), `HotUpdateError.Code.unsafeEntry` (a name that is absolute, has
     ///   `..`, or leads out of the package).
     public func open(_ package: InstalledPackageLocation) throws -> ResourcePack {
         do {

@@ -31,9 +31,16 @@ public enum DurableFile {
     /// - Parameters:
     ///   - data: The new content.
     ///   - url: The target file. Its directory must exist; the file need not.
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file and the failing step;
-    ///   the target then still holds its old content and no temporary file is left.
+    /// - Throws: `HotUpdateError.Code.diskFull` when the disk is full,
+    ///   `HotUpdateError.Code.fileSystem` for other failures, naming the file and the failing
+    ///   step; the target then still holds its old content and no temporary file is left.
     public static func write(_ data: Data, to url: URL) throws {
+        try write(data, to: url, faultPoint: nil)
+    }
+
+    /// ``write(_:to:)``, reaching `faultPoint` (see ``FaultPoint``) after the temporary file
+    /// is written and flushed and before it is renamed over the target.
+    static func write(_ data: Data, to url: URL, faultPoint: StaticString?) throws {
         #if canImport(Glibc) || canImport(Musl) || canImport(Android) || canImport(Darwin)
         let target = url.path
         let directory = url.deletingLastPathComponent().path
@@ -54,6 +61,7 @@ public enum DurableFile {
                 throw failure("cannot fsync the temporary file", code, subject: target)
             }
         }
+        if let faultPoint { FaultPoint.reached(faultPoint) }
         guard rename(temporary, target) == 0 else {
             throw failure("cannot rename the temporary file over it", errno, subject: target)
         }
@@ -70,7 +78,7 @@ public enum DurableFile {
 
     /// Reads the whole file at `url`, or returns nil when it does not exist.
     ///
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` when it exists but cannot be read.
+    /// - Throws: `HotUpdateError.Code.fileSystem` when it exists but cannot be read.
     static func readIfExists(_ url: URL) throws -> Data? {
         #if canImport(Glibc) || canImport(Musl) || canImport(Android) || canImport(Darwin)
         let path = url.path
@@ -146,8 +154,7 @@ public enum DurableFile {
     }
 
     private static func failure(_ what: String, _ code: Int32, subject: String) -> HotUpdateError {
-        let reason = strerror(code).map { String(cString: $0) } ?? "error"
-        return HotUpdateError(.fileSystem, "\(what): \(reason) (errno \(code))", subject: subject)
+        HotUpdateError.system("\(what)", errno: code, subject: subject)
     }
     #endif
 }

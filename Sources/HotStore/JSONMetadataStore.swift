@@ -1,16 +1,16 @@
 import Foundation
 import HotCore
 
-/// A ``MetadataStore`` in one JSON file (`store.json`) under the store root.
+/// A `MetadataStore` in one JSON file (`store.json`) under the store root.
 ///
 /// The file is pretty-printed with sorted keys, dates in ISO 8601 (UTC, to the
 /// millisecond), and holds only paths relative to the root, so the app's container may
 /// move between launches. Commits are atomic and durable (see ``DurableFile``); a missing
-/// file loads as ``StoreSnapshot/empty``.
+/// file loads as `StoreSnapshot.empty`.
 ///
-/// One process owns a store root: within it, loads and commits of the same file run one
-/// at a time, whichever store values and tasks issue them; two processes committing to
-/// one root are not coordinated.
+/// Within a process, loads and commits of the same file run one at a time, whichever store
+/// values and tasks issue them. Between processes, the `Updater` coordinates: it commits
+/// only under the root's exclusive `store.lock`, against the snapshot it re-read there.
 ///
 /// ```swift
 /// let store = JSONMetadataStore(root: appSupport.appendingPathComponent("HotUpdate"))
@@ -39,24 +39,29 @@ public struct JSONMetadataStore: MetadataStore {
     /// The metadata file.
     public var fileURL: URL { storage.fileURL }
 
-    /// Reads the last committed snapshot; ``StoreSnapshot/empty`` when the file does not exist.
+    /// Reads the last committed snapshot; `StoreSnapshot.empty` when the file does not exist.
     ///
-    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` naming the file when it cannot be read
+    /// - Throws: `HotUpdateError.Code.storeCorrupt` naming the file when it cannot be read
     ///   or decoded, breaks a rule of the store (an absolute path, a record under another id),
-    ///   or was written with a newer schema than ``StoreSnapshot/currentSchema``;
-    ///   ``HotUpdateError/Code/invalidArgument`` for a file name that is not one component.
+    ///   or was written with a newer schema than `StoreSnapshot.currentSchema`;
+    ///   `HotUpdateError.Code.invalidArgument` for a file name that is not one component.
     public func load() async throws -> StoreSnapshot {
         try await storage.load()
     }
 
     /// Replaces the stored snapshot, atomically and durably.
     ///
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` when the file cannot be written (the old
-    ///   one is then intact); ``HotUpdateError/Code/invalidArgument`` for a snapshot with
+    /// - Throws: `HotUpdateError.Code.fileSystem` when the file cannot be written (the old
+    ///   one is then intact); `HotUpdateError.Code.invalidArgument` for a snapshot with
     ///   an absolute or escaping path, a record stored under another id, an invalid id or
     ///   an unknown schema.
     public func commit(_ snapshot: StoreSnapshot) async throws {
         try await storage.commit(snapshot)
+    }
+
+    /// Removes temporary files an interrupted commit left beside the store file.
+    public func removeLeftovers() async {
+        await storage.removeLeftovers()
     }
 }
 

@@ -52,8 +52,13 @@ struct SnapshotFileStore<Format: SnapshotFormat>: Sendable {
                     cause: SendableErrorBox(error))
             }
             DurableFile.removeLeftoverTemporaries(of: url)
-            try DurableFile.write(data, to: url)
+            try DurableFile.write(data, to: url, faultPoint: "mid-commit")
         }
+    }
+
+    func removeLeftovers() async {
+        let url = fileURL
+        _ = try? await SerialFileQueues.run(for: url) { DurableFile.removeLeftoverTemporaries(of: url) }
     }
 
     private static func read(_ url: URL, format: Format) throws -> StoreSnapshot {

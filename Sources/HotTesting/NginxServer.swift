@@ -135,8 +135,8 @@ public final class NginxServer: @unchecked Sendable {
     ///   - root: The directory whose files are served.
     ///   - options: Extra locations and the executable.
     /// - Returns: The running server.
-    /// - Throws: ``HotUpdateError/Code/notFound`` when nginx is not installed (install it with
-    ///   `apt-get install nginx-light`), ``HotUpdateError/Code/transportFailed`` when it does not
+    /// - Throws: `HotUpdateError.Code.notFound` when nginx is not installed (install it with
+    ///   `apt-get install nginx-light`), `HotUpdateError.Code.transportFailed` when it does not
     ///   start (the message quotes its error log).
     public static func start(root: URL, options: Options = Options()) async throws -> NginxServer {
         let executable = try options.executable ?? findExecutable()
@@ -294,7 +294,7 @@ public final class NginxServer: @unchecked Sendable {
     /// The shell script that supervises nginx: it reads its standard input (the
     /// lifeline pipe) and kills nginx when that pipe closes, which happens when the
     /// server is stopped or when the test process ends in any way.
-    private static let supervisor = """
+    static let supervisor = """
         exec 3<&0 0</dev/null
         "$@" 3<&- &
         pid=$!
@@ -439,7 +439,7 @@ public final class NginxServer: @unchecked Sendable {
 /// runner's threads block `SIGTERM` and `SIGCHLD`, which leaves nginx deaf to signals
 /// and the shell unable to wait) and every descriptor not marked close-on-exec
 /// (sockets of transfers in flight, which would then outlive their clients).
-private final class SupervisedProcess: @unchecked Sendable {
+final class SupervisedProcess: @unchecked Sendable {
     let pid: pid_t
     private let lock = NSLock()
     private var exited = false

@@ -74,7 +74,7 @@ public final class RawHTTPServer: @unchecked Sendable {
     ///
     /// - Parameter behavior: What every connection gets.
     /// - Returns: The running server.
-    /// - Throws: ``HotUpdateError/Code/transportFailed`` when no socket can be bound.
+    /// - Throws: `HotUpdateError.Code.transportFailed` when no socket can be bound.
     public static func start(_ behavior: Behavior) throws -> RawHTTPServer {
         let fd = socket(AF_INET, LoopbackSocketType.streamCloseOnExec, 0)
         guard fd >= 0 else { throw HotUpdateError(.transportFailed, "cannot create a socket: \(errnoText())") }

@@ -45,7 +45,7 @@ public enum Subprocess {
         }
     }
 
-    /// Runs a tool and throws ``HotUpdateError/Code/internalInconsistency`` with its standard
+    /// Runs a tool and throws `HotUpdateError.Code.internalInconsistency` with its standard
     /// error when it exits non-zero.
     @discardableResult
     public static func check(

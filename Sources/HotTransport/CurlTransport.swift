@@ -3,12 +3,12 @@ import CHotCurl
 import Foundation
 import HotCore
 
-/// A ``Transport`` over libcurl: HTTP and HTTPS with streaming bodies, backpressure,
+/// A `Transport` over libcurl: HTTP and HTTPS with streaming bodies, backpressure,
 /// resumable ranges, and the limits a downloader needs against bad networks and
 /// bad servers.
 ///
 /// Each request runs `curl_easy_perform` on a thread of its own. The body is handed
-/// to the consumer in chunks through a ``ByteStream``; when the consumer falls
+/// to the consumer in chunks through a `ByteStream`; when the consumer falls
 /// behind, the curl thread waits, so memory stays bounded whatever the file's size.
 ///
 /// - Statuses are returned, not thrown (`CURLOPT_FAILONERROR` is off); redirects are
@@ -16,11 +16,11 @@ import HotCore
 ///   and headers are reported, with its URL.
 /// - Bodies are never decoded: no `Accept-Encoding` is sent, so the bytes are the
 ///   server's file, as digests expect.
-/// - Errors: connect, low-speed and total timeouts throw ``HotUpdateError/Code/timedOut``;
-///   a body shorter than its `Content-Length` ``HotUpdateError/Code/truncated``; more bytes
-///   than ``TransportRequest/maxBytes`` (announced or received)
-///   ``HotUpdateError/Code/byteLimitExceeded``; anything else
-///   ``HotUpdateError/Code/transportFailed`` with curl's message. They surface from
+/// - Errors: connect, low-speed and total timeouts throw `HotUpdateError.Code.timedOut`;
+///   a body shorter than its `Content-Length` `HotUpdateError.Code.truncated`; more bytes
+///   than `TransportRequest.maxBytes` (announced or received)
+///   `HotUpdateError.Code.byteLimitExceeded`; anything else
+///   `HotUpdateError.Code.transportFailed` with curl's message. They surface from
 ///   ``fetch(_:)`` before the headers are complete, and from iterating the body after.
 /// - A slow consumer slows the transfer down; the low-speed limit counts that time too.
 ///
@@ -33,7 +33,7 @@ import HotCore
 public struct CurlTransport: Transport {
     /// Settings shared by every request of a transport.
     public struct Options: Sendable, Hashable {
-        /// The most redirects followed; one more fails with ``HotUpdateError/Code/transportFailed``.
+        /// The most redirects followed; one more fails with `HotUpdateError.Code.transportFailed`.
         public var maxRedirects: Int
         /// The `User-Agent` header, unless a request sets its own.
         public var userAgent: String
@@ -81,10 +81,10 @@ public struct CurlTransport: Transport {
     ///
     /// - Parameter request: What to fetch, with its range, limits and timeouts.
     /// - Returns: The status, headers and streaming body of the final response.
-    /// - Throws: ``HotUpdateError`` with ``HotUpdateError/Code/invalidArgument`` for a URL that
-    ///   is not `http` or `https`, ``HotUpdateError/Code/timedOut``,
-    ///   ``HotUpdateError/Code/byteLimitExceeded`` (announced length over the limit),
-    ///   ``HotUpdateError/Code/transportFailed`` or ``HotUpdateError/Code/cancelled``.
+    /// - Throws: `HotUpdateError` with `HotUpdateError.Code.invalidArgument` for a URL that
+    ///   is not `http` or `https`, `HotUpdateError.Code.timedOut`,
+    ///   `HotUpdateError.Code.byteLimitExceeded` (announced length over the limit),
+    ///   `HotUpdateError.Code.transportFailed` or `HotUpdateError.Code.cancelled`.
     public func fetch(_ request: TransportRequest) async throws -> TransportResponse {
         guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw HotUpdateError(

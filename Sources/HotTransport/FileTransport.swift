@@ -42,10 +42,10 @@ public struct FileTransport: Transport {
     /// - Parameter request: The file to read, with an optional range and byte limit. The method,
     ///   headers, body and timeouts are ignored.
     /// - Returns: A response with status 200, 206, 403, 404 or 416 (see the type's documentation).
-    /// - Throws: ``HotUpdateError/Code/invalidArgument`` for a scheme other than `file` (or `bundle`
+    /// - Throws: `HotUpdateError.Code.invalidArgument` for a scheme other than `file` (or `bundle`
     ///   with a bundle root), or a `bundle:` path that leaves the bundle root;
-    ///   ``HotUpdateError/Code/byteLimitExceeded`` when the bytes to send exceed the request's
-    ///   `maxBytes`; ``HotUpdateError/Code/cancelled`` when the calling task is cancelled.
+    ///   `HotUpdateError.Code.byteLimitExceeded` when the bytes to send exceed the request's
+    ///   `maxBytes`; `HotUpdateError.Code.cancelled` when the calling task is cancelled.
     public func fetch(_ request: TransportRequest) async throws -> TransportResponse {
         try Task.checkCancellation()
         let url = request.url

@@ -1,12 +1,12 @@
 import Foundation
 import HotCore
 
-/// Sends each request to the transport for its URL's scheme, so one ``Updater`` can install
+/// Sends each request to the transport for its URL's scheme, so one `Updater` can install
 /// packages from anywhere: a zip shipped inside the app (`file://`, `bundle:///`) and packages
 /// on a server (`http://`, `https://`) in the same manifest.
 ///
 /// Schemes are matched case-insensitively. A URL whose scheme has no route fails with
-/// ``HotUpdateError/Code/invalidArgument`` before anything is fetched. Redirects stay with
+/// `HotUpdateError.Code.invalidArgument` before anything is fetched. Redirects stay with
 /// the transport that started the request, and neither HTTP transport follows a redirect
 /// to a local file.
 ///
@@ -50,7 +50,7 @@ public struct SchemeRoutingTransport: Transport {
     ///
     /// - Parameter request: The request; passed on unchanged.
     /// - Returns: What the chosen transport returns.
-    /// - Throws: ``HotUpdateError/Code/invalidArgument`` for a scheme without a route; otherwise
+    /// - Throws: `HotUpdateError.Code.invalidArgument` for a scheme without a route; otherwise
     ///   whatever the chosen transport throws.
     public func fetch(_ request: TransportRequest) async throws -> TransportResponse {
         guard let transport = transport(for: request.url) else {

@@ -4,18 +4,18 @@ import HotCore
 import FoundationNetworking
 #endif
 
-/// A ``Transport`` over `URLSession`: the system's HTTP stack on Apple platforms,
+/// A `Transport` over `URLSession`: the system's HTTP stack on Apple platforms,
 /// FoundationNetworking on Linux.
 ///
 /// Each request gets an ephemeral session (so its timeouts are its own). Its data
 /// delegate counts every chunk against the byte limit as it arrives and hands it to a
-/// thread that feeds the body's ``ByteStream``, waiting while the consumer is behind.
+/// thread that feeds the body's `ByteStream`, waiting while the consumer is behind.
 /// Memory while the consumer is behind:
 /// - on Apple platforms, the task is suspended once ``Options/bufferLimit`` bytes wait,
 ///   and resumed when the consumer has caught up, so the transfer is held back;
 /// - FoundationNetworking (Linux) cannot pause a transfer (suspending a running task
 ///   there restarts it), so the bytes that arrive wait in memory, never more than the
-///   request's ``TransportRequest/maxBytes``. Prefer ``CurlTransport`` on Linux, which
+///   request's `TransportRequest.maxBytes`. Prefer ``CurlTransport`` on Linux, which
 ///   holds the transfer back.
 ///
 /// - Statuses are returned, not thrown; redirects are followed (at most
@@ -23,12 +23,12 @@ import FoundationNetworking
 /// - `Accept-Encoding: identity` is sent unless the request sets the header, so the
 ///   bytes are the server's file, as digests expect.
 /// - Timeouts: a transfer that moves fewer than
-///   ``TransportRequest/Timeouts/lowSpeedBytesPerSecond`` over a ``TransportRequest/Timeouts/lowSpeedWindow``
-///   (waiting for the response included) or that outlives ``TransportRequest/Timeouts/total`` fails with
-///   ``HotUpdateError/Code/timedOut``. `URLSession` has no separate connect timeout; the
+///   `TransportRequest.Timeouts.lowSpeedBytesPerSecond` over a `TransportRequest.Timeouts.lowSpeedWindow`
+///   (waiting for the response included) or that outlives `TransportRequest.Timeouts.total` fails with
+///   `HotUpdateError.Code.timedOut`. `URLSession` has no separate connect timeout; the
 ///   connect phase falls under the low-speed window.
-/// - A body shorter than its `Content-Length` fails with ``HotUpdateError/Code/truncated``;
-///   more than ``TransportRequest/maxBytes`` with ``HotUpdateError/Code/byteLimitExceeded``.
+/// - A body shorter than its `Content-Length` fails with `HotUpdateError.Code.truncated`;
+///   more than `TransportRequest.maxBytes` with `HotUpdateError.Code.byteLimitExceeded`.
 ///
 /// ```swift
 /// let transport = URLSessionTransport()
@@ -39,7 +39,7 @@ import FoundationNetworking
 public struct URLSessionTransport: Transport {
     /// Settings shared by every request of a transport.
     public struct Options: Sendable {
-        /// The most redirects followed; one more fails with ``HotUpdateError/Code/transportFailed``.
+        /// The most redirects followed; one more fails with `HotUpdateError.Code.transportFailed`.
         public var maxRedirects: Int
         /// How many chunks may wait unread in the body stream.
         public var streamCapacity: Int
@@ -83,10 +83,10 @@ public struct URLSessionTransport: Transport {
     ///
     /// - Parameter request: What to fetch, with its range, limits and timeouts.
     /// - Returns: The status, headers and streaming body of the final response.
-    /// - Throws: ``HotUpdateError`` with ``HotUpdateError/Code/invalidArgument`` for a URL that
-    ///   is not `http` or `https`, ``HotUpdateError/Code/timedOut``,
-    ///   ``HotUpdateError/Code/byteLimitExceeded`` (announced length over the limit),
-    ///   ``HotUpdateError/Code/transportFailed`` or ``HotUpdateError/Code/cancelled``.
+    /// - Throws: `HotUpdateError` with `HotUpdateError.Code.invalidArgument` for a URL that
+    ///   is not `http` or `https`, `HotUpdateError.Code.timedOut`,
+    ///   `HotUpdateError.Code.byteLimitExceeded` (announced length over the limit),
+    ///   `HotUpdateError.Code.transportFailed` or `HotUpdateError.Code.cancelled`.
     public func fetch(_ request: TransportRequest) async throws -> TransportResponse {
         guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw HotUpdateError(

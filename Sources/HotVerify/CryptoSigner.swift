@@ -28,7 +28,7 @@ public struct KeyKind: Sendable, Hashable, CustomStringConvertible {
 /// Keys are PEM PKCS#8 (`-----BEGIN PRIVATE KEY-----`), as `openssl genpkey` writes them;
 /// signatures verify with `openssl pkeyutl -verify` and with ``CryptoVerifier`` of either
 /// library. Where HotVerify has no crypto library at all, every call throws
-/// ``HotUpdateError/Code/unsupported``.
+/// `HotUpdateError.Code.unsupported`.
 ///
 /// ```swift
 /// let signer = try CryptoSigner.generate(.ed25519)
@@ -46,10 +46,10 @@ public struct CryptoSigner: Signer {
     ///
     /// - Parameters:
     ///   - privateKeyPEM: PEM PKCS#8 (`-----BEGIN PRIVATE KEY-----`), Ed25519 or RSA.
-    ///   - rsaScheme: The scheme for an RSA key: ``SignatureScheme/rsaPSSSHA256`` (default)
-    ///     or ``SignatureScheme/rsaPKCS1SHA256``. Ignored for Ed25519.
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when the PEM is not such a key;
-    ///   ``HotUpdateError/Code/unsupported`` where HotVerify has no signing backend.
+    ///   - rsaScheme: The scheme for an RSA key: `SignatureScheme.rsaPSSSHA256` (default)
+    ///     or `SignatureScheme.rsaPKCS1SHA256`. Ignored for Ed25519.
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when the PEM is not such a key;
+    ///   `HotUpdateError.Code.unsupported` where HotVerify has no signing backend.
     public init(privateKeyPEM: String, rsaScheme: SignatureScheme = .rsaPSSSHA256) throws {
         let (publicPEM, isRSA) = try SigningBackend.publicKey(ofPrivatePEM: privateKeyPEM)
         self.privateKeyPEM = privateKeyPEM
@@ -59,8 +59,8 @@ public struct CryptoSigner: Signer {
     /// Generates a new key.
     ///
     /// - Parameter kind: ``KeyKind/ed25519`` (default) or an RSA kind.
-    /// - Throws: ``HotUpdateError/Code/invalidArgument`` for an RSA size below 2048;
-    ///   ``HotUpdateError/Code/unsupported`` where HotVerify has no signing backend.
+    /// - Throws: `HotUpdateError.Code.invalidArgument` for an RSA size below 2048;
+    ///   `HotUpdateError.Code.unsupported` where HotVerify has no signing backend.
     public static func generate(_ kind: KeyKind = .ed25519) throws -> CryptoSigner {
         if kind.scheme != .ed25519, kind.bits < 2048 {
             throw HotUpdateError(.invalidArgument, "RSA keys of \(kind.bits) bits are too small (2048 at least)")
@@ -70,7 +70,7 @@ public struct CryptoSigner: Signer {
 
     /// Signs exactly `message` with the key's scheme.
     ///
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when the key cannot sign with its scheme.
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when the key cannot sign with its scheme.
     public func sign(_ message: Data) throws -> Data {
         try SigningBackend.sign(message, privatePEM: privateKeyPEM, scheme: publicKey.scheme)
     }
@@ -78,9 +78,9 @@ public struct CryptoSigner: Signer {
 
 extension CryptoVerifier {
     /// Reads a PEM public key and picks its scheme from the key's algorithm: Ed25519 keys
-    /// sign with ``SignatureScheme/ed25519``, RSA keys with `rsaScheme`.
+    /// sign with `SignatureScheme.ed25519`, RSA keys with `rsaScheme`.
     ///
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when the PEM is not a public key
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when the PEM is not a public key
     ///   of either kind.
     public static func publicKey(pem: String, rsaScheme: SignatureScheme = .rsaPSSSHA256) throws -> PublicKey {
         let info = try SubjectPublicKeyInfo(pem: pem)

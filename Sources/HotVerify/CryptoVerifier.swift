@@ -7,7 +7,7 @@ import HotCore
 ///
 /// Digests: MD5 (for older servers) and SHA-256. Signatures: Ed25519,
 /// RSA PKCS#1 v1.5 with SHA-256, RSA-PSS with SHA-256, MGF1-SHA-256 and a 32-byte salt,
-/// and, for older patch servers, RSA PKCS#1 v1.5 over the raw message (``SignatureScheme/rsaPKCS1Raw``).
+/// and, for older patch servers, RSA PKCS#1 v1.5 over the raw message (`SignatureScheme.rsaPKCS1Raw`).
 /// Keys are PEM SubjectPublicKeyInfo (`-----BEGIN PUBLIC KEY-----`), as
 /// `openssl pkey -pubout` writes them.
 ///
@@ -37,8 +37,8 @@ public struct CryptoVerifier: Verifier {
 
     /// Returns a fresh ``CryptoHasher``.
     ///
-    /// - Parameter algorithm: ``DigestAlgorithm/md5`` or ``DigestAlgorithm/sha256``.
-    /// - Throws: ``HotUpdateError/Code/unsupported`` for any other algorithm.
+    /// - Parameter algorithm: `DigestAlgorithm.md5` or `DigestAlgorithm.sha256`.
+    /// - Throws: `HotUpdateError.Code.unsupported` for any other algorithm.
     public func makeHasher(for algorithm: DigestAlgorithm) throws -> any DigestHasher {
         try CryptoHasher(algorithm: algorithm)
     }
@@ -53,9 +53,9 @@ public struct CryptoVerifier: Verifier {
     ///   - message: The signed bytes.
     ///   - key: The trusted key and the scheme its signatures use.
     /// - Returns: Whether the signature is valid.
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when the PEM cannot be read or the
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when the PEM cannot be read or the
     ///   key's type does not fit its scheme (an RSA key given as Ed25519, say);
-    ///   ``HotUpdateError/Code/unsupported`` for a scheme not in ``supportedSchemes``.
+    ///   `HotUpdateError.Code.unsupported` for a scheme not in ``supportedSchemes``.
     public func verify(signature: Data, of message: Data, with key: PublicKey) throws -> Bool {
         guard Self.supportedSchemes.contains(key.scheme) else {
             throw HotUpdateError(
@@ -70,7 +70,7 @@ public struct CryptoVerifier: Verifier {
     /// The SHA-256 of the key's DER SubjectPublicKeyInfo, in lowercase hex: the same as
     /// `openssl pkey -pubin -outform DER | sha256sum`.
     ///
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when the PEM cannot be read.
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when the PEM cannot be read.
     public func keyID(of key: PublicKey) throws -> String {
         try CryptoBackend.keyID(ofPEM: key.pem)
     }
@@ -83,8 +83,8 @@ public struct CryptoVerifier: Verifier {
     /// let sha = try CryptoVerifier().digest(ofFile: archiveURL, using: .sha256)
     /// ```
     ///
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file when it cannot be opened or
-    ///   read; ``HotUpdateError/Code/unsupported`` for an algorithm not in ``supportedDigests``.
+    /// - Throws: `HotUpdateError.Code.fileSystem` naming the file when it cannot be opened or
+    ///   read; `HotUpdateError.Code.unsupported` for an algorithm not in ``supportedDigests``.
     public func digest(ofFile url: URL, using algorithm: DigestAlgorithm) throws -> Digest {
         let hasher = try CryptoHasher(algorithm: algorithm)
         try FileChunks.forEachChunk(of: url) { hasher.update($0) }

@@ -17,7 +17,7 @@ enum FileChunks {
 
     /// Calls `body` with each chunk of the file at `url`, in order, reusing one buffer.
     ///
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file and the reason.
+    /// - Throws: `HotUpdateError.Code.fileSystem` naming the file and the reason.
     static func forEachChunk(of url: URL, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         #if canImport(Glibc) || canImport(Musl) || canImport(Android) || canImport(Darwin)
         let path = url.path

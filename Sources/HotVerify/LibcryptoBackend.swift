@@ -23,8 +23,8 @@ public final class CryptoHasher: DigestHasher {
 
     /// Creates a hasher.
     ///
-    /// - Parameter algorithm: ``DigestAlgorithm/md5`` or ``DigestAlgorithm/sha256``.
-    /// - Throws: ``HotUpdateError/Code/unsupported`` for another algorithm, or when libcrypto
+    /// - Parameter algorithm: `DigestAlgorithm.md5` or `DigestAlgorithm.sha256`.
+    /// - Throws: `HotUpdateError.Code.unsupported` for another algorithm, or when libcrypto
     ///   refuses it (MD5 under a FIPS-only configuration).
     public init(algorithm: DigestAlgorithm) throws {
         let md: OpaquePointer?

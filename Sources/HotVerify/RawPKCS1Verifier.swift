@@ -18,7 +18,7 @@ struct RawPKCS1Verifier: Sendable {
 
     /// Reads the key from a PKCS#1 `RSAPublicKey` (`SEQUENCE { INTEGER n, INTEGER e }`).
     ///
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when it is not one, or the modulus
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when it is not one, or the modulus
     ///   is even or shorter than 512 bits.
     init(rsaPublicKeyDER der: [UInt8]) throws {
         var outer = DERReader(der[...])

@@ -39,7 +39,7 @@ struct SubjectPublicKeyInfo: Sendable, Hashable {
 
     /// Reads a `-----BEGIN PUBLIC KEY-----` block.
     ///
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when `pem` holds no such block or
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when `pem` holds no such block or
     ///   its content is not a SubjectPublicKeyInfo.
     init(pem: String) throws {
         let begin = "-----BEGIN PUBLIC KEY-----"
@@ -57,7 +57,7 @@ struct SubjectPublicKeyInfo: Sendable, Hashable {
 
     /// Reads a DER SubjectPublicKeyInfo.
     ///
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when `der` is not one.
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when `der` is not one.
     init(der: [UInt8]) throws {
         var outer = DERReader(der[...])
         var spki = try outer.read(tag: 0x30, what: "SubjectPublicKeyInfo")
@@ -175,7 +175,7 @@ struct PrivateKeyInfo: Sendable {
 
     /// Reads a DER PrivateKeyInfo.
     ///
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when `der` is not one.
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when `der` is not one.
     init(der: [UInt8]) throws {
         var outer = DERReader(der[...])
         var info = try outer.read(tag: 0x30, what: "PrivateKeyInfo")
@@ -223,7 +223,7 @@ enum PEM {
 
     /// The label and DER bytes of the first PEM block in `text`.
     ///
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` naming `what` when there is none.
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` naming `what` when there is none.
     static func decode(_ text: String, what: String) throws -> (label: String, der: [UInt8]) {
         guard let begin = text.range(of: "-----BEGIN "),
             let labelEnd = text.range(of: "-----", range: begin.upperBound..<text.endIndex)

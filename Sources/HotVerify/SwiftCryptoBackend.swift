@@ -27,7 +27,7 @@ public final class CryptoHasher: DigestHasher {
     /// Creates a hasher.
     ///
     /// - Parameter algorithm: ``DigestAlgorithm/md5`` or ``DigestAlgorithm/sha256``.
-    /// - Throws: ``HotUpdateError/Code/unsupported`` for another algorithm.
+    /// - Throws: `HotUpdateError.Code.unsupported` for another algorithm.
     public init(algorithm: DigestAlgorithm) throws {
         switch algorithm {
         case .sha256: sha256 = SHA256()

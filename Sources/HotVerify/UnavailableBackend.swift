@@ -9,7 +9,7 @@ public final class CryptoHasher: DigestHasher {
 
     /// Always throws: this platform has no crypto library HotVerify can use.
     ///
-    /// - Throws: ``HotUpdateError/Code/unsupported``.
+    /// - Throws: `HotUpdateError.Code.unsupported`.
     public init(algorithm: DigestAlgorithm) throws {
         throw HotUpdateError(.unsupported, "no crypto library on this platform (libcrypto, or swift-crypto with the SwiftCrypto trait)")
     }

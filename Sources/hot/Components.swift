@@ -103,6 +103,16 @@ struct StoreOptions: ParsableArguments {
 
     var rootURL: URL { directoryURL(root) }
 
+    /// Throws "no store at …" when the root is not a directory: commands that only read
+    /// a store never create one.
+    func requireStore() throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: rootURL.path, isDirectory: &isDirectory), isDirectory.boolValue
+        else {
+            throw HotUpdateError(.notFound, "no store at \(rootURL.path)")
+        }
+    }
+
     /// A logger on stderr: debug with --verbose, else only critical messages, or warnings too.
     func makeLogger(warnings: Bool = false) -> Logger {
         var logger = Logger(label: "hot", factory: { StreamLogHandler.standardError(label: $0) })

@@ -11,7 +11,14 @@ struct Hot: AsyncParsableCommand {
         subcommands: [
             Keygen.self, Pack.self, Release.self, Rollback.self, Disable.self, Enable.self, Sign.self, Verify.self,
             Sync.self, Status.self, Resolve.self, Unpack.self, Delete.self, GarbageCollect.self, Repair.self,
-        ])
+        ] + publishing)
+
+    /// `hot publish` speaks S3 through libcurl, where libcurl is linked.
+    #if canImport(CHotCurl)
+        static let publishing: [any ParsableCommand.Type] = [Publish.self]
+    #else
+        static let publishing: [any ParsableCommand.Type] = []
+    #endif
 }
 
 /// Runs a command body, turning any failure into one line on stderr and exit code 1.

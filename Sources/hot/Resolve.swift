@@ -32,12 +32,10 @@ struct Resolve: AsyncParsableCommand {
             guard !scaleList.isEmpty, scaleList.allSatisfy({ $0 >= 1 }) else {
                 throw ValidationError("--scales takes positive integers separated by commas, e.g. 3,2,1")
             }
+            try storeOptions.requireStore()
             let updater = storeOptions.makeUpdater()
-            let installed = try await updater.installedPackages().map {
-                InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-            }
-            let resolver = try AssetResolverChain.make(
-                packages: installed, bundle: bundle.map(directoryURL), scales: ScalePreference(scaleList))
+            let resolver = try await AssetResolverChain.make(
+                updater: updater, bundle: bundle.map(directoryURL), scales: ScalePreference(scaleList))
             guard let asset = resolver.resolve(name) else {
                 throw HotUpdateError(.notFound, "no installed package or bundle has this asset", subject: name)
             }

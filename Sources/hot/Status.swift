@@ -9,7 +9,10 @@ struct Status: AsyncParsableCommand {
         discussion: """
             States: new, updateAvailable (planned by a sync, not installed yet), installed, \
             failed (the last update failed; the previous version stays active), fileMissing, \
-            digestMismatch (found by a check; `hot repair` fixes them), disabled.
+            digestMismatch (found by a check; `hot repair` fixes them), disabled. \
+            Read-only: it creates nothing, removes nothing and records nothing, and waits only \
+            while another process commits a change. A root that does not exist is an error. \
+            With --check, the states shown are those the check found (not recorded).
             """)
 
     @OptionGroup var storeOptions: StoreOptions
@@ -17,7 +20,7 @@ struct Status: AsyncParsableCommand {
     @Flag(help: "Print JSON: {\"packages\": [{id, version, state, path, …}]}.")
     var json = false
 
-    @Flag(help: "Check every package's files first (presence and sizes), recording what is missing or damaged.")
+    @Flag(help: "Check every package's files first (presence and sizes) and show what is missing or damaged, without recording it.")
     var check = false
 
     /// One package in `--json` output.
@@ -40,12 +43,18 @@ struct Status: AsyncParsableCommand {
 
     func run() async throws {
         try await runReportingErrors {
+            try storeOptions.requireStore()
             let updater = storeOptions.makeUpdater()
-            if check { _ = try await updater.verifyAll(depth: .quick) }
+            var found: [String: PackageHealth] = [:]
+            if check {
+                for health in try await updater.verifyAll(depth: .quick, recording: false) { found[health.id] = health }
+            }
             let snapshot = try await updater.currentSnapshot()
             let packages = try snapshot.packages.values.sorted { $0.id < $1.id }.map { record in
-                PackageStatus(
-                    id: record.id, version: record.active?.version, state: record.state.rawValue,
+                let checked = found[record.id].flatMap { $0.version == record.active?.version ? $0 : nil }
+                let state = checked.map { $0.isHealthy ? record.state : $0.state } ?? record.state
+                return PackageStatus(
+                    id: record.id, version: record.active?.version, state: state.rawValue,
                     path: try record.active.map { try updater.layout.url(forRelativePath: $0.path).path },
                     sha256: record.active?.sha256, installedAt: record.active?.installedAt,
                     previousVersions: record.previous.map(\.version), lastError: record.lastError)
@@ -56,7 +65,7 @@ struct Status: AsyncParsableCommand {
                 encoder.dateEncodingStrategy = .iso8601
                 let data = try encoder.encode(StatusDocument(root: storeOptions.rootURL.path, packages: packages))
                 print(String(decoding: data, as: UTF8.self))
-                return
+                    return
             }
             if packages.isEmpty {
                 print("no packages installed in \(storeOptions.rootURL.path)")

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HotCore
 import HotManifest
+import HotTransport
 import HotVerify
 
 /// `hot sync --manifest URL --root DIR`
@@ -84,6 +85,12 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "The channel followed; must match the manifest's channel.")
     var channel: String?
 
+    @Option(
+        help:
+            "A base URL of the repository (repeatable, preferred first): a request under one is tried under each in turn when it fails, answers 404 or 5xx, or stalls."
+    )
+    var mirror: [String] = []
+
     @Option(help: "Seconds a transfer may stay below 1 byte/s before it is abandoned.")
     var lowSpeedTime: Int = 30
 
@@ -107,7 +114,10 @@ struct Sync: AsyncParsableCommand {
     func run() async throws {
         try await runReportingErrors {
             let manifestURL = try parseLocation(manifest)
-            let transport = try (transport ?? TransportKind.defaultKind(for: manifestURL)).make()
+            var transport = try (transport ?? TransportKind.defaultKind(for: manifestURL)).make()
+            if !mirror.isEmpty {
+                transport = MirroredTransport(mirrors: try mirror.map(parseLocation), transport: transport)
+            }
             let timeouts = TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime), total: .seconds(timeout))
             let updater = storeOptions.makeUpdater(
                 transport: transport, unarchiver: try unarchiver.make(),

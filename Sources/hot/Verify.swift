@@ -4,31 +4,171 @@ import HotCore
 import HotManifest
 import HotVerify
 
-/// `hot verify --repo DIR --trust FILE…`
+/// `hot verify --repo DIR --trust FILE…` or `hot verify --url URL --trust FILE…`
 struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Check a repository before publishing it: signatures, package sizes and digests, dangling files.",
+        abstract: "Check a repository: signatures, expiry, package sizes and digests; before publishing (--repo) or as clients see it (--url).",
         discussion: """
             Every manifest (manifest.json and channels/*/manifest.json) must be signed by \
             --threshold of the --trust keys and by its own declared threshold, must not be \
             expired, and must release only versions it lists. Every listed package file must \
             exist with the listed size, SHA-256 and MD5, and every file in packages/ must be \
             listed by some manifest. Prints each problem and exits 1 when there is any.
+
+            With --url, the manifest at that URL is checked the same way and every package \
+            file it lists is downloaded from where clients download it (its URL relative to \
+            the manifest's), up to its signed size, and hashed; nothing is written to disk.
             """)
 
-    @Option(help: "The repository directory.") var repo: String
+    @Option(help: "The repository directory.") var repo: String?
+
+    @Option(help: "A published manifest's URL (http, https or file), checked as clients see it.") var url: String?
+
+    @Option(help: "With --url: the channel the manifest must declare.") var channel: String?
 
     @Option(help: "A trusted public key (repeatable).") var trust: [String] = []
 
     @Option(help: "How many of the --trust keys must sign each manifest.") var threshold = 1
 
+    @Option(help: "With --url: how many package files are downloaded at once.") var concurrency = 4
+
+    func validate() throws {
+        guard (repo == nil) != (url == nil) else { throw ValidationError("give either --repo or --url") }
+        guard concurrency >= 1 else { throw ValidationError("--concurrency must be 1 or more") }
+    }
+
+    /// The checks of one manifest's bytes that do not depend on where its files are:
+    /// signatures (trusted and declared thresholds), expiry, releases listed.
+    private func checkManifest(
+        _ data: Data, name: String, trusted: [String: PublicKey], verifier: CryptoVerifier
+    ) -> (SignedManifestBody?, [String]) {
+        var problems: [String] = []
+        let body: SignedManifestBody
+        do {
+            guard SignedEnvelope.isEnvelope(data) else { return (nil, ["\(name): not signed (schema 1)"]) }
+            let envelope = try SignedEnvelope.parse(data)
+            body = try SignedManifestBody.decode(envelope.signed)
+            for (keys, needed, whose) in [
+                (trusted, threshold, "trusted"), (try body.keyTable(verifier: verifier), body.threshold, "declared"),
+            ] {
+                do {
+                    try envelope.tally(keys: keys, verifier: verifier).require(needed, whose: whose)
+                } catch let error as HotUpdateError {
+                    problems.append("\(name): \(error.message)")
+                }
+            }
+        } catch let error as HotUpdateError {
+            return (nil, problems + ["\(name): \(error.message)"])
+        } catch {
+            return (nil, problems + ["\(name): \(error)"])
+        }
+        if body.expires <= Date() {
+            problems.append("\(name): expired at \(SignedManifestBody.rfc3339(body.expires))")
+        }
+        for package in body.packages {
+            for release in package.releases where package.entry(for: release) == nil {
+                problems.append("\(name): \(package.id) releases \(release), which it does not list")
+            }
+        }
+        return (body, problems)
+    }
+
+    private func trustedKeys(_ verifier: CryptoVerifier) throws -> [String: PublicKey] {
+        guard !trust.isEmpty else { throw ValidationError("give at least one --trust key") }
+        var trusted: [String: PublicKey] = [:]
+        for key in try readPublicKeys(trust) { trusted[try verifier.keyID(of: key)] = key }
+        return trusted
+    }
+
     func run() async throws {
         try await runReportingErrors {
-            guard !trust.isEmpty else { throw ValidationError("give at least one --trust key") }
+            if let url {
+                try await verifyPublished(try parseLocation(url))
+            } else {
+                try verifyRepository(directoryURL(repo ?? "."))
+            }
+        }
+    }
+
+    /// `--url`: the manifest and every package as a client downloads them.
+    private func verifyPublished(_ manifestURL: URL) async throws {
+        let verifier = CryptoVerifier()
+        let trusted = try trustedKeys(verifier)
+        let transport = try TransportKind.defaultKind(for: manifestURL).make()
+        let name = manifestURL.absoluteString
+        let data = try await transport.fetchDocument(url: manifestURL, maxBytes: 8 << 20)
+        var (body, problems) = checkManifest(data, name: name, trusted: trusted, verifier: verifier)
+        var checked = 0
+        if let body {
+            if let channel, body.channel != channel {
+                problems.append("\(name): declares channel '\(body.channel ?? "(none)")', not '\(channel)'")
+            }
+            var files: [(label: String, version: SignedManifestBody.Version, url: URL)] = []
+            for package in body.packages {
+                for version in package.versions {
+                    let label = "\(package.id) \(version.version)"
+                    guard let url = URL(string: version.url, relativeTo: manifestURL)?.absoluteURL else {
+                        problems.append("\(label): '\(version.url)' is not a URL")
+                        continue
+                    }
+                    files.append((label, version, url))
+                }
+            }
+            let found = try await forEachConcurrently(files, limit: concurrency) { file in
+                await Self.checkDownload(file.version, at: file.url, label: file.label, transport: transport)
+            }
+            problems += found.flatMap { $0 }
+            checked = files.count
+        }
+        for problem in problems { print(problem) }
+        guard problems.isEmpty else {
+            printError("\(problems.count) problem(s) in \(name)")
+            throw ExitCode(1)
+        }
+        print("ok: \(name), \(checked) package file(s) reachable with their signed size and digests")
+    }
+
+    /// Downloads one package file up to its signed size and compares size, SHA-256 and MD5.
+    private static func checkDownload(
+        _ version: SignedManifestBody.Version, at url: URL, label: String, transport: any Transport
+    ) async -> [String] {
+        let verifier = CryptoVerifier()
+        do {
+            let response = try await transport.fetch(TransportRequest(url: url, maxBytes: version.size))
+            guard response.isSuccess else {
+                response.body.cancel()
+                return ["\(label): \(url.absoluteString) answered HTTP \(response.statusCode)"]
+            }
+            let sha256 = try verifier.makeHasher(for: .sha256)
+            let md5 = try verifier.makeHasher(for: .md5)
+            var size: Int64 = 0
+            for try await chunk in response.body {
+                sha256.update(chunk)
+                md5.update(chunk)
+                size += Int64(chunk.count)
+            }
+            var problems: [String] = []
+            if size != version.size { problems.append("\(label): \(url.absoluteString) has \(size) bytes, the manifest says \(version.size)") }
+            let digest = sha256.finalize().hex
+            if digest != version.sha256.lowercased() {
+                problems.append("\(label): \(url.absoluteString) has SHA-256 \(digest), the manifest says \(version.sha256)")
+            }
+            if let expected = version.md5, md5.finalize().hex != expected.lowercased() {
+                problems.append("\(label): \(url.absoluteString) differs from the manifest's MD5")
+            }
+            return problems
+        } catch let error as HotUpdateError where error.code == .byteLimitExceeded {
+            return ["\(label): \(url.absoluteString) is longer than the manifest's \(version.size) bytes"]
+        } catch {
+            return ["\(label): cannot download \(url.absoluteString): \(error)"]
+        }
+    }
+
+    /// `--repo`: the repository on disk before publishing.
+    private func verifyRepository(_ root: URL) throws {
             let verifier = CryptoVerifier()
-            var trusted: [String: PublicKey] = [:]
-            for key in try readPublicKeys(trust) { trusted[try verifier.keyID(of: key)] = key }
-            let files = RepositoryFiles(root: directoryURL(repo))
+            let trusted = try trustedKeys(verifier)
+            let files = RepositoryFiles(root: root)
             let channels = files.channels()
             var problems: [String] = []
             var referenced = Set<String>()
@@ -36,39 +176,21 @@ struct Verify: AsyncParsableCommand {
 
             for channel in channels {
                 let name = files.manifestPath(channel: channel)
-                let body: SignedManifestBody
+                let data: Data
                 do {
-                    let data = try files.manifestData(channel: channel)
-                    guard SignedEnvelope.isEnvelope(data) else {
-                        problems.append("\(name): not signed (schema 1)")
-                        continue
-                    }
-                    let envelope = try SignedEnvelope.parse(data)
-                    body = try SignedManifestBody.decode(envelope.signed)
-                    for (keys, needed, whose) in [
-                        (trusted, threshold, "trusted"), (try body.keyTable(verifier: verifier), body.threshold, "declared"),
-                    ] {
-                        do {
-                            try envelope.tally(keys: keys, verifier: verifier).require(needed, whose: whose)
-                        } catch let error as HotUpdateError {
-                            problems.append("\(name): \(error.message)")
-                        }
-                    }
+                    data = try files.manifestData(channel: channel)
                 } catch let error as HotUpdateError {
                     problems.append("\(name): \(error.message)")
                     continue
                 }
+                let (checkedBody, manifestProblems) = checkManifest(data, name: name, trusted: trusted, verifier: verifier)
+                problems += manifestProblems
+                guard let body = checkedBody else { continue }
                 if body.channel != channel {
                     problems.append("\(name): declares channel '\(body.channel ?? "(none)")'")
                 }
-                if body.expires <= Date() {
-                    problems.append("\(name): expired at \(SignedManifestBody.rfc3339(body.expires))")
-                }
                 let manifestURL = files.manifestURL(channel: channel)
                 for package in body.packages {
-                    for release in package.releases where package.entry(for: release) == nil {
-                        problems.append("\(name): \(package.id) releases \(release), which it does not list")
-                    }
                     for version in package.versions {
                         let label = "\(name): \(package.id) \(version.version)"
                         guard let url = URL(string: version.url, relativeTo: manifestURL)?.standardizedFileURL,
@@ -92,7 +214,6 @@ struct Verify: AsyncParsableCommand {
                 throw ExitCode(1)
             }
             print("ok: \(channels.count) manifest(s), \(referenced.count) package file(s)")
-        }
     }
 
     private func check(_ version: SignedManifestBody.Version, at url: URL, label: String, verifier: CryptoVerifier)

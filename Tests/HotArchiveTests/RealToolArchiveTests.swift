@@ -74,10 +74,19 @@ import Testing
                             path = os.path.join(root, f)
                             with open(path, 'rb') as src, z.open(os.path.relpath(path, 'src'), 'w', force_zip64=True) as dst:
                                 dst.write(src.read())
+                import struct
                 info = zipfile.ZipFile('a.zip').infolist()
-                assert any(i.extra[:2] == b'\\x01\\x00' for i in info) or True
                 raw = open('a.zip', 'rb').read()
                 assert raw.count(b'PK\\x03\\x04') == len(info)
+                files = [i for i in info if not i.is_dir()]
+                assert files
+                for i in files:
+                    # Each file's local header carries the zip64 extra field (id 0x0001).
+                    h = raw[i.header_offset:i.header_offset + 30]
+                    assert h[:4] == b'PK\\x03\\x04'
+                    n, m = struct.unpack('<HH', h[26:30])
+                    extra = raw[i.header_offset + 30 + n:i.header_offset + 30 + n + m]
+                    assert extra[:2] == b'\\x01\\x00', (i.filename, extra)
                 """, in: scratch.url)
             // The local headers must carry zip64 extra fields with saturated sizes.
             let data = try Data(contentsOf: scratch.path("a.zip"))

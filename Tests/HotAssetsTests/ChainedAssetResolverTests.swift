@@ -61,7 +61,7 @@ struct ChainedAssetResolverTests {
         }
     }
 
-    @Test("No bundle, no packages, and a missing package directory")
+    @Test("No bundle, no packages, and a missing package directory, which is left out while the others still resolve")
     func edges() async throws {
         try await withTemporaryDirectory { parent in
             let package = parent.appendingPathComponent("package")
@@ -73,15 +73,19 @@ struct ChainedAssetResolverTests {
 
             #expect(ChainedAssetResolver([]).resolve("a") == nil)
 
-            let error = try #require(throws: HotUpdateError.self) {
-                try AssetResolverChain.make(
-                    packages: [
-                        InstalledPackageLocation(
-                            id: "gone", version: "1", directory: parent.appendingPathComponent("missing"))
-                    ], bundle: nil)
-            }
-            #expect(error.code == .notFound)
-            #expect(error.packageID == "gone")
+            let bundle = parent.appendingPathComponent("bundle")
+            try makeTree(bundle, files: ["a.png", "c.png"], tag: "bundle")
+            let degraded = try AssetResolverChain.make(
+                packages: [
+                    InstalledPackageLocation(
+                        id: "gone", version: "1", directory: parent.appendingPathComponent("missing")),
+                    InstalledPackageLocation(
+                        id: "listed-gone", version: "1", directory: parent.appendingPathComponent("missing2"),
+                        files: ["c.png"]),
+                    InstalledPackageLocation(id: "p", version: "2", directory: package),
+                ], bundle: bundle)
+            #expect(degraded.resolve("a")?.origin == .package(id: "p", version: "2"))
+            #expect(degraded.resolve("c")?.origin == .bundle)
         }
     }
 }

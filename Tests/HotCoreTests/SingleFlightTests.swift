@@ -121,10 +121,18 @@ struct SingleFlightTests {
         let install = Task { try await updater.install(offered) }
         try await Self.waitUntilHeld(fixture, offered.url)
         let sync = Task { try await fixture.sync([offered]) }
+        // The download is released only once the sync waits on the same flight.
+        for _ in 0..<2_000 where await updater.flightSubscribers(packageID: "filters") < 2 {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(await updater.flightSubscribers(packageID: "filters") == 2)
         await fixture.transport.release(offered.url)
         #expect(try await install.value.version == "1")
         let report = try await sync.value
         #expect(report.failures.isEmpty)
+        // Joined: the sync planned an add and reports the flight's one download as its own.
+        #expect(report.packages.map(\.change) == [.add])
+        #expect(report.packages.first?.bytesDownloaded ?? 0 > 0)
         #expect(await fixture.transport.requestCount(for: offered.url) == 1)
     }
 

@@ -209,10 +209,11 @@ struct UpdaterTests {
         #expect(try await fixture.sync([bad]).failures.first?.error?.code == .digestMismatch)
     }
 
-    @Test("what a crash left behind is swept when the store is opened")
+    @Test("what a crash left behind is swept by the next change, not by reading")
     func sweepAfterCrash() async throws {
         let fixture = try EngineFixture()
-        _ = try await fixture.sync([try await fixture.publish("images", "1", ["a.png": "1"])])
+        let v1 = try await fixture.publish("images", "1", ["a.png": "1"])
+        _ = try await fixture.sync([v1])
         let root = fixture.root
         // A crash mid-download and a crash between the move into place and the commit:
         let staging = root.appendingPathComponent("staging/\(UUID().uuidString)")
@@ -223,6 +224,10 @@ struct UpdaterTests {
 
         let reopened = Updater(configuration: fixture.updater.configuration)
         #expect(try await reopened.installedPackages().map(\.version) == ["1"])
+        // Reading is read-only: it leaves everything where it is.
+        #expect(FileManager.default.fileExists(atPath: staging.path))
+        #expect(FileManager.default.fileExists(atPath: orphan.path))
+        _ = try await reopened.apply(Manifest(packages: [v1]))
         #expect(!FileManager.default.fileExists(atPath: staging.path))
         #expect(!FileManager.default.fileExists(atPath: orphan.path))
         #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("packages/images/1/a.png").path))

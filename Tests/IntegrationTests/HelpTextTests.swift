@@ -58,7 +58,9 @@ struct HelpTextTests {
             for entry in entries {
                 let nameOnly = !entry[0].dropFirst(2).contains("  ")
                 if entry.count > (nameOnly ? 2 : 1) {
-                    Issue.record("\(([executable] + arguments).joined(separator: " ")): an option's help wraps: \(entry)")
+                    Issue.record(
+                        "\(([executable] + arguments).joined(separator: " ")): an option's help wraps: \(entry)"
+                    )
                 }
             }
         }

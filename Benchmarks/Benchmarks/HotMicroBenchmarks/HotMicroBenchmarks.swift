@@ -3,6 +3,7 @@ import Foundation
 import HotArchive
 import HotAssets
 import HotCore
+import HotManifest
 import HotStore
 import HotTransport
 import HotVerify
@@ -23,7 +24,8 @@ let digestFileBytes = 16 << 20
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
         metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .throughput],
-        maxDuration: .seconds(2))
+        maxDuration: .seconds(2)
+    )
 
     // Digests of a file, as a sync checks every download and `hot repair --full` every file.
     let digestFile = Fixture<URL>()
@@ -166,17 +168,26 @@ struct StoreFixture: Sendable {
                 }
                 let url = tree.appendingPathComponent(path)
                 try FileManager.default.createDirectory(
-                    at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+                    at: url.deletingLastPathComponent(),
+                    withIntermediateDirectories: true
+                )
                 try Data("\(id)/\(path)\n".utf8).write(to: url)
             }
             let archive = repository.appendingPathComponent("packages/\(id)-1.zip")
             try FileManager.default.createDirectory(
-                at: archive.deletingLastPathComponent(), withIntermediateDirectories: true)
+                at: archive.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             let summary = try ZipWriter.write(directory: tree, to: archive)
             document.upsert(
                 ManifestDocument.Entry(
-                    id: id, version: "1", url: "packages/\(id)-1.zip", size: summary.archiveBytes,
-                    sha256: try verifier.digest(ofFile: archive, using: .sha256).hex))
+                    id: id,
+                    version: "1",
+                    url: "packages/\(id)-1.zip",
+                    size: summary.archiveBytes,
+                    sha256: try verifier.digest(ofFile: archive, using: .sha256).hex
+                )
+            )
         }
         let manifest = repository.appendingPathComponent("manifest.json")
         try document.encoded().write(to: manifest)
@@ -197,9 +208,14 @@ struct StoreFixture: Sendable {
 func makeUpdater(root: URL) -> Updater {
     Updater(
         configuration: UpdaterConfiguration(
-            root: root, transport: FileTransport(), unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
+            root: root,
+            transport: FileTransport(),
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
             store: JSONMetadataStore(root: root),
-            logger: silentLogger))
+            logger: silentLogger
+        )
+    )
 }
 
 /// A logger that prints nothing.

@@ -3,7 +3,7 @@ import HotCore
 /// Decides whether an archive's entry names are safe to create under a
 /// destination, and turns them into normalised relative paths.
 ///
-/// Refused with ``HotUpdateError/Code/unsafeEntry``, naming the entry:
+/// Refused with `HotUpdateError.Code.unsafeEntry`, naming the entry:
 /// empty names, NUL bytes, absolute paths (`/x`, `\x`), UNC prefixes (`\\server`,
 /// `//server`), drive letters (`C:`), `..` components (with `\` treated as a
 /// separator too), duplicates after normalisation, a file and a directory with
@@ -11,7 +11,7 @@ import HotCore
 /// that leave the destination or pass through another symlink.
 /// Names longer than the limit, and names with a component longer than
 /// ``maxComponentLength`` bytes (which no common file system stores), are refused
-/// with ``HotUpdateError/Code/limitExceeded`` before anything is written.
+/// with `HotUpdateError.Code.limitExceeded` before anything is written.
 ///
 /// Normalisation drops `.` and empty components and turns `\` into `/`, so
 /// `a\b.txt` and `./a//b.txt` both become `a/b.txt`.
@@ -78,7 +78,7 @@ struct EntryPathValidator {
     /// Admits an entry and returns its normalised path, or nil for a directory entry
     /// that names the destination itself (`./`, which bsdtar writes).
     ///
-    /// - Throws: ``HotUpdateError/Code/unsafeEntry`` or ``HotUpdateError/Code/limitExceeded``.
+    /// - Throws: `HotUpdateError.Code.unsafeEntry` or `HotUpdateError.Code.limitExceeded`.
     mutating func admit(_ name: String, kind: ArchiveEntry.Kind) throws -> String? {
         guard kind == .file || kind == .directory || kind == .symlink else {
             throw ArchiveError.unsafe(

@@ -25,8 +25,8 @@ struct PartialDirectory: Sendable {
 
     /// Checks `destination` and creates the partial directory beside it.
     ///
-    /// - Throws: ``HotUpdateError/Code/invalidArgument`` when the destination exists and
-    ///   is not an empty directory; ``HotUpdateError/Code/fileSystem`` when the partial
+    /// - Throws: `HotUpdateError.Code.invalidArgument` when the destination exists and
+    ///   is not an empty directory; `HotUpdateError.Code.fileSystem` when the partial
     ///   directory cannot be created.
     static func create(for destination: URL) throws -> PartialDirectory {
         let standardized = destination.standardizedFileURL

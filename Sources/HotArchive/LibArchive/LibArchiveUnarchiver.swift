@@ -21,9 +21,9 @@ import HotCore
 /// their targets come from libarchive too (it decodes them with the header, in any method
 /// it reads, LZMA included), are checked against the declared size and CRC-32, and are
 /// admitted by the shared validator before any file is written; an encrypted link, whose
-/// target libarchive does not decrypt, is ``HotUpdateError/Code/unsupportedEncryption``.
+/// target libarchive does not decrypt, is `HotUpdateError.Code.unsupportedEncryption`.
 /// WinZip AES entries whose data libarchive decrypts but cannot then decompress (3.6.2
-/// with bzip2, LZMA, PPMd, xz or zstd inside) are ``HotUpdateError/Code/unsupportedMethod``.
+/// with bzip2, LZMA, PPMd, xz or zstd inside) are `HotUpdateError.Code.unsupportedMethod`.
 ///
 /// libarchive is only the decoder (`archive_read_data_block`); `archive_write_disk`
 /// is not used. Files are created by the partial directory ``ZipUnarchiver`` writes
@@ -31,10 +31,10 @@ import HotCore
 /// at a path the shared validator has cleared of `/`, drive letters and `..`.
 /// No link can be on the way while files are written: the partial directory is
 /// new, its directories are created first by this code, and symlinks (refused
-/// unless ``ExtractOptions/symlinks`` admits them, and then never with an entry
+/// unless `ExtractOptions.symlinks` admits them, and then never with an entry
 /// beneath one) are created only after every file has been written and closed.
 ///
-/// Extraction is parallel: up to ``ExtractOptions/concurrency`` workers (0: one per
+/// Extraction is parallel: up to `ExtractOptions.concurrency` workers (0: one per
 /// active core), each with its own libarchive reader on the archive, opened with
 /// the seekable ZIP reader (`archive_read_support_format_zip_seekable`, driven by the
 /// central directory). Entries are split, in the order of their local headers, into
@@ -43,7 +43,7 @@ import HotCore
 /// plan must be returned by libarchive to the worker that owns it.
 ///
 /// Only the ZIP format is enabled, so an empty file or anything else is
-/// ``HotUpdateError/Code/notAnArchive``.
+/// `HotUpdateError.Code.notAnArchive`.
 ///
 /// ```swift
 /// let report = try await LibArchiveUnarchiver().extract(zip, to: dir, options: ExtractOptions(password: "s3cret"))
@@ -59,7 +59,7 @@ public struct LibArchiveUnarchiver: Unarchiver {
     ///   - archive: The ZIP file.
     ///   - options: Limits and policies.
     /// - Returns: The entries in central directory order.
-    /// - Throws: ``HotUpdateError`` with the codes ``ZipUnarchiver`` uses.
+    /// - Throws: `HotUpdateError` with the codes ``ZipUnarchiver`` uses.
     ///
     /// ```swift
     /// let entries = try await LibArchiveUnarchiver().entries(of: zip, options: ExtractOptions())
@@ -77,10 +77,10 @@ public struct LibArchiveUnarchiver: Unarchiver {
     ///   - destination: A directory that does not exist or is empty.
     ///   - options: Password (given to `archive_read_add_passphrase`), limits, symlink
     ///     policy, concurrency (0: one worker per active core), and an optional hasher for
-    ///     ``ExtractionReport/File/digest``.
+    ///     `ExtractionReport.File.digest`.
     ///   - progress: Called after each entry, from worker threads.
     /// - Returns: What was written.
-    /// - Throws: ``HotUpdateError``; the destination is then untouched.
+    /// - Throws: `HotUpdateError`; the destination is then untouched.
     ///
     /// ```swift
     /// let report = try await LibArchiveUnarchiver().extract(zip, to: dir, options: ExtractOptions(), progress: nil)
@@ -122,7 +122,7 @@ public struct LibArchiveUnarchiver: Unarchiver {
     }
 
     /// The archive's plan, with its symlink targets as libarchive decodes them (any method
-    /// it reads; encrypted links are ``HotUpdateError/Code/unsupportedEncryption``), each
+    /// it reads; encrypted links are `HotUpdateError.Code.unsupportedEncryption`), each
     /// checked against the entry's declared size and CRC-32 and admitted by the plan's
     /// validator before anything is written.
     ///
@@ -413,7 +413,7 @@ private final class LibArchiveReader {
 
     /// A failure reading `entry`'s data. WinZip AES over a method other than stored or deflate
     /// is one libarchive may not decode (3.6.2 decrypts, then cannot decompress bzip2, LZMA,
-    /// PPMd, xz or zstd): that is ``HotUpdateError/Code/unsupportedMethod``, not a corrupt archive.
+    /// PPMd, xz or zstd): that is `HotUpdateError.Code.unsupportedMethod`, not a corrupt archive.
     private func dataFailure(_ entry: PlannedEntry) -> HotUpdateError {
         let error = failure("reading data")
         guard entry.record.method == ZipFormat.methodAES, let inner = entry.record.aesMethod,

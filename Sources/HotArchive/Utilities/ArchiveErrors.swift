@@ -56,8 +56,8 @@ enum ArchiveError {
         _ operation: String, path: String, errno code: Int32, file: String = #fileID, line: Int = #line
     ) -> HotUpdateError {
         HotUpdateError(
-            code == ENOENT ? .notFound : .fileSystem,
-            "\(operation) '\(path)' failed: \(String(cString: strerror(code))) (errno \(code))",
+            code == ENOENT ? .notFound : HotUpdateError.code(forErrno: code),
+            "\(operation) '\(path)' failed: \(HotUpdateError.reason(errno: code)) (errno \(code))",
             subject: path, file: file, line: line)
     }
 }

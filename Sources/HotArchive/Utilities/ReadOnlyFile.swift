@@ -23,9 +23,9 @@ final class ReadOnlyFile: Sendable {
 
     /// Opens `url` for reading.
     ///
-    /// - Throws: ``HotUpdateError/Code/notFound`` when the file does not exist,
-    ///   ``HotUpdateError/Code/notAnArchive`` when it is not a regular file,
-    ///   ``HotUpdateError/Code/fileSystem`` for other failures.
+    /// - Throws: `HotUpdateError.Code.notFound` when the file does not exist,
+    ///   `HotUpdateError.Code.notAnArchive` when it is not a regular file,
+    ///   `HotUpdateError.Code.fileSystem` for other failures.
     init(_ url: URL) throws {
         let path = url.path
         self.path = path
@@ -66,7 +66,7 @@ final class ReadOnlyFile: Sendable {
 
     /// Reads exactly `count` bytes at `offset`.
     ///
-    /// - Throws: ``HotUpdateError/Code/corruptArchive`` naming `what` when the file ends first.
+    /// - Throws: `HotUpdateError.Code.corruptArchive` naming `what` when the file ends first.
     func readExactly(_ count: Int, at offset: Int64, what: @autoclosure () -> String) throws -> [UInt8] {
         guard count > 0 else { return [] }
         guard offset >= 0, offset <= size, Int64(count) <= size - offset else {

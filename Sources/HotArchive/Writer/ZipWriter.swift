@@ -37,7 +37,7 @@ public enum ZipWriter {
     public struct SymlinkHandling: Hashable, Sendable, CustomStringConvertible {
         private let name: String
         private init(_ name: String) { self.name = name }
-        /// A symlink fails the packing with ``HotUpdateError/Code/invalidArgument``. The default.
+        /// A symlink fails the packing with `HotUpdateError.Code.invalidArgument`. The default.
         public static let refuse = SymlinkHandling("refuse")
         /// Symlinks are stored as links (mode `S_IFLNK`, the target as data).
         public static let store = SymlinkHandling("store")
@@ -91,7 +91,7 @@ public enum ZipWriter {
     ///     `directory` it is left out of the archive.
     ///   - options: Compression level, timestamp, symlink handling, concurrency.
     /// - Returns: Counts and sizes.
-    /// - Throws: ``HotUpdateError``: `.invalidArgument` (not a directory, a symlink when they
+    /// - Throws: `HotUpdateError`: `.invalidArgument` (not a directory, a symlink when they
     ///   are refused, a device or FIFO, a name that is not UTF-8, a level out of range),
     ///   `.fileSystem` (reading or writing failed, a file changed while being packed).
     ///

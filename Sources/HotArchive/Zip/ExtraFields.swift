@@ -8,7 +8,7 @@ enum ExtraFields {
     /// - Parameter central: Whether `extra` comes from the central directory (which
     ///   may also carry the local header offset). A Unicode Path field is kept only
     ///   when its CRC matches `record.rawName`.
-    /// - Throws: ``HotUpdateError/Code/corruptArchive`` when a zip64 field is too short.
+    /// - Throws: `HotUpdateError.Code.corruptArchive` when a zip64 field is too short.
     static func apply(
         _ extra: UnsafeRawBufferPointer, to record: inout ZipEntryRecord, central: Bool, archive: String
     ) throws {

@@ -4,12 +4,12 @@ import HotCore
 /// checks that no two entries share bytes.
 ///
 /// A data descriptor's CRC-32 (read with or without its optional signature) must
-/// equal the central directory's: a disagreement is ``HotUpdateError/Code/checksumMismatch``.
+/// equal the central directory's: a disagreement is `HotUpdateError.Code.checksumMismatch`.
 /// Its sizes are not compared (writers disagree on their width).
 enum LocalHeaders {
     /// Fills in each entry's data offset.
     ///
-    /// - Throws: ``HotUpdateError/Code/corruptArchive`` on any disagreement or overlap.
+    /// - Throws: `HotUpdateError.Code.corruptArchive` on any disagreement or overlap.
     static func check(
         _ entries: inout [ZipEntryRecord], in file: ReadOnlyFile, centralDirectoryOffset: UInt64
     ) throws {

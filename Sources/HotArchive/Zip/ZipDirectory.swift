@@ -3,7 +3,7 @@ import HotCore
 /// The structure of a ZIP file: its end records, central directory and local
 /// headers, read and cross-checked without touching any entry's data.
 ///
-/// Reading it refuses, with ``HotUpdateError/Code/corruptArchive``, every
+/// Reading it refuses, with `HotUpdateError.Code.corruptArchive`, every
 /// inconsistency a reader could be fooled by: a local header that disagrees
 /// with the central directory (name, method, encryption, and CRC and sizes
 /// unless a data descriptor defers them; names must be the same bytes or decode
@@ -29,9 +29,9 @@ struct ZipDirectory: Sendable {
     /// Reads and checks the structure of `file`.
     ///
     /// - Parameter maxEntries: Refuse, before reading the directory, archives that declare more entries.
-    /// - Throws: ``HotUpdateError`` with ``HotUpdateError/Code/notAnArchive``,
-    ///   ``HotUpdateError/Code/corruptArchive``, ``HotUpdateError/Code/limitExceeded``
-    ///   or ``HotUpdateError/Code/unsupported`` (spanned archives).
+    /// - Throws: ``HotUpdateError`` with `HotUpdateError.Code.notAnArchive`,
+    ///   `HotUpdateError.Code.corruptArchive`, `HotUpdateError.Code.limitExceeded`
+    ///   or `HotUpdateError.Code.unsupported` (spanned archives).
     static func read(_ file: ReadOnlyFile, maxEntries: Int) throws -> ZipDirectory {
         let name = file.displayName
         guard file.size > 0 else { throw ArchiveError.notAnArchive(name, "the file is empty") }

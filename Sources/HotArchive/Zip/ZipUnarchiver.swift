@@ -17,36 +17,36 @@ import HotCore
 ///
 /// What it reads: stored and deflate entries, zip64 (end record, locator and
 /// extra fields), data descriptors with and without signature, PKWARE
-/// traditional encryption ("ZipCrypto", with ``ExtractOptions/password``),
+/// traditional encryption ("ZipCrypto", with `ExtractOptions.password`),
 /// UTF-8 names (bit 11), Info-ZIP Unicode Path fields, and code page 437 names
 /// (a name not flagged UTF-8 is read as UTF-8 only when the archive was made on
 /// Unix or macOS and the bytes are valid UTF-8, as Info-ZIP's tools write them).
 ///
 /// What it refuses, before writing anything:
-/// - ``HotUpdateError/Code/notAnArchive``: an empty file, a file without an end record;
-/// - ``HotUpdateError/Code/corruptArchive``: a truncated file, a local header that
+/// - `HotUpdateError.Code.notAnArchive`: an empty file, a file without an end record;
+/// - `HotUpdateError.Code.corruptArchive`: a truncated file, a local header that
 ///   disagrees with the central directory, entries whose bytes overlap each other or
 ///   the central directory (overlapping-file zip bombs);
-/// - ``HotUpdateError/Code/unsafeEntry``: `..`, absolute, UNC and drive-letter paths
+/// - `HotUpdateError.Code.unsafeEntry`: `..`, absolute, UNC and drive-letter paths
 ///   (`\` counts as a separator), NUL bytes, empty names, duplicates, a file where a
 ///   directory is needed, devices, FIFOs and sockets, and symlinks unless
-///   ``ExtractOptions/symlinks`` is ``ExtractOptions/ExtractOptions.SymlinkPolicy/allowWithinDestination`` and the
+///   `ExtractOptions.symlinks` is `ExtractOptions.SymlinkPolicy.allowWithinDestination` and the
 ///   target stays inside (then the links are created last, and no entry may lie beneath one);
-/// - ``HotUpdateError/Code/limitExceeded``: too many entries, a name too long or with a
-///   component over 255 bytes, declared sizes over ``ExtractOptions/maxTotalBytes``, a
+/// - `HotUpdateError.Code.limitExceeded`: too many entries, a name too long or with a
+///   component over 255 bytes, declared sizes over `ExtractOptions.maxTotalBytes`, a
 ///   compression ratio over the limit;
-/// - ``HotUpdateError/Code/unsupportedMethod`` and ``HotUpdateError/Code/unsupportedEncryption``
-///   (WinZip AES, PKWARE strong encryption), ``HotUpdateError/Code/passwordRequired``.
+/// - `HotUpdateError.Code.unsupportedMethod` and `HotUpdateError.Code.unsupportedEncryption`
+///   (WinZip AES, PKWARE strong encryption), `HotUpdateError.Code.passwordRequired`.
 ///
 /// And while inflating: more or fewer bytes than declared (`.corruptArchive`), a bad
 /// CRC-32 or data descriptor (`.checksumMismatch`), a password that does not decrypt
-/// (`.wrongPassword`), more than ``ExtractOptions/maxTotalBytes`` written (`.limitExceeded`).
+/// (`.wrongPassword`), more than `ExtractOptions.maxTotalBytes` written (`.limitExceeded`).
 ///
 /// Prefix and trailing data: bytes before the archive (a self-extractor stub, or an
 /// archive appended to another file) are accepted the way Info-ZIP accepts them: the
 /// distance between where the end record says the central directory ends and where the
 /// end record is becomes an offset added to every position. Bytes after the end record
-/// are accepted too. Split archives are refused (``HotUpdateError/Code/unsupported``).
+/// are accepted too. Split archives are refused (`HotUpdateError.Code.unsupported`).
 ///
 /// Kinds: a name ending in `/`, a Unix directory mode or (without a Unix mode) the
 /// MS-DOS directory attribute make a directory; a `./` entry (bsdtar writes one)
@@ -74,7 +74,7 @@ public struct ZipUnarchiver: Unarchiver {
     ///   - archive: The ZIP file.
     ///   - options: Limits and policies.
     /// - Returns: The entries in central directory order, with normalised paths.
-    /// - Throws: ``HotUpdateError`` (see the type's documentation).
+    /// - Throws: `HotUpdateError` (see the type's documentation).
     ///
     /// ```swift
     /// let names = try await ZipUnarchiver().entries(of: zip, options: ExtractOptions()).map(\.path)
@@ -88,17 +88,17 @@ public struct ZipUnarchiver: Unarchiver {
     /// Entries are written into `<parent>/.<name>.partial-<uuid>` beside the destination,
     /// which is renamed onto `destination` once every entry has been written and checked;
     /// on any failure (or cancellation) that directory is removed and `destination` is left
-    /// as it was. Entries are extracted by up to ``ExtractOptions/concurrency`` threads
+    /// as it was. Entries are extracted by up to `ExtractOptions.concurrency` threads
     /// (0: one per active core).
     ///
     /// - Parameters:
     ///   - archive: The ZIP file.
     ///   - destination: A directory that does not exist or is empty; its parent is created if needed.
     ///   - options: Password, limits, symlink policy, concurrency, and an optional file hasher
-    ///     whose digest of each file's bytes is reported in ``ExtractionReport/File/digest``.
+    ///     whose digest of each file's bytes is reported in `ExtractionReport.File.digest`.
     ///   - progress: Called after each entry, from worker threads.
     /// - Returns: The files (in archive order), directories and symlinks written.
-    /// - Throws: ``HotUpdateError`` (see the type's documentation); `.invalidArgument` when the
+    /// - Throws: `HotUpdateError` (see the type's documentation); `.invalidArgument` when the
     ///   destination exists and is not empty; `.fileSystem` when writing fails; `.cancelled`.
     ///
     /// ```swift

@@ -3,8 +3,11 @@ import Logging
 
 /// A package downloaded, verified and unpacked into staging, not yet installed.
 struct StagedPackage: Sendable {
-    /// The staging directory holding everything below; removed after install or failure.
-    var stagingDirectory: URL
+    /// The staging entry holding everything below, owned by this process; removed after
+    /// install or failure (see ``discard()``).
+    var owner: StagingOwner
+    /// The staging directory holding everything below.
+    var stagingDirectory: URL { owner.directory }
     /// The unpacked tree.
     var tree: URL
     /// The archive's size.
@@ -15,6 +18,12 @@ struct StagedPackage: Sendable {
     var md5: Digest?
     /// The tree's regular files with their SHA-256, hashed while they were unpacked.
     var files: [FileList.Entry]
+
+    /// Removes the staging entry and lets go of it.
+    func discard() {
+        try? FileSystem.remove(stagingDirectory)
+        owner.release()
+    }
 }
 
 /// Where a flight reports how far it has come; called from any thread.
@@ -33,15 +42,14 @@ struct PackageFetcher: Sendable {
     var configuration: UpdaterConfiguration
     var layout: StoreLayout
 
-    /// Fetches, verifies and unpacks `descriptor` into a new staging directory, hashing every
-    /// file as it is written (``ExtractOptions/fileHasher``); files an unarchiver did not hash
-    /// are hashed after. On failure the staging directory is removed and the error names the package.
-    func stage(_ descriptor: PackageDescriptor, observer: FetchObserver = FetchObserver()) async throws
-        -> StagedPackage
+    /// Fetches, verifies and unpacks `descriptor` into the staging entry `owner` holds, hashing
+    /// every file as it is written (``ExtractOptions/fileHasher``); files an unarchiver did not
+    /// hash are hashed after. On failure the staging entry is removed and the error names the package.
+    func stage(_ descriptor: PackageDescriptor, into owner: StagingOwner, observer: FetchObserver = FetchObserver())
+        async throws -> StagedPackage
     {
-        let staging = layout.stagingDirectory.appendingPathComponent(UUID().uuidString, isDirectory: true)
+        let staging = owner.directory
         do {
-            try FileSystem.createDirectory(staging)
             let archive = staging.appendingPathComponent("package.archive")
             let (size, sha256, md5) = try await download(descriptor, to: archive, observer: observer)
             try Task.checkCancellation()
@@ -62,9 +70,10 @@ struct PackageFetcher: Sendable {
             try Task.checkCancellation()
             let files = try await FileSystem.offload { try Self.installedFiles(report, in: tree, verifier: verifier) }
             return StagedPackage(
-                stagingDirectory: staging, tree: tree, size: size, sha256: sha256, md5: md5, files: files)
+                owner: owner, tree: tree, size: size, sha256: sha256, md5: md5, files: files)
         } catch {
             try? FileSystem.remove(staging)
+            owner.release()
             throw HotUpdateError.wrap(error, as: .internalInconsistency, "staging failed", packageID: descriptor.id)
         }
     }

@@ -1,17 +1,20 @@
 import Foundation
 import Logging
 
-/// What identifies one flight: the package, what is fetched (its strongest digest, else its
-/// URL), and whether it replaces a damaged tree of the active version.
+/// What identifies one flight: the package, the version, what is fetched (its strongest
+/// digest, else its URL), and, for a repair, the installed tree it repairs.
 struct FlightKey: Hashable, Sendable {
     var id: String
+    var version: String
     var content: String
-    var isRepair: Bool
+    /// The version path a repair flight replaces; nil for an install.
+    var repairing: String?
 
-    init(_ descriptor: PackageDescriptor, isRepair: Bool) {
+    init(_ descriptor: PackageDescriptor, repairing: String? = nil) {
         id = descriptor.id
+        version = descriptor.version
         content = descriptor.strongestDigest.map { "\($0.algorithm):\($0.hex)" } ?? descriptor.url.absoluteString
-        self.isRepair = isRepair
+        self.repairing = repairing
     }
 }
 
@@ -23,17 +26,11 @@ struct FlightResult: Sendable {
     var bytesDownloaded: Int64
 }
 
-/// One download-and-install in progress, and the callers waiting for it.
-/// Lives on the updater's actor only.
-final class Flight {
-    let number: Int
-    var task: Task<Void, Never>?
-    var waiters: [Int: CheckedContinuation<FlightResult, any Error>] = [:]
-    var nextWaiter = 0
-
-    init(number: Int) {
-        self.number = number
-    }
+/// The newest request for a package in this process.
+struct WantedVersion: Sendable {
+    var key: FlightKey
+    /// When it was asked for.
+    var chosenAt: Date
 }
 
 extension Updater {
@@ -67,7 +64,7 @@ extension Updater {
             return try installedPackage(record, active)
         }
         let result = try await join(descriptor)
-        guard let record = self.snapshot?.packages[descriptor.id] else {
+        guard let record = await ledger.cached?.packages[descriptor.id] else {
             throw HotUpdateError(.internalInconsistency, "installed but not recorded", packageID: descriptor.id)
         }
         return try installedPackage(record, result.version)
@@ -94,84 +91,45 @@ extension Updater {
         await cancelFlights { _ in true }
     }
 
-    private func cancelFlights(where matches: (FlightKey) -> Bool) async {
-        var stopped: [Task<Void, Never>] = []
-        for (key, flight) in flights where matches(key) {
-            flights[key] = nil
-            flight.task?.cancel()
-            if let task = flight.task { stopped.append(task) }
-            let error = HotUpdateError(.cancelled, "the install was cancelled", packageID: key.id)
-            for continuation in flight.waiters.values { continuation.resume(throwing: error) }
-            flight.waiters.removeAll()
-        }
-        for task in stopped { await task.value }
-    }
-
-    /// Waits for the flight fetching `descriptor`, starting it if none runs.
-    func join(_ descriptor: PackageDescriptor, isRepair: Bool = false) async throws -> FlightResult {
-        let key = FlightKey(descriptor, isRepair: isRepair)
-        let flight = flights[key] ?? startFlight(key, descriptor)
-        flight.nextWaiter += 1
-        let waiter = flight.nextWaiter
-        let number = flight.number
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                if Task.isCancelled {
-                    continuation.resume(throwing: CancellationError())
-                    if flight.waiters.isEmpty { abandon(key, flight) }
-                } else {
-                    flight.waiters[waiter] = continuation
-                }
-            }
-        } onCancel: {
-            Task { await self.leave(key, number: number, waiter: waiter) }
+    private func cancelFlights(where matches: @escaping @Sendable (FlightKey) -> Bool) async {
+        for (id, wanted) in wanted where matches(wanted.key) { self.wanted[id] = nil }
+        await flights.cancel(where: matches) { key in
+            HotUpdateError(.cancelled, "the install was cancelled", packageID: key.id)
         }
     }
 
-    /// A cancelled caller leaves; the last one to leave stops the flight.
-    private func leave(_ key: FlightKey, number: Int, waiter: Int) {
-        guard let flight = flights[key], flight.number == number,
-            let continuation = flight.waiters.removeValue(forKey: waiter)
-        else { return }
-        continuation.resume(throwing: CancellationError())
-        if flight.waiters.isEmpty { abandon(key, flight) }
-    }
-
-    private func abandon(_ key: FlightKey, _ flight: Flight) {
-        guard flights[key] === flight else { return }
-        flights[key] = nil
-        flight.task?.cancel()
-    }
-
-    private func startFlight(_ key: FlightKey, _ descriptor: PackageDescriptor) -> Flight {
-        flightCounter += 1
-        let flight = Flight(number: flightCounter)
-        flights[key] = flight
-        let number = flight.number
-        flight.task = Task {
-            let result: Result<FlightResult, any Error>
-            do {
-                result = .success(try await self.fly(descriptor, isRepair: key.isRepair))
-            } catch {
-                result = .failure(error)
-            }
-            self.land(key, number: number, result)
+    /// Waits for the flight fetching `descriptor`, starting it if none runs. An install
+    /// (not a repair) becomes the package's newest request: an older flight for other
+    /// content that finishes later does not install over it.
+    func join(_ descriptor: PackageDescriptor, repairing: String? = nil) async throws -> FlightResult {
+        let key = FlightKey(descriptor, repairing: repairing)
+        if repairing == nil {
+            let now = Date()
+            wanted[descriptor.id] = WantedVersion(key: key, chosenAt: now)
+            requested[key] = now
         }
-        return flight
+        return try await flights.join(key) { [self] in
+            try await self.fly(descriptor, key: key)
+        }
     }
 
-    /// Hands the result to every caller still waiting.
-    private func land(_ key: FlightKey, number: Int, _ result: Result<FlightResult, any Error>) {
-        guard let flight = flights[key], flight.number == number else { return }
-        flights[key] = nil
-        for continuation in flight.waiters.values { continuation.resume(with: result) }
-        flight.waiters.removeAll()
+    /// How many staged packages wait for the next group commit (for tests).
+    package var pendingInstallCount: Int { pendingInstalls.count }
+
+    /// How many callers wait for a flight of `packageID` (for tests that need a caller to
+    /// have joined before they let a download finish).
+    package func flightSubscribers(packageID: String) async -> Int {
+        var count = 0
+        for key in await flights.runningKeys where key.id == packageID {
+            count += await flights.subscriberCount(for: key)
+        }
+        return count
     }
 
     /// The flight's work: wait for a slot, download, check and unpack into staging, then
     /// install through the store queue. States and progress are published on the way; a
     /// failure is recorded, a cancellation puts back the stored state.
-    private nonisolated func fly(_ descriptor: PackageDescriptor, isRepair: Bool) async throws -> FlightResult {
+    private nonisolated func fly(_ descriptor: PackageDescriptor, key: FlightKey) async throws -> FlightResult {
         let id = descriptor.id
         let progressKey = "\(id)#\(UUID().uuidString)"
         let tracker = ProgressTracker(UpdateEvent.PackageProgress(id: id, version: descriptor.version))
@@ -197,17 +155,22 @@ extension Updater {
                                 $0.filesTotal = step.entriesTotal
                             })
                     })
+                let owner = try await ledger.makeStaging()
                 staged = try await PackageFetcher(configuration: configuration, layout: layout)
-                    .stage(descriptor, observer: observer)
+                    .stage(descriptor, into: owner, observer: observer)
             }
             let version =
-                isRepair
-                ? try await serialized { try await self.repairStaged(staged, descriptor) }
-                : try await installStaged(staged, descriptor)
+                if let repairing = key.repairing {
+                    try await repairStaged(staged, descriptor, repairing: repairing)
+                } else {
+                    try await installStaged(staged, descriptor, key: key)
+                }
+            await landed(key)
             return FlightResult(version: version, bytesDownloaded: staged.size)
         } catch {
+            await landed(key)
             let hot = HotUpdateError.wrap(error, as: .internalInconsistency, "failed", packageID: id)
-            if hot.code == .cancelled {
+            if hot.code == .cancelled || hot.code == .superseded {
                 await publishStoredState(of: id)
             } else {
                 logger.warning("update failed: \(hot)", metadata: ["package": "\(id)"])
@@ -217,9 +180,15 @@ extension Updater {
         }
     }
 
+    /// A flight ended: it is no longer the package's newest request.
+    private func landed(_ key: FlightKey) {
+        if wanted[key.id]?.key == key { wanted[key.id] = nil }
+        requested[key] = nil
+    }
+
     /// Publishes the stored state again, after a flight that changed nothing.
-    private func publishStoredState(of id: String) {
-        let record = snapshot?.packages[id]
+    private func publishStoredState(of id: String) async {
+        let record = await ledger.cached?.packages[id]
         hub.publish(id, record?.active?.version, record?.state ?? .new)
     }
 }

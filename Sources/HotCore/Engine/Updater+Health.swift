@@ -4,7 +4,7 @@ import Logging
 extension Updater {
     /// Whether a package can be used now: it has an active version, is not disabled or
     /// known to be damaged, and its files passed a check during this launch. The first call
-    /// for a version runs a quick check (presence and sizes, see ``verify(packageID:depth:)``);
+    /// for a version runs a quick check (presence and sizes, see ``verify(packageID:depth:recording:)``);
     /// later calls answer from memory.
     ///
     /// - Parameter packageID: The package.
@@ -18,7 +18,7 @@ extension Updater {
         guard let snapshot = try? await open(), let record = snapshot.packages[packageID],
             let active = record.active, Self.usableStates.contains(record.state)
         else { return false }
-        if checkedVersions.contains(active.path) { return true }
+        if await ledger.checkedVersions.contains(active.path) { return true }
         return (try? await verify(packageID: packageID, depth: .quick).isHealthy) ?? false
     }
 
@@ -34,7 +34,7 @@ extension Updater {
     /// await updater.isAvailable(resource: "fonts/Brand.ttf", in: "fonts")
     /// ```
     public func isAvailable(resource: String, in packageID: String) async -> Bool {
-        guard await isAvailable(packageID), let active = snapshot?.packages[packageID]?.active,
+        guard await isAvailable(packageID), let active = await ledger.cached?.packages[packageID]?.active,
             let list = try? await fileList(forVersionPath: active.path),
             let file = list.files.first(where: { $0.path == resource }),
             let root = try? layout.url(forRelativePath: active.path),
@@ -54,6 +54,8 @@ extension Updater {
     /// - Parameters:
     ///   - packageID: The package.
     ///   - depth: ``PackageHealth/Depth/quick`` (presence and sizes) or ``PackageHealth/Depth/full`` (hashes).
+    ///   - recording: Whether to record the state found. With `false` the check is read-only:
+    ///     it takes only the store's shared lock and changes nothing (what `hot status --check` does).
     /// - Returns: What was found.
     /// - Throws: ``HotUpdateError/Code/notFound`` when the package has no active version;
     ///   ``HotUpdateError/Code/storeCorrupt`` when its file list cannot be read.
@@ -62,7 +64,9 @@ extension Updater {
     /// let health = try await updater.verify(packageID: "filters", depth: .full)
     /// if !health.isHealthy { _ = try await updater.repair(packageID: "filters") }
     /// ```
-    public func verify(packageID: String, depth: PackageHealth.Depth = .full) async throws -> PackageHealth {
+    public func verify(packageID: String, depth: PackageHealth.Depth = .full, recording: Bool = true) async throws
+        -> PackageHealth
+    {
         let (active, fileList, root) = try await activeTree(of: packageID, toDo: "verify")
         let list = fileList.files
         let verifier = configuration.verifier
@@ -72,24 +76,26 @@ extension Updater {
         let health = PackageHealth(
             id: packageID, version: active.version, depth: depth, filesChecked: list.count, missing: missing,
             damaged: damaged)
-        if health.isHealthy {
-            checkedVersions.insert(active.path)
-        } else {
-            checkedVersions.remove(active.path)
-        }
-        try await record(health, path: active.path)
+        await ledger.setChecked(active.path, health.isHealthy)
+        if recording { try await record(health, path: active.path) }
         return health
     }
 
-    /// Checks every package with an active version, as ``verify(packageID:depth:)`` does.
+    /// Checks every package with an active version, as ``verify(packageID:depth:recording:)`` does.
     ///
-    /// - Parameter depth: How deep to check.
+    /// - Parameters:
+    ///   - depth: How deep to check.
+    ///   - recording: Whether to record the states found (see ``verify(packageID:depth:recording:)``).
     /// - Returns: One result per package, by id.
     /// - Throws: ``HotUpdateError`` when the store cannot be read.
-    public func verifyAll(depth: PackageHealth.Depth = .quick) async throws -> [PackageHealth] {
+    public func verifyAll(depth: PackageHealth.Depth = .quick, recording: Bool = true) async throws -> [PackageHealth] {
         var results: [PackageHealth] = []
         for id in try await open().packages.values.filter({ $0.active != nil }).map(\.id).sorted() {
-            results.append(try await verify(packageID: id, depth: depth))
+            do {
+                results.append(try await verify(packageID: id, depth: depth, recording: recording))
+            } catch let error as HotUpdateError where error.code == .notFound && error.packageID == id {
+                continue  // deleted since the snapshot was read
+            }
         }
         return results
     }
@@ -115,14 +121,13 @@ extension Updater {
         guard !before.isHealthy else {
             return RepairReport(id: packageID, before: before, restored: [], refetched: false, after: before)
         }
-        let (restored, remaining) = try await serialized {
-            try await self.restoreFromObjects(packageID, paths: before.missing + before.damaged)
-        }
+        let (restored, remaining, repairing) = try await restoreFromObjects(
+            packageID, version: before.version, paths: before.missing + before.damaged)
         var refetched = false
         var failure: HotUpdateError?
-        if !remaining.isEmpty {
+        if !remaining.isEmpty, let repairing {
             do {
-                _ = try await join(try activeDescriptor(packageID), isRepair: true)
+                _ = try await join(try activeDescriptor(repairing, of: packageID), repairing: repairing.path)
                 refetched = true
             } catch {
                 failure = HotUpdateError.wrap(error, as: .internalInconsistency, "cannot re-fetch", packageID: packageID)
@@ -149,9 +154,9 @@ extension Updater {
         return reports
     }
 
-    /// What to download to fetch the active version again.
-    private func activeDescriptor(_ packageID: String) throws -> PackageDescriptor {
-        guard let active = snapshot?.packages[packageID]?.active, let url = URL(string: active.sourceURL) else {
+    /// What to download to fetch the active version `active` again.
+    private func activeDescriptor(_ active: InstalledVersion, of packageID: String) throws -> PackageDescriptor {
+        guard let url = URL(string: active.sourceURL) else {
             throw HotUpdateError(.notFound, "no source recorded for the active version", packageID: packageID)
         }
         guard !Self.isLocalSource(active.sourceURL) else {
@@ -175,28 +180,40 @@ extension Updater {
         return (active, try await fileList(forVersionPath: active.path), try layout.url(forRelativePath: active.path))
     }
 
-    /// Links intact objects back in place of missing or damaged files; runs on the store
-    /// queue. Returns the paths restored and those whose object is gone or damaged.
-    private func restoreFromObjects(_ packageID: String, paths: [String]) async throws -> ([String], [String]) {
-        let tree = try await activeTree(of: packageID, toDo: "repair")
-        let files = tree.files.byPath
-        let root = tree.directory
+    /// Links intact objects back in place of missing or damaged files of the active version,
+    /// in one transaction, when `version` is still the active one. Returns the paths restored,
+    /// those whose object is gone or damaged, and the version repaired (nil when another
+    /// version became active since the check: there is nothing to repair then).
+    private func restoreFromObjects(_ packageID: String, version: String, paths: [String]) async throws
+        -> ([String], [String], InstalledVersion?)
+    {
         let objects = self.objects
         let verifier = configuration.verifier
-        return try await FileSystem.offload {
-            var restored: [String] = []
-            var remaining: [String] = []
-            for path in paths {
-                guard let file = files[path], let object = objects.intactObject(for: file, verifier: verifier) else {
-                    remaining.append(path)
-                    continue
-                }
-                let target = root.appendingPathComponent(path, isDirectory: false)
-                if FileSystem.isDirectory(target) { try FileSystem.remove(target) }
-                try objects.linkObject(object, to: target)
-                restored.append(path)
+        let layout = self.layout
+        let ledger = self.ledger
+        return try await ledger.transaction { next, _ in
+            guard let active = next.packages[packageID]?.active, active.version == version else {
+                return ([], [], nil)
             }
-            return (restored, remaining)
+            let files = try await ledger.fileList(forVersionPath: active.path).byPath
+            let root = try layout.url(forRelativePath: active.path)
+            let (restored, remaining) = try await FileSystem.offload {
+                var restored: [String] = []
+                var remaining: [String] = []
+                for path in paths {
+                    guard let file = files[path], let object = objects.intactObject(for: file, verifier: verifier)
+                    else {
+                        remaining.append(path)
+                        continue
+                    }
+                    let target = root.appendingPathComponent(path, isDirectory: false)
+                    if FileSystem.isDirectory(target) { try FileSystem.remove(target) }
+                    try objects.linkObject(object, to: target)
+                    restored.append(path)
+                }
+                return (restored, remaining)
+            }
+            return (restored, remaining, active)
         }
     }
 
@@ -215,12 +232,11 @@ extension Updater {
                     : "\(health.damaged.count) installed file(s) damaged, first \(health.damaged[0])",
                 packageID: id)
         // Nothing to record (the usual case at launch): no store step.
-        if let stored = snapshot?.packages[id], stored.active?.path == path {
+        if let stored = await ledger.cached?.packages[id], stored.active?.path == path {
             let wasDamaged = stored.state == .fileMissing || stored.state == .digestMismatch
             if stored.state == found || (health.isHealthy && !wasDamaged) { return }
         }
-        let changed = try await serialized {
-            var next = try await self.open()
+        let changed = try await ledger.transaction { next, _ in
             guard var record = next.packages[id], record.active?.path == path else { return false }
             let wasDamaged = record.state == .fileMissing || record.state == .digestMismatch
             guard record.state != found, !health.isHealthy || wasDamaged else { return false }
@@ -228,7 +244,6 @@ extension Updater {
             record.lastError = reason?.description
             record.lastErrorCode = reason?.code.description
             next.packages[id] = record
-            try await self.commit(next)
             return true
         }
         if changed { hub.publish(id, version, found, reason) }

@@ -24,7 +24,7 @@ extension Updater {
     /// - Parameter packageID: The package.
     /// - Throws: ``HotUpdateError/Code/notFound`` when the package has no previous version.
     public func rollback(packageID: String) async throws {
-        try await serialized { _ = try await self.performRollback(packageID: packageID) { _ in true } }
+        _ = try await performRollback(packageID: packageID) { _ in true }
     }
 
     /// Makes the newest previous version that `matches` active again, and the active one
@@ -33,28 +33,32 @@ extension Updater {
     /// A kept version whose tree has lost files is not restored: the caller downloads it
     /// again (or ``repair(packageID:)`` puts it back) instead.
     func performRollback(
-        packageID: String, to matches: (InstalledVersion) -> Bool
+        packageID: String, to matches: @escaping @Sendable (InstalledVersion) -> Bool
     ) async throws -> InstalledVersion {
-        var next = try await open()
-        guard var record = next.packages[packageID],
-            let index = record.previous.firstIndex(where: matches)
-        else {
-            throw HotUpdateError(.notFound, "no previous version to roll back to", packageID: packageID)
+        let layout = self.layout
+        let restored = try await ledger.transaction { next, _ in
+            guard var record = next.packages[packageID],
+                let index = record.previous.firstIndex(where: matches)
+            else {
+                throw HotUpdateError(.notFound, "no previous version to roll back to", packageID: packageID)
+            }
+            var restored = record.previous.remove(at: index)
+            let directory = try layout.url(forRelativePath: restored.path)
+            guard FileSystem.isDirectory(directory) else {
+                throw HotUpdateError(
+                    .notFound, "the kept version \(restored.version) is no longer on disk", packageID: packageID,
+                    subject: restored.path)
+            }
+            // An explicit choice: installs asked for before it do not replace it.
+            restored.chosenAt = Date()
+            if let active = record.active { record.previous.insert(active, at: 0) }
+            record.active = restored
+            record.state = .installed
+            record.lastError = nil
+            record.lastErrorCode = nil
+            next.packages[packageID] = record
+            return restored
         }
-        let restored = record.previous.remove(at: index)
-        let directory = try layout.url(forRelativePath: restored.path)
-        guard FileSystem.isDirectory(directory) else {
-            throw HotUpdateError(
-                .notFound, "the kept version \(restored.version) is no longer on disk", packageID: packageID,
-                subject: restored.path)
-        }
-        if let active = record.active { record.previous.insert(active, at: 0) }
-        record.active = restored
-        record.state = .installed
-        record.lastError = nil
-        record.lastErrorCode = nil
-        next.packages[packageID] = record
-        try await commit(next)
         hub.publish(packageID, restored.version, .installed)
         logger.info("rolled back", metadata: ["package": "\(packageID)", "version": "\(restored.version)"])
         return restored
@@ -76,20 +80,25 @@ extension Updater {
     @discardableResult
     public func remove(packageID: String) async throws -> GarbageReport {
         await cancel(packageID: packageID)
-        return try await serialized { try await self.performRemove(packageID: packageID, missingIsError: true) }
+        return try await performRemove(packageID: packageID, missingIsError: true)
     }
 
     func performRemove(packageID: String, missingIsError: Bool) async throws -> GarbageReport {
-        var next = try await open()
-        guard let record = next.packages.removeValue(forKey: packageID) else {
-            if missingIsError { throw HotUpdateError(.notFound, "not installed", packageID: packageID) }
-            return GarbageReport(versionsRemoved: 0, objectsRemoved: 0, bytesFreed: 0)
+        let report = try await ledger.transaction { next, transaction in
+            guard let record = next.packages.removeValue(forKey: packageID) else {
+                if missingIsError { throw HotUpdateError(.notFound, "not installed", packageID: packageID) }
+                return FreedBox?.none
+            }
+            let versions = Self.versions(of: record)
+            let freed = FreedBox()
+            transaction.afterCommit {
+                freed.add(await self.deleteVersions(versions, of: packageID), versions: versions.count)
+            }
+            return FreedBox?.some(freed)
         }
-        try await commit(next)
+        guard let report else { return GarbageReport(versionsRemoved: 0, objectsRemoved: 0, bytesFreed: 0) }
         hub.publish(packageID, nil, .removed)
-        let versions = ([record.active].compactMap { $0 }) + record.previous
-        let freed = await deleteVersions(versions, of: packageID)
-        return GarbageReport(versionsRemoved: versions.count, objectsRemoved: freed.objects, bytesFreed: freed.bytes)
+        return report.report()
     }
 
     /// Collects garbage: deletes versions beyond the active one and the
@@ -105,32 +114,50 @@ extension Updater {
     /// print(freed.bytesFreed)
     /// ```
     public func collectGarbage() async throws -> GarbageReport {
-        try await serialized { try await self.performCollectGarbage() }
+        let keep = configuration.keepPreviousVersions
+        let layout = self.layout
+        let logger = self.logger
+        let objects = self.objects
+        return try await ledger.transaction { next, transaction in
+            var dropped: [(String, [InstalledVersion])] = []
+            for (id, record) in next.packages where record.previous.count > keep {
+                dropped.append((id, Array(record.previous[keep...])))
+                next.packages[id]?.previous = Array(record.previous.prefix(keep))
+            }
+            let snapshot = next
+            let freed = FreedBox()
+            let droppedVersions = dropped
+            transaction.afterCommit {
+                for (id, versions) in droppedVersions.sorted(by: { $0.0 < $1.0 }) {
+                    freed.add(await self.deleteVersions(versions, of: id), versions: versions.count)
+                }
+                let swept = try? await FileSystem.offload {
+                    _ = StoreSweeper(layout: layout, logger: logger).sweep(snapshot)
+                    return objects.sweep()
+                }
+                if let swept { freed.add(swept) }
+            }
+            return freed
+        }.report()
+    }
+}
+
+/// What deletions inside a transaction freed, read after it.
+final class FreedBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var freed = ObjectStore.Freed()
+    private var versions = 0
+
+    func add(_ more: ObjectStore.Freed, versions: Int = 0) {
+        lock.withLock {
+            freed.add(more)
+            self.versions += versions
+        }
     }
 
-    private func performCollectGarbage() async throws -> GarbageReport {
-        var next = try await open()
-        let keep = configuration.keepPreviousVersions
-        var dropped: [(String, [InstalledVersion])] = []
-        for (id, record) in next.packages where record.previous.count > keep {
-            dropped.append((id, Array(record.previous[keep...])))
-            next.packages[id]?.previous = Array(record.previous.prefix(keep))
+    func report() -> GarbageReport {
+        lock.withLock {
+            GarbageReport(versionsRemoved: versions, objectsRemoved: freed.objects, bytesFreed: freed.bytes)
         }
-        if !dropped.isEmpty { try await commit(next) }
-        var freed = ObjectStore.Freed()
-        for (id, versions) in dropped.sorted(by: { $0.0 < $1.0 }) {
-            freed.add(await deleteVersions(versions, of: id))
-        }
-        let sweeper = StoreSweeper(layout: layout, logger: logger)
-        let objects = self.objects
-        let snapshot = next
-        freed.add(
-            try await FileSystem.offload {
-                _ = sweeper.sweep(snapshot, includingStaging: false)
-                return objects.sweep()
-            })
-        return GarbageReport(
-            versionsRemoved: dropped.reduce(0) { $0 + $1.1.count }, objectsRemoved: freed.objects,
-            bytesFreed: freed.bytes)
     }
 }

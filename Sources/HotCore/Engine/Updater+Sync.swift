@@ -34,21 +34,15 @@ extension Updater {
     /// - Returns: One outcome per planned package.
     /// - Throws: ``HotUpdateError`` when the store cannot be opened.
     public func apply(_ manifest: Manifest) async throws -> SyncReport {
-        try await performApply(UpdatePlan.make(manifest: manifest, snapshot: try await open()))
-    }
-
-    func performApply(_ plan: UpdatePlan) async throws -> SyncReport {
-        await recordPlannedStates(plan)
+        let plan = try await recordPlan(manifest)
         var outcomes: [String: SyncReport.PackageOutcome] = [:]
 
         // Disable and enable: the files stay, only the state changes; nothing is downloaded.
         let toggles = plan.packages.filter { $0.change == .disable || $0.change == .enable }
         if !toggles.isEmpty {
-            let toggled = try await serialized {
-                var next = try await self.open()
-                let results = toggles.map { next.setEnabled($0, logger: self.logger) }
-                try await self.commit(next)
-                return results
+            let logger = self.logger
+            let toggled = try await ledger.transaction { next, _ in
+                toggles.map { next.setEnabled($0, logger: logger) }
             }
             for outcome in toggled {
                 outcomes[outcome.id] = outcome
@@ -81,7 +75,7 @@ extension Updater {
                 id: entry.id, change: entry.change, activeVersion: result.version.version,
                 bytesDownloaded: result.bytesDownloaded)
         } catch {
-            let active = snapshot?.packages[entry.id]?.active?.version
+            let active = await ledger.cached?.packages[entry.id]?.active?.version
             return SyncReport.PackageOutcome(
                 id: entry.id, change: entry.change, activeVersion: active,
                 error: HotUpdateError.wrap(error, as: .internalInconsistency, "failed", packageID: entry.id))
@@ -95,9 +89,7 @@ extension Updater {
         case .restore:
             guard let offered = entry.offered else { break }
             do {
-                let restored = try await serialized {
-                    try await self.performRollback(packageID: entry.id) { UpdatePlan.isSame(offered, $0) }
-                }
+                let restored = try await performRollback(packageID: entry.id) { UpdatePlan.isSame(offered, $0) }
                 return SyncReport.PackageOutcome(id: entry.id, change: .restore, activeVersion: restored.version)
             } catch let error as HotUpdateError where error.code == .notFound {
                 // The kept tree is gone: fetch the version like any other.
@@ -110,7 +102,7 @@ extension Updater {
             }
         case .remove:
             do {
-                _ = try await serialized { try await self.performRemove(packageID: entry.id, missingIsError: false) }
+                _ = try await performRemove(packageID: entry.id, missingIsError: false)
                 logger.info("removed", metadata: ["package": "\(entry.id)"])
                 return SyncReport.PackageOutcome(id: entry.id, change: .remove, activeVersion: nil)
             } catch {
@@ -124,23 +116,27 @@ extension Updater {
         return SyncReport.PackageOutcome(id: entry.id, change: entry.change, activeVersion: entry.installed?.version)
     }
 
-    /// Records what the plan found, in one commit and only if anything changes: a package to
-    /// add is ``PackageState/new``, one to update ``PackageState/updateAvailable``, and an
-    /// unchanged one whose last attempt failed (or was interrupted) is installed again; the
-    /// manifest's order of packages is kept for activating script patches at launch.
-    /// A store that cannot be written here does not stop the sync: the states are facts the
-    /// installs will record anyway.
-    private func recordPlannedStates(_ plan: UpdatePlan) async {
+    /// Plans `manifest` against the snapshot current now and records what the plan found,
+    /// in one transaction: a package to add is ``PackageState/new``, one to update
+    /// ``PackageState/updateAvailable``, and an unchanged one whose last attempt failed (or
+    /// was interrupted) is installed again; the manifest's order of packages is kept for
+    /// activating script patches at launch. A store that cannot be written here does not stop
+    /// the sync: the states are facts the installs will record anyway.
+    private func recordPlan(_ manifest: Manifest) async throws -> UpdatePlan {
         do {
-            let changes = try await serialized { try await self.commitPlannedStates(plan) }
+            let (plan, changes) = try await ledger.transaction { next, _ in
+                let plan = UpdatePlan.make(manifest: manifest, snapshot: next)
+                return (plan, Self.plannedStates(plan, in: &next))
+            }
             for change in changes { hub.publish(change.id, change.version, change.state) }
+            return plan
         } catch {
             logger.warning("cannot record the planned states: \(error)")
+            return UpdatePlan.make(manifest: manifest, snapshot: try await open())
         }
     }
 
-    private func commitPlannedStates(_ plan: UpdatePlan) async throws -> [UpdateEvent.StateChange] {
-        var next = try await open()
+    private static func plannedStates(_ plan: UpdatePlan, in next: inout StoreSnapshot) -> [UpdateEvent.StateChange] {
         var changes: [UpdateEvent.StateChange] = []
         for entry in plan.packages {
             var record = next.packages[entry.id] ?? InstallRecord(id: entry.id, state: .new, active: nil)
@@ -164,10 +160,7 @@ extension Updater {
             next.packages[entry.id] = record
             changes.append(UpdateEvent.StateChange(id: entry.id, version: entry.offered?.version, state: state))
         }
-        let order = plan.manifest.packages.map(\.id)
-        let reordered = next.manifestOrder != order
-        next.manifestOrder = order
-        if !changes.isEmpty || reordered { try await commit(next) }
+        next.manifestOrder = plan.manifest.packages.map(\.id)
         return changes
     }
 }

@@ -49,15 +49,15 @@ public actor Updater {
     /// Where things live under the root.
     package nonisolated let layout: StoreLayout
 
-    var snapshot: StoreSnapshot?
-    private var storeTail: Task<Void, Never>?
+    /// The store: snapshot, lock, file lists and every change, as transactions.
+    nonisolated let ledger: StoreLedger
     /// Flights running, by what they fetch.
-    var flights: [FlightKey: Flight] = [:]
-    var flightCounter = 0
-    /// Version paths whose files passed a check during this launch.
-    var checkedVersions: Set<String> = []
-    /// File lists read during this launch, by version path.
-    var fileLists: [String: FileList] = [:]
+    let flights = TaskPool<FlightKey, FlightResult>()
+    /// The newest request for each package in this process: a flight whose content is no
+    /// longer the newest request does not install.
+    var wanted: [String: WantedVersion] = [:]
+    /// When each running flight was last asked for.
+    var requested: [FlightKey: Date] = [:]
     /// Staged packages waiting for the next group commit.
     var pendingInstalls: [PendingInstall] = []
     var installGroupQueued = false
@@ -73,6 +73,8 @@ public actor Updater {
         self.configuration = configuration
         self.layout = StoreLayout(root: configuration.root)
         self.slots = AsyncSemaphore(slots: configuration.maxConcurrentPackages)
+        self.ledger = StoreLedger(
+            layout: layout, store: configuration.store, verifier: configuration.verifier, logger: configuration.logger)
     }
 
     deinit {
@@ -142,64 +144,9 @@ public actor Updater {
         UpdatePlan.make(manifest: manifest, snapshot: try await open())
     }
 
-    // MARK: - The store queue
-
-    /// Runs `work` after every earlier store step has finished; store steps never overlap.
-    /// Cancelling the caller cancels `work` (which checks before it changes anything).
-    func serialized<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
-        let task = enqueue(work)
-        return try await withTaskCancellationHandler {
-            try await task.value
-        } onCancel: {
-            task.cancel()
-        }
-    }
-
-    /// Queues `work` behind every earlier store step, without waiting for it.
-    @discardableResult
-    func enqueue<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) -> Task<T, any Error> {
-        let previous = storeTail
-        let task = Task<T, any Error> {
-            await previous?.value
-            return try await work()
-        }
-        storeTail = Task { _ = await task.result }
-        return task
-    }
-
-    /// Loads the snapshot once, and on the first load sweeps what a crash may have left:
-    /// staging, installed trees and file lists no record refers to, and then (only when
-    /// something was left) the objects nothing links. A clean store opens without reading
-    /// any file list or object, however many packages it holds.
+    /// The snapshot committed now (see ``StoreLedger/read()``): read-only, shared lock.
     func open() async throws -> StoreSnapshot {
-        if let snapshot { return snapshot }
-        try FileSystem.createDirectory(layout.root)
-        let loaded = try await configuration.store.load()
-        guard loaded.schema <= StoreSnapshot.currentSchema else {
-            throw HotUpdateError(.storeCorrupt, "the store was written by a newer HotUpdate (schema \(loaded.schema))")
-        }
-        if snapshot == nil {
-            snapshot = loaded
-            if StoreSweeper(layout: layout, logger: logger).sweep(loaded, includingStaging: true) {
-                let objects = self.objects
-                let logger = self.logger
-                enqueue {
-                    let freed = try await FileSystem.offload { objects.sweep() }
-                    if freed.objects > 0 {
-                        logger.notice("removed objects an interrupted step left", metadata: ["count": "\(freed.objects)"])
-                    }
-                }
-            }
-        }
-        return snapshot ?? loaded
-    }
-
-    /// Commits `newSnapshot` as the next generation.
-    func commit(_ newSnapshot: StoreSnapshot) async throws {
-        var next = newSnapshot
-        next.generation = (snapshot?.generation ?? 0) + 1
-        try await configuration.store.commit(next)
-        snapshot = next
+        try await ledger.read()
     }
 
     /// The files of `package`'s active version as the store recorded them when it was
@@ -231,12 +178,6 @@ public actor Updater {
 
     /// The file list of an installed version, read once per launch.
     func fileList(forVersionPath path: String) async throws -> FileList {
-        if let cached = fileLists[path] { return cached }
-        guard let url = layout.fileListURL(forVersionPath: path) else {
-            throw HotUpdateError(.storeCorrupt, "the version path '\(path)' has no file list")
-        }
-        let list = try await FileSystem.offload { try FileList.read(from: url) }
-        fileLists[path] = list
-        return list
+        try await ledger.fileList(forVersionPath: path)
     }
 }

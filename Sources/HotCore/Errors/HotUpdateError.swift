@@ -41,9 +41,11 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case storeCorrupt
             case notFound
             case cancelled
+            case superseded
             case unsupported
             case internalInconsistency
             case activationFailed
+            case diskFull
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -91,7 +93,8 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let wrongPassword = Code(.wrongPassword)
         /// An entry's CRC-32 does not match its data.
         public static let checksumMismatch = Code(.checksumMismatch)
-        /// A file-system operation failed (full disk, permissions, missing directory).
+        /// A file-system operation failed (permissions, missing directory); a full disk is
+        /// ``diskFull``.
         public static let fileSystem = Code(.fileSystem)
         /// The metadata store cannot be read or is inconsistent.
         public static let storeCorrupt = Code(.storeCorrupt)
@@ -99,12 +102,19 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let notFound = Code(.notFound)
         /// The work was cancelled.
         public static let cancelled = Code(.cancelled)
+        /// A newer request for the package was made while this one ran (in this process or
+        /// another one sharing the store), or the version a repair was for is no longer
+        /// active: this one did not change the store.
+        public static let superseded = Code(.superseded)
         /// The operation is not supported by this implementation or platform.
         public static let unsupported = Code(.unsupported)
         /// HotUpdate broke one of its own invariants; please report it.
         public static let internalInconsistency = Code(.internalInconsistency)
         /// An app's patch activation hook refused a patch.
         public static let activationFailed = Code(.activationFailed)
+        /// The file system has no room left, or the user's quota is used up (`ENOSPC`,
+        /// `EDQUOT`); the error names the file that could not be written.
+        public static let diskFull = Code(.diskFull)
 
         public var description: String { value.rawValue }
     }
@@ -144,6 +154,8 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
     ///   - packageID: The package concerned, if any.
     ///   - subject: The file, entry or URL concerned, if any.
     ///   - cause: The underlying error, if any.
+    ///   - file: The source file that throws; the caller's by default.
+    ///   - line: The line that throws; the caller's by default.
     public init(
         _ code: Code,
         _ message: String,
@@ -203,7 +215,8 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
     }
 
     /// Wraps any error as a ``HotUpdateError``: a `HotUpdateError` passes through,
-    /// `CancellationError` becomes ``Code/cancelled``, anything else becomes `fallback`.
+    /// `CancellationError` becomes ``Code/cancelled``, a Foundation or POSIX error that says
+    /// the disk is full becomes ``Code/diskFull``, anything else becomes `fallback`.
     public static func wrap(
         _ error: any Error,
         as fallback: Code,
@@ -217,6 +230,11 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         }
         if error is CancellationError {
             return HotUpdateError(.cancelled, "cancelled", packageID: packageID, file: file, line: line)
+        }
+        if isDiskFull(error) {
+            return HotUpdateError(
+                .diskFull, "\(message()): disk full (\(error))", packageID: packageID,
+                cause: SendableErrorBox(error), file: file, line: line)
         }
         return HotUpdateError(
             fallback, "\(message()): \(error)", packageID: packageID,

@@ -63,12 +63,17 @@ public struct InstalledVersion: Codable, Sendable, Hashable {
     public var sourceURL: String
     /// When the version was installed.
     public var installedAt: Date
+    /// When this version was chosen to be active: when the install that put it in place was
+    /// asked for, or when a rollback restored it. An install asked for earlier than the
+    /// active version was chosen does not replace it. Nil in stores written before it was kept.
+    public var chosenAt: Date?
 
     /// Creates a record of an installed version.
     public init(
         version: String, path: String, archiveSize: Int64, sha256: String?, md5: String?,
-        sourceURL: String, installedAt: Date
+        sourceURL: String, installedAt: Date, chosenAt: Date? = nil
     ) {
+        self.chosenAt = chosenAt
         self.version = version
         self.path = path
         self.archiveSize = archiveSize

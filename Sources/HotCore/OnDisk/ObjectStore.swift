@@ -166,7 +166,7 @@ struct ObjectStore: Sendable {
     }
 
     private func posixError(_ code: Int32, _ message: String) -> HotUpdateError {
-        HotUpdateError(.fileSystem, "\(message): \(String(cString: strerror(code)))")
+        HotUpdateError.system(message, errno: code)
     }
 }
 

@@ -10,6 +10,10 @@ import Foundation
 /// staging/<uuid>/                downloads, unpacking and deletions in progress; swept at open
 /// ```
 package struct StoreLayout: Sendable, Hashable {
+    /// The name of the trust state file a manifest source keeps under the root (`trust.json`);
+    /// the first change of a process sweeps its leftover temporary files.
+    package static let trustFileName = "trust.json"
+
     /// The store root.
     package let root: URL
 

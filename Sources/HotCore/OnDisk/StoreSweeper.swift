@@ -1,20 +1,24 @@
 import Foundation
 import Logging
 
-/// Removes what an interrupted step left under a store root: everything in `staging/`,
-/// installed trees and file lists that no record refers to.
+/// Removes what an interrupted step left under a store root: staging entries no live process
+/// owns (see ``StagingOwner``), installed trees and file lists that no record refers to.
+/// Runs only under the exclusive store lock: then no live process is between moving a tree
+/// into `packages/` and recording it, so a tree no record names is garbage.
 struct StoreSweeper {
     let layout: StoreLayout
     let logger: Logger
 
     /// Sweeps, and says whether anything was left: then objects may have lost their last
-    /// tree and the caller sweeps `objects/` too. `staging/` is swept only when asked: at
-    /// open, before any download started, never while one may run.
-    func sweep(_ snapshot: StoreSnapshot, includingStaging: Bool) -> Bool {
+    /// tree and the caller sweeps `objects/` too.
+    func sweep(_ snapshot: StoreSnapshot) -> Bool {
         var leftovers = false
-        if includingStaging {
-            leftovers = !FileSystem.contents(of: layout.stagingDirectory).isEmpty
-            try? FileSystem.remove(layout.stagingDirectory)
+        for name in FileSystem.contents(of: layout.stagingDirectory) {
+            let entry = layout.stagingDirectory.appendingPathComponent(name, isDirectory: true)
+            guard !StagingOwner.isOwned(entry) else { continue }
+            logger.notice("removing staging no live process owns", metadata: ["entry": "\(name)"])
+            try? FileSystem.remove(entry)
+            leftovers = true
         }
         let referenced = Set(snapshot.packages.values.flatMap { record in
             ([record.active].compactMap { $0 } + record.previous).map(\.path)

@@ -71,20 +71,20 @@ extension Updater {
         // A directory URL (ending in `/`) as the source marks the version as local.
         let source = URL(fileURLWithPath: folder.standardizedFileURL.path, isDirectory: true)
         let descriptor = try PackageDescriptor(id: id, version: version, url: source)
-        _ = try await open()
-        let staging = layout.stagingDirectory.appendingPathComponent(UUID().uuidString, isDirectory: true)
+        let owner = try await ledger.makeStaging()
         let verifier = configuration.verifier
         let staged: StagedPackage
         do {
             staged = try await FileSystem.offload {
-                try LocalFolder.stage(folder, into: staging, verifier: verifier)
+                try LocalFolder.stage(folder, into: owner, verifier: verifier)
             }
         } catch {
-            try? FileSystem.remove(staging)
+            try? FileSystem.remove(owner.directory)
+            owner.release()
             throw HotUpdateError.wrap(error, as: .fileSystem, "cannot copy the local patch", packageID: id)
         }
-        let installed = try await installStaged(staged, descriptor)
-        guard let record = snapshot?.packages[id] else {
+        let installed = try await installStaged(staged, descriptor, key: nil)
+        guard let record = await ledger.cached?.packages[id] else {
             throw HotUpdateError(.internalInconsistency, "installed but not recorded", packageID: id)
         }
         return InstalledPackage(
@@ -108,7 +108,7 @@ extension Updater {
     private func activate(_ ids: [String], with activator: any PatchActivator) async -> [PatchActivation] {
         var results: [PatchActivation] = []
         for id in ids {
-            guard let record = snapshot?.packages[id], let active = record.active, record.state != .disabled,
+            guard let record = await ledger.cached?.packages[id], let active = record.active, record.state != .disabled,
                 let directory = try? layout.url(forRelativePath: active.path)
             else { continue }
             let patch = ScriptPatch(
@@ -132,8 +132,7 @@ extension Updater {
     /// failure as ``PackageState/installed``; publishes the change.
     private func recordActivation(_ result: PatchActivation) async {
         let id = result.id
-        let changed = try? await serialized {
-            var next = try await self.open()
+        let changed = try? await ledger.transaction { next, _ in
             guard var record = next.packages[id], record.active?.version == result.version else { return false }
             let state: PackageState = result.succeeded ? .installed : .failed
             guard record.state != state || (!result.succeeded && record.lastError != result.error?.description),
@@ -143,7 +142,6 @@ extension Updater {
             record.lastError = result.error?.description
             record.lastErrorCode = result.error?.code.description
             next.packages[id] = record
-            try await self.commit(next)
             return true
         }
         if changed == true {
@@ -157,7 +155,8 @@ extension Updater {
 
 /// Copies a local folder into staging, hashing each file as it is copied.
 enum LocalFolder {
-    static func stage(_ folder: URL, into staging: URL, verifier: any Verifier) throws -> StagedPackage {
+    static func stage(_ folder: URL, into owner: StagingOwner, verifier: any Verifier) throws -> StagedPackage {
+        let staging = owner.directory
         guard FileSystem.isDirectory(folder) else {
             throw HotUpdateError(.notFound, "the local patch folder is not a directory", subject: folder.path)
         }
@@ -172,7 +171,7 @@ enum LocalFolder {
             identity.update(Data("\(file.path)\u{0}\(file.size)\u{0}\(file.sha256)\n".utf8))
         }
         return StagedPackage(
-            stagingDirectory: staging, tree: tree, size: total, sha256: identity.finalize(), md5: nil, files: files)
+            owner: owner, tree: tree, size: total, sha256: identity.finalize(), md5: nil, files: files)
     }
 
     private static func copy(

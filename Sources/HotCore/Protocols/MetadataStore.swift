@@ -22,4 +22,13 @@ public protocol MetadataStore: Sendable {
     /// - Throws: ``HotUpdateError/Code/fileSystem`` when it cannot be written; the previous
     ///   snapshot is then still the stored one.
     func commit(_ snapshot: StoreSnapshot) async throws
+
+    /// Removes what an interrupted commit left (temporary files beside the stored one).
+    /// The engine calls it under the store's exclusive lock, when no commit can run.
+    func removeLeftovers() async
+}
+
+extension MetadataStore {
+    /// Nothing to remove: a store that leaves nothing behind.
+    public func removeLeftovers() async {}
 }

@@ -6,7 +6,7 @@ extension SignatureScheme {
     /// and compares it with the bytes it expects.
     ///
     /// This is the scheme of the older patch servers that sign a patch's MD5 string (see
-    /// ``SignedPatchListManifestSource``). The message must be at most the modulus length
+    /// `SignedPatchListManifestSource`). The message must be at most the modulus length
     /// minus 11 bytes. Prefer ``ed25519`` or ``rsaPSSSHA256`` for anything new: this scheme
     /// signs whatever short string it is given, with no hash and no context.
     ///

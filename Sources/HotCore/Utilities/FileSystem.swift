@@ -57,26 +57,63 @@ package enum FileSystem {
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
     package static func rename(_ source: URL, to destination: URL, durable: Bool = true) throws {
         guard systemRename(source.path, destination.path) == 0 else {
-            let code = errno
-            throw HotUpdateError(
-                .fileSystem,
-                "cannot rename \(source.path) to \(destination.path): \(String(cString: strerror(code)))")
+            throw HotUpdateError.system(
+                "cannot rename \(source.path) to \(destination.path)", errno: errno, subject: destination.path)
         }
         if durable { try syncDirectory(destination.deletingLastPathComponent()) }
     }
 
-    /// fsyncs a directory, making renames and creations inside it durable.
+    /// Replaces the content of `url` atomically and durably: a new temporary file beside it,
+    /// written and fsynced, renamed over it, and its directory fsynced. A reader sees the old
+    /// content or the new, never a mix; on failure the temporary file is removed.
     ///
-    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file.
+    package static func replaceDurably(_ url: URL, with data: Data) throws {
+        let directory = url.deletingLastPathComponent()
+        let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).tmp-\(UUID().uuidString)")
+        do {
+            let writer = try FileWriter(creating: temporary)
+            try writer.write(data)
+            try writer.close(sync: true)
+            try rename(temporary, to: url)
+        } catch {
+            try? remove(temporary)
+            throw error
+        }
+    }
+
+    /// fsyncs a directory, making renames and creations inside it durable. File systems
+    /// that cannot sync a directory (`EINVAL`, `ENOTSUP`) are accepted: they give no stronger
+    /// guarantee to ask for.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem`` when the directory cannot be opened or
+    ///   its fsync fails.
     package static func syncDirectory(_ url: URL) throws {
-        let fd = open(url.path, O_RDONLY | O_DIRECTORY)
+        try syncDirectory(
+            url,
+            using: { fd in
+                // F_FULLFSYNC where the platform has it, through the same decision as files.
+                let code = flush(fd)
+                if code != 0 { errno = code }
+                return code == 0 ? 0 : -1
+            })
+    }
+
+    /// ``syncDirectory(_:)`` with the `fsync` to call (tests pass one that fails).
+    package static func syncDirectory(_ url: URL, using sync: (Int32) -> Int32) throws {
+        let fd = open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else {
             let code = errno
             throw HotUpdateError(
                 .fileSystem, "cannot open directory \(url.path): \(String(cString: strerror(code)))")
         }
         defer { _ = systemCloseFD(fd) }
-        _ = flush(fd)
+        while sync(fd) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            if code == EINVAL || code == ENOTSUP { return }
+            throw HotUpdateError.system("cannot fsync directory \(url.path)", errno: code, subject: url.path)
+        }
     }
 
     /// Flushes one open file or directory to stable storage and returns 0, or the `errno`
@@ -120,7 +157,7 @@ package enum FileSystem {
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
     package static func syncFileSystem(containing url: URL) throws {
-        let fd = open(url.path, O_RDONLY | O_DIRECTORY)
+        let fd = open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else {
             let code = errno
             throw HotUpdateError(
@@ -129,8 +166,7 @@ package enum FileSystem {
         defer { _ = systemCloseFD(fd) }
         let code = flushFileSystem(of: fd)
         guard code == 0 else {
-            throw HotUpdateError(
-                .fileSystem, "cannot flush the file system of \(url.path): \(String(cString: strerror(code)))")
+            throw HotUpdateError.system("cannot flush the file system of \(url.path)", errno: code, subject: url.path)
         }
     }
 

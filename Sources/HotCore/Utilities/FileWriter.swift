@@ -24,8 +24,7 @@ package final class FileWriter {
         self.url = url
         fd = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
-            let code = errno
-            throw HotUpdateError(.fileSystem, "cannot create \(url.path): \(String(cString: strerror(code)))")
+            throw HotUpdateError.system("cannot create \(url.path)", errno: errno, subject: url.path)
         }
     }
 
@@ -35,7 +34,8 @@ package final class FileWriter {
 
     /// Appends `bytes`.
     ///
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` (a full disk among others).
+    /// - Throws: ``HotUpdateError/Code/diskFull`` when the disk is full,
+    ///   ``HotUpdateError/Code/fileSystem`` for other failures.
     package func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard var base = bytes.baseAddress else { return }
         var remaining = bytes.count
@@ -44,7 +44,7 @@ package final class FileWriter {
             if written < 0 {
                 let code = errno
                 if code == EINTR { continue }
-                throw HotUpdateError(.fileSystem, "cannot write \(url.path): \(String(cString: strerror(code)))")
+                throw HotUpdateError.system("cannot write \(url.path)", errno: code, subject: url.path)
             }
             remaining -= written
             base += written
@@ -67,9 +67,8 @@ package final class FileWriter {
         let closeError = errno
         fd = -1
         guard syncError == 0, closeResult == 0 else {
-            throw HotUpdateError(
-                .fileSystem,
-                "cannot flush \(url.path): \(String(cString: strerror(syncError != 0 ? syncError : closeError)))")
+            throw HotUpdateError.system(
+                "cannot flush \(url.path)", errno: syncError != 0 ? syncError : closeError, subject: url.path)
         }
     }
 }

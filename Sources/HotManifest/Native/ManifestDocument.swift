@@ -43,7 +43,7 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
 
         /// Resolves the entry against `baseURL` (the manifest's URL) and validates it.
         ///
-        /// - Throws: ``HotUpdateError/Code/manifestInvalid`` for a bad URL, digest, id or version.
+        /// - Throws: `HotUpdateError.Code.manifestInvalid` for a bad URL, digest, id or version.
         public func descriptor(relativeTo baseURL: URL) throws -> PackageDescriptor {
             guard !url.isEmpty, let resolved = URL(string: url, relativeTo: baseURL)?.absoluteURL else {
                 throw HotUpdateError(.manifestInvalid, "url '\(url)' is not a URL", packageID: id)
@@ -77,7 +77,7 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
 
     /// Parses a document.
     ///
-    /// - Throws: ``HotUpdateError/Code/manifestInvalid`` when `data` is not a manifest.
+    /// - Throws: `HotUpdateError.Code.manifestInvalid` when `data` is not a manifest.
     public static func decode(_ data: Data) throws -> ManifestDocument {
         let document: ManifestDocument
         do {
@@ -110,7 +110,7 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
 
     /// Resolves every entry against `baseURL` (the manifest's URL) and validates it.
     ///
-    /// - Throws: ``HotUpdateError/Code/manifestInvalid`` for a bad URL, digest, id or version.
+    /// - Throws: `HotUpdateError.Code.manifestInvalid` for a bad URL, digest, id or version.
     public func manifest(relativeTo baseURL: URL) throws -> Manifest {
         try Manifest(
             schema: schema, version: version, packages: packages.map { try $0.descriptor(relativeTo: baseURL) },

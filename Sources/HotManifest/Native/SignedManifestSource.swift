@@ -6,13 +6,13 @@ import Logging
 /// ``SignedManifestBody``), checks it against what the client trusts, and applies the
 /// publisher's policy for this client (``ReleasePolicy``).
 ///
-/// Refused, each with a ``HotUpdateError`` and nothing installed or changed:
-/// too few valid signatures by trusted keys, or none (``HotUpdateError/Code/signatureInvalid``);
+/// Refused, each with a `HotUpdateError` and nothing installed or changed:
+/// too few valid signatures by trusted keys, or none (`HotUpdateError.Code.signatureInvalid`);
 /// a version lower than the highest trusted, or the same version with other content
-/// (``HotUpdateError/Code/manifestRollback``); an expired manifest
-/// (``HotUpdateError/Code/manifestExpired``); a body longer than ``maxBytes``
-/// (``HotUpdateError/Code/byteLimitExceeded``, the transfer is cut there); a stalled or
-/// trickling server (``HotUpdateError/Code/timedOut``, see ``timeouts``). What the client
+/// (`HotUpdateError.Code.manifestRollback`); an expired manifest
+/// (`HotUpdateError.Code.manifestExpired`); a body longer than ``maxBytes``
+/// (`HotUpdateError.Code.byteLimitExceeded`, the transfer is cut there); a stalled or
+/// trickling server (`HotUpdateError.Code.timedOut`, see ``timeouts``). What the client
 /// trusts is kept in `trust.json` under the store root, so a restart forgets nothing.
 ///
 /// ```swift
@@ -80,16 +80,18 @@ public struct SignedManifestSource: ManifestSource {
 
     /// Fetches, authenticates and applies the policy.
     ///
-    /// - Throws: ``HotUpdateError`` as listed on the type.
+    /// - Throws: `HotUpdateError` as listed on the type.
     public func fetchManifest() async throws -> Manifest {
         let data = try await transport.fetchDocument(url: url, maxBytes: maxBytes, timeouts: timeouts)
-        return try manifest(from: data)
+        // Off the cooperative pool: recording the trust state waits for the store lock.
+        let source = self
+        return try await FileSystem.offload { try source.manifest(from: data) }
     }
 
     /// Authenticates served manifest bytes and applies the policy; records the new trust
     /// state when the manifest is accepted.
     ///
-    /// - Throws: ``HotUpdateError`` as listed on the type.
+    /// - Throws: `HotUpdateError` as listed on the type.
     public func manifest(from data: Data) throws -> Manifest {
         let authenticator = ManifestAuthenticator(
             verifier: verifier, trust: trust, context: context, storeRoot: storeRoot, now: now, logger: logger)

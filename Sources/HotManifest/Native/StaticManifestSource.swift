@@ -2,7 +2,7 @@ import Foundation
 import HotCore
 import Logging
 
-/// Reads an unsigned schema-1 manifest (``ManifestDocument``) from a URL through a ``Transport``.
+/// Reads an unsigned schema-1 manifest (``ManifestDocument``) from a URL through a `Transport`.
 ///
 /// Unsigned: anyone who can change the file or the network can change what the app
 /// installs, so every fetch logs a warning. For development repositories and tests;

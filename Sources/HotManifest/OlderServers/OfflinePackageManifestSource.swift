@@ -30,8 +30,8 @@ import HotCore
 ///   ``ModuleUpdate/requestedMode`` tells what the server asked for.
 /// - `isActive: false` (also `0` or `"false"`) disables the module: nothing is downloaded, its
 ///   id is in ``Check/inactiveModuleIDs`` and in the manifest's
-///   ``Manifest/disabledPackageIDs``, so a sync marks an installed module
-///   ``PackageState/disabled`` (its files stay, it no longer resolves) and the app shows the
+///   `Manifest.disabledPackageIDs`, so a sync marks an installed module
+///   `PackageState.disabled` (its files stay, it no longer resolves) and the app shows the
 ///   online page instead (see `WebModuleResolver` in HotAssets). When the server activates it
 ///   again with the installed version, the sync enables it without a download.
 /// - An optional `moduleVer` is used as the installed version; without one the version is the
@@ -129,7 +129,7 @@ public struct OfflinePackageManifestSource: ManifestSource {
     /// The result of one check.
     public struct Check: Sendable, Hashable {
         /// The active modules' packages and the inactive modules' ids (as
-        /// ``Manifest/disabledPackageIDs``), for ``Updater/apply(_:)``. Not complete: modules
+        /// `Manifest.disabledPackageIDs`), for `Updater.apply(_:)`. Not complete: modules
         /// the answer leaves out are kept.
         public var manifest: Manifest
         /// Every module of the answer, in order.
@@ -188,9 +188,15 @@ public struct OfflinePackageManifestSource: ManifestSource {
     /// `{ try await updater.currentSnapshot() }`.
     ///
     /// - Parameters:
+    ///   - url: Where the check is posted.
+    ///   - transport: How to post it.
+    ///   - app: The app's identity.
     ///   - snapshot: Returns the store's snapshot at every check.
     ///   - moduleIDs: Which packages are web modules; nil reports every package.
-    ///   - Other parameters: as in ``init(url:transport:app:installedModules:wrapsRequestInData:headers:maxBytes:timeouts:)``.
+    ///   - wrapsRequestInData: Whether the request is wrapped as `{"data": {…}}`.
+    ///   - headers: Extra request headers.
+    ///   - maxBytes: The largest answer accepted.
+    ///   - timeouts: Time limits for the check.
     public init(
         url: URL, transport: any Transport, app: App,
         snapshot: @escaping @Sendable () async throws -> StoreSnapshot, moduleIDs: Set<String>? = nil,
@@ -204,7 +210,7 @@ public struct OfflinePackageManifestSource: ManifestSource {
     }
 
     /// The modules a snapshot holds: every package with an active version, sorted by id; a
-    /// package the store marks ``PackageState/disabled`` is reported inactive.
+    /// package the store marks `PackageState.disabled` is reported inactive.
     ///
     /// - Parameters:
     ///   - snapshot: The store's snapshot.
@@ -233,9 +239,9 @@ public struct OfflinePackageManifestSource: ManifestSource {
     /// Posts what is installed and reads the answer.
     ///
     /// - Returns: The packages to install, every module's answer and the disabled modules.
-    /// - Throws: ``HotUpdateError/Code/manifestInvalid`` for a malformed answer (naming the
-    ///   module); the transport's errors, ``HotUpdateError/Code/httpStatus`` and
-    ///   ``HotUpdateError/Code/byteLimitExceeded``; whatever ``installedModules`` throws.
+    /// - Throws: `HotUpdateError.Code.manifestInvalid` for a malformed answer (naming the
+    ///   module); the transport's errors, `HotUpdateError.Code.httpStatus` and
+    ///   `HotUpdateError.Code.byteLimitExceeded`; whatever ``installedModules`` throws.
     public func check() async throws -> Check {
         let installed = try await installedModules()
         var requestHeaders = headers
@@ -251,7 +257,7 @@ public struct OfflinePackageManifestSource: ManifestSource {
 
     /// The JSON posted for `installed`.
     ///
-    /// - Throws: ``HotUpdateError/Code/invalidArgument`` when it cannot be encoded.
+    /// - Throws: `HotUpdateError.Code.invalidArgument` when it cannot be encoded.
     public func requestBody(reporting installed: [InstalledModule]) throws -> Data {
         struct Body: Encodable {
             var appCode: String
@@ -276,7 +282,7 @@ public struct OfflinePackageManifestSource: ManifestSource {
     ///   - data: The answer's bytes.
     ///   - baseURL: What relative package URLs are resolved against.
     /// - Returns: The check, with an empty ``Check/reported``.
-    /// - Throws: ``HotUpdateError/Code/manifestInvalid``.
+    /// - Throws: `HotUpdateError.Code.manifestInvalid`.
     public static func parseAnswer(_ data: Data, relativeTo baseURL: URL) throws -> Check {
         let answer: Answer
         do {

@@ -6,7 +6,7 @@ import HotCore
 ///
 /// The package's version is its MD5 (the patch info has nothing else). An empty or
 /// missing `url` means "no patch": the package is removed and assets resolve from the
-/// bundle again. The size is unknown, so the download is bounded by ``maxPackageBytes``.
+/// bundle again. The size is unknown, so the download is bounded by `maxPackageBytes`.
 ///
 /// ```swift
 /// let source = PatchInfoManifestSource(url: patchInfoURL, transport: URLSessionTransport())
@@ -42,7 +42,7 @@ public struct PatchInfoManifestSource: ManifestSource {
 
     /// Parses patch info bytes into a manifest.
     ///
-    /// - Throws: ``HotUpdateError/Code/manifestInvalid``.
+    /// - Throws: `HotUpdateError.Code.manifestInvalid`.
     public static func manifest(from data: Data, relativeTo baseURL: URL, packageID: String) throws -> Manifest {
         let info: PatchInfo
         do {

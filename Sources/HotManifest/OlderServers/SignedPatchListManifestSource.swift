@@ -24,7 +24,7 @@ import HotCore
 /// `printf %s "$md5" | openssl pkeyutl -sign -inkey private.pem` produce. The client
 /// recovers the MD5 with the public key and compares it with the MD5 it computes over the
 /// downloaded file: here the signature is checked against the list's `md5` (scheme
-/// ``SignatureScheme/rsaPKCS1Raw``), and the engine then refuses an archive whose MD5
+/// `SignatureScheme.rsaPKCS1Raw`), and the engine then refuses an archive whose MD5
 /// differs from it, before the archive is parsed.
 ///
 /// A list with any bad or missing signature, unknown key, malformed MD5 or duplicate id is
@@ -68,7 +68,7 @@ public struct SignedPatchListManifestSource: ManifestSource {
         public var url: URL
         /// The archive's MD5, as signed.
         public var md5: Digest
-        /// The id (``Verifier/keyID(of:)``) of the trusted key whose signature verified.
+        /// The id (`Verifier.keyID(of:)`) of the trusted key whose signature verified.
         public var keyID: String
     }
 
@@ -80,7 +80,7 @@ public struct SignedPatchListManifestSource: ManifestSource {
     public var verifier: any Verifier
     /// The keys whose signatures are accepted; one valid signature by any of them suffices,
     /// so a server can move to a new key while clients still trust the old one. Keys
-    /// normally use ``SignatureScheme/rsaPKCS1Raw``.
+    /// normally use `SignatureScheme.rsaPKCS1Raw`.
     public var trustedKeys: [PublicKey]
     /// Whether installed patches the list does not name are removed.
     public var removesUnlistedPatches: Bool
@@ -115,8 +115,8 @@ public struct SignedPatchListManifestSource: ManifestSource {
 
     /// Fetches the list, checks every signature and returns the patches as a manifest.
     ///
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when a signature is missing, does not
-    ///   verify with any trusted key, or no key is trusted; ``HotUpdateError/Code/manifestInvalid``
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when a signature is missing, does not
+    ///   verify with any trusted key, or no key is trusted; `HotUpdateError.Code.manifestInvalid`
     ///   for a malformed list; the transport's errors.
     public func fetchManifest() async throws -> Manifest {
         let data = try await transport.fetchDocument(url: url, maxBytes: maxBytes, timeouts: timeouts)
@@ -142,7 +142,7 @@ public struct SignedPatchListManifestSource: ManifestSource {
     ///
     /// - Parameter data: The list as the server sent it.
     /// - Returns: The patches, in list order.
-    /// - Throws: ``HotUpdateError/Code/manifestInvalid`` or ``HotUpdateError/Code/signatureInvalid``,
+    /// - Throws: `HotUpdateError.Code.manifestInvalid` or `HotUpdateError.Code.signatureInvalid`,
     ///   naming the patch.
     public func verifiedPatches(in data: Data) throws -> [Patch] {
         guard !trustedKeys.isEmpty else {

@@ -86,7 +86,7 @@ public struct ReleasePolicy: Sendable {
     /// SHA-256(`clientID` LF `packageID` LF `version`) as a big-endian integer, modulo 100.
     /// A client is in a rollout of `p` percent when its bucket is below `p`.
     ///
-    /// - Throws: ``HotUpdateError/Code/unsupported`` when the verifier lacks SHA-256.
+    /// - Throws: `HotUpdateError.Code.unsupported` when the verifier lacks SHA-256.
     public func bucket(packageID: String, version: String) throws -> Int {
         let digest = try verifier.digest(of: Data("\(context.clientID)\n\(packageID)\n\(version)".utf8), using: .sha256)
         let value = digest.bytes.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
@@ -96,7 +96,7 @@ public struct ReleasePolicy: Sendable {
     /// Which version of `package` this client gets, or nil when it must not use the package.
     ///
     /// - Returns: The version entry and, when nil, why (for the log).
-    /// - Throws: ``HotUpdateError/Code/manifestInvalid`` when a release is not among the versions.
+    /// - Throws: `HotUpdateError.Code.manifestInvalid` when a release is not among the versions.
     public func choose(_ package: SignedManifestBody.Package) throws -> (SignedManifestBody.Version?, String) {
         if package.disabled { return (nil, "disabled by the publisher") }
         if let appVersion = context.appVersion.map(AppVersion.init) {
@@ -131,7 +131,7 @@ public struct ReleasePolicy: Sendable {
     ///   - body: The verified signed part.
     ///   - baseURL: The manifest's URL, against which package URLs resolve.
     ///   - logger: Where to say why a package is not used, if anywhere.
-    /// - Throws: ``HotUpdateError/Code/manifestInvalid`` for a bad entry.
+    /// - Throws: `HotUpdateError.Code.manifestInvalid` for a bad entry.
     public func manifest(for body: SignedManifestBody, relativeTo baseURL: URL, logger: Logger? = nil) throws
         -> Manifest
     {

@@ -31,7 +31,9 @@ public struct ManifestTrust: Sendable, Hashable {
     /// Accepts unsigned manifests as well, with a warning on every sync. For development
     /// repositories only: an unsigned manifest protects against nothing.
     ///
-    /// - Parameter keys: Keys to check signatures with when a manifest is signed after all.
+    /// - Parameters:
+    ///   - keys: Keys to check signatures with when a manifest is signed after all.
+    ///   - threshold: How many of them must sign such a manifest (at least 1).
     public static func unsignedDevelopment(keys: [PublicKey] = [], threshold: Int = 1) -> ManifestTrust {
         ManifestTrust(rootKeys: keys, threshold: max(1, threshold), allowsUnsigned: true)
     }
@@ -90,70 +92,74 @@ struct ManifestAuthenticator: Sendable {
             return .signed(try SignedManifestBody.decode(envelope.signed))
         }
 
-        var state = try TrustState.load(root: storeRoot)
-        let channelName = context.channel ?? ""
-        let fingerprint = try rootFingerprint()
-        let stored = state.channels[channelName].flatMap { $0.rootFingerprint == fingerprint ? $0 : nil }
-        let trustedKeys: [String: PublicKey]
-        let trustedThreshold: Int
-        if let stored {
-            trustedKeys = try SignedManifestBody.keyTable(stored.keys, verifier: verifier)
-            trustedThreshold = stored.threshold
-        } else {
-            trustedKeys = try Dictionary(
-                trust.rootKeys.map { (try verifier.keyID(of: $0), $0) }, uniquingKeysWith: { first, _ in first })
-            trustedThreshold = trust.threshold
-        }
-        try envelope.tally(keys: trustedKeys, verifier: verifier).require(trustedThreshold, whose: "trusted", subject: subject)
+        // The trust state is read, checked and written under the store's exclusive lock, so
+        // two processes never lower each other's version floor.
+        return try StoreLock.withExclusiveLock(root: storeRoot) {
+            var state = try TrustState.load(root: storeRoot)
+            let channelName = context.channel ?? ""
+            let fingerprint = try rootFingerprint()
+            let stored = state.channels[channelName].flatMap { $0.rootFingerprint == fingerprint ? $0 : nil }
+            let trustedKeys: [String: PublicKey]
+            let trustedThreshold: Int
+            if let stored {
+                trustedKeys = try SignedManifestBody.keyTable(stored.keys, verifier: verifier)
+                trustedThreshold = stored.threshold
+            } else {
+                trustedKeys = try Dictionary(
+                    trust.rootKeys.map { (try verifier.keyID(of: $0), $0) }, uniquingKeysWith: { first, _ in first })
+                trustedThreshold = trust.threshold
+            }
+            try envelope.tally(keys: trustedKeys, verifier: verifier).require(trustedThreshold, whose: "trusted", subject: subject)
 
-        let body = try SignedManifestBody.decode(envelope.signed)
-        guard body.channel == context.channel else {
-            throw HotUpdateError(
-                .manifestInvalid,
-                "the manifest is for channel '\(body.channel ?? "(none)")', this client follows '\(context.channel ?? "(none)")'",
-                subject: subject)
-        }
-        let declared = try body.keyTable(verifier: verifier)
-        try envelope.tally(keys: declared, verifier: verifier).require(body.threshold, whose: "declared", subject: subject)
-
-        let signedSHA256 = try verifier.digest(of: envelope.signed, using: .sha256).hex
-        if let stored {
-            if body.version < stored.version {
+            let body = try SignedManifestBody.decode(envelope.signed)
+            guard body.channel == context.channel else {
                 throw HotUpdateError(
-                    .manifestRollback,
-                    "manifest version \(body.version) is lower than version \(stored.version) already trusted",
+                    .manifestInvalid,
+                    "the manifest is for channel '\(body.channel ?? "(none)")', this client follows '\(context.channel ?? "(none)")'",
                     subject: subject)
             }
-            if body.version == stored.version, signedSHA256 != stored.signedSHA256 {
+            let declared = try body.keyTable(verifier: verifier)
+            try envelope.tally(keys: declared, verifier: verifier).require(body.threshold, whose: "declared", subject: subject)
+
+            let signedSHA256 = try verifier.digest(of: envelope.signed, using: .sha256).hex
+            if let stored {
+                if body.version < stored.version {
+                    throw HotUpdateError(
+                        .manifestRollback,
+                        "manifest version \(body.version) is lower than version \(stored.version) already trusted",
+                        subject: subject)
+                }
+                if body.version == stored.version, signedSHA256 != stored.signedSHA256 {
+                    throw HotUpdateError(
+                        .manifestRollback,
+                        "manifest version \(body.version) differs from the version \(stored.version) already trusted",
+                        subject: subject)
+                }
+            }
+            let current = now()
+            guard current < body.expires else {
                 throw HotUpdateError(
-                    .manifestRollback,
-                    "manifest version \(body.version) differs from the version \(stored.version) already trusted",
+                    .manifestExpired,
+                    "the manifest expired at \(SignedManifestBody.rfc3339(body.expires)) (now \(SignedManifestBody.rfc3339(current)))",
                     subject: subject)
             }
-        }
-        let current = now()
-        guard current < body.expires else {
-            throw HotUpdateError(
-                .manifestExpired,
-                "the manifest expired at \(SignedManifestBody.rfc3339(body.expires)) (now \(SignedManifestBody.rfc3339(current)))",
-                subject: subject)
-        }
 
-        let next = TrustState.Channel(
-            rootFingerprint: fingerprint, version: body.version, signedSHA256: signedSHA256, keys: body.keys,
-            threshold: body.threshold)
-        if state.channels[channelName] != next {
-            if let stored, stored.keys != body.keys || stored.threshold != body.threshold {
-                logger.notice(
-                    "the manifest rotates its signing keys",
-                    metadata: [
-                        "keys": "\(body.keys.keys.sorted().map { $0.prefix(12) })", "threshold": "\(body.threshold)",
-                    ])
+            let next = TrustState.Channel(
+                rootFingerprint: fingerprint, version: body.version, signedSHA256: signedSHA256, keys: body.keys,
+                threshold: body.threshold)
+            if state.channels[channelName] != next {
+                if let stored, stored.keys != body.keys || stored.threshold != body.threshold {
+                    logger.notice(
+                        "the manifest rotates its signing keys",
+                        metadata: [
+                            "keys": "\(body.keys.keys.sorted().map { $0.prefix(12) })", "threshold": "\(body.threshold)",
+                        ])
+                }
+                state.channels[channelName] = next
+                try state.save(root: storeRoot)
             }
-            state.channels[channelName] = next
-            try state.save(root: storeRoot)
+            return .signed(body)
         }
-        return .signed(body)
     }
 
     /// Identifies the app's root of trust: its key ids and threshold.

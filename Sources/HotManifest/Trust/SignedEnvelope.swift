@@ -19,7 +19,7 @@ import HotCore
 public struct SignedEnvelope: Sendable, Hashable {
     /// One signature: which key made it and the signature bytes.
     public struct Signature: Codable, Sendable, Hashable {
-        /// The signing key's id (``Verifier/keyID(of:)``).
+        /// The signing key's id (`Verifier.keyID(of:)`).
         public var keyid: String
         /// The signature, hex.
         public var sig: String
@@ -50,7 +50,7 @@ public struct SignedEnvelope: Sendable, Hashable {
 
     /// Parses a served envelope, keeping the signed part's exact bytes.
     ///
-    /// - Throws: ``HotUpdateError/Code/manifestInvalid`` when the document is not an envelope.
+    /// - Throws: `HotUpdateError.Code.manifestInvalid` when the document is not an envelope.
     public static func parse(_ data: Data) throws -> SignedEnvelope {
         let spans = try JSONSpans.topLevelValues(of: data)
         guard let signedRange = spans["signed"], data[signedRange.lowerBound] == UInt8(ascii: "{") else {
@@ -96,8 +96,11 @@ public struct SignedEnvelope: Sendable, Hashable {
 
         /// Throws unless at least `threshold` keys signed validly.
         ///
-        /// - Parameter whose: Names the key set in the message ("trusted", "declared").
-        /// - Throws: ``HotUpdateError/Code/signatureInvalid`` naming the failures.
+        /// - Parameters:
+        ///   - threshold: How many valid signatures are needed.
+        ///   - whose: Names the key set in the message ("trusted", "declared").
+        ///   - subject: The file or URL the error names, if any.
+        /// - Throws: `HotUpdateError.Code.signatureInvalid` naming the failures.
         public func require(_ threshold: Int, whose: String, subject: String? = nil) throws {
             guard valid.count < threshold else { return }
             var reasons: [String] = []
@@ -114,7 +117,7 @@ public struct SignedEnvelope: Sendable, Hashable {
 
     /// Checks every signature against `keys` (key id → key).
     ///
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when a key cannot be used.
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when a key cannot be used.
     public func tally(keys: [String: PublicKey], verifier: any Verifier) throws -> Tally {
         var tally = Tally(valid: [], invalid: [], unknown: [])
         for signature in signatures {
@@ -137,7 +140,7 @@ public struct SignedEnvelope: Sendable, Hashable {
     ///   - signed: The exact bytes to sign and serve (``SignedManifestBody/canonicalBytes()``).
     ///   - signers: The keys to sign with; each adds one signature.
     ///   - verifier: Derives each key's id.
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when a key cannot sign.
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when a key cannot sign.
     public static func sign(_ signed: Data, with signers: [any Signer], verifier: any Verifier) throws
         -> SignedEnvelope
     {

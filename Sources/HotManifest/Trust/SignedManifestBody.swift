@@ -39,7 +39,7 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
             self.public = key.pem
         }
 
-        /// The key as a ``PublicKey``.
+        /// The key as a `PublicKey`.
         public var publicKey: PublicKey { PublicKey(scheme: scheme, pem: self.public) }
     }
 
@@ -160,7 +160,7 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
 
     /// Parses the signed bytes and checks the type and schema.
     ///
-    /// - Throws: ``HotUpdateError/Code/manifestInvalid``.
+    /// - Throws: `HotUpdateError.Code.manifestInvalid`.
     public static func decode(_ data: Data) throws -> SignedManifestBody {
         let body: SignedManifestBody
         do {
@@ -196,7 +196,7 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
 
     /// The declared keys by id, checking each id is derived from its key.
     ///
-    /// - Throws: ``HotUpdateError/Code/manifestInvalid`` for an id that does not match its key.
+    /// - Throws: `HotUpdateError.Code.manifestInvalid` for an id that does not match its key.
     public func keyTable(verifier: any Verifier) throws -> [String: PublicKey] {
         try Self.keyTable(keys, verifier: verifier)
     }

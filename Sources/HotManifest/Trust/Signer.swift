@@ -1,7 +1,7 @@
 import Foundation
 import HotCore
 
-/// Signs bytes with a private key: the publisher's side of ``Verifier``.
+/// Signs bytes with a private key: the publisher's side of `Verifier`.
 ///
 /// Implementation: `CryptoSigner` (in `HotVerify`, over libcrypto). `hot sign` uses it to
 /// sign a repository's manifest; apps never need one.
@@ -17,6 +17,6 @@ public protocol Signer: Sendable {
     /// Signs exactly `message`.
     ///
     /// - Returns: The raw signature bytes.
-    /// - Throws: ``HotUpdateError/Code/signatureInvalid`` when the key cannot sign.
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when the key cannot sign.
     func sign(_ message: Data) throws -> Data
 }

@@ -34,7 +34,7 @@ public struct TrustState: Codable, Sendable, Hashable {
     }
 
     /// The name of the file under the store root.
-    public static let fileName = "trust.json"
+    public static let fileName = StoreLayout.trustFileName
 
     /// The schema of the file.
     public var schema: Int
@@ -49,7 +49,7 @@ public struct TrustState: Codable, Sendable, Hashable {
 
     /// Reads the state under `root`; a missing file is an empty state.
     ///
-    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` when the file exists but cannot be read:
+    /// - Throws: `HotUpdateError.Code.storeCorrupt` when the file exists but cannot be read:
     ///   a client that lost its trust state must not silently accept an older manifest.
     public static func load(root: URL) throws -> TrustState {
         let file = root.appendingPathComponent(fileName)
@@ -68,9 +68,10 @@ public struct TrustState: Codable, Sendable, Hashable {
     }
 
     /// Writes the state under `root` atomically and durably (temporary file, fsync, rename,
-    /// fsync of the directory).
+    /// fsync of the directory). Call it under the store's exclusive lock (see
+    /// `SignedManifestSource`, which loads, checks and saves under it).
     ///
-    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    /// - Throws: `HotUpdateError.Code.fileSystem`.
     public func save(root: URL) throws {
         try FileSystem.createDirectory(root)
         let encoder = JSONEncoder()
@@ -81,16 +82,6 @@ public struct TrustState: Codable, Sendable, Hashable {
         } catch {
             throw HotUpdateError.wrap(error, as: .internalInconsistency, "cannot encode the trust state")
         }
-        let file = root.appendingPathComponent(Self.fileName)
-        let temporary = root.appendingPathComponent(".\(Self.fileName).\(UUID().uuidString)")
-        do {
-            let writer = try FileWriter(creating: temporary)
-            try writer.write(data)
-            try writer.close(sync: true)
-            try FileSystem.rename(temporary, to: file)
-        } catch {
-            try? FileSystem.remove(temporary)
-            throw error
-        }
+        try FileSystem.replaceDurably(root.appendingPathComponent(Self.fileName), with: data)
     }
 }

@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import HotCore
 
-/// The conformance suite of ``AssetResolver``, through its public API.
+/// The conformance suite of `AssetResolver`, through its public API.
 ///
 /// Each check writes a directory fixture, asks the factory for a resolver over it, and
 /// resolves names given exactly as the files' relative paths (with their extension), which

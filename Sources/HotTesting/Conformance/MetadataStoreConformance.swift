@@ -1,18 +1,18 @@
 import Foundation
 import HotCore
 
-/// The conformance suite of ``MetadataStore``, through its public API.
+/// The conformance suite of `MetadataStore`, through its public API.
 ///
 /// The checks, each a ``ConformanceCheck``:
-/// - a store never committed to loads ``StoreSnapshot/empty``;
+/// - a store never committed to loads `StoreSnapshot.empty`;
 /// - a committed snapshot loads back equal, field for field, from the same store and from a
 ///   store reopened over the same storage;
 /// - a commit replaces the whole snapshot (packages dropped from it are gone, nothing is merged);
 /// - only relative paths are stored: a snapshot holding an absolute or escaping path is
-///   refused with a ``HotUpdateError`` and the stored snapshot stays the previous one;
+///   refused with a `HotUpdateError` and the stored snapshot stays the previous one;
 /// - concurrent commits of different snapshots leave exactly one of them, complete, and loads
 ///   running meanwhile each see one complete snapshot;
-/// - stored data that cannot be read loads as ``HotUpdateError/Code/storeCorrupt`` (when the
+/// - stored data that cannot be read loads as `HotUpdateError.Code.storeCorrupt` (when the
 ///   subject says how to damage its data, see ``Subject/corrupt``).
 ///
 /// The factory receives a fresh empty directory per check, removed when the check ends: a

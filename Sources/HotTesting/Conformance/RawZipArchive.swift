@@ -177,7 +177,7 @@ public struct RawZipArchive: Sendable, Hashable {
 
     /// Writes the archive to `url`.
     ///
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` when the file cannot be written.
+    /// - Throws: `HotUpdateError.Code.fileSystem` when the file cannot be written.
     public func write(to url: URL) throws {
         do {
             try Data(bytes).write(to: url)

@@ -1,7 +1,7 @@
 import Foundation
 import HotCore
 
-/// The conformance suite of ``Transport``, through its public API.
+/// The conformance suite of `Transport`, through its public API.
 ///
 /// Each check writes fixture files into a fresh directory and asks the caller to serve it
 /// (``nginx`` serves it over HTTP on 127.0.0.1, ``fileURLs`` as `file://` URLs, or a
@@ -11,13 +11,13 @@ import HotCore
 /// - a whole file arrives byte-identical with status 200 (an empty file too), with the
 ///   announced length, if any, equal to the size;
 /// - byte ranges (`start-end`, `start-`, the last byte) answer 206 with exactly those bytes;
-/// - a missing file is a 404 status, not a throw, and ``TransportResponse/requireSuccess()``
-///   then throws ``HotUpdateError/Code/httpStatus``;
-/// - ``TransportRequest/maxBytes`` is enforced: more bytes fail with
-///   ``HotUpdateError/Code/byteLimitExceeded`` (from `fetch` or from the body) and no more than
+/// - a missing file is a 404 status, not a throw, and `TransportResponse.requireSuccess()`
+///   then throws `HotUpdateError.Code.httpStatus`;
+/// - `TransportRequest.maxBytes` is enforced: more bytes fail with
+///   `HotUpdateError.Code.byteLimitExceeded` (from `fetch` or from the body) and no more than
 ///   the limit is ever delivered, while exactly the limit passes;
 /// - a large body arrives in several chunks, never more than its size;
-/// - cancelling the body (``ByteStream/cancel()``) or the consuming task ends the iteration
+/// - cancelling the body (`ByteStream.cancel()`) or the consuming task ends the iteration
 ///   before the whole body, and a fetch by a task already cancelled fails or ends.
 ///
 /// ```swift

@@ -1,21 +1,21 @@
 import Foundation
 import HotCore
 
-/// The conformance suite of ``Unarchiver``: the whole safety contract, checked through the
+/// The conformance suite of `Unarchiver`: the whole safety contract, checked through the
 /// public API with archives the suite builds itself (``RawZipArchive``).
 ///
 /// The checks, each a ``ConformanceCheck``:
 /// - valid archives extract byte-identical (stored and deflated entries, directories, an
 ///   empty file, a UTF-8 name), into a missing or an existing empty destination, and the
 ///   archive file is left untouched;
-/// - the listing matches what extraction writes; ``ExtractOptions/fileHasher`` digests every
+/// - the listing matches what extraction writes; `ExtractOptions.fileHasher` digests every
 ///   file; limits exactly reached are admitted;
 /// - hostile archives (zip-slip with `../` in any position, backslashes and absolute paths,
 ///   symbolic links refused by default or escaping under
-///   ``ExtractOptions/SymlinkPolicy/allowWithinDestination``, writes through a link, duplicate names, device
+///   `ExtractOptions.SymlinkPolicy.allowWithinDestination`, writes through a link, duplicate names, device
 ///   and FIFO entries, empty and NUL names, CRC and size lies, inflation past the declared
 ///   size, compression bombs, too many entries, long names, truncated files and files that
-///   are no archive) are refused with the documented ``HotUpdateError`` code, and leave
+///   are no archive) are refused with the documented `HotUpdateError` code, and leave
 ///   nothing behind: neither in the destination (which stays missing, or empty), nor beside
 ///   it (no staging directory), nor at the place an entry aimed for;
 /// - listing refuses unsafe names, non-archives and too many entries the same way.

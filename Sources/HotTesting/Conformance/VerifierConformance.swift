@@ -1,7 +1,7 @@
 import Foundation
 import HotCore
 
-/// The conformance suite of ``Verifier``, through its public API.
+/// The conformance suite of `Verifier`, through its public API.
 ///
 /// HotTesting has no cryptography of its own: digests are checked against published test
 /// vectors (FIPS 180-2 for SHA-256, RFC 1321 for MD5), and signatures against the vectors
@@ -9,18 +9,18 @@ import HotCore
 /// signer of the caller's choice).
 ///
 /// The checks, each a ``ConformanceCheck``:
-/// - ``Verifier/supportedDigests`` holds SHA-256, and each hasher reports its algorithm;
+/// - `Verifier.supportedDigests` holds SHA-256, and each hasher reports its algorithm;
 /// - SHA-256 (and MD5 where supported) of the known vectors, the empty message included;
 /// - incremental hashing (chunks of varied sizes, empty updates included) equals one-shot,
 ///   and two hashers used interleaved do not disturb each other;
-/// - an algorithm outside ``Verifier/supportedDigests`` is refused with
-///   ``HotUpdateError/Code/unsupported``;
+/// - an algorithm outside `Verifier.supportedDigests` is refused with
+///   `HotUpdateError.Code.unsupported`;
 /// - for every ``SignatureVector``: the valid signature verifies; a changed message, a
 ///   changed signature, a truncated signature and another key of the same scheme are
-///   refused (`false`, or ``HotUpdateError/Code/signatureInvalid``); a PEM that is no key
-///   throws ``HotUpdateError/Code/signatureInvalid``; ``Verifier/keyID(of:)`` is 64 lowercase
+///   refused (`false`, or `HotUpdateError.Code.signatureInvalid`); a PEM that is no key
+///   throws `HotUpdateError.Code.signatureInvalid`; `Verifier.keyID(of:)` is 64 lowercase
 ///   hex digits, stable, different for different keys and equal to the vector's when given;
-/// - an unknown signature scheme throws ``HotUpdateError/Code/unsupported``.
+/// - an unknown signature scheme throws `HotUpdateError.Code.unsupported`.
 ///
 /// ```swift
 /// let suite = VerifierConformance(signatures: [
@@ -38,7 +38,7 @@ public struct VerifierConformance: Sendable {
         public var message: Data
         /// A valid signature of ``message`` by ``key``.
         public var signature: Data
-        /// The key's expected ``Verifier/keyID(of:)`` (SHA-256 of its DER SubjectPublicKeyInfo,
+        /// The key's expected `Verifier.keyID(of:)` (SHA-256 of its DER SubjectPublicKeyInfo,
         /// hex), when known (`openssl pkey -pubin -outform DER | sha256sum`).
         public var keyID: String?
 

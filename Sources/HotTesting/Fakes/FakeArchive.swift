@@ -16,7 +16,7 @@ public enum FakeArchive {
     }
 }
 
-/// An ``Unarchiver`` for ``FakeArchive`` files, keeping the real contract (all or nothing,
+/// An `Unarchiver` for ``FakeArchive`` files, keeping the real contract (all or nothing,
 /// nothing outside the destination, typed errors), for the engine's unit tests.
 public actor FakeUnarchiver: Unarchiver {
     private var extractions = 0

@@ -1,7 +1,7 @@
 import Foundation
 import HotCore
 
-/// An ``AssetResolver`` answering from a fixed table, for tests of code that resolves assets.
+/// An `AssetResolver` answering from a fixed table, for tests of code that resolves assets.
 ///
 /// ```swift
 /// let resolver = FakeAssetResolver(["logo": ResolvedAsset(url: logoURL, origin: .bundle)])

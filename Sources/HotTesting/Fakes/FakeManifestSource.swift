@@ -1,6 +1,6 @@
 import HotCore
 
-/// A ``ManifestSource`` that returns whatever manifest (or error) the test sets.
+/// A `ManifestSource` that returns whatever manifest (or error) the test sets.
 ///
 /// ```swift
 /// let source = FakeManifestSource(manifest: try Manifest(packages: [descriptor]))

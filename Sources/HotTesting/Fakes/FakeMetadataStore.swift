@@ -1,6 +1,6 @@
 import HotCore
 
-/// A ``MetadataStore`` in memory, with failure injection, for the engine's unit tests.
+/// A `MetadataStore` in memory, with failure injection, for the engine's unit tests.
 ///
 /// ```swift
 /// let store = FakeMetadataStore()
@@ -21,7 +21,7 @@ public actor FakeMetadataStore: MetadataStore {
     /// How many commits succeeded.
     public var commitCount: Int { commits }
 
-    /// Makes the next `count` commits fail with ``HotUpdateError/Code/fileSystem`` (a full disk).
+    /// Makes the next `count` commits fail with `HotUpdateError.Code.fileSystem` (a full disk).
     public func failNextCommits(_ count: Int) {
         failuresLeft = count
     }

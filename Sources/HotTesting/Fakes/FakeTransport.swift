@@ -1,7 +1,7 @@
 import Foundation
 import HotCore
 
-/// A ``Transport`` that answers from a table of canned responses, for the engine's unit tests.
+/// A `Transport` that answers from a table of canned responses, for the engine's unit tests.
 ///
 /// ```swift
 /// let transport = FakeTransport()

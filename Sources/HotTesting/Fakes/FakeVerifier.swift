@@ -1,7 +1,7 @@
 import Foundation
 import HotCore
 
-/// A ``Verifier`` with deterministic, non-cryptographic digests of the right lengths
+/// A `Verifier` with deterministic, non-cryptographic digests of the right lengths
 /// (FNV-1a lanes), and signatures that are valid when they equal
 /// `"signed:" + keyPEM + ":" + message`, for the engine's unit tests. Never use it to
 /// protect anything.

@@ -1,0 +1,63 @@
+import Foundation
+
+/// Named points in the engine where a test can make the process die, to check that a crash
+/// at that moment leaves a store the next open repairs.
+///
+/// When the environment variable `HOT_ABORT_AT` names a point, the process calls `abort()`
+/// as soon as it reaches that point; `HOT_ABORT_AT=name:N` aborts the N-th time it is reached
+/// (a sync commits more than once). The variable is read once, on the first call. When it is
+/// unset, ``reached(_:)`` compares one optional with `nil` and returns.
+///
+/// The points:
+/// - `after-adopt`: a staged tree's files are objects in `objects/`; the tree is still in
+///   staging.
+/// - `after-rename`: a tree was renamed into `packages/`; no record names it yet.
+/// - `after-flush`: the group commit's file-system flush is done; the store file is not
+///   written yet.
+/// - `mid-commit`: inside the metadata store's commit, the new content is written to a
+///   temporary file that is not renamed over the store file yet.
+///
+/// ```sh
+/// HOT_ABORT_AT=after-rename hot sync --root store --manifest http://127.0.0.1:8080/manifest.json
+/// HOT_ABORT_AT=mid-commit:2 hot sync --root store --manifest http://127.0.0.1:8080/manifest.json
+/// ```
+package enum FaultPoint {
+    /// The point to abort at and how many times it is passed first.
+    private struct Target {
+        var name: String
+        var occurrence: Int
+    }
+
+    /// `HOT_ABORT_AT`, read once; nil when unset or empty.
+    private static let target: Target? = {
+        guard let value = ProcessInfo.processInfo.environment["HOT_ABORT_AT"], !value.isEmpty else { return nil }
+        if let colon = value.lastIndex(of: ":"), let count = Int(value[value.index(after: colon)...]), count >= 1 {
+            return Target(name: String(value[..<colon]), occurrence: count)
+        }
+        return Target(name: value, occurrence: 1)
+    }()
+
+    /// How many times the target point was reached so far.
+    private static let passes = Counter()
+
+    /// Aborts the process when `HOT_ABORT_AT` names `name` (and this is the occurrence it
+    /// names); otherwise does nothing.
+    @inline(__always)
+    package static func reached(_ name: StaticString) {
+        guard let target else { return }
+        guard target.name == name.description else { return }
+        if passes.increment() == target.occurrence { abort() }
+    }
+
+    private final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value = 0
+
+        func increment() -> Int {
+            lock.lock()
+            defer { lock.unlock() }
+            value += 1
+            return value
+        }
+    }
+}

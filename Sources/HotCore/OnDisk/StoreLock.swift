@@ -1,0 +1,199 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The lock every process sharing a store root takes: `flock(2)` on `store.lock` under the
+/// root, shared for readers and exclusive for changes, in the manner of SQLite's file
+/// locking. An app, its extensions and the `hot` tool may open one root at the same time;
+/// each takes the lock only around a step that changes the store (never across a download)
+/// and another process holding it is a normal condition: the caller waits.
+///
+/// The lock file also holds a change counter: a writer bumps it under the exclusive lock
+/// before each commit, so a reader that finds the counter it saw at its last load knows its
+/// snapshot is current without decoding the metadata again.
+///
+/// Locks taken through different ``StoreLock`` values conflict even within one process
+/// (each opens its own file description), so two updaters over one root in one process
+/// coordinate too. Descriptors are opened close-on-exec: a child process never inherits one.
+package final class StoreLock: @unchecked Sendable {
+    /// How the lock is held.
+    package enum Mode: Sendable {
+        /// Readers: any number at once, no writer.
+        case shared
+        /// A writer: alone.
+        case exclusive
+    }
+
+    /// The lock file's name under the store root.
+    package static let fileName = "store.lock"
+
+    private let descriptor: Int32
+    private let lock = NSLock()
+    private var released = false
+    /// How the lock is held.
+    package let mode: Mode
+    /// The lock file.
+    package let url: URL
+
+    private init(descriptor: Int32, mode: Mode, url: URL) {
+        self.descriptor = descriptor
+        self.mode = mode
+        self.url = url
+    }
+
+    deinit {
+        release()
+    }
+
+    /// Takes the lock on `root`, blocking until no other holder prevents it.
+    ///
+    /// - Parameters:
+    ///   - root: The store root.
+    ///   - mode: Shared or exclusive.
+    ///   - create: Whether to create the root and the lock file when missing (writers do;
+    ///     readers never create anything).
+    /// - Returns: The held lock; nil when `create` is false and there is no lock file (a
+    ///   store never written by a writer that locks, or no store at all).
+    /// - Throws: ``HotUpdateError/Code/fileSystem`` when the file cannot be opened or locked.
+    package static func acquireBlocking(root: URL, mode: Mode, create: Bool) throws -> StoreLock? {
+        let url = root.appendingPathComponent(fileName, isDirectory: false)
+        if create { try FileSystem.createDirectory(root) }
+        let flags = create ? (O_RDWR | O_CREAT | O_CLOEXEC) : (O_RDWR | O_CLOEXEC)
+        var descriptor = open(url.path, flags, 0o644)
+        if descriptor < 0, !create, errno == EACCES {
+            descriptor = open(url.path, O_RDONLY | O_CLOEXEC)  // a read-only store: shared locks still work
+        }
+        guard descriptor >= 0 else {
+            let code = errno
+            if code == ENOENT, !create { return nil }
+            throw HotUpdateError.system("cannot open the store lock", errno: code, subject: url.path)
+        }
+        let operation = mode == .shared ? LOCK_SH : LOCK_EX
+        while flock(descriptor, operation) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            _ = close(descriptor)
+            throw HotUpdateError(
+                .fileSystem, "cannot lock the store: \(String(cString: strerror(code)))", subject: url.path)
+        }
+        return StoreLock(descriptor: descriptor, mode: mode, url: url)
+    }
+
+    /// ``acquireBlocking(root:mode:create:)`` on a thread outside the cooperative pool.
+    package static func acquire(root: URL, mode: Mode, create: Bool) async throws -> StoreLock? {
+        try await FileSystem.offload { try acquireBlocking(root: root, mode: mode, create: create) }
+    }
+
+    /// Releases the lock; later calls do nothing.
+    package func release() {
+        let first: Bool = lock.withLock {
+            defer { released = true }
+            return !released
+        }
+        if first { _ = close(descriptor) }
+    }
+
+    /// The change counter: 0 for a lock file never written.
+    package func readCounter() -> UInt64 {
+        var buffer = [UInt8](repeating: 0, count: 20)
+        let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, 20, 0) }
+        guard count > 0 else { return 0 }
+        let text = String(decoding: buffer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return UInt64(text) ?? 0
+    }
+
+    /// Bumps the change counter and returns its new value; only under the exclusive lock.
+    /// Not flushed: after a crash of the machine every process starts afresh anyway.
+    @discardableResult
+    package func bumpCounter() throws -> UInt64 {
+        precondition(mode == .exclusive, "the change counter is bumped only under the exclusive lock")
+        let next = readCounter() &+ 1
+        let text = Array(String(format: "%020llu", next).utf8)
+        let written = text.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        guard written == text.count else {
+            let code = errno
+            throw HotUpdateError.system(
+                "cannot write the store's change counter", errno: written < 0 ? code : ENOSPC, subject: url.path)
+        }
+        return next
+    }
+
+    /// Runs `body` under the exclusive lock on `root` (created when missing), blocking.
+    package static func withExclusiveLock<T>(root: URL, _ body: () throws -> T) throws -> T {
+        guard let held = try acquireBlocking(root: root, mode: .exclusive, create: true) else {
+            throw HotUpdateError(.internalInconsistency, "no store lock after creating it", subject: root.path)
+        }
+        defer { held.release() }
+        return try body()
+    }
+}
+
+/// Who owns a staging entry: a lock file inside it, held with `flock(2)` by the process
+/// that created the entry for as long as the entry is in use. A sweeper that can take the
+/// lock knows the owner is gone (a process's locks end with it) and may remove the entry.
+package final class StagingOwner: @unchecked Sendable {
+    /// The owner file's name inside a staging entry.
+    package static let fileName = ".owner"
+
+    private let descriptor: Int32
+    private let lock = NSLock()
+    private var released = false
+    /// The staging entry owned.
+    package let directory: URL
+
+    private init(descriptor: Int32, directory: URL) {
+        self.descriptor = descriptor
+        self.directory = directory
+    }
+
+    deinit {
+        release()
+    }
+
+    /// Creates `directory` with an owner lock held by this process. Call it under at least
+    /// the shared store lock, so that no sweep runs between the two steps.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    package static func create(_ directory: URL) throws -> StagingOwner {
+        try FileSystem.createDirectory(directory)
+        let path = directory.appendingPathComponent(fileName, isDirectory: false).path
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            let code = errno
+            throw HotUpdateError.system("cannot create the staging owner", errno: code, subject: path)
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            _ = close(descriptor)
+            throw HotUpdateError(
+                .fileSystem, "cannot lock the staging owner: \(String(cString: strerror(code)))", subject: path)
+        }
+        return StagingOwner(descriptor: descriptor, directory: directory)
+    }
+
+    /// Lets go of the entry (without removing it).
+    package func release() {
+        let first: Bool = lock.withLock {
+            defer { released = true }
+            return !released
+        }
+        if first { _ = close(descriptor) }
+    }
+
+    /// Whether a live process (this one included) owns the staging entry `directory`.
+    /// An entry without an owner file belongs to no one.
+    package static func isOwned(_ directory: URL) -> Bool {
+        let path = directory.appendingPathComponent(fileName, isDirectory: false).path
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { _ = close(descriptor) }
+        if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return false }
+        return errno == EWOULDBLOCK || errno == EAGAIN
+    }
+}

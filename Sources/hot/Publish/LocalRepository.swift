@@ -1,0 +1,102 @@
+import Foundation
+import HotCore
+import HotManifest
+
+/// What a repository on disk offers for publishing: its immutable files and its manifests.
+struct LocalRepository {
+    /// Folders whose files are named by their content and never change.
+    static let immutableFolders = ["packages", "deltas", "filelists"]
+
+    struct Manifest {
+        /// The path in the repository: `manifest.json` or `channels/NAME/manifest.json`.
+        var path: String
+        var data: Data
+        var body: SignedManifestBody
+        var signatureCount: Int
+        /// The repository paths of the package files it names (URLs outside the repository left out).
+        var namedPaths: Set<String>
+
+        /// Where its copy for `hot publish --prune` goes: `history/manifest-VERSION.json` beside it.
+        var historyPath: String { Self.historyPath(of: path, version: body.version) }
+
+        static func historyPath(of path: String, version: Int) -> String {
+            let directory = (path as NSString).deletingLastPathComponent
+            return (directory.isEmpty ? "" : directory + "/") + "history/manifest-\(version).json"
+        }
+    }
+
+    let files: RepositoryFiles
+
+    /// Every regular file under the immutable folders: repository path → file URL.
+    func immutableFiles() -> [(path: String, url: URL)] {
+        var result: [(String, URL)] = []
+        for folder in Self.immutableFolders {
+            let directory = files.root.appendingPathComponent(folder, isDirectory: true)
+            let base = directory.standardizedFileURL.resolvingSymlinksInPath().path
+            guard let enumerator = FileManager.default.enumerator(
+                at: directory, includingPropertiesForKeys: [.isRegularFileKey], options: [.skipsHiddenFiles])
+            else { continue }
+            while let url = enumerator.nextObject() as? URL {
+                guard (try? url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true else { continue }
+                let path = url.standardizedFileURL.resolvingSymlinksInPath().path
+                guard path.hasPrefix(base + "/") else { continue }
+                result.append((folder + "/" + path.dropFirst(base.count + 1), url))
+            }
+        }
+        return result.sorted { $0.0 < $1.0 }
+    }
+
+    /// Every manifest, read and decoded.
+    func manifests() throws -> [Manifest] {
+        try files.channels().map { channel in
+            let path = files.manifestPath(channel: channel)
+            return try Self.decode(try files.manifestData(channel: channel), path: path)
+        }
+    }
+
+    /// Decodes a manifest served at `path` (relative to the repository root).
+    static func decode(_ data: Data, path: String) throws -> Manifest {
+        guard SignedEnvelope.isEnvelope(data) else {
+            throw HotUpdateError(.manifestInvalid, "not a signed manifest (schema 1 is not published)", subject: path)
+        }
+        let envelope = try SignedEnvelope.parse(data)
+        let body = try SignedManifestBody.decode(envelope.signed)
+        var named = Set<String>()
+        for package in body.packages {
+            for version in package.versions {
+                if let path = repositoryPath(of: version.url, relativeTo: path) { named.insert(path) }
+            }
+        }
+        return Manifest(path: path, data: data, body: body, signatureCount: envelope.signatures.count, namedPaths: named)
+    }
+
+    /// The repository path a manifest's package URL points at, or nil for a URL elsewhere.
+    static func repositoryPath(of reference: String, relativeTo manifestPath: String) -> String? {
+        let base = "https://repository.invalid/"
+        guard let manifest = URL(string: base + manifestPath),
+            let url = URL(string: reference, relativeTo: manifest)?.absoluteURL.standardized,
+            url.absoluteString.hasPrefix(base)
+        else { return nil }
+        let path = String(url.absoluteString.dropFirst(base.count))
+        return path.removingPercentEncoding ?? path
+    }
+
+    /// A file's size in bytes.
+    static func size(of url: URL) throws -> Int64 {
+        do {
+            let size = try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber
+            return size?.int64Value ?? 0
+        } catch {
+            throw HotUpdateError.wrap(error, as: .fileSystem, "cannot read \(url.lastPathComponent)")
+        }
+    }
+
+    /// The content type a file is served with.
+    static func contentType(of path: String) -> String {
+        switch (path as NSString).pathExtension.lowercased() {
+        case "zip": "application/zip"
+        case "json": "application/json"
+        default: "application/octet-stream"
+        }
+    }
+}

@@ -1,0 +1,118 @@
+#if canImport(CHotCurl)
+import ArgumentParser
+import Foundation
+import HotCore
+import HotManifest
+import HotVerify
+
+/// `hot publish REPO s3://BUCKET/PREFIX`
+struct Publish: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Upload a repository to S3-compatible object storage: package files first, manifests last.",
+        discussion: """
+            Every file under packages/ is uploaded only when the bucket lacks it (If-None-Match: *), \
+            with Cache-Control "public, max-age=31536000, immutable" and its content type; files \
+            larger than --multipart-threshold go up in parts, and a rerun resumes an interrupted \
+            upload from the parts already stored. Only when every package file is in the bucket \
+            are the manifests uploaded (Cache-Control "no-cache"), each after a copy under \
+            history/ that --prune reads; a manifest naming a file the bucket lacks is never \
+            uploaded. A publish stopped at any point leaves the previous manifests serving a \
+            consistent repository; run it again to finish.
+
+            --prune then deletes the package files that neither a live manifest nor the last \
+            --keep manifests of any channel (live included) name. --dry-run prints what would \
+            be uploaded and deleted and changes nothing.
+
+            Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else \
+            the profile AWS_PROFILE (or default) in ~/.aws/credentials. Region: --region, else \
+            AWS_REGION, else us-east-1. Requests are signed by libcurl (SigV4).
+            """)
+
+    enum ACL: String, ExpressibleByArgument, CaseIterable {
+        case `private`
+        case publicRead = "public-read"
+    }
+
+    @Argument(help: "The repository directory.") var repo: String
+
+    @Argument(help: "Where to publish: s3://BUCKET/PREFIX.") var destination: String
+
+    @Option(help: "The S3-compatible endpoint (http or https URL); AWS's regional endpoint when omitted.")
+    var endpoint: String?
+
+    @Option(help: "The region (signing scope); AWS_REGION or us-east-1 when omitted.") var region: String?
+
+    @Option(help: "path (ENDPOINT/BUCKET/KEY) or virtual (BUCKET.HOST/KEY); path with --endpoint, virtual without.")
+    var addressing: S3Endpoint.Addressing?
+
+    @Option(help: "A canned ACL for every uploaded object (private or public-read); the bucket's default when omitted.")
+    var acl: ACL?
+
+    @Flag(help: "Print what would be uploaded (and deleted) without changing the bucket.") var dryRun = false
+
+    @Option(help: "How many files are uploaded at once.") var concurrency = 4
+
+    @Option(help: "Cache-Control of package files.") var packageCacheControl = "public, max-age=31536000, immutable"
+
+    @Option(help: "Cache-Control of manifests.") var manifestCacheControl = "no-cache"
+
+    @Option(help: "Files larger than this many MiB go up in a multipart upload.") var multipartThreshold = 16
+
+    @Option(help: "The part size of a multipart upload, in MiB (5 or more).") var partSize = 8
+
+    @Flag(help: "After publishing, delete package files no kept manifest names.") var prune = false
+
+    @Option(help: "With --prune: how many of each channel's newest manifests (the live one included) keep their files.")
+    var keep = 5
+
+    @Flag(help: "Publish manifests that carry no signature (development repositories only).") var allowUnsigned = false
+
+    func validate() throws {
+        guard concurrency >= 1 else { throw ValidationError("--concurrency must be 1 or more") }
+        guard partSize >= 5, multipartThreshold >= partSize else {
+            throw ValidationError("--part-size must be 5 MiB or more, and --multipart-threshold at least --part-size")
+        }
+        guard keep >= 1 else { throw ValidationError("--keep must be 1 or more") }
+    }
+
+    func run() async throws {
+        try await runReportingErrors {
+            let location = try S3Location(destination)
+            let environment = ProcessInfo.processInfo.environment
+            let region = self.region ?? environment["AWS_REGION"] ?? environment["AWS_DEFAULT_REGION"] ?? "us-east-1"
+            let endpointURL = try endpoint.map { text -> URL in
+                guard let url = URL(string: text) else { throw ValidationError("--endpoint \(text) is not a URL") }
+                return url
+            }
+            let bucket = S3Bucket(
+                client: S3Client(
+                    endpoint: try S3Endpoint(
+                        bucket: location.bucket, endpoint: endpointURL, region: region, addressing: addressing),
+                    credentials: try S3Credentials.load(), region: region))
+            let publisher = Publisher(
+                repository: LocalRepository(files: RepositoryFiles(root: directoryURL(repo))), location: location,
+                bucket: bucket, settings: settings)
+            let summary = try await publisher.publish()
+            emit(
+                "\(dryRun ? "would publish" : "published") \(destination): \(summary.uploaded) package file(s) uploaded, "
+                    + "\(summary.present) already there, \(summary.manifestsUploaded) manifest(s) uploaded, "
+                    + "\(summary.manifestsUnchanged) unchanged")
+            if prune {
+                let deleted = try await publisher.prune(keep: keep)
+                emit("\(dryRun ? "would delete" : "deleted") \(deleted) package file(s)")
+            }
+        }
+    }
+
+    private var settings: Publisher.Settings {
+        var headers: [String: String] = [:]
+        if let acl { headers["x-amz-acl"] = acl.rawValue }
+        return Publisher.Settings(
+            dryRun: dryRun, concurrency: concurrency, packageCacheControl: packageCacheControl,
+            manifestCacheControl: manifestCacheControl, multipartThreshold: Int64(multipartThreshold) << 20,
+            partSize: partSize << 20, extraHeaders: headers, allowUnsigned: allowUnsigned)
+    }
+}
+
+extension S3Endpoint.Addressing: ExpressibleByArgument {}
+#endif

@@ -1,0 +1,246 @@
+import Foundation
+import HotCore
+import HotTesting
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One run of the real `hot` executable that a test can kill: its output goes to a file, and
+/// waiting for it happens on a thread of its own (see ``Subprocess``).
+final class HotRun: @unchecked Sendable {
+    /// How a run ended.
+    enum Ending: Sendable, Hashable, CustomStringConvertible {
+        case exited(Int32)
+        case signalled(Int32)
+
+        var description: String {
+            switch self {
+            case .exited(let status): "exit \(status)"
+            case .signalled(let signal): "signal \(signal)"
+            }
+        }
+    }
+
+    private let process = Process()
+    /// The file holding the run's standard error; standard output goes beside it (`.out`).
+    let log: URL
+    /// The arguments, for messages.
+    let arguments: [String]
+
+    /// Starts `hot` with `arguments`; `environment` adds to (or, with nil, removes from) the
+    /// test's environment. `HOT_ABORT_AT` is never inherited.
+    init(_ arguments: [String], environment: [String: String?] = [:], log: URL) throws {
+        self.log = log
+        self.arguments = arguments
+        process.executableURL = try builtExecutable("hot")
+        process.arguments = arguments
+        var variables = ProcessInfo.processInfo.environment
+        variables["HOT_ABORT_AT"] = nil
+        for (name, value) in environment { variables[name] = value }
+        process.environment = variables
+        let outputFile = log.appendingPathExtension("out")
+        for file in [log, outputFile] where !FileManager.default.createFile(atPath: file.path, contents: nil) {
+            throw HotUpdateError(.fileSystem, "cannot create the run's log", subject: file.path)
+        }
+        let errors = try FileHandle(forWritingTo: log)
+        let output = try FileHandle(forWritingTo: outputFile)
+        defer {
+            try? errors.close()
+            try? output.close()
+        }
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    /// Sends SIGKILL if the process is still running; returns whether it was.
+    @discardableResult
+    func kill() -> Bool {
+        guard process.isRunning else { return false }
+        return sendSignal(process.processIdentifier, SIGKILL) == 0
+    }
+
+    /// Waits for the end of the run.
+    func wait() async -> Ending {
+        await withCheckedContinuation { continuation in
+            Thread { [process] in
+                process.waitUntilExit()
+                let status = process.terminationStatus
+                continuation.resume(
+                    returning: process.terminationReason == .uncaughtSignal ? .signalled(status) : .exited(status))
+            }.start()
+        }
+    }
+
+    /// What the run printed on standard output.
+    var standardOutput: String { (try? String(contentsOf: log.appendingPathExtension("out"), encoding: .utf8)) ?? "" }
+
+    /// What the run printed on standard error.
+    var standardError: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+
+    /// Standard output, then standard error.
+    var output: String { standardOutput + standardError }
+
+    /// The `hot: error:` lines of standard error, or its end when there are none: what a
+    /// failure report needs.
+    var failure: String { Self.failure(in: standardError) }
+
+    /// The `hot: error:` lines of `text`, or its end when there are none.
+    static func failure(in text: String) -> String {
+        let lines = text.split(separator: "\n").filter { $0.hasPrefix("hot: error:") }
+        return lines.isEmpty ? String(text.suffix(600)) : lines.joined(separator: " | ")
+    }
+
+    /// Runs `hot` to its end.
+    static func run(_ arguments: [String], environment: [String: String?] = [:], log: URL) async throws
+        -> (Ending, String)
+    {
+        let run = try HotRun(arguments, environment: environment, log: log)
+        let ending = await run.wait()
+        return (ending, run.output)
+    }
+}
+
+/// `kill(2)`, outside ``HotRun``, whose own `kill()` hides it.
+private func sendSignal(_ pid: pid_t, _ signal: Int32) -> Int32 { kill(pid, signal) }
+
+/// What a store root holds, read the way a user of the files sees them, and every way it
+/// breaks the store's invariants.
+struct StoreInspection {
+    /// A package as `hot status --json` reports it.
+    struct Package: Decodable, Sendable {
+        var id: String
+        var version: String?
+        var state: String
+        var path: String?
+        var previousVersions: [String]?
+    }
+
+    private struct StatusDocument: Decodable {
+        var packages: [Package]
+    }
+
+    /// The store file's view of one version (only what the checks need).
+    private struct StoredVersion: Decodable {
+        var version: String
+        var path: String
+    }
+
+    private struct StoredRecord: Decodable {
+        var active: StoredVersion?
+        var previous: [StoredVersion]
+    }
+
+    private struct StoredSnapshot: Decodable {
+        var packages: [String: StoredRecord]
+    }
+
+    /// Runs `hot status [--check] --json` and decodes it; throws with the output when it fails.
+    /// A root that does not exist (a run killed before it made one) holds no package.
+    static func status(root: URL, check: Bool, log: URL) async throws -> [String: Package] {
+        guard FileManager.default.fileExists(atPath: root.path) else { return [:] }
+        let run = try HotRun(["status", "--root", root.path, "--json"] + (check ? ["--check"] : []), log: log)
+        let ending = await run.wait()
+        guard ending == .exited(0) else {
+            throw HotUpdateError(
+                .internalInconsistency, "hot status\(check ? " --check" : "") ended with \(ending): \(run.output)")
+        }
+        let document = try JSONDecoder().decode(StatusDocument.self, from: Data(run.standardOutput.utf8))
+        return Dictionary(document.packages.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// The versions the store file names (active and previous), as relative paths → version.
+    static func namedVersions(root: URL) throws -> [String: String] {
+        let url = root.appendingPathComponent("store.json")
+        guard FileManager.default.fileExists(atPath: url.path) else { return [:] }
+        let snapshot = try JSONDecoder().decode(StoredSnapshot.self, from: Data(contentsOf: url))
+        var named: [String: String] = [:]
+        for record in snapshot.packages.values {
+            for version in [record.active].compactMap({ $0 }) + record.previous { named[version.path] = version.version }
+        }
+        return named
+    }
+
+    /// Everything left behind that no record names or that nothing links: staging entries,
+    /// objects with one link, trees and file lists the store file does not name, temporary
+    /// files beside the store file. Empty when the store is clean.
+    static func leftovers(root: URL) throws -> [String] {
+        var found: [String] = []
+        let fileManager = FileManager.default
+        let named = try namedVersions(root: root)
+        for name in FileSystem.contents(of: root.appendingPathComponent("staging")) {
+            found.append("staging/\(name) is left")
+        }
+        let objects = root.appendingPathComponent("objects")
+        for fanout in FileSystem.contents(of: objects).sorted() {
+            let directory = objects.appendingPathComponent(fanout)
+            for name in FileSystem.contents(of: directory).sorted() {
+                var info = stat()
+                let path = directory.appendingPathComponent(name).path
+                if lstat(path, &info) == 0, info.st_nlink <= 1 {
+                    found.append("objects/\(fanout)/\(name) is linked by no tree")
+                }
+            }
+        }
+        let packages = root.appendingPathComponent("packages")
+        for id in FileSystem.contents(of: packages).sorted() {
+            for version in FileSystem.contents(of: packages.appendingPathComponent(id)).sorted()
+            where named["packages/\(id)/\(version)"] == nil {
+                found.append("packages/\(id)/\(version) is a tree the store does not name")
+            }
+        }
+        let lists = root.appendingPathComponent("filelists")
+        for id in FileSystem.contents(of: lists).sorted() {
+            for name in FileSystem.contents(of: lists.appendingPathComponent(id)).sorted() {
+                let version = name.hasSuffix(".files") ? String(name.dropLast(".files".count)) : name
+                if named["packages/\(id)/\(version)"] == nil {
+                    found.append("filelists/\(id)/\(name) is a file list the store does not name")
+                }
+            }
+        }
+        for name in FileSystem.contents(of: root).sorted() where name.hasPrefix(".") {
+            found.append("\(name) is a temporary file left beside the store file")
+        }
+        for (path, version) in named.sorted(by: { $0.key < $1.key }) {
+            if !fileManager.fileExists(atPath: root.appendingPathComponent(path).path) {
+                found.append("\(path) (version \(version)) is named by the store but missing")
+            }
+            let parts = path.split(separator: "/")
+            if parts.count == 3,
+                !fileManager.fileExists(atPath: lists.appendingPathComponent("\(parts[1])/\(parts[2]).files").path)
+            {
+                found.append("the file list of \(path) is missing")
+            }
+        }
+        return found
+    }
+
+    /// The regular files of a tree (relative path → bytes), or nil when it does not exist.
+    static func tree(_ directory: URL) throws -> [String: Data]? {
+        guard FileSystem.isDirectory(directory) else { return nil }
+        return try readTree(directory)
+    }
+}
+
+/// A small seeded generator (SplitMix64), so a run of random kills can be repeated.
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// An integer from the environment, or `fallback`.
+func environmentInteger(_ name: String, default fallback: Int) -> Int {
+    ProcessInfo.processInfo.environment[name].flatMap { Int($0) } ?? fallback
+}
