@@ -1,7 +1,7 @@
 import Foundation
 import HotCore
 
-/// RSA PKCS#1 v1.5 verification over the raw message (``SignatureScheme/rsaPKCS1Raw``), in
+/// RSA PKCS#1 v1.5 verification over the raw message (`SignatureScheme.rsaPKCS1Raw`), in
 /// plain Swift: the public operation `s^e mod n`, then a byte-for-byte comparison with the
 /// padded message `00 01 FF…FF 00 M`.
 ///

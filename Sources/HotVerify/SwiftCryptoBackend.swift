@@ -26,7 +26,7 @@ public final class CryptoHasher: DigestHasher {
 
     /// Creates a hasher.
     ///
-    /// - Parameter algorithm: ``DigestAlgorithm/md5`` or ``DigestAlgorithm/sha256``.
+    /// - Parameter algorithm: `DigestAlgorithm.md5` or `DigestAlgorithm.sha256`.
     /// - Throws: `HotUpdateError.Code.unsupported` for another algorithm.
     public init(algorithm: DigestAlgorithm) throws {
         switch algorithm {
