@@ -114,8 +114,8 @@ let package = Package(
             dependencies: [
                 "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets",
                 argumentParser,
-                // `hot publish` signs its S3 requests with libcurl's SigV4.
-                .target(name: "CHotCurl", condition: .when(platforms: nonApple + [.macOS])),
+                // `hot publish` signs its S3 requests with libcurl's SigV4 (with the Curl trait).
+                .target(name: "CHotCurl", condition: .when(platforms: nonApple + [.macOS], traits: ["Curl"])),
             ]),
 
         // Examples.
