@@ -110,7 +110,7 @@ struct FlushTests {
         #expect(system.calls == ["sync"])
     }
 
-    @Test("this platform's calls flush a real file and a real directory")
+    @Test("this platform's calls flush a real file")
     func realCalls() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("flush-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -121,7 +121,8 @@ struct FlushTests {
         #expect(fd >= 0)
         defer { close(fd) }
         #expect(FileSystem.flush(fd) == 0)
-        try FileSystem.syncFileSystem(containing: directory)
+        // Not syncFileSystem: a whole-file-system flush here stalls every other test's
+        // writes; the engine's install tests run it.
         #if canImport(Darwin)
         #expect(FlushCalls.system.fullSync != nil)
         #else
