@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.1
 import PackageDescription
 
 /// Platforms where the C libraries come from the system (apt, pkg-config).
@@ -7,6 +7,18 @@ let nonApple: [Platform] = [.linux, .android, .windows, .openbsd, .wasi]
 
 /// The command-line parser of `hot` and the examples.
 let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
+
+/// Apple platforms: swift-crypto's `Crypto` re-exports CryptoKit there.
+let apple: [Platform] = [.macOS, .iOS, .tvOS, .watchOS, .visionOS, .macCatalyst]
+
+/// swift-crypto's products, used by HotVerify on Apple platforms always, and elsewhere with the
+/// `SwiftCrypto` trait.
+let swiftCrypto: [Target.Dependency] = ["Crypto", "_CryptoExtras"].flatMap { product -> [Target.Dependency] in
+    [
+        .product(name: product, package: "swift-crypto", condition: .when(platforms: apple)),
+        .product(name: product, package: "swift-crypto", condition: .when(platforms: nonApple, traits: ["SwiftCrypto"])),
+    ]
+}
 
 let package = Package(
     name: "HotUpdate",
@@ -27,8 +39,21 @@ let package = Package(
         .executable(name: "WebOfflinePackages", targets: ["WebOfflinePackages"]),
         .executable(name: "LaunchGuard", targets: ["LaunchGuard"]),
     ],
+    traits: [
+        .trait(
+            name: "LibArchive",
+            description: "LibArchiveUnarchiver: ZIP entries in methods our reader lacks (bzip2, LZMA, zstd, xz, AES) decoded by libarchive (links libarchive)."),
+        .trait(
+            name: "Curl",
+            description: "CurlTransport: HTTP over libcurl (links libcurl); without it HTTP goes through URLSession."),
+        .trait(
+            name: "SwiftCrypto",
+            description: "HotVerify over swift-crypto (the code Apple platforms run) instead of libcrypto on Linux."),
+        .default(enabledTraits: ["LibArchive", "Curl"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // `swift package generate-documentation`; adds no code to the products.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
@@ -68,20 +93,20 @@ let package = Package(
             name: "HotTransport",
             dependencies: [
                 "HotCore",
-                .target(name: "CHotCurl", condition: .when(platforms: nonApple + [.macOS])),
+                .target(name: "CHotCurl", condition: .when(platforms: nonApple + [.macOS], traits: ["Curl"])),
             ]),
         .target(
             name: "HotArchive",
             dependencies: [
                 "HotCore", "CHotZlib", "CHotZstd",
-                .target(name: "CHotArchive", condition: .when(platforms: nonApple + [.macOS])),
+                .target(name: "CHotArchive", condition: .when(platforms: nonApple + [.macOS], traits: ["LibArchive"])),
             ]),
         .target(
             name: "HotVerify",
             dependencies: [
                 "HotCore", "HotManifest",
                 .target(name: "CHotCrypto", condition: .when(platforms: nonApple)),
-            ]),
+            ] + swiftCrypto),
         .target(name: "HotStore", dependencies: ["HotCore"]),
         .target(
             name: "HotAssets", dependencies: ["HotCore", .product(name: "Logging", package: "swift-log")]),
@@ -93,8 +118,8 @@ let package = Package(
             dependencies: [
                 "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets",
                 argumentParser,
-                // `hot publish` signs its S3 requests with libcurl's SigV4.
-                .target(name: "CHotCurl", condition: .when(platforms: nonApple + [.macOS])),
+                // `hot publish` signs its S3 requests with libcurl's SigV4 (with the Curl trait).
+                .target(name: "CHotCurl", condition: .when(platforms: nonApple + [.macOS], traits: ["Curl"])),
             ]),
 
         // Examples.

@@ -14,10 +14,10 @@ import Darwin
 /// Replaces a file's content atomically and durably.
 ///
 /// ``write(_:to:)`` writes the bytes to a new temporary file in the same directory
-/// (`open` with `O_CREAT|O_EXCL`), writes them all, `fsync`s it, renames it over the
-/// target and `fsync`s the directory. A reader sees either the old content or the new,
-/// never a mix, even after a crash or power loss. On failure the temporary file is
-/// removed and the target is left as it was.
+/// (`open` with `O_CREAT|O_EXCL`), writes them all, flushes it (`F_FULLFSYNC` on Apple
+/// platforms, `fsync` elsewhere), renames it over the target and flushes the directory. A
+/// reader sees either the old content or the new, never a mix, even after a crash or power
+/// loss. On failure the temporary file is removed and the target is left as it was.
 ///
 /// ```swift
 /// try DurableFile.write(Data(json.utf8), to: root.appendingPathComponent("store.json"))
@@ -56,8 +56,9 @@ public enum DurableFile {
         do {
             defer { close(descriptor) }
             try writeAll(data, to: descriptor, subject: target)
-            guard flush(descriptor) else {
-                throw failure("cannot fsync the temporary file", errno, subject: target)
+            let code = FileSystem.flush(descriptor)
+            guard code == 0 else {
+                throw failure("cannot fsync the temporary file", code, subject: target)
             }
         }
         if let faultPoint { FaultPoint.reached(faultPoint) }
@@ -136,17 +137,6 @@ public enum DurableFile {
         }
     }
 
-    /// Flushes a file to stable storage (`F_FULLFSYNC` where the platform has it).
-    private static func flush(_ descriptor: Int32) -> Bool {
-        #if canImport(Darwin)
-        if fcntl(descriptor, F_FULLFSYNC) == 0 { return true }
-        #endif
-        while fsync(descriptor) != 0 {
-            if errno != EINTR { return false }
-        }
-        return true
-    }
-
     /// Makes the rename durable. File systems that cannot sync a directory (`EINVAL`)
     /// are accepted: they give no stronger guarantee to ask for.
     private static func syncDirectory(_ directory: String, subject: String) throws {
@@ -157,8 +147,9 @@ public enum DurableFile {
                 subject: subject)
         }
         defer { close(descriptor) }
-        if !flush(descriptor), errno != EINVAL, errno != ENOTSUP {
-            throw failure("the new content is in place but its directory cannot be fsynced", errno, subject: subject)
+        let code = FileSystem.flush(descriptor)
+        if code != 0, code != EINVAL, code != ENOTSUP {
+            throw failure("the new content is in place but its directory cannot be fsynced", code, subject: subject)
         }
     }
 

@@ -159,7 +159,7 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
     private var pendingHead = 0
     private var pendingBytes = 0
     /// Whether the task is suspended because too many bytes wait.
-    private var suspended = false
+    private var backPressure: BackPressure
     /// The transfer's outcome once the task has completed, for the pump to pass on.
     private var outcome: HotUpdateError?
     /// Whether the pump has stopped because the consumer went away.
@@ -177,6 +177,7 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
     init(request: TransportRequest, options: URLSessionTransport.Options) {
         self.request = request
         self.options = options
+        self.backPressure = BackPressure(limit: options.bufferLimit)
         let (stream, writer) = ByteStream.makeStream(capacity: options.streamCapacity)
         self.stream = stream
         self.writer = writer
@@ -236,8 +237,7 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
             }
             pendingBytes -= chunk.count
             var resuming: URLSessionDataTask?
-            if suspended, pendingBytes <= options.bufferLimit / 2 {
-                suspended = false
+            if backPressure.shouldResume(pendingBytes: pendingBytes) {
                 resuming = task
             }
             lock.unlock()
@@ -290,7 +290,7 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
             let moved = self.bytesThisWindow
             self.bytesThisWindow = 0
             let total = self.received
-            let paused = self.suspended
+            let paused = self.backPressure.suspended
             self.lock.unlock()
             // A transfer held back for a slow consumer is not a slow network.
             if moved < minimum, !paused {
@@ -392,12 +392,9 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
         pending.append(data)
         pendingBytes += data.count
         var suspending: URLSessionDataTask?
-        #if !canImport(FoundationNetworking)
-        if !suspended, pendingBytes > options.bufferLimit {
-            suspended = true
+        if backPressure.shouldSuspend(pendingBytes: pendingBytes) {
             suspending = task
         }
-        #endif
         lock.broadcast()
         lock.unlock()
         suspending?.suspend()

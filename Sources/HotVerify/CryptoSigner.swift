@@ -22,12 +22,13 @@ public struct KeyKind: Sendable, Hashable, CustomStringConvertible {
     public var description: String { bits == 0 ? "\(scheme)" : "RSA-\(bits) \(scheme)" }
 }
 
-/// Signs with a private key over libcrypto: the publisher's half of ``CryptoVerifier``.
+/// Signs with a private key: the publisher's half of ``CryptoVerifier``, over the same library
+/// (libcrypto by default on Linux; swift-crypto on Apple platforms and with the `SwiftCrypto` trait).
 ///
 /// Keys are PEM PKCS#8 (`-----BEGIN PRIVATE KEY-----`), as `openssl genpkey` writes them;
-/// signatures verify with `openssl pkeyutl -verify` and with ``CryptoVerifier``. Signing
-/// is the publisher's side and needs libcrypto: where HotVerify does not link it (Apple
-/// platforms use CryptoKit to verify), every call throws `HotUpdateError.Code.unsupported`.
+/// signatures verify with `openssl pkeyutl -verify` and with ``CryptoVerifier`` of either
+/// library. Where HotVerify has no crypto library at all, every call throws
+/// `HotUpdateError.Code.unsupported`.
 ///
 /// ```swift
 /// let signer = try CryptoSigner.generate(.ed25519)
@@ -69,7 +70,7 @@ public struct CryptoSigner: Signer {
 
     /// Signs exactly `message` with the key's scheme.
     ///
-    /// - Throws: `HotUpdateError.Code.signatureInvalid` when libcrypto cannot sign.
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when the key cannot sign with its scheme.
     public func sign(_ message: Data) throws -> Data {
         try SigningBackend.sign(message, privatePEM: privateKeyPEM, scheme: publicKey.scheme)
     }

@@ -2,7 +2,8 @@ import Foundation
 import HotCore
 
 /// Computes digests and checks signatures with the platform's crypto library:
-/// libcrypto (OpenSSL 3) where it is linked, CryptoKit and Security on Apple platforms.
+/// libcrypto (OpenSSL 3) by default on Linux; swift-crypto on Apple platforms (where it is
+/// CryptoKit) and, with the package's `SwiftCrypto` trait, on Linux too.
 ///
 /// Digests: MD5 (for older servers) and SHA-256. Signatures: Ed25519,
 /// RSA PKCS#1 v1.5 with SHA-256, RSA-PSS with SHA-256, MGF1-SHA-256 and a 32-byte salt,
@@ -24,10 +25,14 @@ public struct CryptoVerifier: Verifier {
         .ed25519, .rsaPKCS1SHA256, .rsaPSSSHA256, .rsaPKCS1Raw,
     ]
 
+    /// The library this build verifies and signs with: `"libcrypto"`, `"swift-crypto"`, or
+    /// `"none"` where HotVerify has no crypto library.
+    public static let backendName: String = CryptoBackend.name
+
     /// Creates a verifier. It holds no state; make as many as you like.
     public init() {}
 
-    /// MD5 and SHA-256 (empty on a platform with neither libcrypto nor CryptoKit).
+    /// MD5 and SHA-256 (empty on a platform with no crypto library).
     public var supportedDigests: Set<Digest.Algorithm> { CryptoBackend.supportedDigests }
 
     /// Returns a fresh ``CryptoHasher``.

@@ -1,4 +1,6 @@
-#if canImport(CHotCrypto)
+// The default backend on Linux and the other platforms with OpenSSL 3; Apple platforms and the
+// `SwiftCrypto` trait use SwiftCryptoBackend.swift instead.
+#if !SwiftCrypto && !canImport(Darwin) && canImport(CHotCrypto)
 import CHotCrypto
 import Foundation
 import HotCore
@@ -70,6 +72,9 @@ public final class CryptoHasher: DigestHasher {
 
 /// Signatures and key ids over libcrypto.
 enum CryptoBackend {
+    /// The library behind ``CryptoVerifier`` and ``CryptoSigner`` in this build.
+    static let name = "libcrypto"
+
     static let supportedDigests: Set<Digest.Algorithm> = [.md5, .sha256]
 
     static func verify(signature: Data, of message: Data, with key: PublicKey) throws -> Bool {

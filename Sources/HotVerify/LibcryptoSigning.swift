@@ -1,4 +1,4 @@
-#if canImport(CHotCrypto)
+#if !SwiftCrypto && !canImport(Darwin) && canImport(CHotCrypto)
 import CHotCrypto
 import Foundation
 import HotCore
@@ -91,19 +91,5 @@ enum SigningBackend {
         }
         return String(decoding: buffer, as: UTF8.self)
     }
-}
-#else
-import Foundation
-import HotCore
-
-/// Signing needs libcrypto; on other platforms keys are made and used with `hot` on Linux
-/// or with `openssl` (the app side only verifies).
-enum SigningBackend {
-    private static var unavailable: HotUpdateError {
-        HotUpdateError(.unsupported, "signing and key generation need libcrypto, which this build does not link")
-    }
-    static func generate(_ kind: KeyKind) throws -> String { throw unavailable }
-    static func publicKey(ofPrivatePEM pem: String) throws -> (String, Bool) { throw unavailable }
-    static func sign(_ message: Data, privatePEM: String, scheme: PublicKey.Scheme) throws -> Data { throw unavailable }
 }
 #endif

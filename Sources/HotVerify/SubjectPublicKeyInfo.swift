@@ -3,8 +3,8 @@ import HotCore
 
 /// A public key's SubjectPublicKeyInfo (RFC 5280), read from PEM with no crypto library.
 ///
-/// The libcrypto backend lets OpenSSL parse keys; platforms without libcrypto use this
-/// to find the algorithm and the raw key bits for their own crypto APIs.
+/// The libcrypto backend lets OpenSSL parse keys; the swift-crypto backend uses this to find
+/// the algorithm and the raw key bits for swift-crypto's APIs.
 struct SubjectPublicKeyInfo: Sendable, Hashable {
     /// The algorithm OID in dotted form (`1.3.101.112` for Ed25519).
     var algorithmOID: String
@@ -86,7 +86,8 @@ struct SubjectPublicKeyInfo: Sendable, Hashable {
         return keyBits
     }
 
-    private static func dotted(_ bytes: ArraySlice<UInt8>) throws -> String {
+    /// An OID's content bytes in dotted form.
+    static func dotted(_ bytes: ArraySlice<UInt8>) throws -> String {
         var components: [UInt64] = []
         var value: UInt64 = 0
         var pending = false
@@ -154,5 +155,89 @@ struct DERReader {
         guard rest.isEmpty else {
             throw HotUpdateError(.signatureInvalid, "the public key's \(what) has \(rest.count) trailing bytes")
         }
+    }
+}
+
+extension SubjectPublicKeyInfo {
+    /// The DER SubjectPublicKeyInfo of a raw 32-byte Ed25519 public key (RFC 8410).
+    static func ed25519DER(_ key: [UInt8]) -> [UInt8] {
+        [0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00] + key
+    }
+}
+
+/// A PKCS#8 `PrivateKeyInfo` (RFC 5208, and RFC 5958's `OneAsymmetricKey`), read far enough
+/// to tell the algorithm and, for Ed25519, the seed.
+struct PrivateKeyInfo: Sendable {
+    /// The algorithm OID in dotted form.
+    var algorithmOID: String
+    /// The contents of the `privateKey` OCTET STRING.
+    var privateKey: [UInt8]
+
+    /// Reads a DER PrivateKeyInfo.
+    ///
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` when `der` is not one.
+    init(der: [UInt8]) throws {
+        var outer = DERReader(der[...])
+        var info = try outer.read(tag: 0x30, what: "PrivateKeyInfo")
+        try outer.expectEnd(what: "PrivateKeyInfo")
+        _ = try info.read(tag: 0x02, what: "PrivateKeyInfo version")
+        var algorithm = try info.read(tag: 0x30, what: "AlgorithmIdentifier")
+        let oid = try algorithm.read(tag: 0x06, what: "algorithm OID")
+        // What follows the key (attributes, the public key) is not needed.
+        self.privateKey = Array(try info.read(tag: 0x04, what: "privateKey").bytes)
+        self.algorithmOID = try SubjectPublicKeyInfo.dotted(oid.bytes)
+    }
+
+    /// The 32-byte seed of an Ed25519 key, inside its `CurvePrivateKey` OCTET STRING.
+    func ed25519Seed() throws -> [UInt8] {
+        var outer = DERReader(privateKey[...])
+        let seed = try outer.read(tag: 0x04, what: "Ed25519 private key")
+        try outer.expectEnd(what: "Ed25519 private key")
+        guard seed.bytes.count == 32 else {
+            throw HotUpdateError(.signatureInvalid, "the Ed25519 private key has \(seed.bytes.count) bytes, not 32")
+        }
+        return Array(seed.bytes)
+    }
+
+    /// The DER PrivateKeyInfo of an Ed25519 seed, as `openssl genpkey -algorithm ed25519` writes it.
+    static func ed25519(seed: [UInt8]) -> [UInt8] {
+        [0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20] + seed
+    }
+}
+
+/// PEM armour (RFC 7468), written as OpenSSL writes it: 64 base64 characters a line.
+enum PEM {
+    /// `der` as a PEM block with `label`, ending in a newline.
+    static func encode(_ der: [UInt8], label: String) -> String {
+        let base64 = Data(der).base64EncodedString()
+        var lines = ["-----BEGIN \(label)-----"]
+        var start = base64.startIndex
+        while start < base64.endIndex {
+            let end = base64.index(start, offsetBy: 64, limitedBy: base64.endIndex) ?? base64.endIndex
+            lines.append(String(base64[start..<end]))
+            start = end
+        }
+        lines.append("-----END \(label)-----")
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The label and DER bytes of the first PEM block in `text`.
+    ///
+    /// - Throws: `HotUpdateError.Code.signatureInvalid` naming `what` when there is none.
+    static func decode(_ text: String, what: String) throws -> (label: String, der: [UInt8]) {
+        guard let begin = text.range(of: "-----BEGIN "),
+            let labelEnd = text.range(of: "-----", range: begin.upperBound..<text.endIndex)
+        else {
+            throw HotUpdateError(.signatureInvalid, "the \(what) is not PEM (no '-----BEGIN' line)")
+        }
+        let label = String(text[begin.upperBound..<labelEnd.lowerBound])
+        guard let end = text.range(of: "-----END \(label)-----", range: labelEnd.upperBound..<text.endIndex) else {
+            throw HotUpdateError(.signatureInvalid, "the \(what) PEM has no '-----END \(label)-----' line")
+        }
+        let body = text[labelEnd.upperBound..<end.lowerBound].filter { !$0.isWhitespace }
+        guard let data = Data(base64Encoded: String(body)) else {
+            throw HotUpdateError(.signatureInvalid, "the \(what) PEM's body is not base64")
+        }
+        return (label, Array(data))
     }
 }

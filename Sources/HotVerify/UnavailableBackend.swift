@@ -1,4 +1,4 @@
-#if !canImport(CHotCrypto) && !canImport(CryptoKit)
+#if !SwiftCrypto && !canImport(Darwin) && !canImport(CHotCrypto)
 import Foundation
 import HotCore
 
@@ -11,7 +11,7 @@ public final class CryptoHasher: DigestHasher {
     ///
     /// - Throws: `HotUpdateError.Code.unsupported`.
     public init(algorithm: Digest.Algorithm) throws {
-        throw HotUpdateError(.unsupported, "no crypto library (libcrypto or CryptoKit) on this platform")
+        throw HotUpdateError(.unsupported, "no crypto library on this platform (libcrypto, or swift-crypto with the SwiftCrypto trait)")
     }
 
     /// Adds bytes.
@@ -25,14 +25,25 @@ public final class CryptoHasher: DigestHasher {
 
 /// No signatures without a crypto library.
 enum CryptoBackend {
+    static let name = "none"
     static let supportedDigests: Set<Digest.Algorithm> = []
 
     static func verify(signature: Data, of message: Data, with key: PublicKey) throws -> Bool {
-        throw HotUpdateError(.unsupported, "no crypto library (libcrypto or CryptoKit) on this platform")
+        throw HotUpdateError(.unsupported, "no crypto library on this platform (libcrypto, or swift-crypto with the SwiftCrypto trait)")
     }
 
     static func keyID(ofPEM pem: String) throws -> String {
-        throw HotUpdateError(.unsupported, "no crypto library (libcrypto or CryptoKit) on this platform")
+        throw HotUpdateError(.unsupported, "no crypto library on this platform (libcrypto, or swift-crypto with the SwiftCrypto trait)")
     }
+}
+
+/// No signing without a crypto library.
+enum SigningBackend {
+    private static var unavailable: HotUpdateError {
+        HotUpdateError(.unsupported, "signing and key generation need a crypto library, which this build does not link")
+    }
+    static func generate(_ kind: KeyKind) throws -> String { throw unavailable }
+    static func publicKey(ofPrivatePEM pem: String) throws -> (String, Bool) { throw unavailable }
+    static func sign(_ message: Data, privatePEM: String, scheme: PublicKey.Scheme) throws -> Data { throw unavailable }
 }
 #endif

@@ -11,18 +11,33 @@ import Logging
 enum TransportKind: String, ExpressibleByArgument, CaseIterable {
     case curl, urlsession, file
 
-    /// The default for a URL: `file` for file URLs, `curl` otherwise.
+    /// The default for a URL: `file` for file URLs; `curl` for others where this build links
+    /// libcurl, `urlsession` where it does not.
     static func defaultKind(for url: URL) -> TransportKind {
-        url.isFileURL ? .file : .curl
+        url.isFileURL ? .file : defaultHTTP
     }
+
+    /// The HTTP transport used unless one is named.
+    static var defaultHTTP: TransportKind {
+        #if Curl && canImport(CHotCurl)
+            return .curl
+        #else
+            return .urlsession
+        #endif
+    }
+
+    /// Why `--transport curl` is refused in a build without libcurl.
+    static let missing =
+        "the curl transport is not in this build of hot: build it with the package trait 'Curl' "
+        + "(on by default), or use --transport urlsession"
 
     func make() throws -> any Transport {
         switch self {
         case .curl:
-            #if canImport(CHotCurl)
+            #if Curl && canImport(CHotCurl)
                 return CurlTransport()
             #else
-                throw ValidationError("the curl transport is not available on this platform")
+                throw ValidationError(Self.missing)
             #endif
         case .urlsession: return URLSessionTransport()
         case .file: return FileTransport()
@@ -34,14 +49,19 @@ enum TransportKind: String, ExpressibleByArgument, CaseIterable {
 enum UnarchiverKind: String, ExpressibleByArgument, CaseIterable {
     case zip, libarchive
 
+    /// Why `--unarchiver libarchive` is refused in a build without libarchive.
+    static let missing =
+        "the libarchive unarchiver is not in this build of hot: build it with the package trait 'LibArchive' "
+        + "(on by default), or use --unarchiver zip"
+
     func make() throws -> any Unarchiver {
         switch self {
         case .zip: return ZipUnarchiver()
         case .libarchive:
-            #if canImport(CHotArchive)
+            #if LibArchive && canImport(CHotArchive)
                 return LibArchiveUnarchiver()
             #else
-                throw ValidationError("the libarchive backend is not available on this platform")
+                throw ValidationError(Self.missing)
             #endif
         }
     }

@@ -73,7 +73,7 @@ struct Repair: AsyncParsableCommand {
             let probe = storeOptions.makeUpdater()
             let snapshot = try await probe.currentSnapshot()
             let firstSource = snapshot.packages.values.compactMap { $0.active.flatMap { URL(string: $0.sourceURL) } }.first
-            let kind = transport ?? firstSource.map(TransportKind.defaultKind(for:)) ?? .curl
+            let kind = transport ?? firstSource.map(TransportKind.defaultKind(for:)) ?? .defaultHTTP
             let updater = storeOptions.makeUpdater(transport: try kind.make())
             let reports = try await updater.repairAll(depth: quick ? .quick : .full)
             if reports.isEmpty { print("no packages installed in \(storeOptions.rootURL.path)") }

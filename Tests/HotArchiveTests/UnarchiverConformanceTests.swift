@@ -14,12 +14,14 @@ import Testing
         try await check.run()
     }
 
+    #if LibArchive
     static let libArchive = UnarchiverConformance { LibArchiveUnarchiver() }
 
     @Test(arguments: libArchive.checks)
     func libArchiveUnarchiverConforms(_ check: ConformanceCheck) async throws {
         try await check.run()
     }
+    #endif
 
     /// The suite's deflate writer makes streams a real inflater reads: python's zlib.
     @Test func rawZipDeflateRunsInflate() async throws {

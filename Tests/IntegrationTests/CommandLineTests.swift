@@ -50,7 +50,7 @@ struct CommandLineTests {
 
         let server = try await NginxServer.start(root: repo)
         let root = try makeTemporaryDirectory("store")
-        for transport in ["curl", "urlsession"] {
+        for transport in TransportKind.allCases.map(\.rawValue) {
             let storeRoot = root.appendingPathComponent(transport)
             let synced = try await Self.run([
                 "sync", "--manifest", server.baseURL.appendingPathComponent("manifest.json").absoluteString,
@@ -173,7 +173,7 @@ struct CommandLineTests {
         try await Subprocess.check("python3", ["-c", script, archive.path])
 
         let destination = work.appendingPathComponent("out")
-        for backend in ["zip", "libarchive"] {
+        for backend in UnarchiverKind.allCases.map(\.rawValue) {
             let before = try FileManager.default.contentsOfDirectory(atPath: work.path).sorted()
             let result = try await Self.run(
                 ["unpack", archive.path, destination.path, "--backend", backend] + hostile.arguments)
@@ -202,6 +202,36 @@ struct CommandLineTests {
         ])
         #expect(badManifest.status != 0)
         #expect(badManifest.stderr.split(separator: "\n").count == 1)
+    }
+
+    /// A `hot` built without a trait names it when asked for its backend, in one line, before
+    /// touching the store; one built with it does not refuse.
+    @Test("a backend left out of the build is refused naming its trait")
+    func backendsLeftOut() async throws {
+        let root = try makeTemporaryDirectory("left-out")
+        let store = root.appendingPathComponent("store")
+        let zip = root.appendingPathComponent("a.zip")
+        try await Subprocess.check("python3", ["-c", "import zipfile, sys; zipfile.ZipFile(sys.argv[1], 'w').writestr('a.txt', 'a')", zip.path])
+        let requests: [(arguments: [String], trait: String, linked: Bool)] = [
+            (["unpack", zip.path, root.appendingPathComponent("out").path, "--backend", "libarchive"], "LibArchive",
+             UnarchiverKind.allCases.map(\.rawValue).contains("libarchive")),
+            (["sync", "--manifest", "http://127.0.0.1:9/manifest.json", "--root", store.path, "--allow-unsigned",
+              "--transport", "curl"], "Curl", TransportKind.allCases.map(\.rawValue).contains("curl")),
+            (["sync", "--manifest", "http://127.0.0.1:9/manifest.json", "--root", store.path, "--allow-unsigned",
+              "--unarchiver", "libarchive"], "LibArchive", UnarchiverKind.allCases.map(\.rawValue).contains("libarchive")),
+        ]
+        for request in requests {
+            let result = try await Self.run(request.arguments)
+            if request.linked {
+                #expect(!result.stderr.contains("trait"), "\(result.stderr)")
+            } else {
+                #expect(result.status == 1)
+                #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+                #expect(result.stderr.contains("not in this build of hot"), "\(result.stderr)")
+                #expect(result.stderr.contains("'\(request.trait)'"), "\(result.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: store.path))
+            }
+        }
     }
 }
 

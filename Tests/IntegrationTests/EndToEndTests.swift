@@ -150,10 +150,10 @@ struct EndToEndTests {
         try Data(#"{"url": "", "md5": ""}"#.utf8).write(to: repository.directory.appendingPathComponent("none.json"))
         let server = try await NginxServer.start(root: repository.directory)
         let root = try makeTemporaryDirectory("store")
-        let updater = makeUpdater(root: root, transport: .curl, plist: true)
+        let updater = makeUpdater(root: root, transport: .http, plist: true)
 
         let report = try await updater.sync(
-            from: PatchInfoManifestSource(url: server.baseURL.appendingPathComponent("patch.json"), transport: CurlTransport()))
+            from: PatchInfoManifestSource(url: server.baseURL.appendingPathComponent("patch.json"), transport: httpTransport()))
         #expect(report.failures.isEmpty)
         #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("store.plist").path))
         let installed = try #require(try await updater.installedPackages().first)
@@ -162,7 +162,7 @@ struct EndToEndTests {
 
         // Publishing "no patch" removes it: assets fall back to the bundle.
         let removal = try await updater.sync(
-            from: PatchInfoManifestSource(url: server.baseURL.appendingPathComponent("none.json"), transport: CurlTransport()))
+            from: PatchInfoManifestSource(url: server.baseURL.appendingPathComponent("none.json"), transport: httpTransport()))
         #expect(removal.packages.map(\.change) == [.remove])
         #expect(try await updater.installedPackages().isEmpty)
         await server.stop()

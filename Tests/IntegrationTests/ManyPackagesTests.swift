@@ -35,7 +35,7 @@ struct ManyPackagesTests {
         let server = try await NginxServer.start(
             root: repository.directory,
             options: .init(locations: [.rateLimited(prefix: "/packages/", bytesPerSecond: 400_000, afterBytes: 8_192)]))
-        let updater = makeUpdater(root: try makeTemporaryDirectory("store"), transport: .curl)
+        let updater = makeUpdater(root: try makeTemporaryDirectory("store"), transport: .http)
         let offered = try Self.descriptor(entry, on: server)
 
         let installed = try await withThrowingTaskGroup(of: InstalledPackage.self) { group in
@@ -64,9 +64,9 @@ struct ManyPackagesTests {
         try repository.publish(second, id: "second", version: "1")
         let server = try await NginxServer.start(root: repository.directory)
         let root = try makeTemporaryDirectory("store")
-        let updater = makeUpdater(root: root, transport: .curl)
+        let updater = makeUpdater(root: root, transport: .http)
         let manifestURL = server.baseURL.appendingPathComponent("manifest.json")
-        let report = try await updater.sync(from: StaticManifestSource(url: manifestURL, transport: CurlTransport()))
+        let report = try await updater.sync(from: StaticManifestSource(url: manifestURL, transport: httpTransport()))
         #expect(report.failures.isEmpty)
 
         let uniqueKiB = 24 * fileSize / 1024  // 6 MiB; without sharing it would be 8 MiB
@@ -94,13 +94,13 @@ struct ManyPackagesTests {
             root: repository.directory,
             options: .init(locations: [.rateLimited(prefix: "/packages/", bytesPerSecond: 20_000, afterBytes: 16_384)]))
         let root = try makeTemporaryDirectory("store")
-        let updater = makeUpdater(root: root, transport: .curl)
+        let updater = makeUpdater(root: root, transport: .http)
         let events = updater.events()
 
         let sync = Task {
             try await updater.sync(
                 from: StaticManifestSource(
-                    url: slow.baseURL.appendingPathComponent("manifest.json"), transport: CurlTransport()))
+                    url: slow.baseURL.appendingPathComponent("manifest.json"), transport: httpTransport()))
         }
         // Bytes have arrived: the download is under way.
         for await event in events {
@@ -118,7 +118,7 @@ struct ManyPackagesTests {
 
         let fast = try await NginxServer.start(root: repository.directory)
         let retry = try await updater.sync(
-            from: StaticManifestSource(url: fast.baseURL.appendingPathComponent("manifest.json"), transport: CurlTransport()))
+            from: StaticManifestSource(url: fast.baseURL.appendingPathComponent("manifest.json"), transport: httpTransport()))
         #expect(retry.failures.isEmpty)
         let installed = try #require(try await updater.installedPackages().first)
         #expect(try readTree(installed.directory) == readTree(source))

@@ -57,7 +57,7 @@ struct OfflinePackageTests {
 
     func source(_ nginx: NginxServer, _ updater: Updater) -> OfflinePackageManifestSource {
         OfflinePackageManifestSource(
-            url: nginx.baseURL.appendingPathComponent("offline/check"), transport: CurlTransport(), app: Self.app,
+            url: nginx.baseURL.appendingPathComponent("offline/check"), transport: httpTransport(), app: Self.app,
             snapshot: { try await updater.currentSnapshot() })
     }
 
@@ -70,7 +70,7 @@ struct OfflinePackageTests {
         let nginx = try await NginxServer.start(
             root: server.directory,
             options: .init(locations: [Self.checkLocation, .status(500, at: "/offline/broken")]))
-        let updater = makeUpdater(root: try makeTemporaryDirectory("store"), using: CurlTransport())
+        let updater = makeUpdater(root: try makeTemporaryDirectory("store"), using: httpTransport())
         try await updater.sync(from: source(nginx, updater)).throwIfFailed()
         return (server, home1, nginx, updater)
     }
@@ -98,7 +98,7 @@ struct OfflinePackageTests {
         ])
         let nginx = try await NginxServer.start(root: server.directory, options: .init(locations: [Self.checkLocation]))
         let root = try makeTemporaryDirectory("store")
-        let updater = makeUpdater(root: root, using: CurlTransport())
+        let updater = makeUpdater(root: root, using: httpTransport())
         let source = source(nginx, updater)
 
         let first = try await source.check()

@@ -34,7 +34,7 @@ struct PackagesFromAnywhereTests {
         let nginx = try await NginxServer.start(root: served)
         let root = try makeTemporaryDirectory("store")
         defer { try? FileManager.default.removeItem(at: root) }
-        let transport = SchemeRoutingTransport(http: CurlTransport(), file: FileTransport(bundleRoot: bundle))
+        let transport = SchemeRoutingTransport(http: httpTransport(), file: FileTransport(bundleRoot: bundle))
         let updater = makeUpdater(root: root, using: transport)
 
         let manifest = try Manifest(packages: [
@@ -55,7 +55,7 @@ struct PackagesFromAnywhereTests {
     func platformDefault() throws {
         let router = SchemeRoutingTransport(http: SchemeRoutingTransport.platformHTTP())
         let http = try #require(router.transport(for: URL(string: "https://cdn.example.com/p.zip")!))
-        #if canImport(CHotCurl)
+        #if Curl
             #expect(http is CurlTransport)
         #else
             #expect(http is URLSessionTransport)
@@ -70,7 +70,7 @@ struct PackagesFromAnywhereTests {
         let root = try makeTemporaryDirectory("store")
         defer { for directory in [shipped, root] { try? FileManager.default.removeItem(at: directory) } }
         let local = try await zipFiles(["a.txt": Data("a".utf8)], to: shipped.appendingPathComponent("local.zip"))
-        let updater = makeUpdater(root: root, using: SchemeRoutingTransport(http: CurlTransport()))
+        let updater = makeUpdater(root: root, using: SchemeRoutingTransport(http: httpTransport()))
         let manifest = try Manifest(packages: [
             try descriptor("local", "1", archive: local, url: local),
             try descriptor("ftp", "1", archive: local, url: try #require(URL(string: "ftp://127.0.0.1/local.zip"))),
@@ -95,7 +95,7 @@ struct PackagesFromAnywhereTests {
         let listing = try await Subprocess.check("zipinfo", ["-v", v1.path])
         #expect(listing.stdout.contains("encrypted"))
         let nginx = try await NginxServer.start(root: served)
-        let updater = makeUpdater(root: root, using: SchemeRoutingTransport(http: CurlTransport()))
+        let updater = makeUpdater(root: root, using: SchemeRoutingTransport(http: httpTransport()))
         let url = nginx.baseURL.appendingPathComponent("111.zip")
 
         let report = try await updater.sync(
@@ -121,7 +121,7 @@ struct PackagesFromAnywhereTests {
         defer { for directory in [served, root] { try? FileManager.default.removeItem(at: directory) } }
         let v1 = try await zipFiles(["a.txt": Data("v1".utf8)], to: served.appendingPathComponent("v1.zip"), password: "right")
         let v2 = try await zipFiles(["a.txt": Data("v2".utf8)], to: served.appendingPathComponent("v2.zip"), password: "right")
-        let updater = makeUpdater(root: root, using: SchemeRoutingTransport(http: CurlTransport()))
+        let updater = makeUpdater(root: root, using: SchemeRoutingTransport(http: httpTransport()))
         let sync = { (descriptor: PackageDescriptor) in
             try await updater.sync(from: FixedManifestSource(manifest: try Manifest(packages: [descriptor])))
         }

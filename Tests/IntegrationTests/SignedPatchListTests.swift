@@ -45,7 +45,7 @@ struct SignedPatchListTests {
 
     func source(_ server: NginxServer, keys: [PublicKey]) -> SignedPatchListManifestSource {
         SignedPatchListManifestSource(
-            url: server.baseURL.appendingPathComponent("patches.json"), transport: CurlTransport(),
+            url: server.baseURL.appendingPathComponent("patches.json"), transport: httpTransport(),
             verifier: CryptoVerifier(), trustedKeys: keys)
     }
 
@@ -57,7 +57,7 @@ struct SignedPatchListTests {
         let v1 = try await server.patch("fix-login", file: "fix-login-1", script: "fixLogin(1)")
         try server.publish([v1])
         let nginx = try await NginxServer.start(root: server.directory)
-        let updater = makeUpdater(root: try makeTemporaryDirectory("store"), using: CurlTransport())
+        let updater = makeUpdater(root: try makeTemporaryDirectory("store"), using: httpTransport())
         let source = source(nginx, keys: [server.key.publicKey])
         try await updater.sync(from: source).throwIfFailed()
         return (server, v1, nginx, updater, source)
@@ -71,7 +71,7 @@ struct SignedPatchListTests {
         try server.publish([login, feed])
         let nginx = try await NginxServer.start(root: server.directory)
         let root = try makeTemporaryDirectory("store")
-        let updater = makeUpdater(root: root, using: CurlTransport())
+        let updater = makeUpdater(root: root, using: httpTransport())
         let source = source(nginx, keys: [server.key.publicKey])
 
         let report = try await updater.sync(from: source)

@@ -113,14 +113,14 @@ struct SignedClient {
     func updater(packageTimeouts: TransportRequest.Timeouts? = nil) -> Updater {
         Updater(
             configuration: UpdaterConfiguration(
-                root: root, transport: CurlTransport(), unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
+                root: root, transport: httpTransport(), unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
                 store: JSONMetadataStore(root: root), timeouts: packageTimeouts ?? timeouts,
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
     }
 
     func source(_ url: URL) -> SignedManifestSource {
         SignedManifestSource(
-            url: url, transport: CurlTransport(), verifier: CryptoVerifier(), trust: trust, storeRoot: root,
+            url: url, transport: httpTransport(), verifier: CryptoVerifier(), trust: trust, storeRoot: root,
             context: context, maxBytes: maxManifestBytes, timeouts: timeouts, now: now,
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
     }

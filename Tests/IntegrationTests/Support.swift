@@ -95,27 +95,54 @@ struct Repository {
 }
 
 /// The transports under test.
+/// `curl` only where this build links libcurl (the package's `Curl` trait).
 enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case curl, urlsession
+    #if Curl
+    case curl
+    #endif
+    case urlsession
     var testDescription: String { rawValue }
     func make() -> any Transport {
         switch self {
+        #if Curl
         case .curl: CurlTransport()
+        #endif
         case .urlsession: URLSessionTransport()
         }
     }
+
+    /// The HTTP transport of tests that do not compare transports: curl where linked.
+    static var http: TransportKind {
+        #if Curl
+        return .curl
+        #else
+        return .urlsession
+        #endif
+    }
 }
 
-/// The unarchivers under test.
+/// The unarchivers under test; `libarchive` only where this build links it (the package's
+/// `LibArchive` trait).
 enum UnarchiverKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case zip, libarchive
+    case zip
+    #if LibArchive
+    case libarchive
+    #endif
     var testDescription: String { rawValue }
     func make() -> any Unarchiver {
         switch self {
         case .zip: ZipUnarchiver()
+        #if LibArchive
         case .libarchive: LibArchiveUnarchiver()
+        #endif
         }
     }
+}
+
+/// The HTTP transport of the tests that do not compare transports: libcurl where this build
+/// links it, URLSession otherwise.
+func httpTransport() -> any Transport {
+    SchemeRoutingTransport.platformHTTP()
 }
 
 /// Builds an updater over a fresh root with real parts.

@@ -1,4 +1,4 @@
-#if canImport(CHotArchive)
+#if LibArchive && canImport(CHotArchive)
 import CHotArchive
 import CHotZlib
 import Foundation

@@ -1,4 +1,4 @@
-#if canImport(CHotArchive)
+#if LibArchive && canImport(CHotArchive)
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

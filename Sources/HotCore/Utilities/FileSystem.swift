@@ -89,7 +89,14 @@ package enum FileSystem {
     /// - Throws: ``HotUpdateError/Code/fileSystem`` when the directory cannot be opened or
     ///   its fsync fails.
     package static func syncDirectory(_ url: URL) throws {
-        try syncDirectory(url, using: { fsync($0) })
+        try syncDirectory(
+            url,
+            using: { fd in
+                // F_FULLFSYNC where the platform has it, through the same decision as files.
+                let code = flush(fd)
+                if code != 0 { errno = code }
+                return code == 0 ? 0 : -1
+            })
     }
 
     /// ``syncDirectory(_:)`` with the `fsync` to call (tests pass one that fails).
@@ -109,32 +116,58 @@ package enum FileSystem {
         }
     }
 
-    /// Flushes everything written to the file system holding `url` to stable storage:
-    /// `syncfs` on Linux (one call for a whole unpacked tree), `sync` elsewhere. The engine
-    /// calls it before the commit that makes a version active, so a power loss never leaves
-    /// a recorded version with files that were not yet on disk.
+    /// Flushes one open file or directory to stable storage and returns 0, or the `errno`
+    /// of the failure.
+    ///
+    /// Every platform runs this decision; only the calls in `calls` differ. Where the
+    /// platform has a full flush (`F_FULLFSYNC` on Apple platforms, where `fsync` leaves the
+    /// data in the drive's cache) it is tried first; when it is missing or the file system
+    /// refuses it, `fsync`, retried while interrupted.
+    package static func flush(_ fd: Int32, calls: FlushCalls = .system) -> Int32 {
+        if let fullSync = calls.fullSync, fullSync(fd) == 0 { return 0 }
+        while calls.fsync(fd) != 0 {
+            let code = calls.lastError()
+            if code != EINTR { return code }
+        }
+        return 0
+    }
+
+    /// Flushes the whole file system holding the open directory `fd` and returns 0, or the
+    /// `errno` of the failure.
+    ///
+    /// `syncfs` where the C library has it (Linux: one call for a whole unpacked tree);
+    /// elsewhere `sync`, which only schedules the writes, then a full flush of `fd` where the
+    /// platform has one (on Apple platforms `F_FULLFSYNC` on any file of a volume makes the
+    /// drive write out its cache). A file system that refuses that flush (`ENOTSUP`,
+    /// `EINVAL`) gives no stronger guarantee to ask for and is accepted.
+    package static func flushFileSystem(of fd: Int32, calls: FlushCalls = .system) -> Int32 {
+        if let syncfs = calls.syncfs {
+            return syncfs(fd) == 0 ? 0 : calls.lastError()
+        }
+        calls.sync()
+        guard let fullSync = calls.fullSync, fullSync(fd) != 0 else { return 0 }
+        let code = calls.lastError()
+        return code == ENOTSUP || code == EINVAL ? 0 : code
+    }
+
+    /// Flushes everything written to the file system holding `url` to stable storage
+    /// (``flushFileSystem(of:calls:)``: `syncfs` on Linux, `sync` and `F_FULLFSYNC` on Apple
+    /// platforms). The engine calls it before the commit that makes a version active, so a
+    /// power loss never leaves a recorded version with files that were not yet on disk.
     ///
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
     package static func syncFileSystem(containing url: URL) throws {
-        #if canImport(Glibc) || canImport(Musl)
-            let fd = open(url.path, O_RDONLY | O_DIRECTORY)
-            guard fd >= 0 else {
-                let code = errno
-                throw HotUpdateError(
-                    .fileSystem, "cannot open \(url.path) to flush it: \(String(cString: strerror(code)))")
-            }
-            defer { _ = systemCloseFD(fd) }
-            guard let syncfs = linuxSyncfs else {
-                sync()
-                return
-            }
-            guard syncfs(fd) == 0 else {
-                throw HotUpdateError.system(
-                    "cannot flush the file system of \(url.path)", errno: errno, subject: url.path)
-            }
-        #else
-            sync()
-        #endif
+        let fd = open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else {
+            let code = errno
+            throw HotUpdateError(
+                .fileSystem, "cannot open \(url.path) to flush it: \(String(cString: strerror(code)))")
+        }
+        defer { _ = systemCloseFD(fd) }
+        let code = flushFileSystem(of: fd)
+        guard code == 0 else {
+            throw HotUpdateError.system("cannot flush the file system of \(url.path)", errno: code, subject: url.path)
+        }
     }
 
     /// Runs blocking file-system work on a thread outside Swift's cooperative pool, so a
@@ -156,11 +189,58 @@ package enum FileSystem {
 private func systemRename(_ from: String, _ to: String) -> Int32 { rename(from, to) }
 private func systemCloseFD(_ fd: Int32) -> Int32 { close(fd) }
 
-#if canImport(Glibc) || canImport(Musl)
-    /// `syncfs(2)`, looked up at run time: glibc declares it only under `_GNU_SOURCE`,
-    /// which Swift's system module does not define.
-    private let linuxSyncfs: (@convention(c) (Int32) -> Int32)? = {
+/// The system calls ``FileSystem/flush(_:calls:)`` and ``FileSystem/flushFileSystem(of:calls:)``
+/// are made of. ``system`` holds this platform's; tests pass stand-ins to run the other
+/// platforms' paths of the same decision.
+package struct FlushCalls: Sendable {
+    /// `fcntl(fd, F_FULLFSYNC)` on Apple platforms; nil where there is no such call.
+    package var fullSync: (@Sendable (Int32) -> Int32)?
+    /// `fsync(2)`.
+    package var fsync: @Sendable (Int32) -> Int32
+    /// `syncfs(2)` where the C library has it (Linux); nil elsewhere.
+    package var syncfs: (@Sendable (Int32) -> Int32)?
+    /// `sync(2)`.
+    package var sync: @Sendable () -> Void
+    /// `errno` after a failed call.
+    package var lastError: @Sendable () -> Int32
+
+    package init(
+        fullSync: (@Sendable (Int32) -> Int32)?, fsync: @escaping @Sendable (Int32) -> Int32,
+        syncfs: (@Sendable (Int32) -> Int32)?, sync: @escaping @Sendable () -> Void,
+        lastError: @escaping @Sendable () -> Int32
+    ) {
+        self.fullSync = fullSync
+        self.fsync = fsync
+        self.syncfs = syncfs
+        self.sync = sync
+        self.lastError = lastError
+    }
+
+    /// This platform's calls.
+    package static let system: FlushCalls = {
+        #if canImport(Darwin)
+            let fullSync: (@Sendable (Int32) -> Int32)? = { fcntl($0, F_FULLFSYNC) }
+        #else
+            let fullSync: (@Sendable (Int32) -> Int32)? = nil
+        #endif
+        var syncfs: (@Sendable (Int32) -> Int32)?
+        if let call = linuxSyncfs { syncfs = { call($0) } }
+        return FlushCalls(
+            fullSync: fullSync, fsync: { systemFsync($0) }, syncfs: syncfs, sync: { systemSync() },
+            lastError: { errno })
+    }()
+}
+
+private func systemFsync(_ fd: Int32) -> Int32 { fsync(fd) }
+private func systemSync() { sync() }
+
+/// `syncfs(2)`, looked up at run time: glibc declares it only under `_GNU_SOURCE`, which
+/// Swift's system module does not define. nil where the C library lacks it.
+private let linuxSyncfs: (@convention(c) (Int32) -> Int32)? = {
+    #if canImport(Glibc) || canImport(Musl)
         guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") else { return nil }
         return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
-    }()
-#endif
+    #else
+        return nil
+    #endif
+}()

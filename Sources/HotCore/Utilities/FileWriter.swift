@@ -62,14 +62,13 @@ package final class FileWriter {
     /// - Throws: ``HotUpdateError/Code/fileSystem``.
     package func close(sync: Bool = true) throws {
         guard fd >= 0 else { return }
-        let syncResult = sync ? fsync(fd) : 0
-        let syncError = errno
+        let syncError = sync ? FileSystem.flush(fd) : 0
         let closeResult = systemClose(fd)
         let closeError = errno
         fd = -1
-        guard syncResult == 0, closeResult == 0 else {
+        guard syncError == 0, closeResult == 0 else {
             throw HotUpdateError.system(
-                "cannot flush \(url.path)", errno: syncResult != 0 ? syncError : closeError, subject: url.path)
+                "cannot flush \(url.path)", errno: syncError != 0 ? syncError : closeError, subject: url.path)
         }
     }
 }

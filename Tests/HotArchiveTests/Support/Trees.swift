@@ -8,10 +8,27 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case zip
     case libarchive
 
+    /// Whether this build has ``LibArchiveUnarchiver`` (the package's `LibArchive` trait).
+    static var hasLibArchive: Bool {
+        #if LibArchive
+        return true
+        #else
+        return false
+        #endif
+    }
+
+    /// The backends in this build.
+    static var allCases: [Backend] { hasLibArchive ? [.zip, .libarchive] : [.zip] }
+
     var unarchiver: any Unarchiver {
         switch self {
         case .zip: return ZipUnarchiver()
-        case .libarchive: return LibArchiveUnarchiver()
+        case .libarchive:
+            #if LibArchive
+            return LibArchiveUnarchiver()
+            #else
+            preconditionFailure("this build has no LibArchiveUnarchiver (the LibArchive trait is off)")
+            #endif
         }
     }
 
