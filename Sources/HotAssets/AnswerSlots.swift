@@ -2,7 +2,7 @@ import Foundation
 import HotCore
 
 #if canImport(Synchronization)
-    import Synchronization
+import Synchronization
 #endif
 
 /// The answers a ``StoreIndexResolver`` has made, one slot per file of the index: each
@@ -17,9 +17,9 @@ protocol AnswerSlots: AnyObject, Sendable {
 /// atomics, else behind a lock.
 func makeAnswerSlots(count: Int) -> any AnswerSlots {
     #if canImport(Synchronization)
-        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
-            return AtomicAnswerSlots(count: count)
-        }
+    if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+        return AtomicAnswerSlots(count: count)
+    }
     #endif
     return LockedAnswerSlots(count: count)
 }
@@ -31,51 +31,55 @@ private final class AnswerBox: Sendable {
 }
 
 #if canImport(Synchronization)
-    /// A preallocated array of atomic words, each 0 or a retained ``AnswerBox``: read with
-    /// one acquiring load, filled with one compare-and-exchange (a thread that loses the race
-    /// releases its box and returns the winner's), released when the slots go.
-    @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
-    private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
-        // The words are only touched atomically; the pointer itself never changes.
-        private let words: UnsafeMutablePointer<Atomic<UInt>>
-        private let count: Int
+/// A preallocated array of atomic words, each 0 or a retained ``AnswerBox``: read with
+/// one acquiring load, filled with one compare-and-exchange (a thread that loses the race
+/// releases its box and returns the winner's), released when the slots go.
+@available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
+private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
+    // The words are only touched atomically; the pointer itself never changes.
+    private let words: UnsafeMutablePointer<Atomic<UInt>>
+    private let count: Int
 
-        init(count: Int) {
-            self.count = count
-            words = UnsafeMutablePointer<Atomic<UInt>>.allocate(capacity: max(count, 1))
-            for position in 0..<count {
-                (words + position).initialize(to: Atomic<UInt>(0))
-            }
-        }
-
-        deinit {
-            for position in 0..<count {
-                let bits = words[position].load(ordering: .acquiring)
-                if bits != 0, let pointer = UnsafeRawPointer(bitPattern: bits) {
-                    Unmanaged<AnswerBox>.fromOpaque(pointer).release()
-                }
-            }
-            words.deinitialize(count: count)
-            words.deallocate()
-        }
-
-        @inline(__always)
-        func answer(_ number: Int, make: () -> ResolvedAsset) -> ResolvedAsset {
-            precondition(number >= 0 && number < count, "a file number outside the index")
-            let bits = words[number].load(ordering: .acquiring)
-            if bits != 0, let pointer = UnsafeRawPointer(bitPattern: bits) {
-                return Unmanaged<AnswerBox>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.asset }
-            }
-            let box = Unmanaged.passRetained(AnswerBox(make()))
-            let mine = UInt(bitPattern: box.toOpaque())
-            let (exchanged, winner) = words[number].compareExchange(
-                expected: 0, desired: mine, successOrdering: .acquiringAndReleasing, failureOrdering: .acquiring)
-            if exchanged { return box._withUnsafeGuaranteedRef { $0.asset } }
-            box.release()
-            guard let pointer = UnsafeRawPointer(bitPattern: winner) else { return make() }
-            return Unmanaged<AnswerBox>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.asset }
+    init(count: Int) {
+        self.count = count
+        words = UnsafeMutablePointer<Atomic<UInt>>.allocate(capacity: max(count, 1))
+        for position in 0..<count {
+            (words + position).initialize(to: Atomic<UInt>(0))
         }
     }
+
+    deinit {
+        for position in 0..<count {
+            let bits = words[position].load(ordering: .acquiring)
+            if bits != 0, let pointer = UnsafeRawPointer(bitPattern: bits) {
+                Unmanaged<AnswerBox>.fromOpaque(pointer).release()
+            }
+        }
+        words.deinitialize(count: count)
+        words.deallocate()
+    }
+
+    @inline(__always)
+    func answer(_ number: Int, make: () -> ResolvedAsset) -> ResolvedAsset {
+        precondition(number >= 0 && number < count, "a file number outside the index")
+        let bits = words[number].load(ordering: .acquiring)
+        if bits != 0, let pointer = UnsafeRawPointer(bitPattern: bits) {
+            return Unmanaged<AnswerBox>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.asset }
+        }
+        let box = Unmanaged.passRetained(AnswerBox(make()))
+        let mine = UInt(bitPattern: box.toOpaque())
+        let (exchanged, winner) = words[number].compareExchange(
+            expected: 0,
+            desired: mine,
+            successOrdering: .acquiringAndReleasing,
+            failureOrdering: .acquiring
+        )
+        if exchanged { return box._withUnsafeGuaranteedRef { $0.asset } }
+        box.release()
+        guard let pointer = UnsafeRawPointer(bitPattern: winner) else { return make() }
+        return Unmanaged<AnswerBox>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.asset }
+    }
+}
 #endif
 
 /// The same behind a lock, for systems without `Synchronization`'s atomics.

@@ -148,7 +148,9 @@ public enum AssetResolverChain {
     /// - Throws: `HotUpdateError.Code.notFound` or `HotUpdateError.Code.fileSystem` when
     ///   the bundle directory is missing or cannot be listed.
     public static func make(
-        packages: [InstalledPackageLocation], bundle: URL?, scales: ScalePreference = .standard,
+        packages: [InstalledPackageLocation],
+        bundle: URL?,
+        scales: ScalePreference = .standard,
         extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder,
         logger: Logger = Logger(label: "HotAssets", factory: { _ in SwiftLogNoOpLogHandler() })
     ) throws -> ChainedAssetResolver {
@@ -162,17 +164,29 @@ public enum AssetResolverChain {
                 Result {
                     guard FileManager.default.fileExists(atPath: package.directory.path) else {
                         throw HotUpdateError(
-                            .notFound, "the installed tree is missing", packageID: package.id,
-                            subject: package.directory.path)
+                            .notFound,
+                            "the installed tree is missing",
+                            packageID: package.id,
+                            subject: package.directory.path
+                        )
                     }
                     if let files = package.files {
                         return DirectoryAssetResolver(
-                            directory: package.directory, origin: origin, files: files, scales: scales,
-                            extensionOrder: extensionOrder)
+                            directory: package.directory,
+                            origin: origin,
+                            files: files,
+                            scales: scales,
+                            extensionOrder: extensionOrder
+                        )
                     }
                     return try DirectoryAssetResolver(
-                        directory: package.directory, origin: origin, scales: scales, extensionOrder: extensionOrder)
-                })
+                        directory: package.directory,
+                        origin: origin,
+                        scales: scales,
+                        extensionOrder: extensionOrder
+                    )
+                }
+            )
         }
         var resolvers: [any AssetResolver] = []
         for (package, result) in zip(packages, results.results()) {
@@ -182,13 +196,19 @@ public enum AssetResolverChain {
             case .failure(let error):
                 logger.warning(
                     "not resolving from a package that cannot be indexed: \(error)",
-                    metadata: ["package": "\(package.id)", "version": "\(package.version)"])
+                    metadata: ["package": "\(package.id)", "version": "\(package.version)"]
+                )
             }
         }
         if let bundle {
             resolvers.append(
                 try DirectoryAssetResolver(
-                    directory: bundle, origin: .bundle, scales: scales, extensionOrder: extensionOrder))
+                    directory: bundle,
+                    origin: .bundle,
+                    scales: scales,
+                    extensionOrder: extensionOrder
+                )
+            )
         }
         return ChainedAssetResolver(resolvers)
     }
@@ -225,8 +245,11 @@ extension AssetResolverChain {
     /// - Parameter rebuildingIndex: Whether a missing or damaged name index is rebuilt in the
     ///   background (under the store's exclusive lock); false for read-only use.
     public static func make(
-        updater: Updater, bundle: URL?, scales: ScalePreference = .standard,
-        extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder, rebuildingIndex: Bool = true
+        updater: Updater,
+        bundle: URL?,
+        scales: ScalePreference = .standard,
+        extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder,
+        rebuildingIndex: Bool = true
     ) async throws -> ChainedAssetResolver {
         let logger = updater.configuration.logger
         if scales.scales == NameIndexFormat.defaultScales, extensionOrder == NameIndexFormat.defaultExtensionOrder,
@@ -237,7 +260,12 @@ extension AssetResolverChain {
             if let bundle {
                 resolvers.append(
                     try DirectoryAssetResolver(
-                        directory: bundle, origin: .bundle, scales: scales, extensionOrder: extensionOrder))
+                        directory: bundle,
+                        origin: .bundle,
+                        scales: scales,
+                        extensionOrder: extensionOrder
+                    )
+                )
             }
             return ChainedAssetResolver(resolvers)
         }
@@ -263,14 +291,26 @@ extension AssetResolverChain {
                 let list = try await updater.fileList(of: package)
                 packages.append(
                     InstalledPackageLocation(
-                        id: package.id, version: package.version, directory: package.directory,
-                        files: list.files.map(\.path)))
+                        id: package.id,
+                        version: package.version,
+                        directory: package.directory,
+                        files: list.files.map(\.path)
+                    )
+                )
             } catch {
-                logger.warning("not resolving from a package whose file list cannot be read: \(error)", metadata: metadata)
+                logger.warning(
+                    "not resolving from a package whose file list cannot be read: \(error)",
+                    metadata: metadata
+                )
             }
         }
         return try make(
-            packages: packages, bundle: bundle, scales: scales, extensionOrder: extensionOrder, logger: logger)
+            packages: packages,
+            bundle: bundle,
+            scales: scales,
+            extensionOrder: extensionOrder,
+            logger: logger
+        )
     }
 }
 
@@ -288,7 +328,8 @@ private func treesPresent(_ index: NameIndex, root: URL, logger: Logger) -> Bool
         else {
             logger.warning(
                 "a package's tree is gone: resolving through the file lists",
-                metadata: ["package": "\(package.id)", "version": "\(package.version)"])
+                metadata: ["package": "\(package.id)", "version": "\(package.version)"]
+            )
             return false
         }
     }

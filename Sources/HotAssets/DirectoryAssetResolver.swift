@@ -56,18 +56,27 @@ public struct DirectoryAssetResolver: AssetResolver {
     ///   symbolic link to one is accepted as the root); `HotUpdateError.Code.fileSystem`
     ///   when part of the tree cannot be listed.
     public init(
-        directory: URL, origin: ResolvedAsset.Origin, scales: ScalePreference = .standard,
+        directory: URL,
+        origin: ResolvedAsset.Origin,
+        scales: ScalePreference = .standard,
         extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder
     ) throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue
         else {
             throw HotUpdateError(
-                .notFound, "the asset directory does not exist or is not a directory", packageID: origin.packageID,
-                subject: directory.path)
+                .notFound,
+                "the asset directory does not exist or is not a directory",
+                packageID: origin.packageID,
+                subject: directory.path
+            )
         }
         var builder = IndexBuilder(
-            root: directory, origin: origin, scales: scales, extensionRanks: Self.ranks(extensionOrder))
+            root: directory,
+            origin: origin,
+            scales: scales,
+            extensionRanks: Self.ranks(extensionOrder)
+        )
         try builder.walk(directory, relative: "")
         self.directory = directory
         self.origin = origin
@@ -100,11 +109,18 @@ public struct DirectoryAssetResolver: AssetResolver {
     ///   - scales: Which scale variants to prefer.
     ///   - extensionOrder: Extensions preferred for names given without one, best first.
     public init(
-        directory: URL, origin: ResolvedAsset.Origin, files: [String], scales: ScalePreference = .standard,
+        directory: URL,
+        origin: ResolvedAsset.Origin,
+        files: [String],
+        scales: ScalePreference = .standard,
         extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder
     ) {
         var builder = IndexBuilder(
-            root: directory, origin: origin, scales: scales, extensionRanks: Self.ranks(extensionOrder))
+            root: directory,
+            origin: origin,
+            scales: scales,
+            extensionRanks: Self.ranks(extensionOrder)
+        )
         builder.index.reserveCapacity(files.count * 3)
         // One string append per file: appendingPathComponent re-parses the whole URL.
         let prefix = directory.path.hasSuffix("/") ? directory.path : directory.path + "/"
@@ -115,8 +131,11 @@ public struct DirectoryAssetResolver: AssetResolver {
             let folder = slash.map { String(path[...$0]) } ?? ""
             let fileName = slash.map { String(path[path.utf8.index(after: $0)...]) } ?? path
             builder.add(
-                path: path, folder: folder, fileName: fileName,
-                url: URL(fileURLWithPath: prefix + path, isDirectory: false))
+                path: path,
+                folder: folder,
+                fileName: fileName,
+                url: URL(fileURLWithPath: prefix + path, isDirectory: false)
+            )
         }
         self.directory = directory
         self.origin = origin
@@ -168,7 +187,11 @@ private struct IndexBuilder {
             names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         } catch {
             throw HotUpdateError.wrap(
-                error, as: .fileSystem, "cannot list \(directory.path) while indexing assets", packageID: origin.packageID)
+                error,
+                as: .fileSystem,
+                "cannot list \(directory.path) while indexing assets",
+                packageID: origin.packageID
+            )
         }
         for name in names.sorted() {
             let url = directory.appendingPathComponent(name)
@@ -188,7 +211,11 @@ private struct IndexBuilder {
         fileCount += 1
         let asset = ResolvedAsset(url: url, origin: origin)
         AssetName.forEachKey(
-            path: path, folder: folder, fileName: fileName, scales: scales.scales, extensionRanks: extensionRanks
+            path: path,
+            folder: folder,
+            fileName: fileName,
+            scales: scales.scales,
+            extensionRanks: extensionRanks
         ) { key, rank in
             offer(key, rank, asset)
         }

@@ -72,8 +72,11 @@ public struct ResourcePackIndex: Sendable, Hashable {
             raw = try JSONDecoder().decode(RawIndex.self, from: data)
         } catch {
             throw HotUpdateError(
-                .manifestInvalid, "index.json is not a JSON object: \(error)", subject: fileName,
-                cause: SendableErrorBox(error))
+                .manifestInvalid,
+                "index.json is not a JSON object: \(error)",
+                subject: fileName,
+                cause: SendableErrorBox(error)
+            )
         }
         guard let id = raw.id, !id.isEmpty else {
             throw HotUpdateError(.manifestInvalid, "index.json has no string or number \"id\"", subject: fileName)
@@ -83,7 +86,10 @@ public struct ResourcePackIndex: Sendable, Hashable {
         }
         if let key = raw.mixedKeys.sorted().first {
             throw HotUpdateError(
-                .manifestInvalid, "index.json's \"\(key)\" mixes file names with other values", subject: fileName)
+                .manifestInvalid,
+                "index.json's \"\(key)\" mixes file names with other values",
+                subject: fileName
+            )
         }
         return ResourcePackIndex(id: id, type: type, names: raw.names)
     }
@@ -140,7 +146,11 @@ public struct ResourcePackIndex: Sendable, Hashable {
         do {
             let size = try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int ?? 0
             guard size <= maxBytes else {
-                throw HotUpdateError(.fileSystem, "\(fileName) is \(size) bytes, more than \(maxBytes)", subject: url.path)
+                throw HotUpdateError(
+                    .fileSystem,
+                    "\(fileName) is \(size) bytes, more than \(maxBytes)",
+                    subject: url.path
+                )
             }
             data = try Data(contentsOf: url)
         } catch {

@@ -77,8 +77,12 @@ public struct ResourcePackResolver: Sendable {
                 resources[type] = files
             }
             return ResourcePack(
-                packageID: package.id, version: package.version, directory: package.directory, index: index,
-                resources: resources)
+                packageID: package.id,
+                version: package.version,
+                directory: package.directory,
+                index: index,
+                resources: resources
+            )
         } catch {
             throw HotUpdateError.wrap(error, as: .fileSystem, "cannot open the resource pack", packageID: package.id)
         }
@@ -113,7 +117,8 @@ public struct ResourcePackResolver: Sendable {
             throw HotUpdateError(
                 .unsafeEntry,
                 "\(type) resource '\(name)' must be a relative path without '..', '.', empty components or '\\'",
-                subject: name)
+                subject: name
+            )
         }
         let url = components.reduce(root) { $0.appendingPathComponent(String($1)) }
         let resolved = url.resolvingSymlinksInPath()
@@ -124,7 +129,10 @@ public struct ResourcePackResolver: Sendable {
         guard FileManager.default.fileExists(atPath: resolved.path, isDirectory: &isDirectory), !isDirectory.boolValue
         else {
             throw HotUpdateError(
-                .notFound, "\(type) resource '\(name)' listed in index.json is not a file of the package", subject: name)
+                .notFound,
+                "\(type) resource '\(name)' listed in index.json is not a file of the package",
+                subject: name
+            )
         }
         return url
     }

@@ -43,7 +43,8 @@ struct StoreIndexResolver: AssetResolver {
             let package = min(file.package, prefixes.count - 1)
             return ResolvedAsset(
                 url: URL(fileURLWithPath: prefixes[package] + file.path, isDirectory: false),
-                origin: origins[package])
+                origin: origins[package]
+            )
         }
     }
 }

@@ -120,7 +120,9 @@ public struct WebModuleResolver: Sendable {
     ///   - inactiveModuleIDs: Modules the server disabled, such as
     ///     `OfflinePackageManifestSource.Check.inactiveModuleIDs`.
     public init(modules: [WebModule], installed: [InstalledPackageLocation], inactiveModuleIDs: Set<String> = []) {
-        self.modules = modules.sorted { Self.segments(of: $0.onlineBase).count > Self.segments(of: $1.onlineBase).count }
+        self.modules = modules.sorted {
+            Self.segments(of: $0.onlineBase).count > Self.segments(of: $1.onlineBase).count
+        }
         var byID: [String: InstalledPackageLocation] = [:]
         for package in installed where byID[package.id] == nil { byID[package.id] = package }
         self.installed = byID
@@ -151,7 +153,8 @@ public struct WebModuleResolver: Sendable {
             return .online(url, reason: .unsafePath)
         }
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: file.path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+        guard FileManager.default.fileExists(atPath: file.path, isDirectory: &isDirectory), !isDirectory.boolValue
+        else {
             return .online(url, reason: .fileMissing)
         }
         var local = URLComponents(url: file, resolvingAgainstBaseURL: false)
@@ -160,8 +163,12 @@ public struct WebModuleResolver: Sendable {
         local?.percentEncodedFragment = online?.percentEncodedFragment
         return .local(
             LocalWebPage(
-                fileURL: local?.url ?? file, readAccessRoot: readAccessRoot, moduleID: module.id,
-                version: package.version))
+                fileURL: local?.url ?? file,
+                readAccessRoot: readAccessRoot,
+                moduleID: module.id,
+                version: package.version
+            )
+        )
     }
 
     /// The module covering `url` and the decoded path components after its base.

@@ -143,8 +143,10 @@ public enum DurableFile {
         let descriptor = open(directory, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw failure(
-                "the new content is in place but its directory cannot be opened to fsync it", errno,
-                subject: subject)
+                "the new content is in place but its directory cannot be opened to fsync it",
+                errno,
+                subject: subject
+            )
         }
         defer { close(descriptor) }
         let code = FileSystem.flush(descriptor)

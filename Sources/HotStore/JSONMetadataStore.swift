@@ -90,7 +90,9 @@ struct JSONSnapshotFormat: SnapshotFormat {
             if let date = try? Date(text, strategy: Self.withFraction) { return date }
             if let date = try? Date(text, strategy: Self.withoutFraction) { return date }
             throw DecodingError.dataCorruptedError(
-                in: container, debugDescription: "'\(text)' is not an ISO 8601 date")
+                in: container,
+                debugDescription: "'\(text)' is not an ISO 8601 date"
+            )
         }
         return try decoder.decode(type, from: data)
     }

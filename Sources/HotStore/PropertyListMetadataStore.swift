@@ -36,10 +36,15 @@ public struct PropertyListMetadataStore: MetadataStore {
     ///   - fileName: The metadata file's name inside `root`: one path component.
     ///   - encoding: How commits write the file.
     public init(
-        root: URL, fileName: String = PropertyListMetadataStore.defaultFileName, encoding: Encoding = .binary
+        root: URL,
+        fileName: String = PropertyListMetadataStore.defaultFileName,
+        encoding: Encoding = .binary
     ) {
         storage = SnapshotFileStore(
-            root: root, fileName: fileName, format: PropertyListSnapshotFormat(encoding: encoding))
+            root: root,
+            fileName: fileName,
+            format: PropertyListSnapshotFormat(encoding: encoding)
+        )
     }
 
     /// The store root directory.

@@ -48,8 +48,11 @@ struct SnapshotFileStore<Format: SnapshotFormat>: Sendable {
                 try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
             } catch {
                 throw HotUpdateError(
-                    .fileSystem, "cannot create the store root \(root.path): \(error)", subject: url.path,
-                    cause: SendableErrorBox(error))
+                    .fileSystem,
+                    "cannot create the store root \(root.path): \(error)",
+                    subject: url.path,
+                    cause: SendableErrorBox(error)
+                )
             }
             DurableFile.removeLeftoverTemporaries(of: url)
             try DurableFile.write(data, to: url, faultPoint: "mid-commit")
@@ -67,7 +70,12 @@ struct SnapshotFileStore<Format: SnapshotFormat>: Sendable {
             guard let existing = try DurableFile.readIfExists(url) else { return .empty }
             data = existing
         } catch let error as HotUpdateError {
-            throw HotUpdateError(.storeCorrupt, "the store file cannot be read: \(error.message)", subject: url.path, cause: error)
+            throw HotUpdateError(
+                .storeCorrupt,
+                "the store file cannot be read: \(error.message)",
+                subject: url.path,
+                cause: error
+            )
         }
         // The schema first, so a newer store is reported as such even when its shape changed.
         let schema: Int
@@ -75,22 +83,29 @@ struct SnapshotFileStore<Format: SnapshotFormat>: Sendable {
             schema = try format.decode(SchemaProbe.self, from: data).schema
         } catch {
             throw HotUpdateError(
-                .storeCorrupt, "the store file is not a \(format.name) store snapshot (\(data.count) bytes): \(error)",
-                subject: url.path, cause: SendableErrorBox(error))
+                .storeCorrupt,
+                "the store file is not a \(format.name) store snapshot (\(data.count) bytes): \(error)",
+                subject: url.path,
+                cause: SendableErrorBox(error)
+            )
         }
         guard schema <= StoreSnapshot.currentSchema else {
             throw HotUpdateError(
                 .storeCorrupt,
                 "the store file was written by a newer HotUpdate (schema \(schema); this version reads up to schema \(StoreSnapshot.currentSchema))",
-                subject: url.path)
+                subject: url.path
+            )
         }
         let snapshot: StoreSnapshot
         do {
             snapshot = try format.decode(StoreSnapshot.self, from: data)
         } catch {
             throw HotUpdateError(
-                .storeCorrupt, "the store file is not a \(format.name) store snapshot: \(error)", subject: url.path,
-                cause: SendableErrorBox(error))
+                .storeCorrupt,
+                "the store file is not a \(format.name) store snapshot: \(error)",
+                subject: url.path,
+                cause: SendableErrorBox(error)
+            )
         }
         if let problem = SnapshotRules.problem(in: snapshot) {
             throw HotUpdateError(.storeCorrupt, "the store file is inconsistent: \(problem)", subject: url.path)
@@ -102,7 +117,10 @@ struct SnapshotFileStore<Format: SnapshotFormat>: Sendable {
         guard !fileName.isEmpty, fileName != ".", fileName != "..", !fileName.contains("/"), !fileName.contains("\0")
         else {
             throw HotUpdateError(
-                .invalidArgument, "the store file name '\(fileName)' must be one path component", subject: root.path)
+                .invalidArgument,
+                "the store file name '\(fileName)' must be one path component",
+                subject: root.path
+            )
         }
     }
 
@@ -139,7 +157,9 @@ enum SnapshotRules {
     /// Why `path` is not a path relative to the store root, or nil.
     private static func pathProblem(_ path: String) -> String? {
         if path.isEmpty { return "is empty" }
-        if path.hasPrefix("/") || path.hasPrefix("~") { return "is absolute; only paths relative to the store root are stored" }
+        if path.hasPrefix("/") || path.hasPrefix("~") {
+            return "is absolute; only paths relative to the store root are stored"
+        }
         if path.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == ".." || $0.isEmpty }) {
             return "has an empty or '..' component"
         }

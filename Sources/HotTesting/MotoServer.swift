@@ -91,7 +91,9 @@ public final class MotoServer: @unchecked Sendable {
         let check = try await Subprocess.run("python3", ["-c", "import moto.server, werkzeug"])
         guard check.status == 0 else {
             throw HotUpdateError(
-                .notFound, "moto is not installed for python3 (pip install 'moto[server]'): \(check.stderr)")
+                .notFound,
+                "moto is not installed for python3 (pip install 'moto[server]'): \(check.stderr)"
+            )
         }
         var lastError: HotUpdateError?
         for _ in 0..<5 {
@@ -117,9 +119,11 @@ public final class MotoServer: @unchecked Sendable {
         try await Subprocess.check(
             "python3",
             [
-                "-c", "import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], method='PUT'))",
+                "-c",
+                "import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], method='PUT'))",
                 baseURL.appendingPathComponent(name).absoluteString,
-            ])
+            ]
+        )
     }
 
     /// Holds every request whose `METHOD /path?query` contains `pattern`, unanswered, until
@@ -135,14 +139,16 @@ public final class MotoServer: @unchecked Sendable {
 
     /// The requests answered so far, in the order their answers started.
     public func requests() -> [Request] {
-        guard let text = try? String(contentsOf: workDirectory.appendingPathComponent("requests.jsonl"), encoding: .utf8)
+        guard
+            let text = try? String(contentsOf: workDirectory.appendingPathComponent("requests.jsonl"), encoding: .utf8)
         else { return [] }
         return text.split(separator: "\n").compactMap { try? JSONDecoder().decode(Request.self, from: Data($0.utf8)) }
     }
 
     /// Waits until a recorded request satisfies `predicate`, for at most `timeout`.
     public func waitForRequest(
-        timeout: Duration = .seconds(30), where predicate: (Request) -> Bool
+        timeout: Duration = .seconds(30),
+        where predicate: (Request) -> Bool
     ) async -> Request? {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
@@ -187,7 +193,11 @@ public final class MotoServer: @unchecked Sendable {
         }
         let log = output()
         await stop()
-        throw HotUpdateError(.transportFailed, "moto did not answer on port \(port): \(log)", subject: workDirectory.path)
+        throw HotUpdateError(
+            .transportFailed,
+            "moto did not answer on port \(port): \(log)",
+            subject: workDirectory.path
+        )
     }
 
     private static func spawn(launcher: URL, work: URL, port: Int) throws -> MotoServer {
@@ -201,8 +211,12 @@ public final class MotoServer: @unchecked Sendable {
         do {
             child = try SupervisedProcess.spawn(
                 "/bin/sh",
-                arguments: ["-c", NginxServer.supervisor, "hot-moto", "python3", launcher.path, String(port), work.path],
-                standardInput: fds[0], outputPath: work.appendingPathComponent("output.log").path)
+                arguments: [
+                    "-c", NginxServer.supervisor, "hot-moto", "python3", launcher.path, String(port), work.path,
+                ],
+                standardInput: fds[0],
+                outputPath: work.appendingPathComponent("output.log").path
+            )
         } catch {
             close(fds[0])
             close(fds[1])

@@ -55,7 +55,8 @@ public final class NginxServer: @unchecked Sendable {
         ///   - afterBytes: How many bytes go at full speed first (nginx `limit_rate_after`).
         public static func rateLimited(prefix: String, bytesPerSecond: Int, afterBytes: Int = 0) -> Location {
             Location(
-                "location ^~ \(prefix) { limit_rate \(bytesPerSecond); limit_rate_after \(afterBytes); }")
+                "location ^~ \(prefix) { limit_rate \(bytesPerSecond); limit_rate_after \(afterBytes); }"
+            )
         }
 
         /// Redirects `path` (matched exactly) to `target`.
@@ -145,7 +146,8 @@ public final class NginxServer: @unchecked Sendable {
         for _ in 0..<5 {
             do {
                 return try await launch(executable: executable, root: root, options: options)
-            } catch let error as HotUpdateError where error.code == .transportFailed && error.message.contains("in use") {
+            } catch let error as HotUpdateError where error.code == .transportFailed && error.message.contains("in use")
+            {
                 lastError = error
             }
         }
@@ -228,7 +230,8 @@ public final class NginxServer: @unchecked Sendable {
             .notFound,
             "nginx is not installed; the HTTP tests need it: install it with `apt-get install nginx-light` "
                 + "(Debian, Ubuntu) or `brew install nginx` (macOS)",
-            subject: "nginx")
+            subject: "nginx"
+        )
     }
 
     private static func launch(executable: URL, root: URL, options: Options) async throws -> NginxServer {
@@ -237,7 +240,9 @@ public final class NginxServer: @unchecked Sendable {
         do {
             for sub in ["", "body", "proxy", "fastcgi", "uwsgi", "scgi"] {
                 try fileManager.createDirectory(
-                    at: work.appendingPathComponent(sub), withIntermediateDirectories: true)
+                    at: work.appendingPathComponent(sub),
+                    withIntermediateDirectories: true
+                )
             }
             let port = try freePort()
             let config = configuration(root: root.standardizedFileURL, work: work, port: port, options: options)
@@ -328,8 +333,11 @@ public final class NginxServer: @unchecked Sendable {
         let child: SupervisedProcess
         do {
             child = try SupervisedProcess.spawn(
-                "/bin/sh", arguments: arguments, standardInput: fds[0],
-                outputPath: work.appendingPathComponent("stderr.log").path)
+                "/bin/sh",
+                arguments: arguments,
+                standardInput: fds[0],
+                outputPath: work.appendingPathComponent("stderr.log").path
+            )
         } catch {
             close(fds[0])
             close(fds[1])
@@ -345,8 +353,12 @@ public final class NginxServer: @unchecked Sendable {
         while true {
             if Self.canConnect(port: port) { return }
             if !process.isRunning || clock.now >= deadline {
-                let log = errorLog() + ((try? String(
-                    contentsOf: workDirectory.appendingPathComponent("stderr.log"), encoding: .utf8)) ?? "")
+                let log =
+                    errorLog()
+                    + ((try? String(
+                        contentsOf: workDirectory.appendingPathComponent("stderr.log"),
+                        encoding: .utf8
+                    )) ?? "")
                 await stop()
                 let reason = log.contains("Address already in use") ? "port \(port) is in use" : "it exited"
                 throw HotUpdateError(
@@ -354,7 +366,8 @@ public final class NginxServer: @unchecked Sendable {
                     process.isRunning || clock.now >= deadline
                         ? "nginx did not accept connections on port \(port) in time: \(log)"
                         : "nginx did not start (\(reason)): \(log)",
-                    subject: workDirectory.path)
+                    subject: workDirectory.path
+                )
             }
             try? await Task.sleep(for: .milliseconds(20))
         }
@@ -449,7 +462,10 @@ final class SupervisedProcess: @unchecked Sendable {
     /// Starts `path` with `arguments`, `standardInput` as its descriptor 0 and its output
     /// and errors appended to `outputPath`.
     static func spawn(
-        _ path: String, arguments: [String], standardInput: Int32, outputPath: String
+        _ path: String,
+        arguments: [String],
+        standardInput: Int32,
+        outputPath: String
     ) throws -> SupervisedProcess {
         #if canImport(Darwin)
         var attributes: posix_spawnattr_t?
@@ -500,7 +516,10 @@ final class SupervisedProcess: @unchecked Sendable {
         let result = posix_spawn(&pid, path, &actions, &attributes, argv, environment)
         guard result == 0 else {
             throw HotUpdateError(
-                .transportFailed, "cannot run \(path): \(String(cString: strerror(result)))", subject: path)
+                .transportFailed,
+                "cannot run \(path): \(String(cString: strerror(result)))",
+                subject: path
+            )
         }
         return SupervisedProcess(pid: pid)
     }

@@ -78,7 +78,13 @@ public final class RawHTTPServer: @unchecked Sendable {
 
     private let listener: Int32
     private let lock = NSLock()
-    private var state = Snapshot(connections: 0, clientsGone: 0, bodyBytesSent: 0, writerBlocked: false, requestLines: [])
+    private var state = Snapshot(
+        connections: 0,
+        clientsGone: 0,
+        bodyBytesSent: 0,
+        writerBlocked: false,
+        requestLines: []
+    )
     private var stopped = false
     private var fileBody = Data()
     private var fileVersion = 1
@@ -141,7 +147,8 @@ public final class RawHTTPServer: @unchecked Sendable {
     ///   - condition: What to wait for.
     /// - Returns: Whether the condition held.
     public func wait(
-        timeout: Duration = .seconds(20), until condition: @Sendable (Snapshot) -> Bool
+        timeout: Duration = .seconds(20),
+        until condition: @Sendable (Snapshot) -> Bool
     ) async -> Bool {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
@@ -244,7 +251,8 @@ public final class RawHTTPServer: @unchecked Sendable {
         case .file(let quirk):
             serveFile(fd, quirk: quirk)
         case .truncated(let announced, let sent):
-            let head = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+            let head =
+                "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
                 + "Content-Length: \(announced)\r\nConnection: close\r\n\r\n"
             guard case .ok = send(fd, Data(head.utf8), body: false) else { return finish(.clientGone) }
             let outcome = send(fd, Self.pattern(offset: 0, count: min(sent, announced)), body: true)
@@ -312,7 +320,8 @@ public final class RawHTTPServer: @unchecked Sendable {
         }
         record { $0.statuses.append(status) }
         let reason = [200: "OK", 206: "Partial Content", 412: "Precondition Failed", 416: "Range Not Satisfiable"]
-        let head = "HTTP/1.1 \(status) \(reason[status] ?? "OK")\r\nContent-Type: application/octet-stream\r\n"
+        let head =
+            "HTTP/1.1 \(status) \(reason[status] ?? "OK")\r\nContent-Type: application/octet-stream\r\n"
             + "Content-Length: \(slice.count)\r\nETag: \(etag)\r\nAccept-Ranges: bytes\r\n\(extra)"
             + "Connection: close\r\n\r\n"
         guard case .ok = send(fd, Data(head.utf8), body: false) else { return finish(.clientGone) }

@@ -34,12 +34,16 @@ public enum Subprocess {
     ///   - stdin: Bytes written to standard input, which is then closed.
     /// - Throws: When the process cannot be started.
     public static func run(
-        _ executable: String, _ arguments: [String], in directory: URL? = nil, stdin: Data? = nil
+        _ executable: String,
+        _ arguments: [String],
+        in directory: URL? = nil,
+        stdin: Data? = nil
     ) async throws -> Output {
         try await withCheckedThrowingContinuation { continuation in
             let thread = Thread {
                 continuation.resume(
-                    with: Result { try runBlocking(executable, arguments, in: directory, stdin: stdin) })
+                    with: Result { try runBlocking(executable, arguments, in: directory, stdin: stdin) }
+                )
             }
             thread.start()
         }
@@ -49,19 +53,26 @@ public enum Subprocess {
     /// error when it exits non-zero.
     @discardableResult
     public static func check(
-        _ executable: String, _ arguments: [String], in directory: URL? = nil, stdin: Data? = nil
+        _ executable: String,
+        _ arguments: [String],
+        in directory: URL? = nil,
+        stdin: Data? = nil
     ) async throws -> Output {
         let output = try await run(executable, arguments, in: directory, stdin: stdin)
         guard output.status == 0 else {
             throw HotUpdateError(
                 .internalInconsistency,
-                "\(([executable] + arguments).joined(separator: " ")) exited \(output.status): \(output.stderr)")
+                "\(([executable] + arguments).joined(separator: " ")) exited \(output.status): \(output.stderr)"
+            )
         }
         return output
     }
 
     private static func runBlocking(
-        _ executable: String, _ arguments: [String], in directory: URL?, stdin: Data?
+        _ executable: String,
+        _ arguments: [String],
+        in directory: URL?,
+        stdin: Data?
     ) throws -> Output {
         let process = Process()
         if executable.hasPrefix("/") {

@@ -53,8 +53,11 @@ public struct CurlTransport: Transport {
         ///   - bufferSize: curl's receive buffer in bytes, 64 KiB by default.
         ///   - caBundlePath: A PEM file of CA certificates to trust instead of the system's.
         public init(
-            maxRedirects: Int = 10, userAgent: String = "HotUpdate", streamCapacity: Int = 8,
-            bufferSize: Int = 64 << 10, caBundlePath: String? = nil
+            maxRedirects: Int = 10,
+            userAgent: String = "HotUpdate",
+            streamCapacity: Int = 8,
+            bufferSize: Int = 64 << 10,
+            caBundlePath: String? = nil
         ) {
             self.maxRedirects = maxRedirects
             self.userAgent = userAgent
@@ -88,14 +91,17 @@ public struct CurlTransport: Transport {
     public func fetch(_ request: TransportRequest) async throws -> TransportResponse {
         guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw HotUpdateError(
-                .invalidArgument, "CurlTransport fetches http: and https: URLs only",
-                subject: request.url.absoluteString)
+                .invalidArgument,
+                "CurlTransport fetches http: and https: URLs only",
+                subject: request.url.absoluteString
+            )
         }
         let initialised = Self.globalInit
         guard initialised == CURLE_OK else {
             throw HotUpdateError(
                 .transportFailed,
-                "libcurl could not initialise: \(String(cString: curl_easy_strerror(initialised)))")
+                "libcurl could not initialise: \(String(cString: curl_easy_strerror(initialised)))"
+            )
         }
         try Task.checkCancellation()
         let transfer = CurlTransfer(request: request, options: options)
@@ -229,20 +235,27 @@ private final class CurlTransfer: @unchecked Sendable {
             } else {
                 continuation.resume(
                     throwing: HotUpdateError(
-                        .internalInconsistency, "the response body was handed out twice", subject: subject))
+                        .internalInconsistency,
+                        "the response body was handed out twice",
+                        subject: subject
+                    )
+                )
             }
         }
         writer.finish(throwing: error)
     }
 
     private func configure(
-        _ handle: UnsafeMutableRawPointer, errorBuffer: UnsafeMutablePointer<CChar>
+        _ handle: UnsafeMutableRawPointer,
+        errorBuffer: UnsafeMutablePointer<CChar>
     ) throws -> UnsafeMutablePointer<curl_slist>? {
         func check(_ code: CURLcode, _ what: String) throws {
             guard code == CURLE_OK else {
                 throw HotUpdateError(
-                    .transportFailed, "libcurl refused \(what): \(String(cString: curl_easy_strerror(code)))",
-                    subject: subject)
+                    .transportFailed,
+                    "libcurl refused \(what): \(String(cString: curl_easy_strerror(code)))",
+                    subject: subject
+                )
             }
         }
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -264,10 +277,12 @@ private final class CurlTransfer: @unchecked Sendable {
         let timeouts = request.timeouts
         try check(
             hot_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, max(1, milliseconds(timeouts.connect))),
-            "the connect timeout")
+            "the connect timeout"
+        )
         try check(
             hot_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, max(1, timeouts.lowSpeedBytesPerSecond)),
-            "the low-speed limit")
+            "the low-speed limit"
+        )
         let window = (milliseconds(timeouts.lowSpeedWindow) + 999) / 1000
         try check(hot_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, window)), "the low-speed window")
         if let total = timeouts.total {
@@ -320,7 +335,10 @@ private final class CurlTransfer: @unchecked Sendable {
             try check(hot_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, list), "the headers")
         }
 
-        try check(hot_curl_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION, curlHeaderCallback), "the header callback")
+        try check(
+            hot_curl_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION, curlHeaderCallback),
+            "the header callback"
+        )
         try check(hot_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, context), "the header context")
         try check(hot_curl_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, curlWriteCallback), "the write callback")
         try check(hot_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, context), "the write context")
@@ -407,7 +425,12 @@ private final class CurlTransfer: @unchecked Sendable {
         }
         let length = request.method.uppercased() == "HEAD" ? nil : headers["content-length"].flatMap { Int64($0) }
         return TransportResponse(
-            url: url, statusCode: code, headers: headers, expectedContentLength: length, body: body)
+            url: url,
+            statusCode: code,
+            headers: headers,
+            expectedContentLength: length,
+            body: body
+        )
     }
 
     /// Body bytes. Returning fewer than given aborts the transfer.
@@ -445,11 +468,16 @@ private final class CurlTransfer: @unchecked Sendable {
         switch abort {
         case .announcedTooLong(let length, let limit):
             return HotUpdateError(
-                .byteLimitExceeded, "the server announces \(length) bytes, more than the \(limit) allowed",
-                subject: subject)
+                .byteLimitExceeded,
+                "the server announces \(length) bytes, more than the \(limit) allowed",
+                subject: subject
+            )
         case .tooLong(let limit):
             return HotUpdateError(
-                .byteLimitExceeded, "the body is longer than the \(limit) bytes allowed", subject: subject)
+                .byteLimitExceeded,
+                "the body is longer than the \(limit) bytes allowed",
+                subject: subject
+            )
         case .cancelled:
             return HotUpdateError(.cancelled, "the transfer was cancelled", subject: subject)
         case nil:
@@ -460,19 +488,27 @@ private final class CurlTransfer: @unchecked Sendable {
             return HotUpdateError(.timedOut, "timed out: \(reason)", subject: subject)
         case CURLE_PARTIAL_FILE:
             return HotUpdateError(
-                .truncated, "the body ended after \(received) bytes, before its announced length: \(reason)",
-                subject: subject)
+                .truncated,
+                "the body ended after \(received) bytes, before its announced length: \(reason)",
+                subject: subject
+            )
         case CURLE_URL_MALFORMAT:
             return HotUpdateError(.invalidArgument, "libcurl cannot fetch this URL: \(reason)", subject: subject)
         default:
             return HotUpdateError(
-                .transportFailed, "libcurl error \(code.rawValue): \(reason)", subject: subject)
+                .transportFailed,
+                "libcurl error \(code.rawValue): \(reason)",
+                subject: subject
+            )
         }
     }
 }
 
 private func curlHeaderCallback(
-    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+    _ data: UnsafeMutablePointer<CChar>?,
+    _ size: Int,
+    _ count: Int,
+    _ context: UnsafeMutableRawPointer?
 ) -> Int {
     guard let context else { return 0 }
     let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
@@ -480,7 +516,10 @@ private func curlHeaderCallback(
 }
 
 private func curlWriteCallback(
-    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+    _ data: UnsafeMutablePointer<CChar>?,
+    _ size: Int,
+    _ count: Int,
+    _ context: UnsafeMutableRawPointer?
 ) -> Int {
     guard let context else { return 0 }
     let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
@@ -488,8 +527,11 @@ private func curlWriteCallback(
 }
 
 private func curlProgressCallback(
-    _ context: UnsafeMutableRawPointer?, _ downloadTotal: curl_off_t, _ downloaded: curl_off_t,
-    _ uploadTotal: curl_off_t, _ uploaded: curl_off_t
+    _ context: UnsafeMutableRawPointer?,
+    _ downloadTotal: curl_off_t,
+    _ downloaded: curl_off_t,
+    _ uploadTotal: curl_off_t,
+    _ uploaded: curl_off_t
 ) -> Int32 {
     guard let context else { return 1 }
     return Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue().onProgress()

@@ -58,13 +58,21 @@ public struct FileTransport: Transport {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
             return TransportResponse(
-                url: url, statusCode: 404, headers: ["content-length": "0"], expectedContentLength: 0,
-                body: ByteStream(chunks: []))
+                url: url,
+                statusCode: 404,
+                headers: ["content-length": "0"],
+                expectedContentLength: 0,
+                body: ByteStream(chunks: [])
+            )
         }
         guard let handle = FileHandle(forReadingAtPath: path) else {
             return TransportResponse(
-                url: url, statusCode: 403, headers: ["content-length": "0"], expectedContentLength: 0,
-                body: ByteStream(chunks: []))
+                url: url,
+                statusCode: 403,
+                headers: ["content-length": "0"],
+                expectedContentLength: 0,
+                body: ByteStream(chunks: [])
+            )
         }
         let size: Int64
         do {
@@ -72,8 +80,11 @@ public struct FileTransport: Transport {
         } catch {
             try? handle.close()
             throw HotUpdateError(
-                .fileSystem, "cannot read the size of \(path): \(error)", subject: subject,
-                cause: SendableErrorBox(error))
+                .fileSystem,
+                "cannot read the size of \(path): \(error)",
+                subject: subject,
+                cause: SendableErrorBox(error)
+            )
         }
 
         var status = 200
@@ -86,8 +97,12 @@ public struct FileTransport: Transport {
         if let condition, condition != "*", condition != etag {
             try? handle.close()
             return TransportResponse(
-                url: url, statusCode: 412, headers: ["content-length": "0"], expectedContentLength: 0,
-                body: ByteStream(chunks: []))
+                url: url,
+                statusCode: 412,
+                headers: ["content-length": "0"],
+                expectedContentLength: 0,
+                body: ByteStream(chunks: [])
+            )
         }
         // If-Range: a range only of the version the client holds; otherwise the whole file.
         let ifRange = Self.header("If-Range", in: request.headers)
@@ -95,9 +110,12 @@ public struct FileTransport: Transport {
             guard range.start < size, range.start >= 0, (range.end ?? range.start) >= range.start else {
                 try? handle.close()
                 return TransportResponse(
-                    url: url, statusCode: 416,
+                    url: url,
+                    statusCode: 416,
                     headers: ["content-range": "bytes */\(size)", "content-length": "0"],
-                    expectedContentLength: 0, body: ByteStream(chunks: []))
+                    expectedContentLength: 0,
+                    body: ByteStream(chunks: [])
+                )
             }
             status = 206
             start = range.start
@@ -109,27 +127,42 @@ public struct FileTransport: Transport {
         if let limit = request.maxBytes, length > limit {
             try? handle.close()
             throw HotUpdateError(
-                .byteLimitExceeded, "the file holds \(length) bytes, more than the \(limit) allowed",
-                subject: subject)
+                .byteLimitExceeded,
+                "the file holds \(length) bytes, more than the \(limit) allowed",
+                subject: subject
+            )
         }
         do {
             try handle.seek(toOffset: UInt64(start))
         } catch {
             try? handle.close()
             throw HotUpdateError(
-                .fileSystem, "cannot seek to byte \(start) of \(path): \(error)", subject: subject,
-                cause: SendableErrorBox(error))
+                .fileSystem,
+                "cannot seek to byte \(start) of \(path): \(error)",
+                subject: subject,
+                cause: SendableErrorBox(error)
+            )
         }
 
         let (stream, writer) = ByteStream.makeStream()
         let reader = FileReader(
-            handle: handle, writer: writer, remaining: length, chunkSize: chunkSize, path: path,
-            subject: subject)
+            handle: handle,
+            writer: writer,
+            remaining: length,
+            chunkSize: chunkSize,
+            path: path,
+            subject: subject
+        )
         let thread = Thread { reader.run() }
         thread.name = "FileTransport"
         thread.start()
         return TransportResponse(
-            url: url, statusCode: status, headers: headers, expectedContentLength: length, body: stream)
+            url: url,
+            statusCode: status,
+            headers: headers,
+            expectedContentLength: length,
+            body: stream
+        )
     }
 
     /// A strong entity tag for the file's current version, from its inode, size and change time
@@ -138,9 +171,9 @@ public struct FileTransport: Transport {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         #if canImport(Darwin)
-            let modified = Int64(info.st_mtimespec.tv_sec) * 1_000_000_000 + Int64(info.st_mtimespec.tv_nsec)
+        let modified = Int64(info.st_mtimespec.tv_sec) * 1_000_000_000 + Int64(info.st_mtimespec.tv_nsec)
         #else
-            let modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+        let modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
         #endif
         return "\"\(String(UInt64(info.st_ino), radix: 16))-\(String(size, radix: 16))-\(String(modified, radix: 16))\""
     }
@@ -158,14 +191,18 @@ public struct FileTransport: Transport {
         case Self.bundleScheme:
             guard let bundleRoot else {
                 throw HotUpdateError(
-                    .invalidArgument, "a bundle: URL needs a FileTransport created with a bundle root",
-                    subject: url.absoluteString)
+                    .invalidArgument,
+                    "a bundle: URL needs a FileTransport created with a bundle root",
+                    subject: url.absoluteString
+                )
             }
             let relative = url.path.split(separator: "/").map(String.init)
             guard !relative.contains(".."), !relative.isEmpty else {
                 throw HotUpdateError(
-                    .invalidArgument, "the path leaves the bundle root or names no file",
-                    subject: url.absoluteString)
+                    .invalidArgument,
+                    "the path leaves the bundle root or names no file",
+                    subject: url.absoluteString
+                )
             }
             var resolved = bundleRoot.standardizedFileURL
             for component in relative where component != "." {
@@ -177,7 +214,8 @@ public struct FileTransport: Transport {
                 .invalidArgument,
                 "FileTransport reads file: URLs\(bundleRoot == nil ? "" : " and bundle: URLs"), "
                     + "not \(url.scheme.map { "\($0):" } ?? "URLs without a scheme")",
-                subject: url.absoluteString)
+                subject: url.absoluteString
+            )
         }
     }
 }
@@ -191,7 +229,8 @@ private final class FileReader: Sendable {
     let path: String
     let subject: String
 
-    init(handle: FileHandle, writer: ByteStream.Writer, remaining: Int64, chunkSize: Int, path: String, subject: String) {
+    init(handle: FileHandle, writer: ByteStream.Writer, remaining: Int64, chunkSize: Int, path: String, subject: String)
+    {
         self.handle = handle
         self.writer = writer
         self.remaining = remaining
@@ -210,15 +249,22 @@ private final class FileReader: Sendable {
             } catch {
                 writer.finish(
                     throwing: HotUpdateError(
-                        .fileSystem, "cannot read \(path): \(error)", subject: subject,
-                        cause: SendableErrorBox(error)))
+                        .fileSystem,
+                        "cannot read \(path): \(error)",
+                        subject: subject,
+                        cause: SendableErrorBox(error)
+                    )
+                )
                 return
             }
             guard !chunk.isEmpty else {
                 writer.finish(
                     throwing: HotUpdateError(
-                        .truncated, "the file ended \(left) bytes early (it shrank while being read)",
-                        subject: subject))
+                        .truncated,
+                        "the file ended \(left) bytes early (it shrank while being read)",
+                        subject: subject
+                    )
+                )
                 return
             }
             left -= Int64(chunk.count)

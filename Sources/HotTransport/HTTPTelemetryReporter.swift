@@ -52,9 +52,14 @@ public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable
         ///   - timeouts: Time limits for each request.
         ///   - headers: Extra headers sent with each request.
         public init(
-            flushInterval: Duration = .seconds(1), maxQueuedEvents: Int = 1000, maxBatchEvents: Int = 200,
+            flushInterval: Duration = .seconds(1),
+            maxQueuedEvents: Int = 1000,
+            maxBatchEvents: Int = 200,
             timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(
-                connect: .seconds(10), lowSpeedWindow: .seconds(10), total: .seconds(30)),
+                connect: .seconds(10),
+                lowSpeedWindow: .seconds(10),
+                total: .seconds(30)
+            ),
             headers: [String: String] = [:]
         ) {
             self.flushInterval = max(.seconds(1), flushInterval)
@@ -109,7 +114,10 @@ public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable
     ///   - logger: Where failed batches are logged (at debug level).
     ///   - sleep: Waits between flushes; tests pass one they control.
     public init(
-        url: URL, transport: any Transport, clientID: String, options: Options = Options(),
+        url: URL,
+        transport: any Transport,
+        clientID: String,
+        options: Options = Options(),
         logger: Logger = Logger(label: "HotUpdate.telemetry"),
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     ) {
@@ -132,12 +140,19 @@ public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable
     ///   - logger: Where failed batches are logged.
     /// - Throws: `HotUpdateError.Code.fileSystem` when the identifier can be neither read nor written.
     public convenience init(
-        url: URL, transport: any Transport, root: URL, options: Options = Options(),
+        url: URL,
+        transport: any Transport,
+        root: URL,
+        options: Options = Options(),
         logger: Logger = Logger(label: "HotUpdate.telemetry")
     ) throws {
         self.init(
-            url: url, transport: transport, clientID: try TelemetryEvent.ClientID.load(root: root), options: options,
-            logger: logger)
+            url: url,
+            transport: transport,
+            clientID: try TelemetryEvent.ClientID.load(root: root),
+            options: options,
+            logger: logger
+        )
     }
 
     /// What the reporter has done so far.
@@ -208,8 +223,14 @@ public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable
             headers["Content-Type"] = "application/json"
             let response = try await transport.fetch(
                 TransportRequest(
-                    url: url, method: "POST", headers: headers, body: body, timeouts: options.timeouts,
-                    maxBytes: 1 << 16))
+                    url: url,
+                    method: "POST",
+                    headers: headers,
+                    body: body,
+                    timeouts: options.timeouts,
+                    maxBytes: 1 << 16
+                )
+            )
             defer { response.body.cancel() }
             try response.requireSuccess()
             lock.withLock {

@@ -83,7 +83,10 @@ public struct MirroredTransport: Transport {
     /// Tries `urls[start...]` in order and returns the first answer that is not a reason to
     /// move on, with its index.
     private func firstResponse(
-        _ request: TransportRequest, urls: [URL], from start: Int, range: TransportRequest.ByteRange? = nil
+        _ request: TransportRequest,
+        urls: [URL],
+        from start: Int,
+        range: TransportRequest.ByteRange? = nil
     ) async throws -> (TransportResponse, Int) {
         var lastError: (any Error)?
         for index in urls.indices.dropFirst(start) {
@@ -97,7 +100,10 @@ public struct MirroredTransport: Transport {
                 if !isLast, Self.movesOn(status: response.statusCode) {
                     response.body.cancel()
                     lastError = HotUpdateError(
-                        .httpStatus, "the mirror answered HTTP \(response.statusCode)", subject: urls[index].absoluteString)
+                        .httpStatus,
+                        "the mirror answered HTTP \(response.statusCode)",
+                        subject: urls[index].absoluteString
+                    )
                     continue
                 }
                 return (response, index)
@@ -105,12 +111,16 @@ public struct MirroredTransport: Transport {
                 lastError = error
             }
         }
-        throw lastError ?? HotUpdateError(.invalidArgument, "no mirror to fetch from", subject: request.url.absoluteString)
+        throw lastError
+            ?? HotUpdateError(.invalidArgument, "no mirror to fetch from", subject: request.url.absoluteString)
     }
 
     /// Copies the body into `writer`, resuming from the next mirror when a read fails.
     private func relayBody(
-        _ request: TransportRequest, urls: [URL], first: TransportResponse, firstIndex: Int,
+        _ request: TransportRequest,
+        urls: [URL],
+        first: TransportResponse,
+        firstIndex: Int,
         into writer: ByteStream.Writer
     ) async {
         var response = first

@@ -10,9 +10,9 @@ extension SchemeRoutingTransport {
     /// ```
     public static func platformHTTP() -> any Transport {
         #if Curl && canImport(CHotCurl)
-            return CurlTransport()
+        return CurlTransport()
         #else
-            return URLSessionTransport()
+        return URLSessionTransport()
         #endif
     }
 }

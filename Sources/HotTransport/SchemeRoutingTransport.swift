@@ -59,7 +59,8 @@ public struct SchemeRoutingTransport: Transport {
                 .invalidArgument,
                 "no transport handles \(request.url.scheme.map { "\($0):" } ?? "URLs without a scheme") "
                     + "(routed schemes: \(known))",
-                subject: request.url.absoluteString)
+                subject: request.url.absoluteString
+            )
         }
         return try await transport.fetch(request)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import HotCore
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -59,7 +60,9 @@ public struct URLSessionTransport: Transport {
         ///     suspended (Apple platforms), 4 MiB by default.
         ///   - makeConfiguration: Makes each session's configuration; `.ephemeral` by default.
         public init(
-            maxRedirects: Int = 10, streamCapacity: Int = 8, bufferLimit: Int = 4 << 20,
+            maxRedirects: Int = 10,
+            streamCapacity: Int = 8,
+            bufferLimit: Int = 4 << 20,
             makeConfiguration: @escaping @Sendable () -> URLSessionConfiguration = { .ephemeral }
         ) {
             self.maxRedirects = maxRedirects
@@ -90,8 +93,10 @@ public struct URLSessionTransport: Transport {
     public func fetch(_ request: TransportRequest) async throws -> TransportResponse {
         guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw HotUpdateError(
-                .invalidArgument, "URLSessionTransport fetches http: and https: URLs only",
-                subject: request.url.absoluteString)
+                .invalidArgument,
+                "URLSessionTransport fetches http: and https: URLs only",
+                subject: request.url.absoluteString
+            )
         }
         try Task.checkCancellation()
 
@@ -296,7 +301,11 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
             if moved < minimum, !paused {
                 self.fail(
                     .tooSlow(
-                        received: total, window: window, bytesPerSecond: self.request.timeouts.lowSpeedBytesPerSecond))
+                        received: total,
+                        window: window,
+                        bytesPerSecond: self.request.timeouts.lowSpeedBytesPerSecond
+                    )
+                )
             }
         }
         lock.lock()
@@ -324,8 +333,11 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
     // MARK: - Delegate
 
     func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+        _ session: URLSession,
+        task: URLSessionTask,
+        willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest: URLRequest,
+        completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
         lock.lock()
         redirects += 1
@@ -341,7 +353,9 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
     }
 
     func urlSession(
-        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        _ session: URLSession,
+        dataTask: URLSessionDataTask,
+        didReceive response: URLResponse,
         completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
     ) {
         guard currentAbort == nil else {
@@ -355,8 +369,11 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
             headers[name.lowercased()] = "\(value)"
         }
         let isHead = request.method.uppercased() == "HEAD"
-        let length = isHead ? nil : (headers["content-length"].flatMap { Int64($0) }
-            ?? (response.expectedContentLength >= 0 ? response.expectedContentLength : nil))
+        let length =
+            isHead
+            ? nil
+            : (headers["content-length"].flatMap { Int64($0) }
+                ?? (response.expectedContentLength >= 0 ? response.expectedContentLength : nil))
         if let limit = request.maxBytes, let length, length > limit {
             fail(.announcedTooLong(length, limit: limit))
             completionHandler(.cancel)
@@ -371,8 +388,13 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
         }
         continuation.resume(
             returning: TransportResponse(
-                url: response.url ?? request.url, statusCode: http?.statusCode ?? 200, headers: headers,
-                expectedContentLength: length, body: stream))
+                url: response.url ?? request.url,
+                statusCode: http?.statusCode ?? 200,
+                headers: headers,
+                expectedContentLength: length,
+                body: stream
+            )
+        )
         completionHandler(.allow)
     }
 
@@ -429,11 +451,17 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
                 }
                 continuation.resume(
                     returning: TransportResponse(
-                        url: response.url ?? request.url, statusCode: http?.statusCode ?? 200, headers: headers,
-                        expectedContentLength: expected, body: stream))
+                        url: response.url ?? request.url,
+                        statusCode: http?.statusCode ?? 200,
+                        headers: headers,
+                        expectedContentLength: expected,
+                        body: stream
+                    )
+                )
             } else {
                 continuation.resume(
-                    throwing: HotUpdateError(.transportFailed, "the request ended without a response", subject: subject))
+                    throwing: HotUpdateError(.transportFailed, "the request ended without a response", subject: subject)
+                )
             }
         }
     }
@@ -444,22 +472,30 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
             return HotUpdateError(.cancelled, "the transfer was cancelled", subject: subject)
         case .announcedTooLong(let length, let limit):
             return HotUpdateError(
-                .byteLimitExceeded, "the server announces \(length) bytes, more than the \(limit) allowed",
-                subject: subject)
+                .byteLimitExceeded,
+                "the server announces \(length) bytes, more than the \(limit) allowed",
+                subject: subject
+            )
         case .tooLong(let limit):
             return HotUpdateError(
-                .byteLimitExceeded, "the body is longer than the \(limit) bytes allowed", subject: subject)
+                .byteLimitExceeded,
+                "the body is longer than the \(limit) bytes allowed",
+                subject: subject
+            )
         case .tooSlow(let total, let window, let bytesPerSecond):
             return HotUpdateError(
                 .timedOut,
                 "timed out: fewer than \(bytesPerSecond) bytes per second over \(window) (\(total) bytes received)",
-                subject: subject)
+                subject: subject
+            )
         case .totalTimeout(let total):
             return HotUpdateError(.timedOut, "timed out: the request took longer than \(total)", subject: subject)
         case .tooManyRedirects(let count):
             return HotUpdateError(
-                .transportFailed, "too many redirects (\(count), at most \(options.maxRedirects) allowed)",
-                subject: subject)
+                .transportFailed,
+                "too many redirects (\(count), at most \(options.maxRedirects) allowed)",
+                subject: subject
+            )
         case nil:
             break
         }
@@ -467,14 +503,20 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
         guard let error else {
             guard short, let expected else { return nil }
             return HotUpdateError(
-                .truncated, "the body ended after \(received) of \(expected) bytes", subject: subject)
+                .truncated,
+                "the body ended after \(received) of \(expected) bytes",
+                subject: subject
+            )
         }
         let urlError = error as? URLError
         switch urlError?.code {
         case .timedOut?:
             return HotUpdateError(
-                .timedOut, "timed out: \(error.localizedDescription)", subject: subject,
-                cause: SendableErrorBox(error))
+                .timedOut,
+                "timed out: \(error.localizedDescription)",
+                subject: subject,
+                cause: SendableErrorBox(error)
+            )
         case .cancelled?:
             return HotUpdateError(.cancelled, "the transfer was cancelled", subject: subject)
         default:
@@ -482,12 +524,18 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
         }
         if short, let expected {
             return HotUpdateError(
-                .truncated, "the body ended after \(received) of \(expected) bytes: \(error.localizedDescription)",
-                subject: subject, cause: SendableErrorBox(error))
+                .truncated,
+                "the body ended after \(received) of \(expected) bytes: \(error.localizedDescription)",
+                subject: subject,
+                cause: SendableErrorBox(error)
+            )
         }
         let code = urlError.map { " (URLError \($0.code.rawValue))" } ?? ""
         return HotUpdateError(
-            .transportFailed, "the request failed: \(error.localizedDescription)\(code)", subject: subject,
-            cause: SendableErrorBox(error))
+            .transportFailed,
+            "the request failed: \(error.localizedDescription)\(code)",
+            subject: subject,
+            cause: SendableErrorBox(error)
+        )
     }
 }

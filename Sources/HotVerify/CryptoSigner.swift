@@ -90,7 +90,9 @@ extension CryptoVerifier {
             return PublicKey(scheme: rsaScheme, pem: pem)
         default:
             throw HotUpdateError(
-                .signatureInvalid, "the key is \(info.algorithmName), not an Ed25519 or RSA key")
+                .signatureInvalid,
+                "the key is \(info.algorithmName), not an Ed25519 or RSA key"
+            )
         }
     }
 }

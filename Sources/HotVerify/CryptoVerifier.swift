@@ -95,7 +95,8 @@ public struct CryptoVerifier: Verifier {
     static func keyTypeMismatch(_ scheme: PublicKey.Scheme, found: String) -> HotUpdateError {
         HotUpdateError(
             .signatureInvalid,
-            "the key is a \(found) key but its scheme '\(scheme)' needs \(scheme == .ed25519 ? "an Ed25519" : "an RSA") key")
+            "the key is a \(found) key but its scheme '\(scheme)' needs \(scheme == .ed25519 ? "an Ed25519" : "an RSA") key"
+        )
     }
 
     /// The error for an algorithm this verifier lacks.

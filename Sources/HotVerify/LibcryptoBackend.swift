@@ -39,7 +39,9 @@ public final class CryptoHasher: DigestHasher {
         guard EVP_DigestInit_ex(context, md, nil) == 1 else {
             EVP_MD_CTX_free(context)
             throw HotUpdateError(
-                .unsupported, "libcrypto refuses digest '\(algorithm)': \(Libcrypto.takeErrors())")
+                .unsupported,
+                "libcrypto refuses digest '\(algorithm)': \(Libcrypto.takeErrors())"
+            )
         }
         self.algorithm = algorithm
         self.context = context
@@ -94,7 +96,9 @@ enum CryptoBackend {
         let md: OpaquePointer? = key.scheme == .ed25519 ? nil : EVP_sha256()
         guard EVP_DigestVerifyInit(context, &keyContext, md, nil, pkey) == 1 else {
             throw HotUpdateError(
-                .signatureInvalid, "libcrypto cannot verify with this \(key.scheme) key: \(Libcrypto.takeErrors())")
+                .signatureInvalid,
+                "libcrypto cannot verify with this \(key.scheme) key: \(Libcrypto.takeErrors())"
+            )
         }
         if key.scheme != .ed25519 {
             guard let keyContext else {
@@ -111,7 +115,9 @@ enum CryptoBackend {
             }
             guard configured else {
                 throw HotUpdateError(
-                    .signatureInvalid, "libcrypto cannot set up \(key.scheme) for this key: \(Libcrypto.takeErrors())")
+                    .signatureInvalid,
+                    "libcrypto cannot set up \(key.scheme) for this key: \(Libcrypto.takeErrors())"
+                )
             }
         }
         return Libcrypto.isValid(signature: signature, of: message) {
@@ -130,7 +136,9 @@ enum CryptoBackend {
             EVP_PKEY_CTX_set_rsa_padding(keyContext, RSA_PKCS1_PADDING) == 1
         else {
             throw HotUpdateError(
-                .signatureInvalid, "libcrypto cannot set up rsa-pkcs1-raw for this key: \(Libcrypto.takeErrors())")
+                .signatureInvalid,
+                "libcrypto cannot set up rsa-pkcs1-raw for this key: \(Libcrypto.takeErrors())"
+            )
         }
         return Libcrypto.isValid(signature: signature, of: message) {
             EVP_PKEY_verify(keyContext, $0, $1, $2, $3)
@@ -178,7 +186,8 @@ enum Libcrypto {
     /// Reads a PEM SubjectPublicKeyInfo; the caller frees the key with `EVP_PKEY_free`.
     static func readPublicKey(_ pem: String) throws -> OpaquePointer {
         try readPEM(
-            pem, what: "public key",
+            pem,
+            what: "public key",
             expected: "a PEM public key ('-----BEGIN PUBLIC KEY-----', SubjectPublicKeyInfo)"
         ) { PEM_read_bio_PUBKEY($0, nil, nil, nil) }
     }
@@ -186,13 +195,18 @@ enum Libcrypto {
     /// Reads an unencrypted PEM private key; the caller frees the key with `EVP_PKEY_free`.
     static func readPrivateKey(_ pem: String) throws -> OpaquePointer {
         try readPEM(
-            pem, what: "private key", expected: "an unencrypted PEM private key ('-----BEGIN PRIVATE KEY-----')"
+            pem,
+            what: "private key",
+            expected: "an unencrypted PEM private key ('-----BEGIN PRIVATE KEY-----')"
         ) { PEM_read_bio_PrivateKey($0, nil, nil, nil) }
     }
 
     /// Runs a PEM reader over the text of `pem` in a memory BIO.
     private static func readPEM(
-        _ pem: String, what: String, expected: String, _ read: (OpaquePointer) -> OpaquePointer?
+        _ pem: String,
+        what: String,
+        expected: String,
+        _ read: (OpaquePointer) -> OpaquePointer?
     ) throws -> OpaquePointer {
         ERR_clear_error()
         let bytes = Array(pem.utf8)
@@ -217,7 +231,8 @@ enum Libcrypto {
     /// valid signature; 0 a wrong one; a negative value a malformed one (bad length, bad
     /// encoding). Only 1 is accepted; the error queue is left clean.
     static func isValid(
-        signature: Data, of message: Data,
+        signature: Data,
+        of message: Data,
         _ verify: (UnsafePointer<UInt8>, Int, UnsafePointer<UInt8>, Int) -> Int32
     ) -> Bool {
         let status = signature.withUnsafeBytes { signatureBytes in

@@ -8,7 +8,10 @@ enum SigningBackend {
     static func generate(_ kind: KeyKind) throws -> String {
         let isRSA = kind.scheme != .ed25519
         guard let context = EVP_PKEY_CTX_new_id(isRSA ? EVP_PKEY_RSA : EVP_PKEY_ED25519, nil) else {
-            throw HotUpdateError(.internalInconsistency, "libcrypto cannot make a key context: \(Libcrypto.takeErrors())")
+            throw HotUpdateError(
+                .internalInconsistency,
+                "libcrypto cannot make a key context: \(Libcrypto.takeErrors())"
+            )
         }
         defer { EVP_PKEY_CTX_free(context) }
         guard EVP_PKEY_keygen_init(context) == 1,
@@ -18,7 +21,10 @@ enum SigningBackend {
         }
         var key: OpaquePointer?
         guard EVP_PKEY_keygen(context, &key) == 1, let key else {
-            throw HotUpdateError(.internalInconsistency, "libcrypto failed to generate a \(kind) key: \(Libcrypto.takeErrors())")
+            throw HotUpdateError(
+                .internalInconsistency,
+                "libcrypto failed to generate a \(kind) key: \(Libcrypto.takeErrors())"
+            )
         }
         defer { EVP_PKEY_free(key) }
         return try writePEM { PEM_write_bio_PKCS8PrivateKey($0, key, nil, nil, 0, nil, nil) }
@@ -46,7 +52,10 @@ enum SigningBackend {
         var keyContext: OpaquePointer?
         let md: OpaquePointer? = scheme == .ed25519 ? nil : EVP_sha256()
         guard EVP_DigestSignInit(context, &keyContext, md, nil, key) == 1 else {
-            throw HotUpdateError(.signatureInvalid, "libcrypto cannot sign with this \(scheme) key: \(Libcrypto.takeErrors())")
+            throw HotUpdateError(
+                .signatureInvalid,
+                "libcrypto cannot sign with this \(scheme) key: \(Libcrypto.takeErrors())"
+            )
         }
         if scheme != .ed25519, let keyContext {
             let configured =
@@ -69,7 +78,10 @@ enum SigningBackend {
             }
         }
         guard let signature else {
-            throw HotUpdateError(.signatureInvalid, "libcrypto failed to sign with \(scheme): \(Libcrypto.takeErrors())")
+            throw HotUpdateError(
+                .signatureInvalid,
+                "libcrypto failed to sign with \(scheme): \(Libcrypto.takeErrors())"
+            )
         }
         return Data(signature)
     }
@@ -81,7 +93,10 @@ enum SigningBackend {
         }
         defer { BIO_free(bio) }
         guard write(bio) == 1 else {
-            throw HotUpdateError(.internalInconsistency, "libcrypto cannot write the key as PEM: \(Libcrypto.takeErrors())")
+            throw HotUpdateError(
+                .internalInconsistency,
+                "libcrypto cannot write the key as PEM: \(Libcrypto.takeErrors())"
+            )
         }
         let count = Int(BIO_ctrl_pending(bio))
         var buffer = [UInt8](repeating: 0, count: count)

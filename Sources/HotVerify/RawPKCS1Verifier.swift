@@ -84,7 +84,9 @@ struct MontgomeryModulus {
         let result = multiply(accumulator, one)
         var bytes = [UInt8](repeating: 0, count: count * 4)
         for (index, limb) in result.enumerated() {
-            for shift in 0..<4 { bytes[bytes.count - 1 - index * 4 - shift] = UInt8(truncatingIfNeeded: limb >> (8 * shift)) }
+            for shift in 0..<4 {
+                bytes[bytes.count - 1 - index * 4 - shift] = UInt8(truncatingIfNeeded: limb >> (8 * shift))
+            }
         }
         return Array(bytes.suffix(byteCount))
     }

@@ -86,7 +86,10 @@ enum CryptoBackend {
             }
             return publicKey.isValidSignature(signature, for: message)
         case .rsaPKCS1Raw:
-            return try RawPKCS1Verifier(rsaPublicKeyDER: info.rsaPublicKeyDER()).isValid(signature: signature, of: message)
+            return try RawPKCS1Verifier(rsaPublicKeyDER: info.rsaPublicKeyDER()).isValid(
+                signature: signature,
+                of: message
+            )
         default:
             // PSS: MGF1 with SHA-256 and a salt as long as the digest, as libcrypto's
             // RSA_PSS_SALTLEN_DIGEST. Keys from 1,024 bits, as libcrypto accepts them.
@@ -98,7 +101,10 @@ enum CryptoBackend {
             }
             let padding: _RSA.Signing.Padding = key.scheme == .rsaPSSSHA256 ? .PSS : .insecurePKCS1v1_5
             return publicKey.isValidSignature(
-                _RSA.Signing.RSASignature(rawRepresentation: signature), for: message, padding: padding)
+                _RSA.Signing.RSASignature(rawRepresentation: signature),
+                for: message,
+                padding: padding
+            )
         }
     }
 
@@ -115,7 +121,10 @@ enum CryptoBackend {
 enum SigningBackend {
     static func generate(_ kind: KeyKind) throws -> String {
         if kind.scheme == .ed25519 {
-            return PEM.encode(PrivateKeyInfo.ed25519(seed: Array(Curve25519.Signing.PrivateKey().rawRepresentation)), label: "PRIVATE KEY")
+            return PEM.encode(
+                PrivateKeyInfo.ed25519(seed: Array(Curve25519.Signing.PrivateKey().rawRepresentation)),
+                label: "PRIVATE KEY"
+            )
         }
         do {
             let key = try _RSA.Signing.PrivateKey(keySize: _RSA.Signing.KeySize(bitCount: kind.bits))
@@ -129,7 +138,12 @@ enum SigningBackend {
     static func publicKey(ofPrivatePEM pem: String) throws -> (String, Bool) {
         switch try PrivateSigningKey(pem: pem) {
         case .ed25519(let key):
-            return (PEM.encode(SubjectPublicKeyInfo.ed25519DER(Array(key.publicKey.rawRepresentation)), label: "PUBLIC KEY"), false)
+            return (
+                PEM.encode(
+                    SubjectPublicKeyInfo.ed25519DER(Array(key.publicKey.rawRepresentation)),
+                    label: "PUBLIC KEY"
+                ), false
+            )
         case .rsa(let key):
             return (PEM.encode(Array(key.publicKey.derRepresentation), label: "PUBLIC KEY"), true)
         }
@@ -178,14 +192,18 @@ private enum PrivateSigningKey {
             case SubjectPublicKeyInfo.rsaEncryptionOID:
                 rsaDER = block.der
             default:
-                throw HotUpdateError(.signatureInvalid, "the private key is OID \(info.algorithmOID), not Ed25519 or RSA")
+                throw HotUpdateError(
+                    .signatureInvalid,
+                    "the private key is OID \(info.algorithmOID), not Ed25519 or RSA"
+                )
             }
         case "RSA PRIVATE KEY":
             rsaDER = block.der
         default:
             throw HotUpdateError(
                 .signatureInvalid,
-                "the key is not an unencrypted PEM private key ('-----BEGIN PRIVATE KEY-----'): it is '\(block.label)'")
+                "the key is not an unencrypted PEM private key ('-----BEGIN PRIVATE KEY-----'): it is '\(block.label)'"
+            )
         }
         do {
             self = .rsa(try _RSA.Signing.PrivateKey(derRepresentation: rsaDER))

@@ -11,7 +11,10 @@ public final class CryptoHasher: DigestHasher {
     ///
     /// - Throws: `HotUpdateError.Code.unsupported`.
     public init(algorithm: Digest.Algorithm) throws {
-        throw HotUpdateError(.unsupported, "no crypto library on this platform (libcrypto, or swift-crypto with the SwiftCrypto trait)")
+        throw HotUpdateError(
+            .unsupported,
+            "no crypto library on this platform (libcrypto, or swift-crypto with the SwiftCrypto trait)"
+        )
     }
 
     /// Adds bytes.
@@ -29,11 +32,17 @@ enum CryptoBackend {
     static let supportedDigests: Set<Digest.Algorithm> = []
 
     static func verify(signature: Data, of message: Data, with key: PublicKey) throws -> Bool {
-        throw HotUpdateError(.unsupported, "no crypto library on this platform (libcrypto, or swift-crypto with the SwiftCrypto trait)")
+        throw HotUpdateError(
+            .unsupported,
+            "no crypto library on this platform (libcrypto, or swift-crypto with the SwiftCrypto trait)"
+        )
     }
 
     static func keyID(ofPEM pem: String) throws -> String {
-        throw HotUpdateError(.unsupported, "no crypto library on this platform (libcrypto, or swift-crypto with the SwiftCrypto trait)")
+        throw HotUpdateError(
+            .unsupported,
+            "no crypto library on this platform (libcrypto, or swift-crypto with the SwiftCrypto trait)"
+        )
     }
 }
 

@@ -20,9 +20,9 @@ enum TransportKind: String, ExpressibleByArgument, CaseIterable {
     /// The HTTP transport used unless one is named.
     static var defaultHTTP: TransportKind {
         #if Curl && canImport(CHotCurl)
-            return .curl
+        return .curl
         #else
-            return .urlsession
+        return .urlsession
         #endif
     }
 
@@ -35,9 +35,9 @@ enum TransportKind: String, ExpressibleByArgument, CaseIterable {
         switch self {
         case .curl:
             #if Curl && canImport(CHotCurl)
-                return CurlTransport()
+            return CurlTransport()
             #else
-                throw ValidationError(Self.missing)
+            throw ValidationError(Self.missing)
             #endif
         case .urlsession: return URLSessionTransport()
         case .file: return FileTransport()
@@ -59,9 +59,9 @@ enum UnarchiverKind: String, ExpressibleByArgument, CaseIterable {
         case .zip: return ZipUnarchiver()
         case .libarchive:
             #if LibArchive && canImport(CHotArchive)
-                return LibArchiveUnarchiver()
+            return LibArchiveUnarchiver()
             #else
-                throw ValidationError(Self.missing)
+            throw ValidationError(Self.missing)
             #endif
         }
     }
@@ -122,15 +122,25 @@ struct StoreOptions: ParsableArguments {
 
     /// Builds an updater over this root with the given parts.
     func makeUpdater(
-        transport: any Transport = FileTransport(), unarchiver: any Unarchiver = ZipUnarchiver(),
-        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(), keepPreviousVersions: Int = 1, maxConcurrentPackages: Int = 2,
+        transport: any Transport = FileTransport(),
+        unarchiver: any Unarchiver = ZipUnarchiver(),
+        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(),
+        keepPreviousVersions: Int = 1,
+        maxConcurrentPackages: Int = 2,
         maxUnpackedBytes: Int64 = UpdaterConfiguration.defaultMaxUnpackedBytes
     ) -> Updater {
         let kind = store ?? StoreKind.detect(root: rootURL)
         var configuration = UpdaterConfiguration(
-            root: rootURL, transport: transport, unarchiver: unarchiver, verifier: CryptoVerifier(),
-            store: kind.make(root: rootURL), timeouts: timeouts, maxConcurrentPackages: maxConcurrentPackages,
-            keepPreviousVersions: keepPreviousVersions, logger: makeLogger())
+            root: rootURL,
+            transport: transport,
+            unarchiver: unarchiver,
+            verifier: CryptoVerifier(),
+            store: kind.make(root: rootURL),
+            timeouts: timeouts,
+            maxConcurrentPackages: maxConcurrentPackages,
+            keepPreviousVersions: keepPreviousVersions,
+            logger: makeLogger()
+        )
         configuration.maxUnpackedBytes = maxUnpackedBytes
         configuration.patcher = ZstdPatcher()
         return Updater(configuration: configuration)

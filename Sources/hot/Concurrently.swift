@@ -3,7 +3,9 @@ import Foundation
 /// Runs `body` over `items` with at most `limit` at once; results in the items' order.
 /// The first failure cancels the others and is thrown.
 func forEachConcurrently<Item: Sendable, Result: Sendable>(
-    _ items: [Item], limit: Int, _ body: @escaping @Sendable (Item) async throws -> Result
+    _ items: [Item],
+    limit: Int,
+    _ body: @escaping @Sendable (Item) async throws -> Result
 ) async throws -> [Result] {
     try await withThrowingTaskGroup(of: (Int, Result).self) { group in
         var results = [Result?](repeating: nil, count: items.count)

@@ -9,7 +9,8 @@ struct Delete: AsyncParsableCommand {
         discussion: """
             Files the package shares with other packages stay for them: only the objects \
             nothing else links are freed. Exits 1 when the store does not know the package.
-            """)
+            """
+    )
 
     @Argument(help: "The package id.")
     var id: String
@@ -19,8 +20,10 @@ struct Delete: AsyncParsableCommand {
     func run() async throws {
         try await runReportingErrors {
             let report = try await storeOptions.makeUpdater().remove(packageID: id)
-            print("deleted \(id): \(report.versionsRemoved) version(s), \(report.objectsRemoved) object(s), "
-                + "\(ByteCount.format(report.bytesFreed)) freed")
+            print(
+                "deleted \(id): \(report.versionsRemoved) version(s), \(report.objectsRemoved) object(s), "
+                    + "\(ByteCount.format(report.bytesFreed)) freed"
+            )
         }
     }
 }
@@ -33,7 +36,8 @@ struct GarbageCollect: AsyncParsableCommand {
         discussion: """
             Keeps each package's active version and its newest previous versions (one unless \
             --keep says otherwise), and frees every object no installed tree links.
-            """)
+            """
+    )
 
     @OptionGroup var storeOptions: StoreOptions
 
@@ -44,8 +48,10 @@ struct GarbageCollect: AsyncParsableCommand {
         try await runReportingErrors {
             guard keep >= 0 else { throw ValidationError("--keep must be 0 or more") }
             let report = try await storeOptions.makeUpdater(keepPreviousVersions: keep).collectGarbage()
-            print("removed \(report.versionsRemoved) version(s), \(report.objectsRemoved) object(s), "
-                + "\(ByteCount.format(report.bytesFreed)) freed")
+            print(
+                "removed \(report.versionsRemoved) version(s), \(report.objectsRemoved) object(s), "
+                    + "\(ByteCount.format(report.bytesFreed)) freed"
+            )
         }
     }
 }
@@ -58,7 +64,8 @@ struct Repair: AsyncParsableCommand {
             A missing or damaged file is put back from the store's objects when its object is \
             intact, with no network; otherwise the package is downloaded again from where it \
             came from. Prints one line per package; exits 1 if any package stays damaged.
-            """)
+            """
+    )
 
     @OptionGroup var storeOptions: StoreOptions
 
@@ -72,7 +79,8 @@ struct Repair: AsyncParsableCommand {
         try await runReportingErrors {
             let probe = storeOptions.makeUpdater()
             let snapshot = try await probe.currentSnapshot()
-            let firstSource = snapshot.packages.values.compactMap { $0.active.flatMap { URL(string: $0.sourceURL) } }.first
+            let firstSource = snapshot.packages.values.compactMap { $0.active.flatMap { URL(string: $0.sourceURL) } }
+                .first
             let kind = transport ?? firstSource.map(TransportKind.defaultKind(for:)) ?? .defaultHTTP
             let updater = storeOptions.makeUpdater(transport: try kind.make())
             let reports = try await updater.repairAll(depth: quick ? .quick : .full)

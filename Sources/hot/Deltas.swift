@@ -13,7 +13,10 @@ struct DeltaBuilder {
     /// releases of `package` other than `target` whose archive is in the repository, and
     /// returns their manifest entries. A base that cannot be read is skipped with a note.
     func build(
-        package: SignedManifestBody.Package?, id: String, target: SignedManifestBody.Version, targetTree: URL,
+        package: SignedManifestBody.Package?,
+        id: String,
+        target: SignedManifestBody.Version,
+        targetTree: URL,
         count: Int
     ) async throws -> [DeltaEntry] {
         guard count > 0, let package else { return [] }
@@ -28,7 +31,8 @@ struct DeltaBuilder {
         let verifier = CryptoVerifier()
         for base in bases {
             let archive = files.packagesDirectory.appendingPathComponent(
-                URL(fileURLWithPath: base.url).lastPathComponent)
+                URL(fileURLWithPath: base.url).lastPathComponent
+            )
             guard FileManager.default.fileExists(atPath: archive.path) else {
                 printNote("no delta from \(id) \(base.version): \(archive.lastPathComponent) is not in packages/")
                 continue
@@ -41,9 +45,12 @@ struct DeltaBuilder {
             let temporary = files.packagesDirectory.appendingPathComponent(".\(id)-\(UUID().uuidString).delta")
             defer { try? FileSystem.remove(temporary) }
             let summary = try DeltaWriter.write(
-                packageID: id, base: DeltaWriter.Side(version: base.version, sha256: base.sha256, directory: work),
+                packageID: id,
+                base: DeltaWriter.Side(version: base.version, sha256: base.sha256, directory: work),
                 target: DeltaWriter.Side(version: target.version, sha256: target.sha256, directory: targetTree),
-                to: temporary, verifier: verifier)
+                to: temporary,
+                verifier: verifier
+            )
             guard summary.archiveBytes < target.size else {
                 printNote("no delta from \(id) \(base.version): it would not be smaller than the package")
                 continue
@@ -56,12 +63,18 @@ struct DeltaBuilder {
             }
             entries.append(
                 DeltaEntry(
-                    from: base.version, fromSHA256: base.sha256, url: files.packageReference(name, channel: channel),
-                    size: summary.archiveBytes, sha256: sha256.hex))
+                    from: base.version,
+                    fromSHA256: base.sha256,
+                    url: files.packageReference(name, channel: channel),
+                    size: summary.archiveBytes,
+                    sha256: sha256.hex
+                )
+            )
             print(
                 "delta \(id) \(base.version) -> \(target.version): \(summary.archiveBytes) bytes, "
                     + "\(summary.wholeFiles) whole, \(summary.patchedFiles) patched, \(summary.reusedFiles) reused, "
-                    + "\(summary.removedPaths) removed")
+                    + "\(summary.removedPaths) removed"
+            )
         }
         return entries
     }

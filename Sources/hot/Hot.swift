@@ -10,14 +10,16 @@ struct Hot: AsyncParsableCommand {
         abstract: "Publish, install and inspect HotUpdate packages.",
         subcommands: [
             Keygen.self, Pack.self, Release.self, Rollback.self, Disable.self, Enable.self, Sign.self, Verify.self,
-            Sync.self, Status.self, Resolve.self, Unpack.self, Delete.self, GarbageCollect.self, Repair.self, Unblock.self,
-        ] + publishing)
+            Sync.self, Status.self, Resolve.self, Unpack.self, Delete.self, GarbageCollect.self, Repair.self,
+            Unblock.self,
+        ] + publishing
+    )
 
     /// `hot publish` speaks S3 through libcurl, where libcurl is linked.
     #if canImport(CHotCurl)
-        static let publishing: [any ParsableCommand.Type] = [Publish.self]
+    static let publishing: [any ParsableCommand.Type] = [Publish.self]
     #else
-        static let publishing: [any ParsableCommand.Type] = []
+    static let publishing: [any ParsableCommand.Type] = []
     #endif
 }
 

@@ -5,9 +5,9 @@ import HotManifest
 import HotVerify
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// `hot keygen --private FILE --public FILE [--rsa]`
@@ -18,7 +18,8 @@ struct Keygen: AsyncParsableCommand {
             The private key is written as PEM PKCS#8 with mode 0600, the public key as PEM \
             SubjectPublicKeyInfo; neither file may exist. Ship the public key in the app \
             (`hot sync --trust`) and keep the private key offline.
-            """)
+            """
+    )
 
     @Option(name: .customLong("private"), help: "Where to write the private key.") var privateFile: String
     @Option(name: .customLong("public"), help: "Where to write the public key.") var publicFile: String
@@ -38,7 +39,11 @@ struct Keygen: AsyncParsableCommand {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard fd >= 0 else {
             let code = errno
-            throw HotUpdateError(.fileSystem, "cannot create the key file: \(String(cString: strerror(code)))", subject: path)
+            throw HotUpdateError(
+                .fileSystem,
+                "cannot create the key file: \(String(cString: strerror(code)))",
+                subject: path
+            )
         }
         defer { close(fd) }
         let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -70,7 +75,8 @@ struct Sign: AsyncParsableCommand {
             default. The manifest declares the keys allowed to sign the next one: on the first \
             signing the signing keys, later the same keys unless --trusted-key lists new ones \
             (key rotation: sign with a threshold of the old keys and of the new ones).
-            """)
+            """
+    )
 
     @OptionGroup var repository: RepositoryOptions
 
@@ -80,7 +86,10 @@ struct Sign: AsyncParsableCommand {
     @Option(help: "When the manifest expires: a duration (30d, 12h, 2s) or an ISO 8601 time.")
     var expires = "30d"
 
-    @Option(name: .customLong("trusted-key"), help: "A public key the manifest declares for signing the next one (repeatable; replaces the declared set).")
+    @Option(
+        name: .customLong("trusted-key"),
+        help: "A public key the manifest declares for signing the next one (repeatable; replaces the declared set)."
+    )
     var trustedKeys: [String] = []
 
     @Option(help: "How many declared keys must sign (kept when omitted; 1 at first).")
@@ -124,7 +133,8 @@ struct Sign: AsyncParsableCommand {
             guard declaredSigners >= body.threshold else {
                 throw HotUpdateError(
                     .signatureInvalid,
-                    "only \(declaredSigners) of the signing keys are declared by the manifest, \(body.threshold) needed; clients would refuse it")
+                    "only \(declaredSigners) of the signing keys are declared by the manifest, \(body.threshold) needed; clients would refuse it"
+                )
             }
             try files.write(envelope, channel: repository.channel)
             print(
@@ -147,5 +157,7 @@ func parseExpiry(_ text: String, now: Date) throws -> Date {
         return now.addingTimeInterval(count * seconds)
     }
     if let date = SignedManifestBody.parseDate(text) { return date }
-    throw ValidationError("--expires takes 30d, 12h, 15m, 2s or an ISO 8601 time such as 2027-01-31T00:00:00Z, not '\(text)'")
+    throw ValidationError(
+        "--expires takes 30d, 12h, 15m, 2s or an ISO 8601 time such as 2027-01-31T00:00:00Z, not '\(text)'"
+    )
 }

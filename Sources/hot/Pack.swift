@@ -19,7 +19,8 @@ struct Pack: AsyncParsableCommand {
             beside it and listed with the version: clients holding one of those releases download \
             only the changed files, or zstd patches of them. The manifest is left unsigned: run \
             `hot sign` before publishing.
-            """)
+            """
+    )
 
     @Argument(help: "The directory to pack.")
     var directory: String
@@ -44,14 +45,17 @@ struct Pack: AsyncParsableCommand {
             guard FileSystem.isDirectory(source) else {
                 throw HotUpdateError(.notFound, "not a directory", subject: source.path)
             }
-            _ = try PackageDescriptor(id: id, version: version, url: URL(fileURLWithPath: "/"))  // validates id and version
+            // Validates the id and the version.
+            _ = try PackageDescriptor(id: id, version: version, url: URL(fileURLWithPath: "/"))
             let files = repository.files
             try FileSystem.createDirectory(files.packagesDirectory)
             let temporary = files.packagesDirectory.appendingPathComponent(".\(id)-\(version)-\(UUID().uuidString).zip")
             defer { try? FileSystem.remove(temporary) }
             let summary = try ZipWriter.write(directory: source, to: temporary, options: ZipWriter.Options())
             let sha256 = try CryptoVerifier().digest(ofFile: temporary, using: .sha256)
-            let archive = files.packagesDirectory.appendingPathComponent("\(id)-\(version)-\(sha256.hex.prefix(12)).zip")
+            let archive = files.packagesDirectory.appendingPathComponent(
+                "\(id)-\(version)-\(sha256.hex.prefix(12)).zip"
+            )
             if !FileManager.default.fileExists(atPath: archive.path) {
                 try FileSystem.rename(temporary, to: archive)
             }
@@ -62,11 +66,17 @@ struct Pack: AsyncParsableCommand {
                     Data(
                         ("hot: warning: \(id) \(version) unpacks to \(summary.uncompressedBytes) bytes, more than the "
                             + "\(UpdaterConfiguration.defaultMaxUnpackedBytes) a client accepts by default; its apps "
-                            + "must raise UpdaterConfiguration.maxUnpackedBytes (hot sync --max-unpacked-bytes)\n").utf8))
+                            + "must raise UpdaterConfiguration.maxUnpackedBytes (hot sync --max-unpacked-bytes)\n").utf8
+                    )
+                )
             }
             let deltaEntries = try await DeltaBuilder(files: files, channel: repository.channel).build(
-                package: try files.loadBody(channel: repository.channel).package(id), id: id, target: entry,
-                targetTree: source, count: deltas)
+                package: try files.loadBody(channel: repository.channel).package(id),
+                id: id,
+                target: entry,
+                targetTree: source,
+                count: deltas
+            )
             try repository.edit { body, _ in
                 try body.editPackage(id) { package in
                     try package.addVersion(entry)
@@ -76,7 +86,8 @@ struct Pack: AsyncParsableCommand {
             }
             print(
                 "packed \(id) \(version): \(summary.fileCount) files, \(entry.size) bytes, \(archive.lastPathComponent)"
-                    + (noRelease ? "" : ", released"))
+                    + (noRelease ? "" : ", released")
+            )
         }
     }
 }

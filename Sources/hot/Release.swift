@@ -36,7 +36,8 @@ struct Release: AsyncParsableCommand {
             percentage of clients gets it, chosen by each client's id; the others keep the \
             previous release. --min-app-version and --max-app-version stay until changed (an \
             empty value clears them).
-            """)
+            """
+    )
 
     @Argument(help: "The package id.") var id: String
     @Argument(help: "The version to release.") var version: String
@@ -63,7 +64,8 @@ struct Release: AsyncParsableCommand {
 struct Rollback: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Make the previous release (or --to VERSION) current again.",
-        discussion: "The package files stay; clients that still keep the older version switch back without a download.")
+        discussion: "The package files stay; clients that still keep the older version switch back without a download."
+    )
 
     @Argument(help: "The package id.") var id: String
     @Option(help: "The release to go back to; the previous one when omitted.") var to: String?
@@ -79,8 +81,10 @@ struct Rollback: AsyncParsableCommand {
                 let target = to ?? package.previous
                 guard let target, target != current else {
                     throw HotUpdateError(
-                        .notFound, "there is no earlier release than \(current) to roll back to (use hot disable)",
-                        packageID: id)
+                        .notFound,
+                        "there is no earlier release than \(current) to roll back to (use hot disable)",
+                        packageID: id
+                    )
                 }
                 guard package.entry(for: target) != nil else {
                     throw HotUpdateError(.notFound, "version \(target) is not listed in this channel", packageID: id)
@@ -103,7 +107,8 @@ struct Rollback: AsyncParsableCommand {
 /// `hot disable ID` and `hot enable ID`.
 struct Disable: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Make clients stop using a package: they keep its files and fall back to the bundled copy.")
+        abstract: "Make clients stop using a package: they keep its files and fall back to the bundled copy."
+    )
 
     @Argument(help: "The package id.") var id: String
     @OptionGroup var repository: RepositoryOptions
@@ -116,7 +121,8 @@ struct Disable: AsyncParsableCommand {
 /// `hot enable ID`
 struct Enable: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Let clients use a disabled package again (no download when they kept its files).")
+        abstract: "Let clients use a disabled package again (no download when they kept its files)."
+    )
 
     @Argument(help: "The package id.") var id: String
     @OptionGroup var repository: RepositoryOptions

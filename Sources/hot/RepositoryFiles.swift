@@ -102,12 +102,19 @@ struct RepositoryFiles {
         for entry in document.packages {
             body.packages.append(
                 SignedManifestBody.Package(
-                    id: entry.id, releases: [entry.version],
+                    id: entry.id,
+                    releases: [entry.version],
                     versions: [
                         SignedManifestBody.Version(
-                            version: entry.version, url: entry.url, size: entry.size, sha256: entry.sha256,
-                            md5: entry.md5)
-                    ]))
+                            version: entry.version,
+                            url: entry.url,
+                            size: entry.size,
+                            sha256: entry.sha256,
+                            md5: entry.md5
+                        )
+                    ]
+                )
+            )
         }
         return body
     }
@@ -139,7 +146,8 @@ struct RepositoryFiles {
                 matches.isEmpty
                     ? "version \(version) is not packed in this repository (hot pack it first)"
                     : "several files hold version \(version): \(matches.sorted().joined(separator: ", "))",
-                packageID: id)
+                packageID: id
+            )
         }
         return try versionEntry(of: packagesDirectory.appendingPathComponent(name), version: version, channel: channel)
     }
@@ -149,9 +157,12 @@ struct RepositoryFiles {
         let verifier = CryptoVerifier()
         let size = try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? NSNumber
         return SignedManifestBody.Version(
-            version: version, url: packageReference(file.lastPathComponent, channel: channel),
-            size: size?.int64Value ?? 0, sha256: try verifier.digest(ofFile: file, using: .sha256).hex,
-            md5: try verifier.digest(ofFile: file, using: .md5).hex)
+            version: version,
+            url: packageReference(file.lastPathComponent, channel: channel),
+            size: size?.int64Value ?? 0,
+            sha256: try verifier.digest(ofFile: file, using: .sha256).hex,
+            md5: try verifier.digest(ofFile: file, using: .md5).hex
+        )
     }
 }
 
@@ -163,7 +174,8 @@ extension SignedManifestBody.Package {
                 throw HotUpdateError(
                     .invalidArgument,
                     "version \(entry.version) is already listed with other content (sha256 \(existing.sha256.prefix(12))…); versions are immutable, pick a new one",
-                    packageID: id)
+                    packageID: id
+                )
             }
             return
         }

@@ -10,7 +10,8 @@ struct Resolve: AsyncParsableCommand {
         discussion: """
             A name without a scale suffix prefers @3x, then @2x, then the plain file (see --scales); \
             a name without an extension matches any extension. Exits 1 when nothing matches.
-            """)
+            """
+    )
 
     @Argument(help: "The asset name, e.g. sub/sample or sub/sample.png.")
     var name: String
@@ -35,8 +36,11 @@ struct Resolve: AsyncParsableCommand {
             try storeOptions.requireStore()
             let updater = storeOptions.makeUpdater()
             let resolver = try await AssetResolverChain.make(
-                updater: updater, bundle: bundle.map(directoryURL), scales: ScalePreference(scaleList),
-                rebuildingIndex: false)
+                updater: updater,
+                bundle: bundle.map(directoryURL),
+                scales: ScalePreference(scaleList),
+                rebuildingIndex: false
+            )
             guard let asset = resolver.resolve(name) else {
                 throw HotUpdateError(.notFound, "no installed package or bundle has this asset", subject: name)
             }

@@ -16,14 +16,18 @@ struct Status: AsyncParsableCommand {
             Read-only: it creates nothing, removes nothing and records nothing, and waits only \
             while another process commits a change. A root that does not exist is an error. \
             With --check, the states shown are those the check found (not recorded).
-            """)
+            """
+    )
 
     @OptionGroup var storeOptions: StoreOptions
 
     @Flag(help: "Print JSON: {\"packages\": [{id, version, state, path, pendingVersion, launchPhase, blocked, …}]}.")
     var json = false
 
-    @Flag(help: "Check every package's files first (presence and sizes) and show what is missing or damaged, without recording it.")
+    @Flag(
+        help:
+            "Check every package's files first (presence and sizes) and show what is missing or damaged, without recording it."
+    )
     var check = false
 
     /// One package in `--json` output.
@@ -63,12 +67,18 @@ struct Status: AsyncParsableCommand {
                 let checked = found[record.id].flatMap { $0.version == record.active?.version ? $0 : nil }
                 let state = checked.map { $0.isHealthy ? record.state : $0.state } ?? record.state
                 return PackageStatus(
-                    id: record.id, version: record.active?.version, state: state.rawValue,
+                    id: record.id,
+                    version: record.active?.version,
+                    state: state.rawValue,
                     path: try record.active.map { try updater.layout.url(forRelativePath: $0.path).path },
-                    sha256: record.active?.sha256, installedAt: record.active?.installedAt,
-                    previousVersions: record.previous.map(\.version), lastError: record.lastError,
-                    pendingVersion: record.pending?.version, launchPhase: record.launch?.phase.rawValue,
-                    blocked: record.blocked)
+                    sha256: record.active?.sha256,
+                    installedAt: record.active?.installedAt,
+                    previousVersions: record.previous.map(\.version),
+                    lastError: record.lastError,
+                    pendingVersion: record.pending?.version,
+                    launchPhase: record.launch?.phase.rawValue,
+                    blocked: record.blocked
+                )
             }
             if json {
                 let encoder = JSONEncoder()
@@ -76,7 +86,7 @@ struct Status: AsyncParsableCommand {
                 encoder.dateEncodingStrategy = .iso8601
                 let data = try encoder.encode(StatusDocument(root: storeOptions.rootURL.path, packages: packages))
                 print(String(decoding: data, as: UTF8.self))
-                    return
+                return
             }
             if packages.isEmpty {
                 print("no packages installed in \(storeOptions.rootURL.path)")

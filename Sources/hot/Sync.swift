@@ -22,7 +22,8 @@ struct Sync: AsyncParsableCommand {
             offline (the H5 offline-package check: the installed modules are POSTed to the \
             URL with --app-code, --app-version and --platform; modules the server answers \
             inactive are disabled, keeping their files).
-            """)
+            """
+    )
 
     /// The manifest formats `hot sync` reads.
     enum Format: String, ExpressibleByArgument, CaseIterable {
@@ -56,7 +57,9 @@ struct Sync: AsyncParsableCommand {
     var concurrency = 4
 
     @Option(
-        help: "The most bytes a package may declare it unpacks to (the manifest's unpackedSize); larger ones are refused.")
+        help:
+            "The most bytes a package may declare it unpacks to (the manifest's unpackedSize); larger ones are refused."
+    )
     var maxUnpackedBytes: Int64 = UpdaterConfiguration.defaultMaxUnpackedBytes
 
     @Flag(help: "Show no progress on stderr.")
@@ -80,7 +83,10 @@ struct Sync: AsyncParsableCommand {
     @Flag(help: "Accept unsigned native manifests (development repositories only; warns on every sync).")
     var allowUnsigned = false
 
-    @Option(help: "The app version: checked against a native manifest's min/max app version policy, reported by an offline-package check (appVer).")
+    @Option(
+        help:
+            "The app version: checked against a native manifest's min/max app version policy, reported by an offline-package check (appVer)."
+    )
     var appVersion: String?
 
     @Option(help: "The client id the staged-rollout bucket is derived from (clients with the same id share a bucket).")
@@ -103,7 +109,9 @@ struct Sync: AsyncParsableCommand {
 
     func validate() throws {
         if format == .native, trust.isEmpty, !allowUnsigned {
-            throw ValidationError("a native manifest needs --trust PUBLIC_KEY (or --allow-unsigned for a development repository)")
+            throw ValidationError(
+                "a native manifest needs --trust PUBLIC_KEY (or --allow-unsigned for a development repository)"
+            )
         }
         if format == .patchlist, rsaKey.isEmpty {
             throw ValidationError("a patchlist needs --rsa-key SERVER_PUBLIC_KEY (the key its MD5s are signed with)")
@@ -111,7 +119,9 @@ struct Sync: AsyncParsableCommand {
         if format == .offline, appCode == nil || appVersion == nil {
             throw ValidationError("an offline-package check needs --app-code and --app-version")
         }
-        guard lowSpeedTime > 0, timeout > 0 else { throw ValidationError("--low-speed-time and --timeout must be positive") }
+        guard lowSpeedTime > 0, timeout > 0 else {
+            throw ValidationError("--low-speed-time and --timeout must be positive")
+        }
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be 1 or more") }
         guard maxUnpackedBytes >= 0 else { throw ValidationError("--max-unpacked-bytes must not be negative") }
     }
@@ -125,32 +135,46 @@ struct Sync: AsyncParsableCommand {
             }
             let timeouts = TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime), total: .seconds(timeout))
             let updater = storeOptions.makeUpdater(
-                transport: transport, unarchiver: try unarchiver.make(),
-                timeouts: TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime)), maxConcurrentPackages: concurrency,
-                maxUnpackedBytes: maxUnpackedBytes)
+                transport: transport,
+                unarchiver: try unarchiver.make(),
+                timeouts: TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime)),
+                maxConcurrentPackages: concurrency,
+                maxUnpackedBytes: maxUnpackedBytes
+            )
             let source: any ManifestSource
             switch format {
             case .native:
                 let keys = try readPublicKeys(trust)
                 source = SignedManifestSource(
-                    url: manifestURL, transport: transport, verifier: CryptoVerifier(),
+                    url: manifestURL,
+                    transport: transport,
+                    verifier: CryptoVerifier(),
                     trust: allowUnsigned
-                        ? .unsignedDevelopment(keys: keys, threshold: threshold) : .signed(by: keys, threshold: threshold),
+                        ? .unsignedDevelopment(keys: keys, threshold: threshold)
+                        : .signed(by: keys, threshold: threshold),
                     storeRoot: storeOptions.rootURL,
                     context: ClientContext(appVersion: appVersion, clientID: clientID, channel: channel),
-                    timeouts: timeouts, logger: storeOptions.makeLogger(warnings: true))
+                    timeouts: timeouts,
+                    logger: storeOptions.makeLogger(warnings: true)
+                )
             case .patchinfo:
                 source = PatchInfoManifestSource(url: manifestURL, transport: transport, packageID: patchID)
             case .patchlist:
                 source = SignedPatchListManifestSource(
-                    url: manifestURL, transport: transport, verifier: CryptoVerifier(),
+                    url: manifestURL,
+                    transport: transport,
+                    verifier: CryptoVerifier(),
                     trustedKeys: try readPublicKeys(rsaKey).map { PublicKey(scheme: .rsaPKCS1Raw, pem: $0.pem) },
-                    timeouts: timeouts)
+                    timeouts: timeouts
+                )
             case .offline:
                 source = OfflinePackageManifestSource(
-                    url: manifestURL, transport: transport,
+                    url: manifestURL,
+                    transport: transport,
                     app: .init(appCode: appCode ?? "", appVersion: appVersion ?? "", platform: platform),
-                    snapshot: { try await updater.currentSnapshot() }, timeouts: timeouts)
+                    snapshot: { try await updater.currentSnapshot() },
+                    timeouts: timeouts
+                )
             }
             let display = SyncProgressDisplay()
             let events = updater.events()
@@ -175,10 +199,16 @@ struct Sync: AsyncParsableCommand {
                 } else if let delta = outcome.delta {
                     // A fifth column when a delta was tried: used, or refused and why.
                     if let fallback = delta.fallback {
-                        print("\(outcome.id)\t\(outcome.change)\tok\t\(version)\tdelta from \(delta.baseVersion) refused, full package")
-                        printNote("\(outcome.id): the delta from \(delta.baseVersion) was refused: \(fallback.description)")
+                        print(
+                            "\(outcome.id)\t\(outcome.change)\tok\t\(version)\tdelta from \(delta.baseVersion) refused, full package"
+                        )
+                        printNote(
+                            "\(outcome.id): the delta from \(delta.baseVersion) was refused: \(fallback.description)"
+                        )
                     } else {
-                        print("\(outcome.id)\t\(outcome.change)\tok\t\(version)\tdelta from \(delta.baseVersion), \(delta.bytes) bytes")
+                        print(
+                            "\(outcome.id)\t\(outcome.change)\tok\t\(version)\tdelta from \(delta.baseVersion), \(delta.bytes) bytes"
+                        )
                     }
                 } else {
                     print("\(outcome.id)\t\(outcome.change)\tok\t\(version)")

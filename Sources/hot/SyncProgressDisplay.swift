@@ -2,18 +2,23 @@ import Foundation
 import HotCore
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// Shows a sync's events on stderr: on a terminal, one status line redrawn in place with a
 /// line above it for every package that ends; otherwise one plain line per state change.
 final class SyncProgressDisplay: @unchecked Sendable {
     private let isTerminal: Bool
-    private var overall = UpdateEvent.OverallProgress(packagesTotal: 0, packagesFinished: 0, bytesReceived: 0, bytesExpected: 0)
+    private var overall = UpdateEvent.OverallProgress(
+        packagesTotal: 0,
+        packagesFinished: 0,
+        bytesReceived: 0,
+        bytesExpected: 0
+    )
     private var active: [String: PackageState] = [:]
     private var statusShown = false
 
@@ -44,8 +49,14 @@ final class SyncProgressDisplay: @unchecked Sendable {
         case .progress:
             break
         case .deltaFallback(let fallback):
-            let line = "\(fallback.id): the delta from \(fallback.baseVersion) was refused (\(fallback.error.message)); fetching the full package"
-            if isTerminal { permanent(line); redraw() } else { write(line + "\n") }
+            let line =
+                "\(fallback.id): the delta from \(fallback.baseVersion) was refused (\(fallback.error.message)); fetching the full package"
+            if isTerminal {
+                permanent(line)
+                redraw()
+            } else {
+                write(line + "\n")
+            }
         }
     }
 

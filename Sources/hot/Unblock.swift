@@ -11,7 +11,8 @@ struct Unblock: AsyncParsableCommand {
             blocked: no sync downloads or restores it again. After unblocking, the next sync \
             that offers it downloads it and the next launch tries it again. `hot status` lists \
             blocked versions. Exits 1 when that version is not blocked.
-            """)
+            """
+    )
 
     @Argument(help: "The package id.")
     var id: String

@@ -5,7 +5,8 @@ import HotCore
 /// `hot unpack ARCHIVE DEST`
 struct Unpack: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Unpack one archive, all or nothing: on failure the destination is left as it was.")
+        abstract: "Unpack one archive, all or nothing: on failure the destination is left as it was."
+    )
 
     @Argument(help: "The archive.")
     var archive: String
@@ -31,8 +32,14 @@ struct Unpack: AsyncParsableCommand {
             }
             options.password = password
             let report = try await backend.make().extract(
-                URL(fileURLWithPath: archive), to: directoryURL(destination), options: options, progress: nil)
-            print("unpacked \(report.files.count) files, \(report.directories.count) directories, \(report.totalBytes) bytes")
+                URL(fileURLWithPath: archive),
+                to: directoryURL(destination),
+                options: options,
+                progress: nil
+            )
+            print(
+                "unpacked \(report.files.count) files, \(report.directories.count) directories, \(report.totalBytes) bytes"
+            )
         }
     }
 }

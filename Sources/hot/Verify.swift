@@ -7,7 +7,8 @@ import HotVerify
 /// `hot verify --repo DIR --trust FILE…` or `hot verify --url URL --trust FILE…`
 struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Check a repository: signatures, expiry, package sizes and digests; before publishing (--repo) or as clients see it (--url).",
+        abstract:
+            "Check a repository: signatures, expiry, package sizes and digests; before publishing (--repo) or as clients see it (--url).",
         discussion: """
             Every manifest (manifest.json and channels/*/manifest.json) must be signed by \
             --threshold of the --trust keys and by its own declared threshold, must not be \
@@ -18,7 +19,8 @@ struct Verify: AsyncParsableCommand {
             With --url, the manifest at that URL is checked the same way and every package \
             file it lists is downloaded from where clients download it (its URL relative to \
             the manifest's), up to its signed size, and hashed; nothing is written to disk.
-            """)
+            """
+    )
 
     @Option(help: "The repository directory.") var repo: String?
 
@@ -40,7 +42,10 @@ struct Verify: AsyncParsableCommand {
     /// The checks of one manifest's bytes that do not depend on where its files are:
     /// signatures (trusted and declared thresholds), expiry, releases listed.
     private func checkManifest(
-        _ data: Data, name: String, trusted: [String: PublicKey], verifier: CryptoVerifier
+        _ data: Data,
+        name: String,
+        trusted: [String: PublicKey],
+        verifier: CryptoVerifier
     ) -> (SignedManifestBody?, [String]) {
         var problems: [String] = []
         let body: SignedManifestBody
@@ -130,7 +135,10 @@ struct Verify: AsyncParsableCommand {
 
     /// Downloads one package file up to its signed size and compares size, SHA-256 and MD5.
     private static func checkDownload(
-        _ version: SignedManifestBody.Version, at url: URL, label: String, transport: any Transport
+        _ version: SignedManifestBody.Version,
+        at url: URL,
+        label: String,
+        transport: any Transport
     ) async -> [String] {
         let verifier = CryptoVerifier()
         do {
@@ -148,10 +156,14 @@ struct Verify: AsyncParsableCommand {
                 size += Int64(chunk.count)
             }
             var problems: [String] = []
-            if size != version.size { problems.append("\(label): \(url.absoluteString) has \(size) bytes, the manifest says \(version.size)") }
+            if size != version.size {
+                problems.append("\(label): \(url.absoluteString) has \(size) bytes, the manifest says \(version.size)")
+            }
             let digest = sha256.finalize().hex
             if digest != version.sha256.lowercased() {
-                problems.append("\(label): \(url.absoluteString) has SHA-256 \(digest), the manifest says \(version.sha256)")
+                problems.append(
+                    "\(label): \(url.absoluteString) has SHA-256 \(digest), the manifest says \(version.sha256)"
+                )
             }
             if let expected = version.md5, md5.finalize().hex != expected.lowercased() {
                 problems.append("\(label): \(url.absoluteString) differs from the manifest's MD5")
@@ -166,64 +178,71 @@ struct Verify: AsyncParsableCommand {
 
     /// `--repo`: the repository on disk before publishing.
     private func verifyRepository(_ root: URL) throws {
-            let verifier = CryptoVerifier()
-            let trusted = try trustedKeys(verifier)
-            let files = RepositoryFiles(root: root)
-            let channels = files.channels()
-            var problems: [String] = []
-            var referenced = Set<String>()
-            if channels.isEmpty { problems.append("no manifest.json and no channels/*/manifest.json") }
+        let verifier = CryptoVerifier()
+        let trusted = try trustedKeys(verifier)
+        let files = RepositoryFiles(root: root)
+        let channels = files.channels()
+        var problems: [String] = []
+        var referenced = Set<String>()
+        if channels.isEmpty { problems.append("no manifest.json and no channels/*/manifest.json") }
 
-            for channel in channels {
-                let name = files.manifestPath(channel: channel)
-                let data: Data
-                do {
-                    data = try files.manifestData(channel: channel)
-                } catch let error as HotUpdateError {
-                    problems.append("\(name): \(error.message)")
-                    continue
-                }
-                let (checkedBody, manifestProblems) = checkManifest(data, name: name, trusted: trusted, verifier: verifier)
-                problems += manifestProblems
-                guard let body = checkedBody else { continue }
-                if body.channel != channel {
-                    problems.append("\(name): declares channel '\(body.channel ?? "(none)")'")
-                }
-                let manifestURL = files.manifestURL(channel: channel)
-                for package in body.packages {
-                    for version in package.versions {
-                        let label = "\(name): \(package.id) \(version.version)"
-                        guard let url = URL(string: version.url, relativeTo: manifestURL)?.standardizedFileURL,
-                            url.isFileURL
-                        else {
-                            continue  // an absolute URL elsewhere: not this repository's file
-                        }
-                        referenced.insert(url.path)
-                        problems += check(version, at: url, label: label, verifier: verifier)
+        for channel in channels {
+            let name = files.manifestPath(channel: channel)
+            let data: Data
+            do {
+                data = try files.manifestData(channel: channel)
+            } catch let error as HotUpdateError {
+                problems.append("\(name): \(error.message)")
+                continue
+            }
+            let (checkedBody, manifestProblems) = checkManifest(data, name: name, trusted: trusted, verifier: verifier)
+            problems += manifestProblems
+            guard let body = checkedBody else { continue }
+            if body.channel != channel {
+                problems.append("\(name): declares channel '\(body.channel ?? "(none)")'")
+            }
+            let manifestURL = files.manifestURL(channel: channel)
+            for package in body.packages {
+                for version in package.versions {
+                    let label = "\(name): \(package.id) \(version.version)"
+                    guard let url = URL(string: version.url, relativeTo: manifestURL)?.standardizedFileURL,
+                        url.isFileURL
+                    else {
+                        continue  // an absolute URL elsewhere: not this repository's file
                     }
+                    referenced.insert(url.path)
+                    problems += check(version, at: url, label: label, verifier: verifier)
                 }
             }
-            let packagesDirectory = files.packagesDirectory.standardizedFileURL
-            for file in FileSystem.contents(of: packagesDirectory).sorted()
-            where !referenced.contains(packagesDirectory.appendingPathComponent(file).path) {
-                problems.append("packages/\(file): dangling, no manifest lists it")
-            }
-            for problem in problems { print(problem) }
-            guard problems.isEmpty else {
-                printError("\(problems.count) problem(s) in \(files.root.path)")
-                throw ExitCode(1)
-            }
-            print("ok: \(channels.count) manifest(s), \(referenced.count) package file(s)")
+        }
+        let packagesDirectory = files.packagesDirectory.standardizedFileURL
+        for file in FileSystem.contents(of: packagesDirectory).sorted()
+        where !referenced.contains(packagesDirectory.appendingPathComponent(file).path) {
+            problems.append("packages/\(file): dangling, no manifest lists it")
+        }
+        for problem in problems { print(problem) }
+        guard problems.isEmpty else {
+            printError("\(problems.count) problem(s) in \(files.root.path)")
+            throw ExitCode(1)
+        }
+        print("ok: \(channels.count) manifest(s), \(referenced.count) package file(s)")
     }
 
-    private func check(_ version: SignedManifestBody.Version, at url: URL, label: String, verifier: CryptoVerifier)
+    private func check(
+        _ version: SignedManifestBody.Version,
+        at url: URL,
+        label: String,
+        verifier: CryptoVerifier
+    )
         -> [String]
     {
         guard FileManager.default.fileExists(atPath: url.path) else { return ["\(label): \(version.url) is missing"] }
         var problems: [String] = []
         do {
             let size = (try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.int64Value
-            if size != version.size { problems.append("\(label): size is \(size ?? -1), the manifest says \(version.size)") }
+            if size != version.size {
+                problems.append("\(label): size is \(size ?? -1), the manifest says \(version.size)")
+            }
             let sha256 = try verifier.digest(ofFile: url, using: .sha256).hex
             if sha256 != version.sha256.lowercased() {
                 problems.append("\(label): SHA-256 is \(sha256), the manifest says \(version.sha256)")

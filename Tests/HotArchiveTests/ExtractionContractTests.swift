@@ -102,7 +102,11 @@ final class ProgressLog: @unchecked Sendable {
         let log = ProgressLog()
         let options = ExtractOptions(concurrency: 3, fileHasher: { FNVHasher() })
         let report = try await backend.unarchiver.extract(
-            archive, to: scratch.path("out"), options: options, progress: { log.add($0) })
+            archive,
+            to: scratch.path("out"),
+            options: options,
+            progress: { log.add($0) }
+        )
         let values = log.all
         let entries = try await backend.unarchiver.entries(of: archive, options: ExtractOptions())
         #expect(values.last?.entriesCompleted == entries.count)
@@ -135,7 +139,9 @@ final class ProgressLog: @unchecked Sendable {
                 info.create_system = 3
                 z.writestr(info, '#!/bin/sh\\n' * 100, compress_type=zipfile.ZIP_DEFLATED)
                 z.writestr('assets/raw.bin', bytes(range(256)), compress_type=zipfile.ZIP_STORED)
-            """, in: scratch.url)
+            """,
+            in: scratch.url
+        )
         let entries = try await backend.unarchiver.entries(of: scratch.path("a.zip"), options: ExtractOptions())
         #expect(entries.map(\.path) == ["assets", "assets/run.sh", "assets/raw.bin"])
         #expect(entries.map(\.kind) == [.directory, .file, .file])
@@ -162,11 +168,16 @@ final class ProgressLog: @unchecked Sendable {
                             Entry('d/tool', b'#!', mode=0o104755),
                             Entry('d/readonly.txt', b'r', mode=0o100444),
                             Entry('d/dos.txt', b'dos', host=0)])
-            """, in: scratch.url)
+            """,
+            in: scratch.url
+        )
         let out = scratch.path("out")
         _ = try await backend.unarchiver.extract(scratch.path("a.zip"), to: out)
         func mode(_ path: String) throws -> Int {
-            try #require(FileManager.default.attributesOfItem(atPath: out.appendingPathComponent(path).path)[.posixPermissions] as? Int)
+            try #require(
+                FileManager.default.attributesOfItem(atPath: out.appendingPathComponent(path).path)[.posixPermissions]
+                    as? Int
+            )
         }
         #expect(try mode("d") == 0o700)
         #expect(try mode("d/tool") == 0o700)
@@ -185,11 +196,17 @@ final class ProgressLog: @unchecked Sendable {
             build('a.zip', [Entry('data/real.txt', b'real'),
                             Entry('data/alias.txt', b'real.txt', method=0, mode=0o120777),
                             Entry('top', b'data/../data', method=0, mode=0o120777)])
-            """, in: scratch.url)
+            """,
+            in: scratch.url
+        )
         let options = ExtractOptions(symlinks: .allowWithinDestination)
         let listed = try await backend.unarchiver.entries(of: scratch.path("a.zip"), options: options)
         #expect(listed.first { $0.path == "data/alias.txt" }?.linkTarget == "real.txt")
-        let report = try await backend.unarchiver.extract(scratch.path("a.zip"), to: scratch.path("out"), options: options)
+        let report = try await backend.unarchiver.extract(
+            scratch.path("a.zip"),
+            to: scratch.path("out"),
+            options: options
+        )
         #expect(report.symlinks == ["data/alias.txt", "top"])
         let tree = try Trees.snapshot(scratch.path("out"))
         #expect(tree["data/alias.txt"] == .symlink("real.txt"))

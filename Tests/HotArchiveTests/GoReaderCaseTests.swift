@@ -46,7 +46,9 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
             name: "CVE-2021-27919: ../test.txt behind a data descriptor",
             go: "TestCVE202127919: NewReader returns ErrInsecurePath, the entry is still listed as ../test.txt",
             script: "build('a.zip', [Entry('../test.txt', b'This is a test text file.\\n', descriptor='sig')])",
-            outcome: .refuses(.unsafeEntry, mentioning: ["../test.txt"]), escapes: ["../test.txt"]),
+            outcome: .refuses(.unsafeEntry, mentioning: ["../test.txt"]),
+            escapes: ["../test.txt"]
+        ),
         GoReaderCase(
             name: "CVE-2021-33196: zip64 end record claims 2^64-1 entries",
             go: "TestCVE202133196: NewReader returns ErrFormat (no huge allocation)",
@@ -55,7 +57,8 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
                 body, count, cd_size, cd_offset = split_end('tmp.zip')
                 open('a.zip', 'wb').write(body + zip64_tail(len(body), 2**64 - 1, cd_size, cd_offset))
                 """,
-            outcome: .refuses(.corruptArchive, mentioning: ["18446744073709551615"])),
+            outcome: .refuses(.corruptArchive, mentioning: ["18446744073709551615"])
+        ),
         GoReaderCase(
             name: "CVE-2021-33196: zip64 end record claims more entries than its directory can hold, under the limit",
             go: "TestCVE202133196 (the same check, with a count an allocation would survive): ErrFormat",
@@ -64,12 +67,14 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
                 body, count, cd_size, cd_offset = split_end('tmp.zip')
                 open('a.zip', 'wb').write(body + zip64_tail(len(body), 150_000, cd_size, cd_offset))
                 """,
-            outcome: .refuses(.corruptArchive, mentioning: ["150000"])),
+            outcome: .refuses(.corruptArchive, mentioning: ["150000"])
+        ),
         GoReaderCase(
             name: "CVE-2021-33196: five entries with empty names",
             go: "TestCVE202133196: Go reads the five empty-named entries; we refuse an empty name",
             script: "build('a.zip', [Entry('', b'') for _ in range(5)])",
-            outcome: .refuses(.unsafeEntry, mentioning: ["empty"])),
+            outcome: .refuses(.unsafeEntry, mentioning: ["empty"])
+        ),
         GoReaderCase(
             name: "CVE-2021-39293: directory size overflows offset + size",
             go: "TestCVE202139293: NewReader returns ErrFormat",
@@ -78,7 +83,8 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
                 body, count, cd_size, cd_offset = split_end('tmp.zip')
                 open('a.zip', 'wb').write(body + zip64_tail(len(body), 1, 2**64 - 16, cd_offset))
                 """,
-            outcome: .refuses(.corruptArchive)),
+            outcome: .refuses(.corruptArchive)
+        ),
         GoReaderCase(
             name: "CVE-2021-41772: names /, //, \\ and /test.txt",
             go: "TestCVE202141772: ErrInsecurePath; the fs.FS view shows only test.txt",
@@ -86,42 +92,52 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
                 build('a.zip', [Entry('/', method=0, mode=0o40755), Entry('//', method=0, host=0),
                                 Entry('\\\\', method=0, host=0), Entry('/test.txt', b'hello world', method=0)])
                 """,
-            outcome: .refuses(.unsafeEntry)),
+            outcome: .refuses(.unsafeEntry)
+        ),
         GoReaderCase(
             name: "CVE-2021-41772: a lone //",
             go: "TestCVE202141772: // is an insecure name",
             script: "build('a.zip', [Entry('//', b'', method=0, host=0)])",
-            outcome: .refuses(.unsafeEntry)),
+            outcome: .refuses(.unsafeEntry)
+        ),
         GoReaderCase(
             name: "CVE-2021-41772: a lone backslash",
             go: "TestCVE202141772: \\ is an insecure name",
             script: "build('a.zip', [Entry('\\\\', b'x', method=0, host=0)])",
-            outcome: .refuses(.unsafeEntry)),
+            outcome: .refuses(.unsafeEntry)
+        ),
         GoReaderCase(
             name: "insecure path ../foo",
             go: "TestInsecurePaths: ErrInsecurePath",
             script: "build('a.zip', [Entry('../foo', b'', descriptor='sig')])",
-            outcome: .refuses(.unsafeEntry, mentioning: ["../foo"]), escapes: ["../foo"]),
+            outcome: .refuses(.unsafeEntry, mentioning: ["../foo"]),
+            escapes: ["../foo"]
+        ),
         GoReaderCase(
             name: "insecure path /foo",
             go: "TestInsecurePaths: ErrInsecurePath",
             script: "build('a.zip', [Entry('/foo', b'', descriptor='sig')])",
-            outcome: .refuses(.unsafeEntry, mentioning: ["/foo"])),
+            outcome: .refuses(.unsafeEntry, mentioning: ["/foo"])
+        ),
         GoReaderCase(
             name: "insecure path a/b/../../../c",
             go: "TestInsecurePaths: ErrInsecurePath",
             script: "build('a.zip', [Entry('a/b/../../../c', b'', descriptor='sig')])",
-            outcome: .refuses(.unsafeEntry, mentioning: ["a/b/../../../c"]), escapes: ["a/b/../../../c"]),
+            outcome: .refuses(.unsafeEntry, mentioning: ["a/b/../../../c"]),
+            escapes: ["a/b/../../../c"]
+        ),
         GoReaderCase(
             name: "backslash name a\\b",
             go: "TestInsecurePaths: Go flags a\\b insecure; we read \\ as a separator, so it lands at a/b inside",
             script: "build('a.zip', [Entry('a\\\\b', b'', descriptor='sig')])",
-            outcome: .reads(["a": .directory, "a/b": .bytes([])])),
+            outcome: .reads(["a": .directory, "a/b": .bytes([])])
+        ),
         GoReaderCase(
             name: "/foo with Go's insecure-path check disabled",
             go: "TestDisableInsecurePathCheck: with zipinsecurepath=1 Go reads /foo; we have no such switch",
             script: "build('a.zip', [Entry('/foo', b'', descriptor='sig')])",
-            outcome: .refuses(.unsafeEntry)),
+            outcome: .refuses(.unsafeEntry)
+        ),
         GoReaderCase(
             name: "zip64 directory offset beyond Int64.max",
             go: "TestBaseOffsetPlusOverflow: NewReader must not panic",
@@ -129,7 +145,8 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
                 body = b' ' * 40
                 open('a.zip', 'wb').write(body + zip64_tail(len(body), 1, 0x20, 0x8000000000000020))
                 """,
-            outcome: .refuses(.corruptArchive)),
+            outcome: .refuses(.corruptArchive)
+        ),
         GoReaderCase(
             name: "declared size smaller than the data (readme.zip)",
             go: "TestUnderSize: reading readme.zip's entries with UncompressedSize64 = 1 gives ErrFormat",
@@ -141,12 +158,15 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
                 struct.pack_into('<I', data, central + 24, 1)
                 open('a.zip', 'wb').write(data)
                 """,
-            outcome: .refuses(.corruptArchive, mentioning: ["README"])),
+            outcome: .refuses(.corruptArchive, mentioning: ["README"])
+        ),
         GoReaderCase(
             name: "a directory entry with data",
-            go: "TestIssue54801: opening a directory entry that has data gives ErrFormat; we create the directory and write none of its data",
+            go:
+                "TestIssue54801: opening a directory entry that has data gives ErrFormat; we create the directory and write none of its data",
             script: "build('a.zip', [Entry('dir/', b'directory with data ' * 20, mode=0o40755)])",
-            outcome: .reads(["dir": .directory])),
+            outcome: .reads(["dir": .directory])
+        ),
         GoReaderCase(
             name: "a deflated empty directory behind a data descriptor",
             go: "TestCompressedDirectory: an empty JAR's compressed META-INF/ reads without error",
@@ -158,15 +178,18 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
             outcome: .reads([
                 "META-INF": .directory,
                 "META-INF/MANIFEST.MF": .text("Manifest-Version: 1.0\r\nCreated-By: test\r\n\r\n"),
-            ])),
+            ])
+        ),
         GoReaderCase(
             name: "a data descriptor cut off by the central directory",
             go: "TestIssue11146: reading the entry gives io.ErrUnexpectedEOF",
             script: "build('a.zip', [Entry('a.txt', b'data', method=0, flags=0x08)])",
-            outcome: .refuses(.corruptArchive, mentioning: ["a.txt"])),
+            outcome: .refuses(.corruptArchive, mentioning: ["a.txt"])
+        ),
         GoReaderCase(
             name: "zip64 locator look-alike before a plain end record",
-            go: "TestIssue12449: a non-zip64 archive whose end record follows 20 bytes starting PK\\x06\\x07 reads fine",
+            go:
+                "TestIssue12449: a non-zip64 archive whose end record follows 20 bytes starting PK\\x06\\x07 reads fine",
             script: """
                 import random
                 random.seed(12449)
@@ -180,7 +203,8 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
             // Readers disagree: Info-ZIP reads it (with a warning), python refuses it as spanned, and
             // libarchive 3.6.2 lists nothing; the libarchive backend notices the missing entry.
             outcome: .reads(["a.txt": .text("111222\n")]),
-            libarchive: .refuses(.corruptArchive, mentioning: ["a.txt", "libarchive did not return"])),
+            libarchive: .refuses(.corruptArchive, mentioning: ["a.txt", "libarchive did not return"])
+        ),
         GoReaderCase(
             name: "an end record with a truncated comment hides an earlier one",
             go: "issue 66869 (comment-truncated.zip): ErrFormat rather than reading the hidden archive",
@@ -204,7 +228,8 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
                     out.extend(struct.pack('<IHHHHIIH', 0x06054b50, 0, 0, 1, 1, len(cd), at, comment))
                 open('a.zip', 'wb').write(out)
                 """,
-            outcome: .refuses(.corruptArchive, mentioning: ["comment"])),
+            outcome: .refuses(.corruptArchive, mentioning: ["comment"])
+        ),
         GoReaderCase(
             name: "a bad CRC-32 in a data descriptor (go-with-datadesc-sig.zip)",
             go: "reader_test.go Bad-CRC32-in-data-descriptor: foo.txt gives ErrChecksum",
@@ -213,7 +238,8 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
                 data[0x2d] = (data[0x2d] + 1) % 256
                 open('a.zip', 'wb').write(data)
                 """,
-            outcome: .refuses(.checksumMismatch, mentioning: ["foo.txt"])),
+            outcome: .refuses(.checksumMismatch, mentioning: ["foo.txt"])
+        ),
         GoReaderCase(
             name: "a bad CRC-32 in both headers (crc32-not-streamed.zip)",
             go: "reader_test.go crc32-not-streamed.zip via returnCorruptNotStreamedZip: foo.txt gives ErrChecksum",
@@ -223,17 +249,20 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
                 data[0x9d] = (data[0x9d] + 1) % 256
                 open('a.zip', 'wb').write(data)
                 """,
-            outcome: .refuses(.checksumMismatch, mentioning: ["foo.txt"])),
+            outcome: .refuses(.checksumMismatch, mentioning: ["foo.txt"])
+        ),
         GoReaderCase(
             name: "70 KiB of zeros",
             go: "TestInvalidFiles: ErrFormat",
             script: "open('a.zip', 'wb').write(bytes(70 * 1024))",
-            outcome: .refuses(.notAnArchive)),
+            outcome: .refuses(.notAnArchive)
+        ),
         GoReaderCase(
             name: "70 KiB of end record signatures",
             go: "TestInvalidFiles: ErrFormat",
             script: "open('a.zip', 'wb').write(b'PK\\x05\\x06' * (70 * 256))",
-            outcome: .refuses(.corruptArchive)),
+            outcome: .refuses(.corruptArchive)
+        ),
         GoReaderCase(
             name: "a file and a directory with the same name",
             go: "TestFSWalk dupdir.zip: a/, a/b, a/b/, a/b/c; walking gives an error",
@@ -241,12 +270,15 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
                 build('a.zip', [Entry('a/', method=0, mode=0o40755), Entry('a/b', b''),
                                 Entry('a/b/', method=0, mode=0o40755), Entry('a/b/c', b'')])
                 """,
-            outcome: .refuses(.unsafeEntry, mentioning: ["a/b"])),
+            outcome: .refuses(.unsafeEntry, mentioning: ["a/b"])
+        ),
         GoReaderCase(
             name: "a directory named . that has data",
-            go: "TestFSWalkBadFile: walking an archive whose only entry is . gives an error; . names the destination, we skip it",
+            go:
+                "TestFSWalkBadFile: walking an archive whose only entry is . gives an error; . names the destination, we skip it",
             script: "build('a.zip', [Entry('.', b'some data', mode=0o40755)])",
-            outcome: .reads([:])),
+            outcome: .reads([:])
+        ),
     ]
 }
 
@@ -261,8 +293,13 @@ struct GoReaderCaseTests {
         try await Python.run(script, in: scratch.url)
         try? FileManager.default.removeItem(at: scratch.path("tmp.zip"))
         try await Verify.extraction(
-            scratch.path("a.zip"), with: backend, options: testCase.options, in: scratch,
+            scratch.path("a.zip"),
+            with: backend,
+            options: testCase.options,
+            in: scratch,
             expecting: backend == .libarchive ? testCase.libarchive ?? testCase.outcome : testCase.outcome,
-            escapes: testCase.escapes, corpus: corpus)
+            escapes: testCase.escapes,
+            corpus: corpus
+        )
     }
 }

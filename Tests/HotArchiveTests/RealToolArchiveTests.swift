@@ -10,7 +10,8 @@ import Testing
     /// Makes the mixed tree in `scratch/src`, runs `make` to archive it as `scratch/a.zip`,
     /// extracts with `backend` and compares.
     private func roundTrip(
-        _ backend: Backend, options: ExtractOptions = ExtractOptions(),
+        _ backend: Backend,
+        options: ExtractOptions = ExtractOptions(),
         make: (Scratch, URL) async throws -> Void
     ) async throws {
         let scratch = try Scratch()
@@ -18,7 +19,11 @@ import Testing
         let source = scratch.path("src")
         try Trees.makeMixed(at: source)
         try await make(scratch, source)
-        let report = try await backend.unarchiver.extract(scratch.path("a.zip"), to: scratch.path("out"), options: options)
+        let report = try await backend.unarchiver.extract(
+            scratch.path("a.zip"),
+            to: scratch.path("out"),
+            options: options
+        )
         try Trees.expectEqual(scratch.path("out"), source)
         #expect(report.files.count == 8)
         #expect(report.totalBytes == report.files.reduce(0) { $0 + $1.size })
@@ -27,12 +32,16 @@ import Testing
 
     @Test(arguments: Backend.allCases)
     func infoZipRecursive(_ backend: Backend) async throws {
-        try await roundTrip(backend) { _, source in try await Subprocess.check("zip", ["-qr", "../a.zip", "."], in: source) }
+        try await roundTrip(backend) { _, source in
+            try await Subprocess.check("zip", ["-qr", "../a.zip", "."], in: source)
+        }
     }
 
     @Test(arguments: Backend.allCases)
     func infoZipStoredOnly(_ backend: Backend) async throws {
-        try await roundTrip(backend) { _, source in try await Subprocess.check("zip", ["-qr0", "../a.zip", "."], in: source) }
+        try await roundTrip(backend) { _, source in
+            try await Subprocess.check("zip", ["-qr0", "../a.zip", "."], in: source)
+        }
     }
 
     @Test(arguments: Backend.allCases)
@@ -56,7 +65,9 @@ import Testing
                             path = os.path.join(root, f)
                             method = zipfile.ZIP_STORED if i % 2 else zipfile.ZIP_DEFLATED
                             z.write(path, os.path.relpath(path, 'src'), compress_type=method)
-                """, in: scratch.url)
+                """,
+                in: scratch.url
+            )
         }
     }
 
@@ -87,7 +98,9 @@ import Testing
                     n, m = struct.unpack('<HH', h[26:30])
                     extra = raw[i.header_offset + 30 + n:i.header_offset + 30 + n + m]
                     assert extra[:2] == b'\\x01\\x00', (i.filename, extra)
-                """, in: scratch.url)
+                """,
+                in: scratch.url
+            )
             // The local headers must carry zip64 extra fields with saturated sizes.
             let data = try Data(contentsOf: scratch.path("a.zip"))
             #expect(data.range(of: Data([0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])) != nil)
@@ -115,7 +128,9 @@ import Testing
                                 z.write(path, os.path.relpath(path, 'src'))
                 flags = [i.flag_bits for i in zipfile.ZipFile('a.zip').infolist() if not i.is_dir()]
                 assert all(f & 0x08 for f in flags), flags
-                """, in: scratch.url)
+                """,
+                in: scratch.url
+            )
         }
     }
 
@@ -131,7 +146,9 @@ import Testing
                             Entry('d/stored.bin', bytes(range(256)) * 10, method=0, descriptor='nosig'),
                             Entry('d/sig.txt', b'with signature', descriptor='sig'),
                             Entry('d/empty.txt', b'', descriptor='nosig')])
-            """, in: scratch.url)
+            """,
+            in: scratch.url
+        )
         _ = try await backend.unarchiver.extract(scratch.path("a.zip"), to: scratch.path("out"))
         let tree = try Trees.snapshot(scratch.path("out"))
         #expect(tree["d/deflated.txt"] == .file(Data(String(repeating: "hello ", count: 5000).utf8)))
@@ -154,7 +171,9 @@ import Testing
             with open('expected.txt', 'w', encoding='utf-8') as f:
                 for n in names:
                     f.write(n.decode('cp437') + '\\n')
-            """, in: scratch.url)
+            """,
+            in: scratch.url
+        )
         let expected = try String(contentsOf: scratch.path("expected.txt"), encoding: .utf8)
             .split(separator: "\n").map(String.init)
         #expect(expected.first == "café.txt")
@@ -162,8 +181,10 @@ import Testing
         #expect(listed.map(\.path) == expected)
         _ = try await backend.unarchiver.extract(scratch.path("a.zip"), to: scratch.path("out"))
         let names = try FileManager.default.contentsOfDirectory(atPath: scratch.path("out").path)
-        #expect(Set(names.map { $0.precomposedStringWithCanonicalMapping })
-            == Set(expected.map { $0.precomposedStringWithCanonicalMapping }))
+        #expect(
+            Set(names.map { $0.precomposedStringWithCanonicalMapping })
+                == Set(expected.map { $0.precomposedStringWithCanonicalMapping })
+        )
     }
 
     /// `zip -P`: traditional PKWARE encryption, read with the password, refused without or with a wrong one.
@@ -182,12 +203,18 @@ import Testing
         }
         await expectHotError(.wrongPassword) {
             try await backend.unarchiver.extract(
-                archive, to: scratch.path("wrong"), options: ExtractOptions(password: "not it"))
+                archive,
+                to: scratch.path("wrong"),
+                options: ExtractOptions(password: "not it")
+            )
         }
         #expect(!FileManager.default.fileExists(atPath: scratch.path("none").path))
         #expect(!FileManager.default.fileExists(atPath: scratch.path("wrong").path))
         _ = try await backend.unarchiver.extract(
-            archive, to: scratch.path("out"), options: ExtractOptions(password: "s3cret pass"))
+            archive,
+            to: scratch.path("out"),
+            options: ExtractOptions(password: "s3cret pass")
+        )
         try Trees.expectEqual(scratch.path("out"), source)
     }
 
@@ -201,7 +228,9 @@ import Testing
         try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
         try Data("target".utf8).write(to: source.appendingPathComponent("t.txt"))
         try FileManager.default.createSymbolicLink(
-            atPath: source.appendingPathComponent("link").path, withDestinationPath: "t.txt")
+            atPath: source.appendingPathComponent("link").path,
+            withDestinationPath: "t.txt"
+        )
         try await Subprocess.check("zip", ["-q", "-y", "-P", "pass", "../a.zip", "t.txt", "link"], in: source)
         let archive = scratch.path("a.zip")
         let options = ExtractOptions(password: "pass", symlinks: .allowWithinDestination)
@@ -230,7 +259,9 @@ import Testing
             with zipfile.ZipFile('a.zip', 'w') as z:
                 z.writestr('plain.txt', 'plain')
                 z.writestr('packed.txt', 'bzip2 ' * 1000, compress_type=zipfile.ZIP_BZIP2)
-            """, in: scratch.url)
+            """,
+            in: scratch.url
+        )
         let error = await expectHotError(.unsupportedMethod) {
             try await ZipUnarchiver().extract(scratch.path("a.zip"), to: scratch.path("zip"))
         }
@@ -251,7 +282,9 @@ import Testing
             from zipcraft import *
             build('a.zip', [Entry('x/a.txt', b'A' * 3000), Entry('x/b.bin', bytes(range(256)), method=0)],
                   prefix=b'#!/bin/sh\\necho self-extractor stub\\nexit 0\\n' + bytes(4000), trailing=b'junk after the end')
-            """, in: scratch.url)
+            """,
+            in: scratch.url
+        )
         _ = try await backend.unarchiver.extract(scratch.path("a.zip"), to: scratch.path("out"))
         let tree = try Trees.snapshot(scratch.path("out"))
         #expect(tree["x/a.txt"] == .file(Data(repeating: UInt8(ascii: "A"), count: 3000)))

@@ -49,7 +49,9 @@ import Testing
             assert methods['web/js/app.js'] == zipfile.ZIP_DEFLATED, methods
             assert methods['empty.txt'] == zipfile.ZIP_STORED, methods
             assert 'empty-dir/' in methods
-            """, in: scratch.url)
+            """,
+            in: scratch.url
+        )
     }
 
     @Test func outputIsDeterministic() throws {
@@ -63,7 +65,8 @@ import Testing
         // Different modification times and a different worker count must not change a byte.
         try FileManager.default.setAttributes(
             [.modificationDate: Date(timeIntervalSince1970: 1_700_000_000)],
-            ofItemAtPath: source.appendingPathComponent("readme.txt").path)
+            ofItemAtPath: source.appendingPathComponent("readme.txt").path
+        )
         try ZipWriter.write(directory: source, to: second, options: .init(concurrency: 4))
         #expect(try Data(contentsOf: first) == Data(contentsOf: second))
     }
@@ -72,11 +75,20 @@ import Testing
         let scratch = try Scratch()
         defer { scratch.remove() }
         let source = scratch.path("src")
-        try FileManager.default.createDirectory(at: source.appendingPathComponent("bin"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: source.appendingPathComponent("bin"),
+            withIntermediateDirectories: true
+        )
         try Data("#!/bin/sh\necho hi\n".utf8).write(to: source.appendingPathComponent("bin/run.sh"))
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: source.appendingPathComponent("bin/run.sh").path)
+        try FileManager.default.setAttributes(
+            [.posixPermissions: 0o755],
+            ofItemAtPath: source.appendingPathComponent("bin/run.sh").path
+        )
         try Data("data".utf8).write(to: source.appendingPathComponent("bin/data.txt"))
-        try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: source.appendingPathComponent("bin/data.txt").path)
+        try FileManager.default.setAttributes(
+            [.posixPermissions: 0o640],
+            ofItemAtPath: source.appendingPathComponent("bin/data.txt").path
+        )
         let date = Date(timeIntervalSince1970: 1_718_454_600)  // 2024-06-15 12:30:00 UTC
         try ZipWriter.write(directory: source, to: scratch.path("p.zip"), options: .init(modificationDate: date))
         try await Python.run(
@@ -88,7 +100,9 @@ import Testing
             assert modes['bin/data.txt'] == 0o100640, oct(modes['bin/data.txt'])
             assert modes['bin/'] & 0o170000 == 0o040000, oct(modes['bin/'])
             assert all(i.date_time == (2024, 6, 15, 12, 30, 0) for i in z.infolist())
-            """, in: scratch.url)
+            """,
+            in: scratch.url
+        )
     }
 
     @Test func symlinksAreRefusedUnlessStored() async throws {
@@ -97,7 +111,10 @@ import Testing
         let source = scratch.path("src")
         try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
         try Data("target".utf8).write(to: source.appendingPathComponent("target.txt"))
-        try FileManager.default.createSymbolicLink(atPath: source.appendingPathComponent("link").path, withDestinationPath: "target.txt")
+        try FileManager.default.createSymbolicLink(
+            atPath: source.appendingPathComponent("link").path,
+            withDestinationPath: "target.txt"
+        )
         let archive = scratch.path("p.zip")
         let error = await expectHotError(.invalidArgument) { try ZipWriter.write(directory: source, to: archive) }
         #expect(error?.message.contains("link") == true)
@@ -112,7 +129,10 @@ import Testing
             }
             let out = scratch.path("out-\(backend.rawValue)")
             let report = try await backend.unarchiver.extract(
-                archive, to: out, options: ExtractOptions(symlinks: .allowWithinDestination))
+                archive,
+                to: out,
+                options: ExtractOptions(symlinks: .allowWithinDestination)
+            )
             #expect(report.symlinks == ["link"])
             try Trees.expectEqual(out, source)
         }
@@ -137,9 +157,15 @@ import Testing
         #expect(summary.fileCount == 0 && summary.directoryCount == 0)
         #expect(summary.archiveBytes == 22)
         for backend in Backend.allCases {
-            let report = try await backend.unarchiver.extract(scratch.path("e.zip"), to: scratch.path("out-\(backend.rawValue)"))
+            let report = try await backend.unarchiver.extract(
+                scratch.path("e.zip"),
+                to: scratch.path("out-\(backend.rawValue)")
+            )
             #expect(report.files.isEmpty)
-            #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path("out-\(backend.rawValue)").path).isEmpty)
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: scratch.path("out-\(backend.rawValue)").path)
+                    .isEmpty
+            )
         }
     }
 
@@ -179,13 +205,17 @@ import Testing
                 os.makedirs('src/d%02d' % d)
                 for f in range(1000):
                     os.link('seed%d' % (d % 4), 'src/d%02d/f%04d' % (d, f))
-            """, in: scratch.url)
+            """,
+            in: scratch.url
+        )
         let archive = scratch.path("many.zip")
         let summary = try ZipWriter.write(directory: source, to: archive)
         #expect(summary.fileCount + summary.directoryCount == 66_066)
         #expect(summary.usesZip64)
         try await Python.run(
-            "import zipfile\nassert len(zipfile.ZipFile('many.zip').infolist()) == 66066", in: scratch.url)
+            "import zipfile\nassert len(zipfile.ZipFile('many.zip').infolist()) == 66066",
+            in: scratch.url
+        )
         let entries = try await ZipUnarchiver().entries(of: archive, options: ExtractOptions())
         #expect(entries.count == 66_066)
         #expect(entries.last?.path == "d65/f0999")

@@ -16,7 +16,9 @@ struct ZstdPatcherTests {
         return Data(text.utf8)
     }
 
-    @Test("a patch of a script with one line in ten changed applies back exactly and is far smaller than the file compressed alone")
+    @Test(
+        "a patch of a script with one line in ten changed applies back exactly and is far smaller than the file compressed alone"
+    )
     func roundTrip() throws {
         let patcher = ZstdPatcher()
         let base = Self.script(lines: 5_000, changed: false)
@@ -45,7 +47,9 @@ struct ZstdPatcherTests {
             #expect(error?.code == .corruptArchive)
         }
         let small = ZstdPatcher(maxFileBytes: 1_000)
-        let error = #expect(throws: HotUpdateError.self) { try small.applied(patch: patch, base: base, expectedSize: size) }
+        let error = #expect(throws: HotUpdateError.self) {
+            try small.applied(patch: patch, base: base, expectedSize: size)
+        }
         #expect(error?.code == .limitExceeded)
     }
 }

@@ -12,7 +12,10 @@ struct ChainedAssetResolverTests {
             let imagesV3 = parent.appendingPathComponent("packages/images/3")
             let themeV1 = parent.appendingPathComponent("packages/theme/1")
             try makeTree(
-                bundle, files: ["sub/sample@3x.png", "sub/only-bundle.png", "config.json", "theme.css"], tag: "bundle")
+                bundle,
+                files: ["sub/sample@3x.png", "sub/only-bundle.png", "config.json", "theme.css"],
+                tag: "bundle"
+            )
             try makeTree(imagesV3, files: ["sub/sample@2x.png", "config.json"], tag: "images")
             try makeTree(themeV1, files: ["theme.css", "config.json"], tag: "theme")
 
@@ -21,7 +24,8 @@ struct ChainedAssetResolverTests {
                     InstalledPackageLocation(id: "images", version: "3", directory: imagesV3),
                     InstalledPackageLocation(id: "theme", version: "1", directory: themeV1),
                 ],
-                bundle: bundle)
+                bundle: bundle
+            )
             #expect(chain.resolvers.count == 3)
 
             // The package overrides the bundle, even with a lower scale.
@@ -54,8 +58,10 @@ struct ChainedAssetResolverTests {
             try makeTree(bundle, files: ["b.png", "b@2x.png", "b@3x.png"], tag: "bundle")
             try makeTree(package, files: ["p.png", "p@2x.png", "p@3x.png"], tag: "package")
             let chain = try AssetResolverChain.make(
-                packages: [InstalledPackageLocation(id: "p", version: "1", directory: package)], bundle: bundle,
-                scales: ScalePreference([2, 3, 1]))
+                packages: [InstalledPackageLocation(id: "p", version: "1", directory: package)],
+                bundle: bundle,
+                scales: ScalePreference([2, 3, 1])
+            )
             #expect(tag(of: chain.resolve("p")) == "package:p@2x.png")
             #expect(tag(of: chain.resolve("b.png")) == "bundle:b@2x.png")
         }
@@ -67,7 +73,9 @@ struct ChainedAssetResolverTests {
             let package = parent.appendingPathComponent("package")
             try makeTree(package, files: ["a.png"], tag: "package")
             let packagesOnly = try AssetResolverChain.make(
-                packages: [InstalledPackageLocation(id: "p", version: "2", directory: package)], bundle: nil)
+                packages: [InstalledPackageLocation(id: "p", version: "2", directory: package)],
+                bundle: nil
+            )
             #expect(packagesOnly.resolve("a")?.origin == .package(id: "p", version: "2"))
             #expect(packagesOnly.resolve("b") == nil)
 
@@ -78,12 +86,20 @@ struct ChainedAssetResolverTests {
             let degraded = try AssetResolverChain.make(
                 packages: [
                     InstalledPackageLocation(
-                        id: "gone", version: "1", directory: parent.appendingPathComponent("missing")),
+                        id: "gone",
+                        version: "1",
+                        directory: parent.appendingPathComponent("missing")
+                    ),
                     InstalledPackageLocation(
-                        id: "listed-gone", version: "1", directory: parent.appendingPathComponent("missing2"),
-                        files: ["c.png"]),
+                        id: "listed-gone",
+                        version: "1",
+                        directory: parent.appendingPathComponent("missing2"),
+                        files: ["c.png"]
+                    ),
                     InstalledPackageLocation(id: "p", version: "2", directory: package),
-                ], bundle: bundle)
+                ],
+                bundle: bundle
+            )
             #expect(degraded.resolve("a")?.origin == .package(id: "p", version: "2"))
             #expect(degraded.resolve("c")?.origin == .bundle)
         }

@@ -24,25 +24,40 @@ struct DegradedPackageTests {
             self.log = log
             updater = Updater(
                 configuration: UpdaterConfiguration(
-                    root: root, transport: transport, unarchiver: FakeUnarchiver(), verifier: verifier,
+                    root: root,
+                    transport: transport,
+                    unarchiver: FakeUnarchiver(),
+                    verifier: verifier,
                     store: FakeMetadataStore(),
-                    logger: Logger(label: "test", factory: { _ in log })))
+                    logger: Logger(label: "test", factory: { _ in log })
+                )
+            )
             for id in ["damaged", "gone", "unlisted", "good"] {
                 let bytes = try FakeArchive.make(["shared.png": id, "own-\(id).png": id])
                 let url = try #require(URL(string: "https://cdn.test/\(id).zip"))
                 await transport.serve(bytes, at: url)
                 _ = try await updater.install(
                     try PackageDescriptor(
-                        id: id, version: "1", url: url, size: Int64(bytes.count),
-                        sha256: verifier.digest(of: bytes, using: .sha256)))
+                        id: id,
+                        version: "1",
+                        url: url,
+                        size: Int64(bytes.count),
+                        sha256: verifier.digest(of: bytes, using: .sha256)
+                    )
+                )
             }
             bundle = parent.appendingPathComponent("bundle")
             try makeTree(
-                bundle, files: ["shared.png", "own-damaged.png", "own-gone.png", "own-unlisted.png"], tag: "bundle")
+                bundle,
+                files: ["shared.png", "own-damaged.png", "own-gone.png", "own-unlisted.png"],
+                tag: "bundle"
+            )
         }
     }
 
-    @Test("damaged packages, a package whose tree is gone and one whose file list is unreadable are skipped with a reason; names fall through")
+    @Test(
+        "damaged packages, a package whose tree is gone and one whose file list is unreadable are skipped with a reason; names fall through"
+    )
     func brokenPackagesFallThrough() async throws {
         try await withTemporaryDirectory { parent in
             let store = try await Store(parent)
@@ -78,8 +93,13 @@ struct DegradedPackageTests {
             let store = FakeMetadataStore(initial: StoreSnapshot(schema: StoreSnapshot.currentSchema + 1))
             let updater = Updater(
                 configuration: UpdaterConfiguration(
-                    root: root, transport: FakeTransport(), unarchiver: FakeUnarchiver(), verifier: FakeVerifier(),
-                    store: store))
+                    root: root,
+                    transport: FakeTransport(),
+                    unarchiver: FakeUnarchiver(),
+                    verifier: FakeVerifier(),
+                    store: store
+                )
+            )
             let bundle = parent.appendingPathComponent("bundle")
             try makeTree(bundle, files: ["a.png"], tag: "bundle")
             let chain = try await AssetResolverChain.make(updater: updater, bundle: bundle)
@@ -103,8 +123,13 @@ final class LogLines: LogHandler, @unchecked Sendable {
     }
 
     func log(
-        level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-        function: String, line: UInt
+        level: Logger.Level,
+        message: Logger.Message,
+        metadata: Logger.Metadata?,
+        source: String,
+        file: String,
+        function: String,
+        line: UInt
     ) {
         let all = self.metadata.merging(metadata ?? [:]) { $1 }
         let text = "\(message) " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")

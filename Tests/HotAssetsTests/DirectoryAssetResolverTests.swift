@@ -20,12 +20,19 @@ struct DirectoryAssetResolverTests {
         ".hidden",
     ]
 
-    func resolver(_ root: URL, scales: ScalePreference = .standard, extensionOrder: [String]? = nil) throws
+    func resolver(
+        _ root: URL,
+        scales: ScalePreference = .standard,
+        extensionOrder: [String]? = nil
+    ) throws
         -> DirectoryAssetResolver
     {
         try DirectoryAssetResolver(
-            directory: root, origin: .bundle, scales: scales,
-            extensionOrder: extensionOrder ?? DirectoryAssetResolver.defaultExtensionOrder)
+            directory: root,
+            origin: .bundle,
+            scales: scales,
+            extensionOrder: extensionOrder ?? DirectoryAssetResolver.defaultExtensionOrder
+        )
     }
 
     @Test("Names without and with extension prefer @3x, then @2x, then 1x")
@@ -129,7 +136,8 @@ struct DirectoryAssetResolverTests {
             #expect(tag(of: resolver.resolve("deep/a/b/c/file.txt")) == "b:deep/a/b/c/file.txt")
             #expect(tag(of: resolver.resolve("deep/a/b/c/file")) == "b:deep/a/b/c/file.txt")
             #expect(tag(of: resolver.resolve("图片/猫")) == "b:图片/猫@2x.png")
-            for name in ["/sub/sample", "./sub/sample", "sub//sample", "sub/./sample", "sub/sample/", "//./sub/sample"] {
+            for name in ["/sub/sample", "./sub/sample", "sub//sample", "sub/./sample", "sub/sample/", "//./sub/sample"]
+            {
                 #expect(tag(of: resolver.resolve(name)) == "b:sub/sample@3x.png", "\(name)")
             }
             #expect(resolver.resolve("deep/a") == nil)  // a directory is not an asset
@@ -147,9 +155,10 @@ struct DirectoryAssetResolverTests {
             try makeTree(root, files: Self.files, tag: "b")
             try makeTree(parent, files: ["outside.txt"], tag: "o")
             let resolver = try resolver(root)
-            for name in ["../outside.txt", "../outside", "sub/../config.json", "..", "../bundle/config.json",
-                "sub/..", "/../outside.txt", "./../outside.txt", "deep/a/../../config.json"]
-            {
+            for name in [
+                "../outside.txt", "../outside", "sub/../config.json", "..", "../bundle/config.json",
+                "sub/..", "/../outside.txt", "./../outside.txt", "deep/a/../../config.json",
+            ] {
                 #expect(resolver.resolve(name) == nil, "\(name)")
             }
             // Dots that are not a whole component are ordinary names.
@@ -168,14 +177,22 @@ struct DirectoryAssetResolverTests {
             try makeTree(parent, files: ["elsewhere/secret.png"], tag: "o")
             let manager = FileManager.default
             try manager.createSymbolicLink(
-                atPath: root.appendingPathComponent("link.png").path, withDestinationPath: "sub/sample.png")
+                atPath: root.appendingPathComponent("link.png").path,
+                withDestinationPath: "sub/sample.png"
+            )
             try manager.createSymbolicLink(
                 atPath: root.appendingPathComponent("linkdir").path,
-                withDestinationPath: parent.appendingPathComponent("elsewhere").path)
+                withDestinationPath: parent.appendingPathComponent("elsewhere").path
+            )
             try manager.createSymbolicLink(
-                atPath: root.appendingPathComponent("sub/sample@3x.png").path, withDestinationPath: "sample.png")
+                atPath: root.appendingPathComponent("sub/sample@3x.png").path,
+                withDestinationPath: "sample.png"
+            )
             try await run(["mkfifo", root.appendingPathComponent("pipe.png").path])
-            try manager.createDirectory(at: root.appendingPathComponent("folder.png"), withIntermediateDirectories: false)
+            try manager.createDirectory(
+                at: root.appendingPathComponent("folder.png"),
+                withIntermediateDirectories: false
+            )
 
             let resolver = try resolver(root)
             #expect(resolver.resolve("link.png") == nil)

@@ -23,7 +23,11 @@ struct FileListIndexTests {
             for scales in [ScalePreference.standard, ScalePreference([2, 3, 1]), ScalePreference([2])] {
                 let walked = try DirectoryAssetResolver(directory: root, origin: .bundle, scales: scales)
                 let listed = DirectoryAssetResolver(
-                    directory: root, origin: .bundle, files: DirectoryAssetResolverTests.files, scales: scales)
+                    directory: root,
+                    origin: .bundle,
+                    files: DirectoryAssetResolverTests.files,
+                    scales: scales
+                )
                 #expect(listed.fileCount == walked.fileCount)
                 for name in askedNames {
                     #expect(listed.resolve(name)?.url.path == walked.resolve(name)?.url.path, "\(name) at \(scales)")
@@ -31,8 +35,10 @@ struct FileListIndexTests {
             }
             // The list is not checked against the disk: nothing below is read.
             let listed = DirectoryAssetResolver(
-                directory: root.appendingPathComponent("not-there"), origin: .package(id: "p", version: "1"),
-                files: ["img/a@2x.png"])
+                directory: root.appendingPathComponent("not-there"),
+                origin: .package(id: "p", version: "1"),
+                files: ["img/a@2x.png"]
+            )
             #expect(listed.resolve("img/a")?.url.lastPathComponent == "a@2x.png")
         }
     }
@@ -41,8 +47,10 @@ struct FileListIndexTests {
     func hostileListedPaths() {
         let root = URL(fileURLWithPath: "/store/packages/p/1", isDirectory: true)
         let resolver = DirectoryAssetResolver(
-            directory: root, origin: .bundle,
-            files: ["../outside.png", "sub/../../escape.png", "./a.png", "/b.png", "ok/../c.png", "..", ""])
+            directory: root,
+            origin: .bundle,
+            files: ["../outside.png", "sub/../../escape.png", "./a.png", "/b.png", "ok/../c.png", "..", ""]
+        )
         #expect(resolver.fileCount == 2)
         #expect(resolver.resolve("a")?.url.path == "/store/packages/p/1/a.png")
         #expect(resolver.resolve("b.png")?.url.path == "/store/packages/p/1/b.png")
@@ -65,16 +73,21 @@ struct FileListIndexTests {
                 try makeTree(directory, files: files, tag: name)
                 resolvers.append(
                     DirectoryAssetResolver(
-                        directory: directory, origin: name == "bundle" ? .bundle : .package(id: name, version: "1"),
-                        files: files))
+                        directory: directory,
+                        origin: name == "bundle" ? .bundle : .package(id: name, version: "1"),
+                        files: files
+                    )
+                )
             }
             // A resolver of another kind between the packages keeps its place.
             let between = FakeAssetResolver(
                 ["theme": ResolvedAsset(url: parent.appendingPathComponent("fake/theme"), origin: .bundle)])
             let inTurn: [any AssetResolver] = [resolvers[0], between, resolvers[1], resolvers[2]]
             let chain = ChainedAssetResolver(inTurn)
-            let nested = ChainedAssetResolver([ChainedAssetResolver([resolvers[0]]), between,
-                ChainedAssetResolver(Array(resolvers[1...]))])
+            let nested = ChainedAssetResolver([
+                ChainedAssetResolver([resolvers[0]]), between,
+                ChainedAssetResolver(Array(resolvers[1...])),
+            ])
             for name in askedNames {
                 let expected = inTurn.lazy.compactMap { $0.resolve(name) }.first
                 #expect(chain.resolve(name) == expected, "\(name)")
@@ -98,15 +111,24 @@ struct FileListIndexTests {
             let verifier = FakeVerifier()
             let updater = Updater(
                 configuration: UpdaterConfiguration(
-                    root: root, transport: transport, unarchiver: FakeUnarchiver(), verifier: verifier,
-                    store: FakeMetadataStore()))
+                    root: root,
+                    transport: transport,
+                    unarchiver: FakeUnarchiver(),
+                    verifier: verifier,
+                    store: FakeMetadataStore()
+                )
+            )
             func publish(_ id: String, _ files: [String: String]) async throws -> PackageDescriptor {
                 let bytes = try FakeArchive.make(files)
                 let url = try #require(URL(string: "https://cdn.test/\(id).zip"))
                 await transport.serve(bytes, at: url)
                 return try PackageDescriptor(
-                    id: id, version: "1", url: url, size: Int64(bytes.count),
-                    sha256: verifier.digest(of: bytes, using: .sha256))
+                    id: id,
+                    version: "1",
+                    url: url,
+                    size: Int64(bytes.count),
+                    sha256: verifier.digest(of: bytes, using: .sha256)
+                )
             }
             let older = try await publish("older", ["img/icon@3x.png": "older", "only-older.json": "older"])
             _ = try await updater.install(older)
@@ -129,15 +151,25 @@ struct FileListIndexTests {
             // The same answers as walking the installed trees.
             let packages = try await updater.installedPackages()
             let walked = try AssetResolverChain.make(
-                packages: packages.map { InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory) },
-                bundle: bundle)
-            for name in ["img/icon", "img/icon.png", "img/icon@3x.png", "img/sub/deep", "only-older", "only-bundle.txt"] {
+                packages: packages.map {
+                    InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
+                },
+                bundle: bundle
+            )
+            for name in [
+                "img/icon", "img/icon.png", "img/icon@3x.png", "img/sub/deep", "only-older", "only-bundle.txt",
+            ] {
                 #expect(chain.resolve(name) == walked.resolve(name), "\(name)")
             }
 
             // A package that is no longer the active version, and a missing list, say so.
             let stale = InstalledPackage(
-                id: "newer", version: "0", directory: root, state: .installed, installedAt: Date())
+                id: "newer",
+                version: "0",
+                directory: root,
+                state: .installed,
+                installedAt: Date()
+            )
             let error = await #expect(throws: HotUpdateError.self) { try await updater.fileList(of: stale) }
             #expect(error?.code == .notFound)
             #expect(error?.packageID == "newer")

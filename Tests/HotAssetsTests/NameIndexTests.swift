@@ -26,15 +26,27 @@ private struct IndexedStore {
         root = parent.appendingPathComponent("store")
         updater = Updater(
             configuration: UpdaterConfiguration(
-                root: root, transport: transport, unarchiver: FakeUnarchiver(), verifier: verifier, store: metadata))
+                root: root,
+                transport: transport,
+                unarchiver: FakeUnarchiver(),
+                verifier: verifier,
+                store: metadata
+            )
+        )
     }
 
     /// A fresh updater over the same root and metadata: a new launch.
     func relaunch(log: LogLines? = nil) -> Updater {
         Updater(
             configuration: UpdaterConfiguration(
-                root: root, transport: transport, unarchiver: FakeUnarchiver(), verifier: verifier, store: metadata,
-                logger: Logger(label: "test", factory: { _ in log ?? LogLines() })))
+                root: root,
+                transport: transport,
+                unarchiver: FakeUnarchiver(),
+                verifier: verifier,
+                store: metadata,
+                logger: Logger(label: "test", factory: { _ in log ?? LogLines() })
+            )
+        )
     }
 
     func install(_ id: String, _ version: String, _ paths: [String]) async throws {
@@ -43,8 +55,13 @@ private struct IndexedStore {
         await transport.serve(bytes, at: url)
         _ = try await updater.install(
             PackageDescriptor(
-                id: id, version: version, url: url, size: Int64(bytes.count),
-                sha256: verifier.digest(of: bytes, using: .sha256)))
+                id: id,
+                version: version,
+                url: url,
+                size: Int64(bytes.count),
+                sha256: verifier.digest(of: bytes, using: .sha256)
+            )
+        )
     }
 
     /// The index file of the store's current generation.
@@ -59,8 +76,12 @@ private struct IndexedStore {
         for package in try await updater.installedPackages() where package.state == .installed {
             packages.append(
                 InstalledPackageLocation(
-                    id: package.id, version: package.version, directory: package.directory,
-                    files: try await updater.fileList(of: package).files.map(\.path)))
+                    id: package.id,
+                    version: package.version,
+                    directory: package.directory,
+                    files: try await updater.fileList(of: package).files.map(\.path)
+                )
+            )
         }
         return try AssetResolverChain.make(packages: packages, bundle: bundle)
     }
@@ -72,7 +93,11 @@ struct NameIndexTests {
     func indexMatchesFileLists() async throws {
         try await withTemporaryDirectory { parent in
             let store = IndexedStore(parent: parent)
-            try await store.install("older", "1", DirectoryAssetResolverTests.files + ["only-older.json", "img/icon@3x.png"])
+            try await store.install(
+                "older",
+                "1",
+                DirectoryAssetResolverTests.files + ["only-older.json", "img/icon@3x.png"]
+            )
             try await store.install("newer", "1", ["img/icon@2x.png", "img/sub/deep.png", "sub/two.png", "Pic.gif"])
             let bundle = parent.appendingPathComponent("bundle")
             try makeTree(bundle, files: ["img/icon.png", "only-bundle.txt"], tag: "bundle")
@@ -86,7 +111,11 @@ struct NameIndexTests {
                 }
             }
             try await compare("two installs")
-            #expect(tag(of: try await AssetResolverChain.make(updater: store.relaunch(), bundle: bundle).resolve("img/icon")) == "newer-1:img/icon@2x.png")
+            #expect(
+                tag(
+                    of: try await AssetResolverChain.make(updater: store.relaunch(), bundle: bundle).resolve("img/icon")
+                ) == "newer-1:img/icon@2x.png"
+            )
 
             try await store.install("older", "2", ["img/icon@3x.png", "config.txt"])  // an update: newest now
             try await compare("an update")
@@ -109,7 +138,9 @@ struct NameIndexTests {
             let good = try Data(contentsOf: file)
             var damaged = good
             damaged[damaged.count - 3] ^= 0x5a
-            for (label, content) in [("a flipped byte", damaged as Data?), ("a truncated file", good.prefix(100)), ("no file", nil)] {
+            for (label, content) in [
+                ("a flipped byte", damaged as Data?), ("a truncated file", good.prefix(100)), ("no file", nil),
+            ] {
                 if let content { try content.write(to: file) } else { try FileManager.default.removeItem(at: file) }
                 let logs = LogLines()
                 let updater = store.relaunch(log: logs)

@@ -13,7 +13,10 @@ struct ResourcePackTests {
         let source = directory.appendingPathComponent("source-\(id)")
         for (path, data) in files {
             let url = source.appendingPathComponent(path)
-            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: url.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             try data.write(to: url)
         }
         let archive = directory.appendingPathComponent("\(id).zip")
@@ -32,7 +35,8 @@ struct ResourcePackTests {
 
     static let overlayFiles: [String: Data] = [
         "index.json": Data(overlayIndex.utf8),
-        "blend.jpg": Data("blend".utf8), "blend_light1.jpg": Data("light1".utf8), "blend_light2.jpg": Data("light2".utf8),
+        "blend.jpg": Data("blend".utf8), "blend_light1.jpg": Data("light1".utf8),
+        "blend_light2.jpg": Data("light2".utf8),
         "fonts/Title.ttf": Data("font".utf8), "star.png": Data("star".utf8),
     ]
 
@@ -62,27 +66,41 @@ struct ResourcePackTests {
             let package = try await unpackedPack(Self.overlayFiles, id: "3000", in: directory)
             let pack = try ResourcePackResolver(types: ["sticker"]).open(package)
             #expect(Set(pack.resources.keys) == ["sticker"])
-            #expect(try pack.url(for: "star.png", type: "sticker").map { try Data(contentsOf: $0) } == Data("star".utf8))
+            #expect(
+                try pack.url(for: "star.png", type: "sticker").map { try Data(contentsOf: $0) } == Data("star".utf8)
+            )
             #expect(pack.url(for: "blend.jpg", type: .overlay) == nil)
         }
     }
 
     /// A pack whose index lists `name` as an overlay.
-    func packListing(_ name: String, in directory: URL, extra: [String: Data] = [:]) async throws
+    func packListing(
+        _ name: String,
+        in directory: URL,
+        extra: [String: Data] = [:]
+    ) async throws
         -> InstalledPackageLocation
     {
         let index = try JSONSerialization.data(withJSONObject: ["id": "9", "type": "overlay", "overlay": [name]])
         return try await unpackedPack(
-            ["index.json": index, "blend.jpg": Data("blend".utf8)].merging(extra) { $1 }, id: "9", in: directory)
+            ["index.json": index, "blend.jpg": Data("blend".utf8)].merging(extra) { $1 },
+            id: "9",
+            in: directory
+        )
     }
 
     @Test(
         "unsafe names in index.json refuse the pack with unsafeEntry",
-        arguments: ["../outside.jpg", "/etc/hostname", "a/../../outside.jpg", "./blend.jpg", "a//b.jpg", "", "a\\b.jpg"])
+        arguments: [
+            "../outside.jpg", "/etc/hostname", "a/../../outside.jpg", "./blend.jpg", "a//b.jpg", "", "a\\b.jpg",
+        ]
+    )
     func unsafeNames(name: String) async throws {
         try await withTemporaryDirectory { directory in
             try FileManager.default.createDirectory(
-                at: directory.appendingPathComponent("packages"), withIntermediateDirectories: true)
+                at: directory.appendingPathComponent("packages"),
+                withIntermediateDirectories: true
+            )
             try Data("outside".utf8).write(to: directory.appendingPathComponent("packages/outside.jpg"))
             let package = try await packListing(name, in: directory)
             let error = #expect(throws: HotUpdateError.self) { try ResourcePackResolver().open(package) }
@@ -98,7 +116,8 @@ struct ResourcePackTests {
             try Data("outside".utf8).write(to: directory.appendingPathComponent("outside.jpg"))
             try FileManager.default.createSymbolicLink(
                 at: package.directory.appendingPathComponent("link.jpg"),
-                withDestinationURL: directory.appendingPathComponent("outside.jpg"))
+                withDestinationURL: directory.appendingPathComponent("outside.jpg")
+            )
             let error = #expect(throws: HotUpdateError.self) { try ResourcePackResolver().open(package) }
             #expect(error?.code == .unsafeEntry)
         }
@@ -113,7 +132,9 @@ struct ResourcePackTests {
             #expect(error?.subject == "blend_light9.jpg")
 
             try FileManager.default.createDirectory(
-                at: package.directory.appendingPathComponent("blend_light9.jpg"), withIntermediateDirectories: true)
+                at: package.directory.appendingPathComponent("blend_light9.jpg"),
+                withIntermediateDirectories: true
+            )
             #expect(throws: HotUpdateError.self) { try ResourcePackResolver().open(package) }
         }
     }
@@ -123,7 +144,8 @@ struct ResourcePackTests {
         arguments: [
             "not json", "[1, 2]", #"{"type": "overlay"}"#, #"{"id": "1"}"#, #"{"id": true, "type": "overlay"}"#,
             #"{"id": "1", "type": "overlay", "overlay": ["a.jpg", 3]}"#,
-        ])
+        ]
+    )
     func malformedIndex(json: String) {
         let error = #expect(throws: HotUpdateError.self) { try ResourcePackIndex.decode(Data(json.utf8)) }
         #expect(error?.code == .manifestInvalid)
@@ -140,24 +162,40 @@ struct ResourcePackTests {
     func library() async throws {
         try await withTemporaryDirectory { directory in
             let newer = try await unpackedPack(
-                ["index.json": Data(#"{"id": "b", "type": "image", "image": ["logo.png"]}"#.utf8),
-                 "logo.png": Data("newer".utf8)], id: "newer", in: directory)
+                [
+                    "index.json": Data(#"{"id": "b", "type": "image", "image": ["logo.png"]}"#.utf8),
+                    "logo.png": Data("newer".utf8),
+                ],
+                id: "newer",
+                in: directory
+            )
             let older = try await unpackedPack(
-                ["index.json": Data(#"{"id": "a", "type": "image", "image": ["logo.png", "bg.png"]}"#.utf8),
-                 "logo.png": Data("older".utf8), "bg.png": Data("bg".utf8)], id: "older", in: directory)
+                [
+                    "index.json": Data(#"{"id": "a", "type": "image", "image": ["logo.png", "bg.png"]}"#.utf8),
+                    "logo.png": Data("older".utf8), "bg.png": Data("bg".utf8),
+                ],
+                id: "older",
+                in: directory
+            )
             let plain = try await unpackedPack(["readme.txt": Data("no index".utf8)], id: "plain", in: directory)
             let broken = try await unpackedPack(
-                ["index.json": Data(#"{"id": "c", "type": "image", "image": ["gone.png"]}"#.utf8)], id: "broken",
-                in: directory)
+                ["index.json": Data(#"{"id": "c", "type": "image", "image": ["gone.png"]}"#.utf8)],
+                id: "broken",
+                in: directory
+            )
 
             let library = ResourcePackResolver().open([newer, plain, broken, older])
             #expect(library.packs.map(\.packageID) == ["newer", "older"])
             #expect(library.failures.keys.sorted() == ["broken"])
             #expect(library.failures["broken"]?.code == .notFound)
-            #expect(try library.url(for: "logo.png", type: .image).map { try Data(contentsOf: $0) } == Data("newer".utf8))
+            #expect(
+                try library.url(for: "logo.png", type: .image).map { try Data(contentsOf: $0) } == Data("newer".utf8)
+            )
             #expect(try library.url(for: "bg.png", type: .image).map { try Data(contentsOf: $0) } == Data("bg".utf8))
             #expect(library.resources(of: .image).keys.sorted() == ["bg.png", "logo.png"])
-            #expect(try library.resources(of: .image)["logo.png"].map { try Data(contentsOf: $0) } == Data("newer".utf8))
+            #expect(
+                try library.resources(of: .image)["logo.png"].map { try Data(contentsOf: $0) } == Data("newer".utf8)
+            )
             #expect(library.pack(indexID: "a")?.packageID == "older")
             #expect(library.pack(packageID: "plain") == nil)
         }

@@ -1,6 +1,6 @@
 import Foundation
-import HotTesting
 import HotCore
+import HotTesting
 import Testing
 
 /// A fresh directory for one test, removed when the test ends.

@@ -7,7 +7,10 @@ import Testing
 struct WebModuleResolverTests {
     static let home = WebModule(id: "10010", onlineBase: URL(string: "https://m.example.com/home/")!)
     static let homeDetail = WebModule(
-        id: "10011", onlineBase: URL(string: "https://M.Example.com:443/home/detail")!, packageFolder: "dist")
+        id: "10011",
+        onlineBase: URL(string: "https://M.Example.com:443/home/detail")!,
+        packageFolder: "dist"
+    )
 
     /// Installs module pages under `directory/packages/<id>/<version>`.
     func install(_ id: String, version: String, files: [String], in directory: URL) throws -> InstalledPackageLocation {
@@ -24,13 +27,20 @@ struct WebModuleResolverTests {
 
     func content(_ page: LocalWebPage?) -> String? {
         guard let page else { return nil }
-        return (try? Data(contentsOf: URL(fileURLWithPath: page.fileURL.path))).map { String(decoding: $0, as: UTF8.self) }
+        return (try? Data(contentsOf: URL(fileURLWithPath: page.fileURL.path))).map {
+            String(decoding: $0, as: UTF8.self)
+        }
     }
 
     @Test("a page maps to its file with the query and fragment kept, and the module folder as read-access root")
     func mapsPage() throws {
         try withTemporaryDirectorySync { directory in
-            let package = try install("10010", version: "1.0.4", files: ["index.html", "js/app.js", "a b.html"], in: directory)
+            let package = try install(
+                "10010",
+                version: "1.0.4",
+                files: ["index.html", "js/app.js", "a b.html"],
+                in: directory
+            )
             let resolver = WebModuleResolver(modules: [Self.home], installed: [package])
 
             let page = local(resolver.resolve(URL(string: "https://m.example.com/home/js/app.js?x=1#y")!))
@@ -42,10 +52,17 @@ struct WebModuleResolverTests {
             #expect(page?.moduleID == "10010")
             #expect(page?.version == "1.0.4")
 
-            #expect(content(local(resolver.resolve(URL(string: "https://m.example.com/home/")!))) == "10010@1.0.4:index.html")
-            #expect(content(local(resolver.resolve(URL(string: "https://m.example.com/home")!))) == "10010@1.0.4:index.html")
-            #expect(content(local(resolver.resolve(URL(string: "HTTPS://M.EXAMPLE.COM:443/home/a%20b.html")!)))
-                == "10010@1.0.4:a b.html")
+            #expect(
+                content(local(resolver.resolve(URL(string: "https://m.example.com/home/")!)))
+                    == "10010@1.0.4:index.html"
+            )
+            #expect(
+                content(local(resolver.resolve(URL(string: "https://m.example.com/home")!))) == "10010@1.0.4:index.html"
+            )
+            #expect(
+                content(local(resolver.resolve(URL(string: "HTTPS://M.EXAMPLE.COM:443/home/a%20b.html")!)))
+                    == "10010@1.0.4:a b.html"
+            )
         }
     }
 
@@ -53,13 +70,21 @@ struct WebModuleResolverTests {
     func longestBase() throws {
         try withTemporaryDirectorySync { directory in
             let home = try install("10010", version: "1", files: ["detail/index.html"], in: directory)
-            let detail = try install("10011", version: "7", files: ["dist/index.html", "dist/item.html"], in: directory)
+            let detail = try install(
+                "10011",
+                version: "7",
+                files: ["dist/index.html", "dist/item.html"],
+                in: directory
+            )
             let resolver = WebModuleResolver(modules: [Self.home, Self.homeDetail], installed: [home, detail])
 
             let page = local(resolver.resolve(URL(string: "https://m.example.com/home/detail/item.html")!))
             #expect(content(page) == "10011@7:dist/item.html")
             #expect(page?.readAccessRoot.lastPathComponent == "dist")
-            #expect(content(local(resolver.resolve(URL(string: "https://m.example.com/home/detail/")!))) == "10011@7:dist/index.html")
+            #expect(
+                content(local(resolver.resolve(URL(string: "https://m.example.com/home/detail/")!)))
+                    == "10011@7:dist/index.html"
+            )
         }
     }
 
@@ -96,7 +121,8 @@ struct WebModuleResolverTests {
             try Data("secret".utf8).write(to: directory.appendingPathComponent("secret.html"))
             try FileManager.default.createSymbolicLink(
                 at: package.directory.appendingPathComponent("leak.html"),
-                withDestinationURL: directory.appendingPathComponent("secret.html"))
+                withDestinationURL: directory.appendingPathComponent("secret.html")
+            )
             let resolver = WebModuleResolver(modules: [Self.home], installed: [package])
             let url = try #require(URL(string: "https://m.example.com/home/leak.html"))
             #expect(resolver.resolve(url) == .online(url, reason: .unsafePath))

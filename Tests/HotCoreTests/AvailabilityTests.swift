@@ -50,8 +50,10 @@ struct AvailabilityTests {
         let plan = try await fixture.updater.plan(for: Manifest(packages: [], disabledPackageIDs: ["never"]))
         #expect(plan.packages.isEmpty)
         #expect(throws: HotUpdateError(.manifestInvalid, "")) {
-            try Manifest(packages: [try PackageDescriptor(id: "a", version: "1", url: URL(fileURLWithPath: "/a"))],
-                         disabledPackageIDs: ["a"])
+            try Manifest(
+                packages: [try PackageDescriptor(id: "a", version: "1", url: URL(fileURLWithPath: "/a"))],
+                disabledPackageIDs: ["a"]
+            )
         }
     }
 }

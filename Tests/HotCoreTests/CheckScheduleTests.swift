@@ -26,10 +26,21 @@ actor CheckCounter {
 
 @Suite("When to check")
 struct CheckScheduleTests {
-    static func schedule(_ policy: CheckSchedule.Policy, _ clock: ManualClock, file: URL? = nil, jitter: Double = 1)
+    static func schedule(
+        _ policy: CheckSchedule.Policy,
+        _ clock: ManualClock,
+        file: URL? = nil,
+        jitter: Double = 1
+    )
         -> CheckSchedule
     {
-        CheckSchedule(policy: policy, file: file, clock: { clock.now }, jitter: { jitter }, networkAllows: { _ in true })
+        CheckSchedule(
+            policy: policy,
+            file: file,
+            clock: { clock.now },
+            jitter: { jitter },
+            networkAllows: { _ in true }
+        )
     }
 
     /// Runs the schedule for `trigger`, swallowing a check's failure.
@@ -65,7 +76,9 @@ struct CheckScheduleTests {
         // The periodic interval is an hour at least; manual-only never checks by itself.
         #expect(CheckSchedule.Policy(periodicInterval: 60).periodicInterval == 3600)
         let manual = Self.schedule(.manualOnly, clock)
-        for trigger in [CheckSchedule.Trigger.launch, .foreground, .periodic] { await Self.fire(manual, trigger, counter) }
+        for trigger in [CheckSchedule.Trigger.launch, .foreground, .periodic] {
+            await Self.fire(manual, trigger, counter)
+        }
         #expect(await counter.count == 5)
     }
 
@@ -118,7 +131,10 @@ struct CheckScheduleTests {
         #expect(CheckSchedule.parseRetryAfter("120") == 120)
         #expect(
             CheckSchedule.parseRetryAfter(
-                "Wed, 21 Oct 2015 07:28:00 GMT", now: Date(timeIntervalSince1970: 1_445_412_480 - 30)) == 30)
+                "Wed, 21 Oct 2015 07:28:00 GMT",
+                now: Date(timeIntervalSince1970: 1_445_412_480 - 30)
+            ) == 30
+        )
     }
 
     @Test("the last check is persisted, and one in the future is corrected to now")
@@ -150,7 +166,10 @@ struct CheckScheduleTests {
         let clock = ManualClock()
         let counter = CheckCounter()
         let schedule = CheckSchedule(
-            policy: CheckSchedule.Policy(allowsExpensiveNetwork: false), clock: { clock.now }, networkAllows: { _ in false })
+            policy: CheckSchedule.Policy(allowsExpensiveNetwork: false),
+            clock: { clock.now },
+            networkAllows: { _ in false }
+        )
         await Self.fire(schedule, .launch, counter)
         #expect(await counter.count == 0)
         await Self.fire(schedule, .manual, counter)

@@ -44,7 +44,9 @@ struct ContentStoreTests {
         #expect(!FileManager.default.fileExists(atPath: fixture.url("packages/a").path))
         #expect(!FileManager.default.fileExists(atPath: fixture.url("filelists/a").path))
         #expect(try fixture.tree().filter { $0.key.hasPrefix("/packages/b/") } == bBefore)
-        #expect((try Self.attributes(fixture.url("packages/b/1/shared.png"))[.referenceCount] as? NSNumber)?.intValue == 2)
+        #expect(
+            (try Self.attributes(fixture.url("packages/b/1/shared.png"))[.referenceCount] as? NSNumber)?.intValue == 2
+        )
         #expect(try await fixture.updater.verify(packageID: "b", depth: .full).isHealthy)
 
         try await fixture.updater.remove(packageID: "b")
@@ -61,7 +63,9 @@ struct ContentStoreTests {
         _ = try await fixture.sync([v1])
         _ = try await fixture.sync([v2])
         #expect(fixture.objectNames().count == 3)
-        #expect(try Self.inode(fixture.url("packages/p/1/keep.png")) == Self.inode(fixture.url("packages/p/2/keep.png")))
+        #expect(
+            try Self.inode(fixture.url("packages/p/1/keep.png")) == Self.inode(fixture.url("packages/p/2/keep.png"))
+        )
         _ = try await fixture.sync([v3])
         #expect(fixture.objectNames().count == 3)  // "one" went with version 1
         #expect(!FileManager.default.fileExists(atPath: fixture.url("packages/p/1").path))
@@ -83,7 +87,9 @@ struct ContentStoreTests {
         #expect(fixture.objectNames().count == 2)
         #expect(!FileManager.default.fileExists(atPath: fixture.url("packages/p/1").path))
         #expect(try await stricter.currentSnapshot().packages["p"]?.previous.map(\.version) == ["2"])
-        #expect(try await stricter.collectGarbage() == GarbageReport(versionsRemoved: 0, objectsRemoved: 0, bytesFreed: 0))
+        #expect(
+            try await stricter.collectGarbage() == GarbageReport(versionsRemoved: 0, objectsRemoved: 0, bytesFreed: 0)
+        )
     }
 
     @Test("what a crash left between linking objects and the commit is swept at the next open")
@@ -97,11 +103,15 @@ struct ContentStoreTests {
         try FileManager.default.createDirectory(at: orphanTree, withIntermediateDirectories: true)
         let orphanObject = fixture.url("objects/ab/ab" + String(repeating: "0", count: 62))
         try FileManager.default.createDirectory(
-            at: orphanObject.deletingLastPathComponent(), withIntermediateDirectories: true)
+            at: orphanObject.deletingLastPathComponent(),
+            withIntermediateDirectories: true
+        )
         try Data("orphan".utf8).write(to: orphanObject)
         try FileManager.default.linkItem(at: orphanObject, to: orphanTree.appendingPathComponent("y.txt"))
         try FileManager.default.createDirectory(
-            at: fixture.url("filelists/p"), withIntermediateDirectories: true)
+            at: fixture.url("filelists/p"),
+            withIntermediateDirectories: true
+        )
         try Data("{}".utf8).write(to: fixture.url("filelists/p/2.files"))
 
         let reopened = fixture.relaunched()
@@ -133,7 +143,8 @@ struct ContentStoreTests {
 
     @Test(
         "where objects cannot be hard-linked (another file system) files stay copies and installs, checks and deletes work",
-        .enabled(if: FileManager.default.fileExists(atPath: "/dev/shm")))
+        .enabled(if: FileManager.default.fileExists(atPath: "/dev/shm"))
+    )
     func noHardLinks() async throws {
         let fixture = try EngineFixture()
         let elsewhere = URL(fileURLWithPath: "/dev/shm/hot-objects-\(UUID().uuidString)")

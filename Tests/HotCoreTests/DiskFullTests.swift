@@ -33,8 +33,10 @@ struct DiskFullTests {
         let cocoa = HotUpdateError.wrap(CocoaError(.fileWriteOutOfSpace), as: .fileSystem, "cannot write /store/list")
         #expect(cocoa.code == .diskFull)
         let underlying = NSError(
-            domain: NSCocoaErrorDomain, code: CocoaError.fileWriteUnknown.rawValue,
-            userInfo: [NSUnderlyingErrorKey: NSError(domain: NSPOSIXErrorDomain, code: Int(EDQUOT))])
+            domain: NSCocoaErrorDomain,
+            code: CocoaError.fileWriteUnknown.rawValue,
+            userInfo: [NSUnderlyingErrorKey: NSError(domain: NSPOSIXErrorDomain, code: Int(EDQUOT))]
+        )
         #expect(HotUpdateError.wrap(underlying, as: .fileSystem, "cannot write").code == .diskFull)
         #expect(HotUpdateError.wrap(POSIXError(.EACCES), as: .fileSystem, "cannot write").code == .fileSystem)
     }

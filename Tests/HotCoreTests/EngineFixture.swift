@@ -14,7 +14,9 @@ struct EngineFixture {
     let updater: Updater
 
     init(
-        keepPreviousVersions: Int = 1, maxConcurrentPackages: Int = 2, store: FakeMetadataStore = FakeMetadataStore(),
+        keepPreviousVersions: Int = 1,
+        maxConcurrentPackages: Int = 2,
+        store: FakeMetadataStore = FakeMetadataStore(),
         launch: LaunchPolicy = LaunchPolicy()
     ) throws {
         root = FileManager.default.temporaryDirectory
@@ -23,25 +25,44 @@ struct EngineFixture {
         self.store = store
         updater = Updater(
             configuration: UpdaterConfiguration(
-                root: root, transport: transport, unarchiver: unarchiver, verifier: verifier, store: store,
-                maxConcurrentPackages: maxConcurrentPackages, keepPreviousVersions: keepPreviousVersions,
-                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), launch: launch))
+                root: root,
+                transport: transport,
+                unarchiver: unarchiver,
+                verifier: verifier,
+                store: store,
+                maxConcurrentPackages: maxConcurrentPackages,
+                keepPreviousVersions: keepPreviousVersions,
+                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
+                launch: launch
+            )
+        )
     }
 
     /// Serves a fake archive of `files` and returns its descriptor.
     func publish(
-        _ id: String, _ version: String, _ files: [String: String], md5Only: Bool = false
+        _ id: String,
+        _ version: String,
+        _ files: [String: String],
+        md5Only: Bool = false
     ) async throws -> PackageDescriptor {
         let bytes = try FakeArchive.make(files)
         let url = URL(string: "https://cdn.test/\(id)-\(version).zip")!
         await transport.serve(bytes, at: url, chunkSize: 7)
         if md5Only {
             return try PackageDescriptor(
-                id: id, version: version, url: url, md5: verifier.digest(of: bytes, using: .md5))
+                id: id,
+                version: version,
+                url: url,
+                md5: verifier.digest(of: bytes, using: .md5)
+            )
         }
         return try PackageDescriptor(
-            id: id, version: version, url: url, size: Int64(bytes.count),
-            sha256: verifier.digest(of: bytes, using: .sha256))
+            id: id,
+            version: version,
+            url: url,
+            size: Int64(bytes.count),
+            sha256: verifier.digest(of: bytes, using: .sha256)
+        )
     }
 
     func sync(_ packages: [PackageDescriptor]) async throws -> SyncReport {

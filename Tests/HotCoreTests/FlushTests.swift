@@ -46,8 +46,12 @@ struct FlushTests {
             let sync: @Sendable () -> Void = { _ = self.answer("sync", failingWith: code) }
             let lastError: @Sendable () -> Int32 = { self.lock.withLock { self.error } }
             return FlushCalls(
-                fullSync: fullSync ? full : nil, fsync: fsync, syncfs: syncfs ? syncfsCall : nil, sync: sync,
-                lastError: lastError)
+                fullSync: fullSync ? full : nil,
+                fsync: fsync,
+                syncfs: syncfs ? syncfsCall : nil,
+                sync: sync,
+                lastError: lastError
+            )
         }
     }
 
@@ -96,11 +100,17 @@ struct FlushTests {
 
         let refusing = FakeSystem()
         refusing.script("fullSync", [-1])
-        #expect(FileSystem.flushFileSystem(of: 3, calls: refusing.flushCalls(fullSync: true, syncfs: false, error: ENOTSUP)) == 0)
+        #expect(
+            FileSystem.flushFileSystem(of: 3, calls: refusing.flushCalls(fullSync: true, syncfs: false, error: ENOTSUP))
+                == 0
+        )
 
         let failing = FakeSystem()
         failing.script("fullSync", [-1])
-        #expect(FileSystem.flushFileSystem(of: 3, calls: failing.flushCalls(fullSync: true, syncfs: false, error: EIO)) == EIO)
+        #expect(
+            FileSystem.flushFileSystem(of: 3, calls: failing.flushCalls(fullSync: true, syncfs: false, error: EIO))
+                == EIO
+        )
     }
 
     @Test("a C library without syncfs (and no full flush) falls back to sync")

@@ -5,7 +5,9 @@ import Testing
 
 @Suite("Launch trials of guarded packages")
 struct LaunchTrialTests {
-    @Test("a guarded package's version waits for the next launch, is tried, confirmed, and a failed trial is rolled back and blocked")
+    @Test(
+        "a guarded package's version waits for the next launch, is tried, confirmed, and a failed trial is rolled back and blocked"
+    )
     func trialRollbackBlock() async throws {
         let fixture = try EngineFixture(launch: LaunchPolicy(guarded: ["app"]))
         let v1 = try await fixture.publish("app", "1", ["main.js": "1"])
@@ -119,7 +121,8 @@ struct LaunchTrialTests {
     @Test("the retry policy lets a blocked version be tried again once, after its interval")
     func retryOnce() async throws {
         let fixture = try EngineFixture(
-            launch: LaunchPolicy(guarded: ["app"], retry: .after(24 * 3600, attempts: 1)))
+            launch: LaunchPolicy(guarded: ["app"], retry: .after(24 * 3600, attempts: 1))
+        )
         let v1 = try await fixture.publish("app", "1", ["main.js": "1"])
         let v2 = try await fixture.publish("app", "2", ["main.js": "2"])
         _ = try await fixture.sync([v1])
@@ -132,10 +135,15 @@ struct LaunchTrialTests {
         let retryAfter = try #require(blocked.retryAfter)
         #expect(abs(retryAfter.timeIntervalSince(blocked.blockedAt) - 24 * 3600) < 1)
         let manifest = try Manifest(packages: [v2])
-        #expect(UpdatePlan.make(manifest: manifest, snapshot: snapshot, now: blocked.blockedAt).packages.map(\.change) == [.blocked])
+        #expect(
+            UpdatePlan.make(manifest: manifest, snapshot: snapshot, now: blocked.blockedAt).packages.map(\.change) == [
+                .blocked
+            ]
+        )
         #expect(
             UpdatePlan.make(manifest: manifest, snapshot: snapshot, now: retryAfter.addingTimeInterval(1))
-                .packages.map(\.change) == [.update])
+                .packages.map(\.change) == [.update]
+        )
 
         // A second failure of the same version leaves it blocked for good.
         var record = try #require(snapshot.packages["app"])
@@ -171,7 +179,8 @@ struct LaunchTrialTests {
     func immediateTiming() async throws {
         let fixture = try EngineFixture(
             keepPreviousVersions: 0,
-            launch: LaunchPolicy(guarded: ["app"], timings: ["app": .immediate, "web": .nextLaunch]))
+            launch: LaunchPolicy(guarded: ["app"], timings: ["app": .immediate, "web": .nextLaunch])
+        )
         let app1 = try await fixture.publish("app", "1", ["main.js": "1"])
         let app2 = try await fixture.publish("app", "2", ["main.js": "2"])
         let web1 = try await fixture.publish("web", "1", ["index.html": "1"])

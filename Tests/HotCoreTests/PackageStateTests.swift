@@ -41,7 +41,10 @@ struct PackageStateTests {
         var recorder = EventRecorder(fixture.updater)
         _ = try await fixture.sync([try await fixture.publish("p", "2", ["a.png": "2"])])
         #expect(
-            await recorder.states(of: "p", through: .installed) == [.updateAvailable, .downloading, .verifying, .installed])
+            await recorder.states(of: "p", through: .installed) == [
+                .updateAvailable, .downloading, .verifying, .installed,
+            ]
+        )
     }
 
     @Test("a failure is published and stored with its error; verifying is reached only when the download was good")
@@ -65,7 +68,9 @@ struct PackageStateTests {
         #expect(record.lastError?.contains("q") == true)
     }
 
-    @Test("a missing file is recorded as fileMissing, a damaged one as digestMismatch, and repair brings installed back")
+    @Test(
+        "a missing file is recorded as fileMissing, a damaged one as digestMismatch, and repair brings installed back"
+    )
     func damageTransitions() async throws {
         let fixture = try EngineFixture()
         _ = try await fixture.sync([try await fixture.publish("p", "1", ["a.png": "alpha", "b.png": "beta"])])

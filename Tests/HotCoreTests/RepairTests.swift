@@ -17,7 +17,9 @@ struct RepairTests {
         #expect(await updater.isAvailable(resource: "Brand.ttf", in: "unknown") == false)
     }
 
-    @Test("at the next launch a missing file is found when used or checked, and the package is unavailable until it is restored from objects, offline")
+    @Test(
+        "at the next launch a missing file is found when used or checked, and the package is unavailable until it is restored from objects, offline"
+    )
     func launchCheckAndOfflineRepair() async throws {
         let fixture = try EngineFixture()
         let offered = try await fixture.publish("fonts", "1", ["Brand.ttf": "font", "x/y.otf": "o"])

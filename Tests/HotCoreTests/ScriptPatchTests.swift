@@ -34,7 +34,9 @@ struct ScriptPatchTests {
         try await fixture.publish(id, version, ["main.js": "console.log('\(id) \(version)')"])
     }
 
-    @Test("at launch every installed patch is activated in the list's order; a failing hook marks only that patch failed")
+    @Test(
+        "at launch every installed patch is activated in the list's order; a failing hook marks only that patch failed"
+    )
     func launchActivation() async throws {
         let fixture = try EngineFixture()
         let list = [
@@ -92,15 +94,20 @@ struct ScriptPatchTests {
         let fixture = try EngineFixture()
         _ = try await fixture.sync([try await fixture.publish("remote", "1", ["lib.js": "shared library"])])
         let folder = fixture.root.deletingLastPathComponent().appendingPathComponent("debug-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder.appendingPathComponent("lib"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: folder.appendingPathComponent("lib"),
+            withIntermediateDirectories: true
+        )
         try Data("console.log('debug')".utf8).write(to: folder.appendingPathComponent("main.js"))
         try Data("shared library".utf8).write(to: folder.appendingPathComponent("lib/lib.js"))
         defer { try? FileManager.default.removeItem(at: folder) }
 
         let installed = try await fixture.updater.installLocal(from: folder, id: "debug", version: "local-1")
         #expect(installed.version == "local-1")
-        #expect(try String(contentsOf: installed.directory.appendingPathComponent("lib/lib.js"), encoding: .utf8)
-            == "shared library")
+        #expect(
+            try String(contentsOf: installed.directory.appendingPathComponent("lib/lib.js"), encoding: .utf8)
+                == "shared library"
+        )
         #expect(fixture.objectNames().count == 2)  // lib.js is stored once for both packages
         #expect(await fixture.transport.receivedRequests.count == 1)  // only the remote package's
 
@@ -114,14 +121,18 @@ struct ScriptPatchTests {
         // Edited and reinstalled: a new version; the files are checked and repaired like any other.
         try Data("console.log('debug 2')".utf8).write(to: folder.appendingPathComponent("main.js"))
         let second = try await fixture.updater.installLocal(from: folder, id: "debug", version: "local-2")
-        #expect(try String(contentsOf: second.directory.appendingPathComponent("main.js"), encoding: .utf8)
-            == "console.log('debug 2')")
+        #expect(
+            try String(contentsOf: second.directory.appendingPathComponent("main.js"), encoding: .utf8)
+                == "console.log('debug 2')"
+        )
         try FileManager.default.removeItem(at: second.directory.appendingPathComponent("lib/lib.js"))
         #expect(try await fixture.updater.repair(packageID: "debug").restored == ["lib/lib.js"])
 
         // A symbolic link in the folder is refused, and the installed version stays.
         try FileManager.default.createSymbolicLink(
-            at: folder.appendingPathComponent("escape"), withDestinationURL: URL(fileURLWithPath: "/etc"))
+            at: folder.appendingPathComponent("escape"),
+            withDestinationURL: URL(fileURLWithPath: "/etc")
+        )
         await #expect(throws: HotUpdateError(.unsafeEntry, "")) {
             try await fixture.updater.installLocal(from: folder, id: "debug", version: "local-3")
         }

@@ -80,7 +80,9 @@ struct SingleFlightTests {
         #expect(await updater.isAvailable("filters"))
     }
 
-    @Test("cancelAll during a sync fails its downloads as cancelled, keeps what was installed, and a later sync succeeds")
+    @Test(
+        "cancelAll during a sync fails its downloads as cancelled, keeps what was installed, and a later sync succeeds"
+    )
     func cancelAllDuringSync() async throws {
         let fixture = try EngineFixture()
         let old = try await fixture.publish("images", "1", ["a.png": "one"])
@@ -101,8 +103,10 @@ struct SingleFlightTests {
         #expect(fixture.stagingIsEmpty())
         #expect(try await fixture.contents(of: "images", "a.png") == "one")
         // File lists and the name index (one per generation) follow the recorded states.
-        #expect(try fixture.tree().filter { !$0.key.hasPrefix("/filelists") && !$0.key.hasPrefix("/index") } .keys.sorted()
-            == before.filter { !$0.key.hasPrefix("/filelists") && !$0.key.hasPrefix("/index") }.keys.sorted())
+        #expect(
+            try fixture.tree().filter { !$0.key.hasPrefix("/filelists") && !$0.key.hasPrefix("/index") }.keys.sorted()
+                == before.filter { !$0.key.hasPrefix("/filelists") && !$0.key.hasPrefix("/index") }.keys.sorted()
+        )
         #expect(try await fixture.updater.state(of: "images") == .updateAvailable)
         #expect(try await fixture.updater.state(of: "fonts") == .new)
 

@@ -5,9 +5,9 @@ import Logging
 import Testing
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// Each test is one finding of the store review, written so that it fails on the engine
@@ -58,11 +58,13 @@ struct StoreFindingsTests {
     func twoVersionsInOneGroup() async throws {
         let gated = GatedStore()
         let fixture = try EngineFixture(keepPreviousVersions: 1, store: FakeMetadataStore())
-        let updater = Updater(configuration: {
-            var configuration = fixture.updater.configuration
-            configuration.store = gated
-            return configuration
-        }())
+        let updater = Updater(
+            configuration: {
+                var configuration = fixture.updater.configuration
+                configuration.store = gated
+                return configuration
+            }()
+        )
         func install(_ descriptor: PackageDescriptor) async throws -> InstalledPackage {
             try await updater.install(descriptor)
         }
@@ -97,7 +99,9 @@ struct StoreFindingsTests {
         }
     }
 
-    @Test("an older flight that finishes last does not replace a newer install, and equal bytes do not make v6 report 5")
+    @Test(
+        "an older flight that finishes last does not replace a newer install, and equal bytes do not make v6 report 5"
+    )
     func olderFlightFinishingLast() async throws {
         let fixture = try EngineFixture()
         let updater = fixture.updater
@@ -137,11 +141,13 @@ struct StoreFindingsTests {
     func commitLandedDespiteError() async throws {
         let store = LandsThenFailsStore(failWhen: { $0.packages["p"]?.active?.version == "2" })
         let fixture = try EngineFixture()
-        let updater = Updater(configuration: {
-            var configuration = fixture.updater.configuration
-            configuration.store = store
-            return configuration
-        }())
+        let updater = Updater(
+            configuration: {
+                var configuration = fixture.updater.configuration
+                configuration.store = store
+                return configuration
+            }()
+        )
         let v1 = try await fixture.publish("p", "1", ["a.png": "one"])
         _ = try await updater.apply(Manifest(packages: [v1]))
         let v2 = try await fixture.publish("p", "2", ["a.png": "two"])
@@ -180,8 +186,13 @@ struct StoreFindingsTests {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("absent-\(UUID().uuidString)")
         let updater = Updater(
             configuration: UpdaterConfiguration(
-                root: root, transport: FakeTransport(), unarchiver: FakeUnarchiver(), verifier: FakeVerifier(),
-                store: FakeMetadataStore()))
+                root: root,
+                transport: FakeTransport(),
+                unarchiver: FakeUnarchiver(),
+                verifier: FakeVerifier(),
+                store: FakeMetadataStore()
+            )
+        )
         #expect(try await updater.installedPackages().isEmpty)
         #expect(try await updater.verifyAll(recording: false).isEmpty)
         #expect(try await updater.state(of: "x") == nil)
@@ -252,7 +263,10 @@ actor LandsThenFailsStore: MetadataStore {
         try await inner.commit(snapshot)
         if failures == 0, failWhen(snapshot) {
             failures += 1
-            throw HotUpdateError(.fileSystem, "the new content is in place but its directory cannot be fsynced (injected)")
+            throw HotUpdateError(
+                .fileSystem,
+                "the new content is in place but its directory cannot be fsynced (injected)"
+            )
         }
     }
 }

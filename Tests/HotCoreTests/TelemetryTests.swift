@@ -65,7 +65,8 @@ struct TelemetryTests {
                 "rollback app 2 restored=1",
                 "block app 2 error=launchFailed",
                 "check - - error=transportFailed",
-            ])
+            ]
+        )
         #expect(reporter.events.filter(\.failed).map(\.kind) == [.check])
     }
 
@@ -76,8 +77,12 @@ struct TelemetryTests {
         var configuration = fixture.updater.configuration
         configuration.telemetry = reporter
         let missing = try PackageDescriptor(
-            id: "pack", version: "1", url: URL(string: "https://cdn.test/missing.zip")!, size: 10,
-            sha256: Digest(algorithm: .sha256, hex: String(repeating: "ab", count: 32)))
+            id: "pack",
+            version: "1",
+            url: URL(string: "https://cdn.test/missing.zip")!,
+            size: 10,
+            sha256: Digest(algorithm: .sha256, hex: String(repeating: "ab", count: 32))
+        )
         let report = try await Updater(configuration: configuration).apply(try Manifest(packages: [missing]))
         let code = try #require(report.failures.first?.error?.code)
         #expect(reporter.lines == ["download pack 1 error=\(code)"])

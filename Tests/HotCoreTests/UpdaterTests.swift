@@ -46,7 +46,9 @@ struct UpdaterTests {
         #expect(try await fixture.contents(of: "images", "a.png") == "2")
         var record = try #require(await fixture.store.snapshot.packages["images"])
         #expect(record.previous.map(\.version) == ["1"])
-        #expect(FileManager.default.fileExists(atPath: fixture.root.appendingPathComponent("packages/images/1/a.png").path))
+        #expect(
+            FileManager.default.fileExists(atPath: fixture.root.appendingPathComponent("packages/images/1/a.png").path)
+        )
 
         _ = try await fixture.sync([v3])
         record = try #require(await fixture.store.snapshot.packages["images"])
@@ -158,7 +160,8 @@ struct UpdaterTests {
                 let body = try FakeArchive.make(["a.png": "two"])
                 await fixture.transport.reply(
                     .truncated(body: body, deliver: 5, error: HotUpdateError(.truncated, "connection closed early")),
-                    at: offered.url)
+                    at: offered.url
+                )
             case .corruptArchive:
                 let garbage = Data("this is not an archive".utf8)
                 await fixture.transport.serve(garbage, at: offered.url)

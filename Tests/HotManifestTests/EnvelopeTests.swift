@@ -17,15 +17,18 @@ struct EnvelopeTests {
         #expect(try SignedEnvelope.parse(envelope.encoded()) == envelope)
     }
 
-    @Test("ambiguous or malformed envelopes are refused", arguments: [
-        #"{"signed": {"a": 1}, "signed": {"a": 2}, "signatures": []}"#,
-        #"{"signed": {"a": 1}, "signatures": []} {"#,
-        #"{"signed": "text", "signatures": []}"#,
-        #"{"signed": {"a": "unterminated}, "signatures": []}"#,
-        #"["signed"]"#,
-        #"{"signatures": []}"#,
-        #"{"signed": {"a": 1}, "signatures": [{"keyid": 1}]}"#,
-    ])
+    @Test(
+        "ambiguous or malformed envelopes are refused",
+        arguments: [
+            #"{"signed": {"a": 1}, "signed": {"a": 2}, "signatures": []}"#,
+            #"{"signed": {"a": 1}, "signatures": []} {"#,
+            #"{"signed": "text", "signatures": []}"#,
+            #"{"signed": {"a": "unterminated}, "signatures": []}"#,
+            #"["signed"]"#,
+            #"{"signatures": []}"#,
+            #"{"signed": {"a": 1}, "signatures": [{"keyid": 1}]}"#,
+        ]
+    )
     func refused(document: String) {
         #expect(throws: HotUpdateError(.manifestInvalid, "")) { try SignedEnvelope.parse(Data(document.utf8)) }
     }
@@ -42,7 +45,9 @@ struct EnvelopeTests {
     func bodyRoundTrip() throws {
         var body = SignedManifestBody(version: 3, expires: Date(timeIntervalSince1970: 1_800_000_000), channel: "beta")
         body.editPackage("app") {
-            $0.versions = [.init(version: "1", url: "packages/app-1-abc.zip", size: 10, sha256: String(repeating: "a", count: 64))]
+            $0.versions = [
+                .init(version: "1", url: "packages/app-1-abc.zip", size: 10, sha256: String(repeating: "a", count: 64))
+            ]
             $0.releases = ["1"]
             $0.rollout = 10
         }

@@ -19,9 +19,11 @@ struct ManifestTests {
             ]}
             """
         let manifest = try ManifestDocument.decode(Data(json.utf8)).manifest(relativeTo: base)
-        #expect(manifest.packages.map(\.url.absoluteString) == [
-            "https://cdn.test/app/packages/images-3.zip", "https://other.test/f.zip",
-        ])
+        #expect(
+            manifest.packages.map(\.url.absoluteString) == [
+                "https://cdn.test/app/packages/images-3.zip", "https://other.test/f.zip",
+            ]
+        )
         #expect(manifest.packages[1].sha256?.hex == String(repeating: "cd", count: 32))
         #expect(manifest.packages[1].md5 != nil)
         #expect(manifest.isComplete)
@@ -37,7 +39,8 @@ struct ManifestTests {
             #"{"schema": 1, "packages": [{"id": "x", "version": "1", "url": "a.zip", "size": 1, "sha256": "abc"}]}"#,
             #"{"schema": 1, "packages": [{"id": "x", "version": "1", "url": "a.zip", "size": -1, "sha256": "\#(String(repeating: "ab", count: 32))"}]}"#,
             #"{"schema": 1, "packages": [{"id": "x", "version": "1", "url": "a.zip", "size": 1, "sha256": "\#(String(repeating: "ab", count: 32))"}, {"id": "x", "version": "2", "url": "b.zip", "size": 1, "sha256": "\#(String(repeating: "ab", count: 32))"}]}"#,
-        ])
+        ]
+    )
     func nativeInvalid(json: String) throws {
         #expect(throws: HotUpdateError(.manifestInvalid, "")) {
             try ManifestDocument.decode(Data(json.utf8)).manifest(relativeTo: base)
@@ -59,7 +62,10 @@ struct ManifestTests {
     func patchInfo() throws {
         let md5 = "e963ed645c50a004697530fa596f180b"
         let manifest = try PatchInfoManifestSource.manifest(
-            from: Data(#"{"url": "patch_04.zip", "md5": "\#(md5)"}"#.utf8), relativeTo: base, packageID: "patch")
+            from: Data(#"{"url": "patch_04.zip", "md5": "\#(md5)"}"#.utf8),
+            relativeTo: base,
+            packageID: "patch"
+        )
         let package = try #require(manifest.packages.first)
         #expect(package.id == "patch")
         #expect(package.version == md5)
@@ -75,7 +81,10 @@ struct ManifestTests {
         #expect(manifest.isComplete)
     }
 
-    @Test("patch info without a valid md5 is refused", arguments: [#"{"url": "p.zip"}"#, #"{"url": "p.zip", "md5": "zz"}"#, "[]"])
+    @Test(
+        "patch info without a valid md5 is refused",
+        arguments: [#"{"url": "p.zip"}"#, #"{"url": "p.zip", "md5": "zz"}"#, "[]"]
+    )
     func patchInfoInvalid(json: String) throws {
         #expect(throws: HotUpdateError(.manifestInvalid, "")) {
             try PatchInfoManifestSource.manifest(from: Data(json.utf8), relativeTo: base, packageID: "patch")
@@ -86,7 +95,8 @@ struct ManifestTests {
     func sourcesUseTransport() async throws {
         let transport = FakeTransport()
         let sha = String(repeating: "ab", count: 32)
-        let json = #"{"schema": 1, "packages": [{"id": "x", "version": "1", "url": "x.zip", "size": 1, "sha256": "\#(sha)"}]}"#
+        let json =
+            #"{"schema": 1, "packages": [{"id": "x", "version": "1", "url": "x.zip", "size": 1, "sha256": "\#(sha)"}]}"#
         await transport.serve(Data(json.utf8), at: base)
         let manifest = try await StaticManifestSource(url: base, transport: transport).fetchManifest()
         #expect(manifest.packages.first?.url.absoluteString == "https://cdn.test/app/x.zip")

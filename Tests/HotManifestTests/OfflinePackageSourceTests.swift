@@ -11,7 +11,10 @@ struct OfflinePackageSourceTests {
     let md5A = String(repeating: "ab", count: 16)
     let md5B = String(repeating: "cd", count: 16)
 
-    func source(_ transport: FakeTransport, installed: [OfflinePackageManifestSource.InstalledModule] = [])
+    func source(
+        _ transport: FakeTransport,
+        installed: [OfflinePackageManifestSource.InstalledModule] = []
+    )
         -> OfflinePackageManifestSource
     {
         OfflinePackageManifestSource(url: checkURL, transport: transport, app: app, installedModules: { installed })
@@ -60,7 +63,15 @@ struct OfflinePackageSourceTests {
     func fromSnapshot() {
         let date = Date(timeIntervalSince1970: 0)
         func version(_ v: String) -> InstalledVersion {
-            InstalledVersion(version: v, path: "packages/x/\(v)", archiveSize: 1, sha256: nil, md5: nil, sourceURL: "", installedAt: date)
+            InstalledVersion(
+                version: v,
+                path: "packages/x/\(v)",
+                archiveSize: 1,
+                sha256: nil,
+                md5: nil,
+                sourceURL: "",
+                installedAt: date
+            )
         }
         let snapshot = StoreSnapshot(packages: [
             "10020": InstallRecord(id: "10020", state: .disabled, active: version("1.0.2")),
@@ -72,10 +83,12 @@ struct OfflinePackageSourceTests {
         #expect(all.map(\.moduleId) == ["10010", "10020", "fonts"])
         #expect(all.map(\.isActive) == [true, false, true])
         let modules = OfflinePackageManifestSource.installedModules(in: snapshot, only: ["10010", "10020"])
-        #expect(modules == [
-            .init(moduleId: "10010", moduleVer: "1.0.4", isActive: true),
-            .init(moduleId: "10020", moduleVer: "1.0.2", isActive: false),
-        ])
+        #expect(
+            modules == [
+                .init(moduleId: "10010", moduleVer: "1.0.4", isActive: true),
+                .init(moduleId: "10020", moduleVer: "1.0.2", isActive: false),
+            ]
+        )
     }
 
     @Test("full, patch and inactive modules: inactive ones download nothing")
@@ -93,9 +106,11 @@ struct OfflinePackageSourceTests {
         let check = try OfflinePackageManifestSource.parseAnswer(Data(json.utf8), relativeTo: checkURL)
         #expect(!check.manifest.isComplete)
         #expect(check.manifest.packages.map(\.id) == ["10010", "10020"])
-        #expect(check.manifest.packages.map(\.url.absoluteString) == [
-            "https://cdn.test/aa.zip", "https://h5.test/offline/pkg/bb.zip",
-        ])
+        #expect(
+            check.manifest.packages.map(\.url.absoluteString) == [
+                "https://cdn.test/aa.zip", "https://h5.test/offline/pkg/bb.zip",
+            ]
+        )
         #expect(check.manifest.packages.map(\.version) == [md5A, "1.0.3"])
         #expect(check.manifest.packages.map { $0.md5?.hex } == [md5A, md5B])
         #expect(check.modules.map(\.requestedMode) == [.full, .patch, .full])
@@ -105,7 +120,10 @@ struct OfflinePackageSourceTests {
         #expect(check.inactiveModuleIDs == ["10030"])
     }
 
-    @Test("an answer that is not a list of modules is refused with manifestInvalid", arguments: ["not json", #"{"data": []}"#])
+    @Test(
+        "an answer that is not a list of modules is refused with manifestInvalid",
+        arguments: ["not json", #"{"data": []}"#]
+    )
     func malformed(json: String) {
         let error = #expect(throws: HotUpdateError.self) {
             try OfflinePackageManifestSource.parseAnswer(Data(json.utf8), relativeTo: checkURL)
@@ -125,15 +143,21 @@ struct OfflinePackageSourceTests {
             #"{"moduleId": "m", "packageUrl": "a.zip", "packageMD5": "\#(String(repeating: "ab", count: 16))", "isActive": "maybe"}"#,
             #"{"moduleId": "m", "mode": 2, "patchUrl": "p.bin", "patchMD5": "\#(String(repeating: "ab", count: 16))"}"#,
             #"{"moduleId": "ok", "packageUrl": "b.zip", "packageMD5": "\#(String(repeating: "ab", count: 16))"}"#,
-        ])
+        ]
+    )
     func malformedModule(module: String) throws {
-        let json = #"{"resultData": [\#(module), GOOD]}"#.replacingOccurrences(of: "GOOD", with: #"{"moduleId": "ok", "packageUrl": "ok.zip", "packageMD5": "\#(String(repeating: "cd", count: 16))"}"#)
+        let json = #"{"resultData": [\#(module), GOOD]}"#.replacingOccurrences(
+            of: "GOOD",
+            with: #"{"moduleId": "ok", "packageUrl": "ok.zip", "packageMD5": "\#(String(repeating: "cd", count: 16))"}"#
+        )
         let check = try OfflinePackageManifestSource.parseAnswer(Data(json.utf8), relativeTo: checkURL)
         #expect(check.manifest.packages.map(\.id) == ["ok"])
         #expect(check.refused.map(\.code) == [.manifestInvalid])
     }
 
-    @Test("patch mode lists the patch as a delta from the reported version; a bad patchMD5 of an inactive module refuses nothing")
+    @Test(
+        "patch mode lists the patch as a delta from the reported version; a bad patchMD5 of an inactive module refuses nothing"
+    )
     func patchMode() throws {
         let json = """
             {"resultData": [
@@ -151,7 +175,11 @@ struct OfflinePackageSourceTests {
             OfflinePackageManifestSource.InstalledModule(moduleId: "home", moduleVer: "1", isActive: true),
             OfflinePackageManifestSource.InstalledModule(moduleId: "broken", moduleVer: "2", isActive: true),
         ]
-        let check = try OfflinePackageManifestSource.parseAnswer(Data(json.utf8), relativeTo: checkURL, installed: installed)
+        let check = try OfflinePackageManifestSource.parseAnswer(
+            Data(json.utf8),
+            relativeTo: checkURL,
+            installed: installed
+        )
         #expect(check.refused.isEmpty)
         #expect(check.manifest.packages.map(\.id) == ["home", "fresh", "broken"])
         let home = try #require(check.manifest.packages.first)

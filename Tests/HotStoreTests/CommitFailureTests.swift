@@ -6,7 +6,9 @@ import Testing
 /// Whether a 0o500 directory really refuses new files here (it does not for root, or
 /// with CAP_DAC_OVERRIDE): probed, not guessed from the user id.
 func readOnlyDirectoriesBlockWrites() -> Bool {
-    let probe = FileManager.default.temporaryDirectory.appendingPathComponent("HotStoreTests-probe-\(UUID().uuidString)")
+    let probe = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "HotStoreTests-probe-\(UUID().uuidString)"
+    )
     guard (try? FileManager.default.createDirectory(at: probe, withIntermediateDirectories: false)) != nil else {
         return false
     }
@@ -27,7 +29,8 @@ struct CommitFailureTests {
     @Test(
         "A read-only store root: .fileSystem, old content intact, no temporary file",
         .enabled(if: readOnlyDirectoriesBlockWrites(), "permissions do not block writes for this user"),
-        arguments: StoreKind.allCases)
+        arguments: StoreKind.allCases
+    )
     func readOnlyRoot(kind: StoreKind) async throws {
         try await withTemporaryDirectory { parent in
             let root = parent.appendingPathComponent("store")
@@ -46,7 +49,10 @@ struct CommitFailureTests {
         }
     }
 
-    @Test("The target path is a directory: .fileSystem, directory untouched, no temporary file", arguments: StoreKind.allCases)
+    @Test(
+        "The target path is a directory: .fileSystem, directory untouched, no temporary file",
+        arguments: StoreKind.allCases
+    )
     func targetIsDirectory(kind: StoreKind) async throws {
         try await withTemporaryDirectory { root in
             let file = root.appendingPathComponent(kind.defaultFileName)

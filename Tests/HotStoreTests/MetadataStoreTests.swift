@@ -81,7 +81,10 @@ struct MetadataStoreTests {
         }
     }
 
-    @Test("A snapshot breaking the store's rules is corrupt on load and refused on commit", arguments: StoreKind.allCases)
+    @Test(
+        "A snapshot breaking the store's rules is corrupt on load and refused on commit",
+        arguments: StoreKind.allCases
+    )
     func rules(kind: StoreKind) async throws {
         try await withTemporaryDirectory { root in
             let file = root.appendingPathComponent(kind.defaultFileName)
@@ -99,7 +102,9 @@ struct MetadataStoreTests {
             var oldSchema = richSnapshot()
             oldSchema.schema = 0
             for snapshot in [absolute, escaping, misfiled, badID, oldSchema] {
-                await #expect(throws: HotUpdateError(.invalidArgument, "")) { try await kind.make(root: root).commit(snapshot) }
+                await #expect(throws: HotUpdateError(.invalidArgument, "")) {
+                    try await kind.make(root: root).commit(snapshot)
+                }
             }
             #expect(try Data(contentsOf: file) == before)
 
@@ -207,7 +212,10 @@ struct MetadataStoreTests {
             #expect(generation.lowerBound < packages.lowerBound && packages.lowerBound < schema.lowerBound)
             #expect(try await store.load() == snapshot)
             // python3 agrees it is JSON.
-            let checked = try await run(["python3", "-c", "import json,sys; print(json.load(open(sys.argv[1]))['generation'])", store.fileURL.path])
+            let checked = try await run([
+                "python3", "-c", "import json,sys; print(json.load(open(sys.argv[1]))['generation'])",
+                store.fileURL.path,
+            ])
             #expect(checked == "7\n")
         }
     }
@@ -223,7 +231,8 @@ struct MetadataStoreTests {
             let bytes = try Data(contentsOf: store.fileURL)
             #expect(bytes.starts(with: Data("bplist00".utf8)))
             let checked = try await run([
-                "python3", "-c", "import plistlib,sys; d=plistlib.load(open(sys.argv[1],'rb')); print(d['generation'], sorted(d['packages']))",
+                "python3", "-c",
+                "import plistlib,sys; d=plistlib.load(open(sys.argv[1],'rb')); print(d['generation'], sorted(d['packages']))",
                 store.fileURL.path,
             ])
             #expect(checked == "7 ['fonts', 'future', 'h5-home', 'images']\n")

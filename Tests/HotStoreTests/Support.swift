@@ -1,7 +1,7 @@
 import Foundation
-import HotTesting
 import HotCore
 import HotStore
+import HotTesting
 
 /// A fresh directory for one test, removed when the test ends.
 func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
@@ -31,7 +31,10 @@ enum StoreKind: String, CaseIterable, CustomStringConvertible, Sendable {
             PropertyListMetadataStore(root: root, fileName: fileName ?? PropertyListMetadataStore.defaultFileName)
         case .xmlPropertyList:
             PropertyListMetadataStore(
-                root: root, fileName: fileName ?? PropertyListMetadataStore.defaultFileName, encoding: .xml)
+                root: root,
+                fileName: fileName ?? PropertyListMetadataStore.defaultFileName,
+                encoding: .xml
+            )
         }
     }
 }
@@ -52,22 +55,34 @@ func listing(_ directory: URL) throws -> [String] {
 func richSnapshot(generation: Int = 7) -> StoreSnapshot {
     func version(_ id: String, _ number: String, at seconds: TimeInterval) -> InstalledVersion {
         InstalledVersion(
-            version: number, path: "packages/\(id)/\(number)", archiveSize: 1_234_567 + Int64(seconds) % 1000,
-            sha256: String(repeating: "ab", count: 32), md5: number == "1" ? nil : String(repeating: "0f", count: 16),
+            version: number,
+            path: "packages/\(id)/\(number)",
+            archiveSize: 1_234_567 + Int64(seconds) % 1000,
+            sha256: String(repeating: "ab", count: 32),
+            md5: number == "1" ? nil : String(repeating: "0f", count: 16),
             sourceURL: "https://cdn.example.com/\(id)-\(number).zip?sig=a%2Fb&x=1",
-            installedAt: Date(timeIntervalSince1970: seconds))
+            installedAt: Date(timeIntervalSince1970: seconds)
+        )
     }
     return StoreSnapshot(
         generation: generation,
         packages: [
             "images": InstallRecord(
-                id: "images", state: .installed, active: version("images", "3", at: 1_700_000_300),
-                previous: [version("images", "2", at: 1_700_000_200), version("images", "1", at: 1_700_000_100)]),
+                id: "images",
+                state: .installed,
+                active: version("images", "3", at: 1_700_000_300),
+                previous: [version("images", "2", at: 1_700_000_200), version("images", "1", at: 1_700_000_100)]
+            ),
             "h5-home": InstallRecord(
-                id: "h5-home", state: .failed, active: version("h5-home", "1.0.2+build~7", at: 1_600_000_000),
-                previous: [], lastError: "下载失败：摘要不匹配 — digest mismatch 🚫 \"quoted\" \\ <tag> &amp;"),
+                id: "h5-home",
+                state: .failed,
+                active: version("h5-home", "1.0.2+build~7", at: 1_600_000_000),
+                previous: [],
+                lastError: "下载失败：摘要不匹配 — digest mismatch 🚫 \"quoted\" \\ <tag> &amp;"
+            ),
             "fonts": InstallRecord(id: "fonts", state: .disabled, active: nil),
             "future": InstallRecord(id: "future", state: PackageState(rawValue: "someLaterState"), active: nil),
         ],
-        highestManifestVersion: 42)
+        highestManifestVersion: 42
+    )
 }

@@ -11,7 +11,9 @@ struct FileTransportTests {
         defer { scratch.remove() }
         let content = try scratch.randomFile("package.zip", count: 1_000_000)
         let transport = FileTransport(chunkSize: 256 << 10)
-        let response = try await transport.fetch(TransportRequest(url: scratch.url.appendingPathComponent("package.zip")))
+        let response = try await transport.fetch(
+            TransportRequest(url: scratch.url.appendingPathComponent("package.zip"))
+        )
         #expect(response.statusCode == 200)
         #expect(response.expectedContentLength == 1_000_000)
         #expect(response.headers["content-length"] == "1000000")
@@ -33,18 +35,26 @@ struct FileTransportTests {
         let url = scratch.url.appendingPathComponent("file.bin")
         let transport = FileTransport()
 
-        let (tail, tailBytes) = try await fetchAll(transport, TransportRequest(url: url, range: TransportRequest.ByteRange(start: 7_000)))
+        let (tail, tailBytes) = try await fetchAll(
+            transport,
+            TransportRequest(url: url, range: TransportRequest.ByteRange(start: 7_000))
+        )
         #expect(tail.statusCode == 206)
         #expect(tail.headers["content-range"] == "bytes 7000-9999/10000")
         #expect(tailBytes == content.subdata(in: 7_000..<10_000))
 
         let (middle, middleBytes) = try await fetchAll(
-            transport, TransportRequest(url: url, range: TransportRequest.ByteRange(start: 10, end: 19)))
+            transport,
+            TransportRequest(url: url, range: TransportRequest.ByteRange(start: 10, end: 19))
+        )
         #expect(middle.statusCode == 206)
         #expect(middle.expectedContentLength == 10)
         #expect(middleBytes == content.subdata(in: 10..<20))
 
-        let (past, pastBytes) = try await fetchAll(transport, TransportRequest(url: url, range: TransportRequest.ByteRange(start: 10_000)))
+        let (past, pastBytes) = try await fetchAll(
+            transport,
+            TransportRequest(url: url, range: TransportRequest.ByteRange(start: 10_000))
+        )
         #expect(past.statusCode == 416)
         #expect(past.headers["content-range"] == "bytes */10000")
         #expect(pastBytes.isEmpty)
@@ -74,7 +84,10 @@ struct FileTransportTests {
         let (_, exact) = try await fetchAll(FileTransport(), TransportRequest(url: url, maxBytes: 5000))
         #expect(exact.count == 5000)
         // The limit applies to the bytes sent: a range within it passes.
-        let (_, part) = try await fetchAll(FileTransport(), TransportRequest(url: url, range: TransportRequest.ByteRange(start: 4000), maxBytes: 1000))
+        let (_, part) = try await fetchAll(
+            FileTransport(),
+            TransportRequest(url: url, range: TransportRequest.ByteRange(start: 4000), maxBytes: 1000)
+        )
         #expect(part.count == 1000)
     }
 
@@ -96,7 +109,9 @@ struct FileTransportTests {
         try scratch.randomFile("secret.txt", count: 10)
         let transport = FileTransport(bundleRoot: scratch.url.appendingPathComponent("Bundle"))
         let (response, data) = try await fetchAll(
-            transport, TransportRequest(url: try #require(URL(string: "bundle:///packages/ui.zip"))))
+            transport,
+            TransportRequest(url: try #require(URL(string: "bundle:///packages/ui.zip")))
+        )
         #expect(response.statusCode == 200)
         #expect(data == content)
         let escape = try #require(URL(string: "bundle:///../secret.txt"))
@@ -112,7 +127,8 @@ struct FileTransportTests {
         defer { scratch.remove() }
         try scratch.randomFile("big.bin", count: 4 << 20)
         let response = try await FileTransport(chunkSize: 4096).fetch(
-            TransportRequest(url: scratch.url.appendingPathComponent("big.bin")))
+            TransportRequest(url: scratch.url.appendingPathComponent("big.bin"))
+        )
         var iterator = response.body.makeAsyncIterator()
         #expect(try await iterator.next()?.count == 4096)
         response.body.cancel()

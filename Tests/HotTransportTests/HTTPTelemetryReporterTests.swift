@@ -53,10 +53,12 @@ struct CollectorServer {
                     """
                     location = /collect { client_body_in_file_only on; client_body_buffer_size 1m; \
                     client_body_temp_path "\(bodies.path)"; proxy_pass http://127.0.0.1:$server_port/accepted; }
-                    """),
+                    """
+                ),
                 .status(204, at: "/accepted"),
                 .status(500, at: "/broken"),
-            ]))
+            ])
+        )
         return CollectorServer(nginx: nginx, bodies: bodies, root: root)
     }
 
@@ -100,8 +102,12 @@ struct HTTPTelemetryReporterTests {
         let server = try await CollectorServer.start()
         let gate = SleepGate()
         let reporter = HTTPTelemetryReporter(
-            url: server.collectURL, transport: CurlTransport(), clientID: "0f7c2a5e-1b1d-4c59-9b7a-3c3b1f9c2d10",
-            options: .init(maxBatchEvents: 3), sleep: { await gate.sleep($0) })
+            url: server.collectURL,
+            transport: CurlTransport(),
+            clientID: "0f7c2a5e-1b1d-4c59-9b7a-3c3b1f9c2d10",
+            options: .init(maxBatchEvents: 3),
+            sleep: { await gate.sleep($0) }
+        )
 
         for index in 0..<2 { reporter.record(event(index)) }
         #expect(await eventually { await gate.waiting == 1 })
@@ -144,7 +150,10 @@ struct HTTPTelemetryReporterTests {
     func burstIsOneRequest() async throws {
         let server = try await CollectorServer.start()
         let reporter = HTTPTelemetryReporter(
-            url: server.collectURL, transport: URLSessionTransport(), clientID: UUID().uuidString.lowercased())
+            url: server.collectURL,
+            transport: URLSessionTransport(),
+            clientID: UUID().uuidString.lowercased()
+        )
         for index in 0..<50 { reporter.record(event(index)) }
         #expect(await eventually { reporter.statistics.batchesSent == 1 })
         #expect(try server.batches().map(\.events.count) == [50])
@@ -156,8 +165,12 @@ struct HTTPTelemetryReporterTests {
         let server = try await CollectorServer.start()
         let gate = SleepGate()
         let reporter = HTTPTelemetryReporter(
-            url: server.collectURL, transport: CurlTransport(), clientID: UUID().uuidString.lowercased(),
-            options: .init(maxQueuedEvents: 4), sleep: { await gate.sleep($0) })
+            url: server.collectURL,
+            transport: CurlTransport(),
+            clientID: UUID().uuidString.lowercased(),
+            options: .init(maxQueuedEvents: 4),
+            sleep: { await gate.sleep($0) }
+        )
         for index in 0..<10 { reporter.record(event(index)) }
         #expect(reporter.statistics.queued == 4)
         #expect(reporter.statistics.droppedFromQueue == 6)
@@ -173,8 +186,11 @@ struct HTTPTelemetryReporterTests {
         let server = try await CollectorServer.start()
         let gate = SleepGate()
         let reporter = HTTPTelemetryReporter(
-            url: server.brokenURL, transport: CurlTransport(), clientID: UUID().uuidString.lowercased(),
-            sleep: { await gate.sleep($0) })
+            url: server.brokenURL,
+            transport: CurlTransport(),
+            clientID: UUID().uuidString.lowercased(),
+            sleep: { await gate.sleep($0) }
+        )
         for index in 0..<3 { reporter.record(event(index)) }
         #expect(await eventually { await gate.waiting == 1 })
         await gate.release()
@@ -198,8 +214,11 @@ struct HTTPTelemetryReporterTests {
 
         // A collector nobody listens on costs one attempt per batch as well.
         let gone = HTTPTelemetryReporter(
-            url: URL(string: "http://127.0.0.1:9/collect")!, transport: CurlTransport(),
-            clientID: UUID().uuidString.lowercased(), sleep: { await gate.sleep($0) })
+            url: URL(string: "http://127.0.0.1:9/collect")!,
+            transport: CurlTransport(),
+            clientID: UUID().uuidString.lowercased(),
+            sleep: { await gate.sleep($0) }
+        )
         gone.record(event(0))
         #expect(await eventually { await gate.waiting == 1 })
         await gate.release()

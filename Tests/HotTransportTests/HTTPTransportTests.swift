@@ -40,14 +40,17 @@ struct HTTPTransportTests {
         try await withNginx(root: scratch.url, locations: [.status(410, at: "/gone.zip")]) { server in
             let transport = kind.make()
             let missing = try await transport.fetch(
-                TransportRequest(url: server.baseURL.appendingPathComponent("missing.zip")))
+                TransportRequest(url: server.baseURL.appendingPathComponent("missing.zip"))
+            )
             #expect(missing.statusCode == 404)
             #expect(!missing.isSuccess)
             let error = await hotError { try missing.requireSuccess() }
             #expect(error?.code == .httpStatus)
             #expect(error?.message.contains("404") == true)
 
-            let gone = try await transport.fetch(TransportRequest(url: server.baseURL.appendingPathComponent("gone.zip")))
+            let gone = try await transport.fetch(
+                TransportRequest(url: server.baseURL.appendingPathComponent("gone.zip"))
+            )
             #expect(gone.statusCode == 410)
         }
     }
@@ -61,14 +64,18 @@ struct HTTPTransportTests {
             let url = server.baseURL.appendingPathComponent("file.bin")
             let transport = kind.make()
             let start = 1_234_567
-            let tail = try await transport.fetch(TransportRequest(url: url, range: TransportRequest.ByteRange(start: Int64(start))))
+            let tail = try await transport.fetch(
+                TransportRequest(url: url, range: TransportRequest.ByteRange(start: Int64(start)))
+            )
             #expect(tail.statusCode == 206)
             #expect(tail.headers["content-range"] == "bytes \(start)-\(content.count - 1)/\(content.count)")
             #expect(tail.expectedContentLength == Int64(content.count - start))
             let (bytes, _) = try await drain(tail.body, comparingTo: content.subdata(in: start..<content.count))
             #expect(bytes == content.count - start)
 
-            let middle = try await transport.fetch(TransportRequest(url: url, range: TransportRequest.ByteRange(start: 100, end: 199)))
+            let middle = try await transport.fetch(
+                TransportRequest(url: url, range: TransportRequest.ByteRange(start: 100, end: 199))
+            )
             #expect(middle.statusCode == 206)
             let (middleBytes, _) = try await drain(middle.body, comparingTo: content.subdata(in: 100..<200))
             #expect(middleBytes == 100)
@@ -88,7 +95,8 @@ struct HTTPTransportTests {
         try await withNginx(root: scratch.url, locations: locations) { server in
             let transport = kind.make()
             let response = try await transport.fetch(
-                TransportRequest(url: server.baseURL.appendingPathComponent("old.bin")))
+                TransportRequest(url: server.baseURL.appendingPathComponent("old.bin"))
+            )
             #expect(response.statusCode == 200)
             #expect(response.url.path == "/new.bin")
             #expect(response.headers["location"] == nil)
@@ -118,7 +126,13 @@ struct HTTPTransportTests {
 
             let (post, _) = try await fetchAll(
                 transport,
-                TransportRequest(url: url, method: "POST", headers: ["Content-Type": "application/json"], body: Data("{}".utf8)))
+                TransportRequest(
+                    url: url,
+                    method: "POST",
+                    headers: ["Content-Type": "application/json"],
+                    body: Data("{}".utf8)
+                )
+            )
             #expect(post.statusCode == 405)
             let methods = await server.waitForRequests(path: "/file.bin", count: 2).map(\.method)
             #expect(methods == ["HEAD", "POST"])
@@ -199,7 +213,8 @@ struct HTTPTransportTests {
         let scratch = try Scratch()
         defer { scratch.remove() }
         try scratch.randomFile("slow/file.bin", count: 1 << 20)
-        try await withNginx(root: scratch.url, locations: [.rateLimited(prefix: "/slow/", bytesPerSecond: 200)]) { server in
+        try await withNginx(root: scratch.url, locations: [.rateLimited(prefix: "/slow/", bytesPerSecond: 200)]) {
+            server in
             let url = server.baseURL.appendingPathComponent("slow/file.bin")
             var delivered = 0
             let error = await hotError {
@@ -280,7 +295,8 @@ struct HTTPTransportTests {
 
     @Test(
         "a consumer that stops reading holds the server back, and the stream stays in order",
-        arguments: HTTPTransportKind.allCases.filter(\.holdsTransfersBack))
+        arguments: HTTPTransportKind.allCases.filter(\.holdsTransfersBack)
+    )
     func backpressure(kind: HTTPTransportKind) async throws {
         try await withRawServer(.endless(bytesPerSecond: endlessRate)) { server in
             let response = try await kind.make().fetch(TransportRequest(url: server.url, maxBytes: endlessLimit))

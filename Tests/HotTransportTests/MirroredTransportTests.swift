@@ -13,9 +13,11 @@ struct MirroredTransportTests {
         let origin = try #require(URL(string: "https://origin.example.com/a/repo/"))
         let transport = MirroredTransport(mirrors: [cdn, origin], transport: CurlTransport())
         let file = try #require(URL(string: "https://cdn.example.com/repo/packages/x.zip"))
-        #expect(transport.candidates(for: file).map(\.absoluteString) == [
-            "https://cdn.example.com/repo/packages/x.zip", "https://origin.example.com/a/repo/packages/x.zip",
-        ])
+        #expect(
+            transport.candidates(for: file).map(\.absoluteString) == [
+                "https://cdn.example.com/repo/packages/x.zip", "https://origin.example.com/a/repo/packages/x.zip",
+            ]
+        )
         let fromOrigin = try #require(URL(string: "https://origin.example.com/a/repo/manifest.json"))
         #expect(transport.candidates(for: fromOrigin).first == fromOrigin)
         let elsewhere = try #require(URL(string: "https://other.example.com/repo/x.zip"))
@@ -26,20 +28,30 @@ struct MirroredTransportTests {
     func fallsBack() async throws {
         let scratch = try Scratch()
         let payload = Data((0..<50_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
-        try FileManager.default.createDirectory(at: scratch.url.appendingPathComponent("packages"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: scratch.url.appendingPathComponent("packages"),
+            withIntermediateDirectories: true
+        )
         try payload.write(to: scratch.url.appendingPathComponent("packages/p.bin"))
         let stopped = try await NginxServer.start(root: scratch.url)
         await stopped.stop()
         let missing = try await NginxServer.start(
-            root: scratch.url, options: .init(locations: [.status(404, at: "/packages/p.bin")]))
+            root: scratch.url,
+            options: .init(locations: [.status(404, at: "/packages/p.bin")])
+        )
         let failing = try await NginxServer.start(
-            root: scratch.url, options: .init(locations: [.status(500, at: "/packages/p.bin")]))
+            root: scratch.url,
+            options: .init(locations: [.status(500, at: "/packages/p.bin")])
+        )
         let serving = try await NginxServer.start(root: scratch.url)
         let transport = MirroredTransport(
-            mirrors: [stopped.baseURL, missing.baseURL, failing.baseURL, serving.baseURL], transport: CurlTransport())
+            mirrors: [stopped.baseURL, missing.baseURL, failing.baseURL, serving.baseURL],
+            transport: CurlTransport()
+        )
 
         let response = try await transport.fetch(
-            TransportRequest(url: stopped.baseURL.appendingPathComponent("packages/p.bin")))
+            TransportRequest(url: stopped.baseURL.appendingPathComponent("packages/p.bin"))
+        )
         #expect(try await response.collect(limit: 1 << 20) == payload)
         #expect(missing.requestCount(for: "/packages/p.bin") == 1)
         _ = await failing.waitForRequests(path: "/packages/p.bin", count: 1)

@@ -49,7 +49,9 @@ struct Scratch {
         let data = try randomBytes(count)
         let file = url.appendingPathComponent(name)
         try FileManager.default.createDirectory(
-            at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            at: file.deletingLastPathComponent(),
+            withIntermediateDirectories: true
+        )
         try data.write(to: file)
         return data
     }
@@ -69,7 +71,8 @@ func randomBytes(_ count: Int) throws -> Data {
 
 /// Runs `body` against a real nginx serving `root`, and stops nginx afterwards.
 func withNginx<T>(
-    root: URL, locations: [NginxServer.Location] = [],
+    root: URL,
+    locations: [NginxServer.Location] = [],
     _ body: (NginxServer) async throws -> T
 ) async throws -> T {
     let server: NginxServer
@@ -91,7 +94,8 @@ func withNginx<T>(
 
 /// Runs `body` against a misbehaving server, and stops it afterwards.
 func withRawServer<T>(
-    _ behavior: RawHTTPServer.Behavior, _ body: (RawHTTPServer) async throws -> T
+    _ behavior: RawHTTPServer.Behavior,
+    _ body: (RawHTTPServer) async throws -> T
 ) async throws -> T {
     let server = try RawHTTPServer.start(behavior)
     defer { server.stop() }
@@ -141,7 +145,11 @@ func fetchAll(_ transport: any Transport, _ request: TransportRequest) async thr
 
 /// Short timeouts for the stall scenarios: one-second windows.
 let stallTimeouts = TransportRequest.Timeouts(
-    connect: .seconds(5), lowSpeedWindow: .seconds(1), lowSpeedBytesPerSecond: 1000, total: .seconds(60))
+    connect: .seconds(5),
+    lowSpeedWindow: .seconds(1),
+    lowSpeedBytesPerSecond: 1000,
+    total: .seconds(60)
+)
 
 /// How fast the endless server sends: fast enough for every scenario, slow enough that a
 /// transport that reads ahead regardless of its consumer (FoundationNetworking) does not

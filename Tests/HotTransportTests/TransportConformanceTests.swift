@@ -15,12 +15,12 @@ import Testing
     }
 
     #if canImport(CHotCurl)
-        static let curl = TransportConformance(serve: TransportConformance.nginx) { CurlTransport() }
+    static let curl = TransportConformance(serve: TransportConformance.nginx) { CurlTransport() }
 
-        @Test(arguments: curl.checks)
-        func curlTransportConforms(_ check: ConformanceCheck) async throws {
-            try await check.run()
-        }
+    @Test(arguments: curl.checks)
+    func curlTransportConforms(_ check: ConformanceCheck) async throws {
+        try await check.run()
+    }
     #endif
 
     static let urlSession = TransportConformance(serve: TransportConformance.nginx) { URLSessionTransport() }

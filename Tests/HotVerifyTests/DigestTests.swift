@@ -51,7 +51,8 @@ struct DigestTests {
         let verifier = CryptoVerifier()
         #expect(
             try verifier.digest(of: Data(), using: .sha256).hex
-                == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+                == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        )
         #expect(try verifier.digest(of: Data(), using: .md5).hex == "d41d8cd98f00b204e9800998ecf8427e")
         // A hasher that was never updated gives the same.
         #expect(try CryptoHasher(algorithm: .sha256).finalize().hex.hasPrefix("e3b0c442"))

@@ -18,13 +18,20 @@ struct PortableCryptoTests {
     }
 
     /// An RSA key of `bits` and public exponent `exponent`, made by openssl.
-    func rsaKey(bits: Int, exponent: Int, in directory: URL) async throws -> (privateKey: URL, info: SubjectPublicKeyInfo) {
+    func rsaKey(
+        bits: Int,
+        exponent: Int,
+        in directory: URL
+    ) async throws -> (privateKey: URL, info: SubjectPublicKeyInfo) {
         let privateKey = directory.appendingPathComponent("rsa-\(bits)-\(exponent).key")
         try await run([
             "openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:\(bits)",
             "-pkeyopt", "rsa_keygen_pubexp:\(exponent)", "-out", privateKey.path,
         ])
-        let pem = String(decoding: try await run(["openssl", "pkey", "-in", privateKey.path, "-pubout"]), as: UTF8.self)
+        let pem = String(
+            decoding: try await run(["openssl", "pkey", "-in", privateKey.path, "-pubout"]),
+            as: UTF8.self
+        )
         return (privateKey, try SubjectPublicKeyInfo(pem: pem))
     }
 
@@ -40,14 +47,17 @@ struct PortableCryptoTests {
 
     @Test(
         "raw PKCS#1: openssl's signatures verify, altered ones do not",
-        arguments: [(1024, 65537), (2048, 65537), (2050, 3), (3072, 65537), (4096, 17)])
+        arguments: [(1024, 65537), (2048, 65537), (2050, 3), (3072, 65537), (4096, 17)]
+    )
     func rawPKCS1(bits: Int, exponent: Int) async throws {
         try await withTemporaryDirectory { directory in
             let (privateKey, info) = try await rsaKey(bits: bits, exponent: exponent, in: directory)
             let verifier = try RawPKCS1Verifier(rsaPublicKeyDER: info.rsaPublicKeyDER())
             let size = (bits + 7) / 8
             #expect(verifier.modulus.count == size)
-            for message in [Data("5d41402abc4b2a76b9719d911017c592".utf8), Data(), pseudoRandomBytes(count: size - 11, seed: 7)] {
+            for message in [
+                Data("5d41402abc4b2a76b9719d911017c592".utf8), Data(), pseudoRandomBytes(count: size - 11, seed: 7),
+            ] {
                 let signature = try await rawSign(message, with: privateKey, in: directory)
                 #expect(verifier.isValid(signature: signature, of: message))
                 var otherMessage = message
@@ -70,7 +80,8 @@ struct PortableCryptoTests {
     @Test("raw PKCS#1 refuses an even or tiny modulus")
     func rawPKCS1BadKeys() {
         // SEQUENCE { INTEGER 0x00 C0 … 00 (even), INTEGER 3 }
-        let even: [UInt8] = [0x30, 0x46, 0x02, 0x41, 0x00, 0xC0] + [UInt8](repeating: 0, count: 63) + [0x02, 0x01, 0x03]
+        let even: [UInt8] =
+            [0x30, 0x46, 0x02, 0x41, 0x00, 0xC0] + [UInt8](repeating: 0, count: 63) + [0x02, 0x01, 0x03]
         #expect(throws: HotUpdateError(.signatureInvalid, "")) { try RawPKCS1Verifier(rsaPublicKeyDER: even) }
         let tiny: [UInt8] = [0x30, 0x06, 0x02, 0x01, 0x0F, 0x02, 0x01, 0x03]
         #expect(throws: HotUpdateError(.signatureInvalid, "")) { try RawPKCS1Verifier(rsaPublicKeyDER: tiny) }
@@ -89,7 +100,10 @@ struct PortableCryptoTests {
             let seed = try info.ed25519Seed()
             #expect(PEM.encode(PrivateKeyInfo.ed25519(seed: seed), label: "PRIVATE KEY") == text)
 
-            let publicText = String(decoding: try await run(["openssl", "pkey", "-in", file.path, "-pubout"]), as: UTF8.self)
+            let publicText = String(
+                decoding: try await run(["openssl", "pkey", "-in", file.path, "-pubout"]),
+                as: UTF8.self
+            )
             let publicInfo = try SubjectPublicKeyInfo(pem: publicText)
             #expect(PEM.encode(SubjectPublicKeyInfo.ed25519DER(publicInfo.keyBits), label: "PUBLIC KEY") == publicText)
         }
@@ -99,14 +113,20 @@ struct PortableCryptoTests {
     func rsaPublicPEM() async throws {
         try await withTemporaryDirectory { directory in
             let (privateKey, info) = try await rsaKey(bits: 3072, exponent: 65537, in: directory)
-            let publicText = String(decoding: try await run(["openssl", "pkey", "-in", privateKey.path, "-pubout"]), as: UTF8.self)
+            let publicText = String(
+                decoding: try await run(["openssl", "pkey", "-in", privateKey.path, "-pubout"]),
+                as: UTF8.self
+            )
             #expect(PEM.encode(info.der, label: "PUBLIC KEY") == publicText)
         }
     }
 
     @Test("PEM: text without a block, or with a broken one, is refused")
     func pemRefusals() {
-        for text in ["", "garbage", "-----BEGIN PRIVATE KEY-----\nAAAA\n", "-----BEGIN PRIVATE KEY-----\n!!!\n-----END PRIVATE KEY-----\n"] {
+        for text in [
+            "", "garbage", "-----BEGIN PRIVATE KEY-----\nAAAA\n",
+            "-----BEGIN PRIVATE KEY-----\n!!!\n-----END PRIVATE KEY-----\n",
+        ] {
             #expect(throws: HotUpdateError(.signatureInvalid, "")) { try PEM.decode(text, what: "key") }
         }
     }

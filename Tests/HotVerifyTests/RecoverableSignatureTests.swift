@@ -15,7 +15,9 @@ struct RecoverableSignatureTests {
         let input = directory.appendingPathComponent("message-\(UUID().uuidString)")
         let output = directory.appendingPathComponent("signature-\(UUID().uuidString)")
         try Data(message.utf8).write(to: input)
-        try await run(["openssl", "pkeyutl", "-sign", "-inkey", privateKey.path, "-in", input.path, "-out", output.path])
+        try await run([
+            "openssl", "pkeyutl", "-sign", "-inkey", privateKey.path, "-in", input.path, "-out", output.path,
+        ])
         return try Data(contentsOf: output)
     }
 
@@ -32,7 +34,9 @@ struct RecoverableSignatureTests {
 
             #expect(signature.count == 256)
             #expect(try verifier.verify(signature: signature, of: Data(md5.utf8), with: key))
-            #expect(try !verifier.verify(signature: signature, of: Data("5d41402abc4b2a76b9719d911017c593".utf8), with: key))
+            #expect(
+                try !verifier.verify(signature: signature, of: Data("5d41402abc4b2a76b9719d911017c593".utf8), with: key)
+            )
             #expect(try !verifier.verify(signature: signature, of: Data(md5.uppercased().utf8), with: key))
             #expect(try !verifier.verify(signature: signature, of: Data(md5.utf8), with: otherKey))
             var altered = signature

@@ -46,7 +46,9 @@ struct KeyFixture {
                 "-out", signatureFile.path,
             ])
         case .rsaPKCS1:
-            try await run(["openssl", "dgst", "-sha256", "-sign", privateKey.path, "-out", signatureFile.path, messageFile.path])
+            try await run([
+                "openssl", "dgst", "-sha256", "-sign", privateKey.path, "-out", signatureFile.path, messageFile.path,
+            ])
         case .rsaPSS:
             try await run([
                 "openssl", "dgst", "-sha256", "-sigopt", "rsa_padding_mode:pss", "-sigopt",
@@ -83,12 +85,18 @@ struct SignatureTests {
             for index in [0, message.count / 2, message.count - 1] {
                 var altered = message
                 altered[index] ^= 0x01
-                #expect(try verifier.verify(signature: signature, of: altered, with: key) == false, "message byte \(index)")
+                #expect(
+                    try verifier.verify(signature: signature, of: altered, with: key) == false,
+                    "message byte \(index)"
+                )
             }
             for index in [0, signature.count / 2, signature.count - 1] {
                 var altered = signature
                 altered[index] ^= 0x80
-                #expect(try verifier.verify(signature: altered, of: message, with: key) == false, "signature byte \(index)")
+                #expect(
+                    try verifier.verify(signature: altered, of: message, with: key) == false,
+                    "signature byte \(index)"
+                )
             }
             #expect(try verifier.verify(signature: signature, of: message + Data([0]), with: key) == false)
             #expect(try verifier.verify(signature: signature.dropLast(), of: message, with: key) == false)
@@ -112,7 +120,10 @@ struct SignatureTests {
     /// uses RFC 8032's first test vector, its public key wrapped in a SubjectPublicKeyInfo.
     @Test("An empty Ed25519 message verifies (RFC 8032 test 1)")
     func emptyEd25519Message() async throws {
-        let rawKey = try Digest(algorithm: .sha256, hex: "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a").bytes
+        let rawKey = try Digest(
+            algorithm: .sha256,
+            hex: "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"
+        ).bytes
         let spki = Data([0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00] + rawKey)
         let pem = "-----BEGIN PUBLIC KEY-----\n\(spki.base64EncodedString())\n-----END PUBLIC KEY-----\n"
         let key = PublicKey(scheme: .ed25519, pem: pem)
@@ -161,7 +172,11 @@ struct SignatureTests {
             let signature = Data(repeating: 1, count: 64)
             for scheme in [PublicKey.Scheme.rsaPKCS1SHA256, .rsaPSSSHA256] {
                 let error = try #require(throws: HotUpdateError.self) {
-                    try verifier.verify(signature: signature, of: message, with: try fixture.publicKey(edPublic, scheme: scheme))
+                    try verifier.verify(
+                        signature: signature,
+                        of: message,
+                        with: try fixture.publicKey(edPublic, scheme: scheme)
+                    )
                 }
                 #expect(error.code == .signatureInvalid)
                 // libcrypto names the key "ED25519", swift-crypto's backend "Ed25519".
@@ -169,7 +184,11 @@ struct SignatureTests {
                 #expect(error.message.contains("RSA"), "\(error)")
             }
             let error = try #require(throws: HotUpdateError.self) {
-                try verifier.verify(signature: signature, of: message, with: try fixture.publicKey(rsaPublic, scheme: .ed25519))
+                try verifier.verify(
+                    signature: signature,
+                    of: message,
+                    with: try fixture.publicKey(rsaPublic, scheme: .ed25519)
+                )
             }
             #expect(error.code == .signatureInvalid)
             #expect(error.message.contains("Ed25519"), "\(error)")
@@ -221,12 +240,16 @@ struct SignatureTests {
             let expected = firstWord(
                 of: try await run([
                     "sh", "-c", "openssl pkey -pubin -in \"$1\" -outform DER | sha256sum", "sh", publicKey.path,
-                ]))
+                ])
+            )
             #expect(expected.count == 64)
             let key = try fixture.publicKey(publicKey)
             #expect(try verifier.keyID(of: key) == expected)
             // Independent of the scheme and of PEM whitespace.
-            let loose = PublicKey(scheme: .rsaPSSSHA256, pem: "\n" + key.pem.replacingOccurrences(of: "\n", with: "\r\n"))
+            let loose = PublicKey(
+                scheme: .rsaPSSSHA256,
+                pem: "\n" + key.pem.replacingOccurrences(of: "\n", with: "\r\n")
+            )
             #expect(try verifier.keyID(of: loose) == expected)
             #expect(try verifier.keyID(of: try fixture.publicKey(otherPublicKey)) != expected)
         }
@@ -251,19 +274,27 @@ struct SubjectPublicKeyInfoTests {
             } else {
                 #expect(info.algorithmOID == "1.2.840.113549.1.1.1")
                 let pkcs1 = Array(
-                    try await run(["openssl", "rsa", "-pubin", "-in", publicKey.path, "-RSAPublicKey_out", "-outform", "DER"]))
+                    try await run([
+                        "openssl", "rsa", "-pubin", "-in", publicKey.path, "-RSAPublicKey_out", "-outform", "DER",
+                    ])
+                )
                 #expect(try info.rsaPublicKeyDER() == pkcs1)
                 #expect(!info.fits(.ed25519) && info.fits(.rsaPKCS1SHA256) && info.fits(.rsaPSSSHA256))
             }
             // Truncated or extended DER is refused.
-            #expect(throws: HotUpdateError(.signatureInvalid, "")) { try SubjectPublicKeyInfo(der: Array(der.dropLast())) }
+            #expect(throws: HotUpdateError(.signatureInvalid, "")) {
+                try SubjectPublicKeyInfo(der: Array(der.dropLast()))
+            }
             #expect(throws: HotUpdateError(.signatureInvalid, "")) { try SubjectPublicKeyInfo(der: der + [0]) }
         }
     }
 
     @Test("Refuses text that is not a PEM public key")
     func refuses() {
-        for pem in ["", "hello", "-----BEGIN PUBLIC KEY-----\n!!!\n-----END PUBLIC KEY-----", "-----BEGIN PUBLIC KEY-----\nMAA=\n-----END PUBLIC KEY-----"] {
+        for pem in [
+            "", "hello", "-----BEGIN PUBLIC KEY-----\n!!!\n-----END PUBLIC KEY-----",
+            "-----BEGIN PUBLIC KEY-----\nMAA=\n-----END PUBLIC KEY-----",
+        ] {
             #expect(throws: HotUpdateError(.signatureInvalid, "")) { try SubjectPublicKeyInfo(pem: pem) }
         }
     }

@@ -18,7 +18,11 @@ struct SigningTests {
 
     /// Verifies `signature` over `message` with the `openssl` command; true when it exits 0.
     static func opensslVerifies(
-        _ signature: Data, of message: Data, publicPEM: String, kind: KeyFixture.Kind, in directory: URL
+        _ signature: Data,
+        of message: Data,
+        publicPEM: String,
+        kind: KeyFixture.Kind,
+        in directory: URL
     ) async throws -> Bool {
         let id = UUID().uuidString
         let messageFile = directory.appendingPathComponent("m-\(id)")
@@ -35,7 +39,9 @@ struct SigningTests {
                 "-sigfile", signatureFile.path,
             ]
         case .rsaPKCS1:
-            arguments = ["dgst", "-sha256", "-verify", publicFile.path, "-signature", signatureFile.path, messageFile.path]
+            arguments = [
+                "dgst", "-sha256", "-verify", publicFile.path, "-signature", signatureFile.path, messageFile.path,
+            ]
         case .rsaPSS:
             arguments = [
                 "dgst", "-sha256", "-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:digest", "-verify",
@@ -52,10 +58,26 @@ struct SigningTests {
             #expect(signer.publicKey.scheme == kind.scheme)
             let message = pseudoRandomBytes(count: 3_000, seed: 7)
             let signature = try signer.sign(message)
-            #expect(try await Self.opensslVerifies(signature, of: message, publicPEM: signer.publicKey.pem, kind: kind, in: directory))
+            #expect(
+                try await Self.opensslVerifies(
+                    signature,
+                    of: message,
+                    publicPEM: signer.publicKey.pem,
+                    kind: kind,
+                    in: directory
+                )
+            )
             var altered = message
             altered[100] ^= 1
-            #expect(!(try await Self.opensslVerifies(signature, of: altered, publicPEM: signer.publicKey.pem, kind: kind, in: directory)))
+            #expect(
+                !(try await Self.opensslVerifies(
+                    signature,
+                    of: altered,
+                    publicPEM: signer.publicKey.pem,
+                    kind: kind,
+                    in: directory
+                ))
+            )
             // And our verifier agrees on both.
             #expect(try CryptoVerifier().verify(signature: signature, of: message, with: signer.publicKey))
             #expect(!(try CryptoVerifier().verify(signature: signature, of: altered, with: signer.publicKey)))
@@ -72,7 +94,10 @@ struct SigningTests {
             let derived = try await run(["openssl", "pkey", "-in", file.path, "-pubout"])
             #expect(String(decoding: derived, as: UTF8.self) == signer.publicKey.pem)
             if !ed25519 {
-                let text = String(decoding: try await run(["openssl", "pkey", "-in", file.path, "-noout", "-text"]), as: UTF8.self)
+                let text = String(
+                    decoding: try await run(["openssl", "pkey", "-in", file.path, "-noout", "-text"]),
+                    as: UTF8.self
+                )
                 #expect(text.contains("3072 bit"))
             }
         }
@@ -84,11 +109,21 @@ struct SigningTests {
             let fixture = KeyFixture(directory: directory, kind: kind)
             let (privateKey, publicKey) = try await fixture.makeKey("k", ed25519: kind == .ed25519)
             let signer = try CryptoSigner(
-                privateKeyPEM: try String(contentsOf: privateKey, encoding: .utf8), rsaScheme: kind.scheme)
+                privateKeyPEM: try String(contentsOf: privateKey, encoding: .utf8),
+                rsaScheme: kind.scheme
+            )
             let expectedPublic = try fixture.publicKey(publicKey)
             #expect(signer.publicKey == expectedPublic)
             let message = Data("manifest bytes".utf8)
-            #expect(try await Self.opensslVerifies(try signer.sign(message), of: message, publicPEM: expectedPublic.pem, kind: kind, in: directory))
+            #expect(
+                try await Self.opensslVerifies(
+                    try signer.sign(message),
+                    of: message,
+                    publicPEM: expectedPublic.pem,
+                    kind: kind,
+                    in: directory
+                )
+            )
             let theirs = try await fixture.sign(message, with: privateKey)
             #expect(try CryptoVerifier().verify(signature: theirs, of: message, with: signer.publicKey))
         }
@@ -100,7 +135,9 @@ struct SigningTests {
         #expect(try CryptoVerifier.publicKey(pem: ed.publicKey.pem).scheme == .ed25519)
         let rsa = try CryptoSigner.generate(.rsa(bits: 2048))
         #expect(try CryptoVerifier.publicKey(pem: rsa.publicKey.pem).scheme == .rsaPSSSHA256)
-        #expect(try CryptoVerifier.publicKey(pem: rsa.publicKey.pem, rsaScheme: .rsaPKCS1SHA256).scheme == .rsaPKCS1SHA256)
+        #expect(
+            try CryptoVerifier.publicKey(pem: rsa.publicKey.pem, rsaScheme: .rsaPKCS1SHA256).scheme == .rsaPKCS1SHA256
+        )
     }
 
     @Test("Garbage and public keys are refused as private keys; small RSA keys are refused")
@@ -111,4 +148,3 @@ struct SigningTests {
         #expect(throws: HotUpdateError(.invalidArgument, "")) { try CryptoSigner.generate(.rsa(bits: 1024)) }
     }
 }
-

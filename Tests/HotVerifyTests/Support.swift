@@ -24,7 +24,8 @@ func run(_ arguments: [String]) async throws -> Data {
 /// The first whitespace-separated word of a command's output: the hex digest of
 /// `sha256sum`, `md5sum` and `openssl dgst -r`.
 func firstWord(of output: Data) -> String {
-    String(decoding: output, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }).first.map(String.init) ?? ""
+    String(decoding: output, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }).first.map(String.init)
+        ?? ""
 }
 
 /// Deterministic pseudo-random bytes (xorshift), so failures reproduce.

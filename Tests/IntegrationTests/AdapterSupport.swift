@@ -45,10 +45,15 @@ func md5(of file: URL) throws -> Digest {
 func makeUpdater(root: URL, using transport: any Transport) -> Updater {
     Updater(
         configuration: UpdaterConfiguration(
-            root: root, transport: transport, unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
+            root: root,
+            transport: transport,
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
             store: JSONMetadataStore(root: root),
             timeouts: TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
-            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
+    )
 }
 
 /// The active version of each installed package, by id.
@@ -78,13 +83,17 @@ struct PatchServerKey {
         try await Subprocess.check("openssl", ["pkey", "-in", privateKey.path, "-pubout", "-out", publicKey.path])
         return PatchServerKey(
             privateKey: privateKey,
-            publicKey: PublicKey(scheme: .rsaPKCS1Raw, pem: try String(contentsOf: publicKey, encoding: .utf8)))
+            publicKey: PublicKey(scheme: .rsaPKCS1Raw, pem: try String(contentsOf: publicKey, encoding: .utf8))
+        )
     }
 
     /// `openssl_private_encrypt(md5)`: the MD5's lowercase hex, PKCS#1 v1.5-padded, no digest; base64.
     func sign(_ md5: Digest) async throws -> String {
         let output = try await Subprocess.check(
-            "openssl", ["pkeyutl", "-sign", "-inkey", privateKey.path], stdin: Data(md5.hex.utf8))
+            "openssl",
+            ["pkeyutl", "-sign", "-inkey", privateKey.path],
+            stdin: Data(md5.hex.utf8)
+        )
         return output.standardOutput.base64EncodedString()
     }
 }

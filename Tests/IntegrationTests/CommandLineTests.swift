@@ -66,8 +66,12 @@ struct CommandLineTests {
 
             let bundle = try makeTemporaryDirectory("bundle")
             try writeTree(["logo.png": Data("l".utf8)], under: bundle)
-            let resolved = try await Self.run(["resolve", "sub/sample", "--root", storeRoot.path, "--bundle", bundle.path])
-            #expect(resolved.stdout.trimmingCharacters(in: .newlines) == "\(try #require(package.path))/sub/sample@3x.png")
+            let resolved = try await Self.run([
+                "resolve", "sub/sample", "--root", storeRoot.path, "--bundle", bundle.path,
+            ])
+            #expect(
+                resolved.stdout.trimmingCharacters(in: .newlines) == "\(try #require(package.path))/sub/sample@3x.png"
+            )
             let fallback = try await Self.run(["resolve", "logo", "--root", storeRoot.path, "--bundle", bundle.path])
             #expect(fallback.stdout.trimmingCharacters(in: .newlines) == bundle.appendingPathComponent("logo.png").path)
             let missing = try await Self.run(["resolve", "nothing", "--root", storeRoot.path, "--bundle", bundle.path])
@@ -84,7 +88,9 @@ struct CommandLineTests {
         let v2 = try makeTemporaryDirectory("v2")
         try writeTree(["a.txt": Data("two".utf8)], under: v2)
         let keys = try makeTemporaryDirectory("keys")
-        let (privateKey, publicKey) = (keys.appendingPathComponent("k.pem").path, keys.appendingPathComponent("k.pub").path)
+        let (privateKey, publicKey) = (
+            keys.appendingPathComponent("k.pem").path, keys.appendingPathComponent("k.pub").path
+        )
         #expect(try await Self.run(["keygen", "--private", privateKey, "--public", publicKey]).status == 0)
         #expect(try await Self.run(["pack", v1.path, "--id", "p", "--version", "1", "--repo", repo.path]).status == 0)
         #expect(try await Self.run(["sign", "--repo", repo.path, "--key", privateKey]).status == 0)
@@ -98,7 +104,8 @@ struct CommandLineTests {
         #expect(try await Self.run(["sign", "--repo", repo.path, "--key", privateKey]).status == 0)
         let name = try #require(
             try FileManager.default.contentsOfDirectory(atPath: repo.appendingPathComponent("packages").path)
-                .first { $0.hasPrefix("p-2-") })
+                .first { $0.hasPrefix("p-2-") }
+        )
         let archive = repo.appendingPathComponent("packages/\(name)")
         var bytes = try Data(contentsOf: archive)
         bytes[bytes.count / 2] ^= 0xff
@@ -116,7 +123,9 @@ struct CommandLineTests {
         #expect(lines.contains { $0.hasPrefix("p\t2\tfailed") })
 
         let status = try JSONDecoder().decode(
-            StatusDocument.self, from: Data(try await Self.run(["status", "--root", root.path, "--json"]).stdout.utf8))
+            StatusDocument.self,
+            from: Data(try await Self.run(["status", "--root", root.path, "--json"]).stdout.utf8)
+        )
         #expect(status.packages.first?.version == "1")
         #expect(status.packages.first?.state == "failed")
         let path = try #require(status.packages.first?.path)
@@ -136,11 +145,15 @@ struct CommandLineTests {
 
     static let hostileUnpacks: [HostileUnpack] = [
         HostileUnpack(
-            name: "zip-slip", script: #"z.writestr("../../evil.txt", "escaped")"#,
-            mentions: ["../../evil.txt", "'..' component"]),
+            name: "zip-slip",
+            script: #"z.writestr("../../evil.txt", "escaped")"#,
+            mentions: ["../../evil.txt", "'..' component"]
+        ),
         HostileUnpack(
-            name: "absolute path", script: #"z.writestr("/evil-absolute.txt", "escaped")"#,
-            mentions: ["/evil-absolute.txt", "absolute"]),
+            name: "absolute path",
+            script: #"z.writestr("/evil-absolute.txt", "escaped")"#,
+            mentions: ["/evil-absolute.txt", "absolute"]
+        ),
         HostileUnpack(
             name: "symlink",
             script: """
@@ -149,18 +162,25 @@ struct CommandLineTests {
                 link.external_attr = 0o120777 << 16
                 z.writestr(link, "../../evil.txt")
                 """,
-            mentions: ["link", "symbolic link"]),
+            mentions: ["link", "symbolic link"]
+        ),
         HostileUnpack(
-            name: "name component over 255 bytes", script: #"z.writestr("d/" + "n" * 300 + ".txt", "x")"#,
-            mentions: [String(repeating: "n", count: 300), "255"]),
+            name: "name component over 255 bytes",
+            script: #"z.writestr("d/" + "n" * 300 + ".txt", "x")"#,
+            mentions: [String(repeating: "n", count: 300), "255"]
+        ),
         HostileUnpack(
             name: "inflates past --max-bytes",
             script: #"z.writestr("zeros.bin", bytes(4 << 20), compress_type=zipfile.ZIP_DEFLATED)"#,
-            arguments: ["--max-bytes", "1000000"], mentions: ["zeros.bin", "limit of 1000000 bytes"]),
+            arguments: ["--max-bytes", "1000000"],
+            mentions: ["zeros.bin", "limit of 1000000 bytes"]
+        ),
     ]
 
-    @Test("unpack refuses a hostile archive with both backends, names the entry and the reason, and leaves nothing",
-          arguments: hostileUnpacks)
+    @Test(
+        "unpack refuses a hostile archive with both backends, names the entry and the reason, and leaves nothing",
+        arguments: hostileUnpacks
+    )
     func unpackHostile(_ hostile: HostileUnpack) async throws {
         let work = try makeTemporaryDirectory("unpack")
         let archive = work.appendingPathComponent("evil.zip")
@@ -176,7 +196,8 @@ struct CommandLineTests {
         for backend in UnarchiverKind.allCases.map(\.rawValue) {
             let before = try FileManager.default.contentsOfDirectory(atPath: work.path).sorted()
             let result = try await Self.run(
-                ["unpack", archive.path, destination.path, "--backend", backend] + hostile.arguments)
+                ["unpack", archive.path, destination.path, "--backend", backend] + hostile.arguments
+            )
             #expect(result.status != 0)
             #expect(result.stdout.isEmpty)
             #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
@@ -184,7 +205,11 @@ struct CommandLineTests {
                 #expect(result.stderr.contains(word), "\(backend): \(result.stderr)")
             }
             #expect(try FileManager.default.contentsOfDirectory(atPath: work.path).sorted() == before)
-            #expect(!FileManager.default.fileExists(atPath: work.deletingLastPathComponent().appendingPathComponent("evil.txt").path))
+            #expect(
+                !FileManager.default.fileExists(
+                    atPath: work.deletingLastPathComponent().appendingPathComponent("evil.txt").path
+                )
+            )
             #expect(!FileManager.default.fileExists(atPath: "/evil-absolute.txt"))
         }
     }
@@ -192,13 +217,16 @@ struct CommandLineTests {
     @Test("bad invocations fail with one line on stderr")
     func badInvocations() async throws {
         let root = try makeTemporaryDirectory("bad")
-        let missingDirectory = try await Self.run(["pack", root.appendingPathComponent("nope").path, "--id", "a", "--version", "1", "--repo", root.path])
+        let missingDirectory = try await Self.run([
+            "pack", root.appendingPathComponent("nope").path, "--id", "a", "--version", "1", "--repo", root.path,
+        ])
         #expect(missingDirectory.status != 0)
         #expect(missingDirectory.stderr.contains("not a directory"))
         let badID = try await Self.run(["pack", root.path, "--id", "../x", "--version", "1", "--repo", root.path])
         #expect(badID.status != 0)
         let badManifest = try await Self.run([
-            "sync", "--manifest", root.appendingPathComponent("none.json").path, "--root", root.path, "--allow-unsigned",
+            "sync", "--manifest", root.appendingPathComponent("none.json").path, "--root", root.path,
+            "--allow-unsigned",
         ])
         #expect(badManifest.status != 0)
         #expect(badManifest.stderr.split(separator: "\n").count == 1)
@@ -211,14 +239,27 @@ struct CommandLineTests {
         let root = try makeTemporaryDirectory("left-out")
         let store = root.appendingPathComponent("store")
         let zip = root.appendingPathComponent("a.zip")
-        try await Subprocess.check("python3", ["-c", "import zipfile, sys; zipfile.ZipFile(sys.argv[1], 'w').writestr('a.txt', 'a')", zip.path])
+        try await Subprocess.check(
+            "python3",
+            ["-c", "import zipfile, sys; zipfile.ZipFile(sys.argv[1], 'w').writestr('a.txt', 'a')", zip.path]
+        )
         let requests: [(arguments: [String], trait: String, linked: Bool)] = [
-            (["unpack", zip.path, root.appendingPathComponent("out").path, "--backend", "libarchive"], "LibArchive",
-             UnarchiverKind.allCases.map(\.rawValue).contains("libarchive")),
-            (["sync", "--manifest", "http://127.0.0.1:9/manifest.json", "--root", store.path, "--allow-unsigned",
-              "--transport", "curl"], "Curl", TransportKind.allCases.map(\.rawValue).contains("curl")),
-            (["sync", "--manifest", "http://127.0.0.1:9/manifest.json", "--root", store.path, "--allow-unsigned",
-              "--unarchiver", "libarchive"], "LibArchive", UnarchiverKind.allCases.map(\.rawValue).contains("libarchive")),
+            (
+                ["unpack", zip.path, root.appendingPathComponent("out").path, "--backend", "libarchive"], "LibArchive",
+                UnarchiverKind.allCases.map(\.rawValue).contains("libarchive")
+            ),
+            (
+                [
+                    "sync", "--manifest", "http://127.0.0.1:9/manifest.json", "--root", store.path, "--allow-unsigned",
+                    "--transport", "curl",
+                ], "Curl", TransportKind.allCases.map(\.rawValue).contains("curl")
+            ),
+            (
+                [
+                    "sync", "--manifest", "http://127.0.0.1:9/manifest.json", "--root", store.path, "--allow-unsigned",
+                    "--unarchiver", "libarchive",
+                ], "LibArchive", UnarchiverKind.allCases.map(\.rawValue).contains("libarchive")
+            ),
         ]
         for request in requests {
             let result = try await Self.run(request.arguments)
@@ -247,13 +288,17 @@ struct StoreMaintenanceCommandTests {
         let b = try makeTemporaryDirectory("b")
         try writeTree(["img/logo.png": shared, "b.txt": Data("b".utf8)], under: b)
         for (directory, id) in [(a, "a"), (b, "b")] {
-            let packed = try await CommandLineTests.run(["pack", directory.path, "--id", id, "--version", "1", "--repo", repo.path])
+            let packed = try await CommandLineTests.run([
+                "pack", directory.path, "--id", id, "--version", "1", "--repo", repo.path,
+            ])
             #expect(packed.status == 0, "\(packed.stderr)")
         }
         let server = try await NginxServer.start(root: repo)
         let root = try makeTemporaryDirectory("store")
         let manifestURL = server.baseURL.appendingPathComponent("manifest.json").absoluteString
-        let synced = try await CommandLineTests.run(["sync", "--manifest", manifestURL, "--root", root.path, "--allow-unsigned"])
+        let synced = try await CommandLineTests.run([
+            "sync", "--manifest", manifestURL, "--root", root.path, "--allow-unsigned",
+        ])
         #expect(synced.status == 0, "\(synced.stderr)")
         await server.stop()
 

@@ -36,16 +36,23 @@ struct DeltaTests {
     /// The client's updater: the signed client's parts plus a zstd patcher, logging nowhere.
     static func updater(_ client: SignedClient, patcher: Bool = true) -> Updater {
         var configuration = UpdaterConfiguration(
-            root: client.root, transport: CurlTransport(), unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: client.root), timeouts: client.timeouts,
-            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            root: client.root,
+            transport: CurlTransport(),
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
+            store: JSONMetadataStore(root: client.root),
+            timeouts: client.timeouts,
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
         configuration.patcher = patcher ? ZstdPatcher() : nil
         return Updater(configuration: configuration)
     }
 
     /// Packs `version`, with a delta from `base` written by `DeltaWriter`.
     static func release(
-        _ repository: SignedRepository, _ version: Int, from base: (Int, SignedManifestBody.Version)?
+        _ repository: SignedRepository,
+        _ version: Int,
+        from base: (Int, SignedManifestBody.Version)?
     ) throws -> (SignedManifestBody.Version, URL?) {
         let entry = try repository.pack(files(version), id: "web", version: "\(version)")
         guard let (baseVersion, baseEntry) = base else { return (entry, nil) }
@@ -61,15 +68,21 @@ struct DeltaTests {
                 packageID: "web",
                 base: DeltaWriter.Side(version: "\(baseVersion)", sha256: baseEntry.sha256, directory: baseTree),
                 target: DeltaWriter.Side(version: "\(version)", sha256: entry.sha256, directory: targetTree),
-                to: delta, verifier: CryptoVerifier())
+                to: delta,
+                verifier: CryptoVerifier()
+            )
         }
         let data = try Data(contentsOf: delta)
         let sha256 = try CryptoVerifier().digest(of: data, using: .sha256).hex
         repository.body.editPackage("web") { package in
             package.versions[package.versions.count - 1].deltas = [
                 DeltaEntry(
-                    from: "\(baseVersion)", fromSHA256: baseEntry.sha256,
-                    url: "packages/\(delta.lastPathComponent)", size: Int64(data.count), sha256: sha256)
+                    from: "\(baseVersion)",
+                    fromSHA256: baseEntry.sha256,
+                    url: "packages/\(delta.lastPathComponent)",
+                    size: Int64(data.count),
+                    sha256: sha256
+                )
             ]
         }
         return (entry, delta)
@@ -98,7 +111,9 @@ struct DeltaTests {
         return (fallbacks, task)
     }
 
-    @Test("an update downloads only the delta: changed and added files whole, the script as a zstd patch, removed paths gone, every byte equal")
+    @Test(
+        "an update downloads only the delta: changed and added files whole, the script as a zstd patch, removed paths gone, every byte equal"
+    )
     func updateFromDelta() async throws {
         let key = try CryptoSigner.generate()
         let repository = try SignedRepository(keys: [key])
@@ -129,12 +144,15 @@ struct DeltaTests {
         let unpacked = try makeTemporaryDirectory("delta-unpacked")
         _ = try await ZipUnarchiver().extract(deltaFile, to: unpacked, options: ExtractOptions(), progress: { _ in })
         let header = try JSONDecoder().decode(
-            DeltaLayout.Header.self, from: Data(contentsOf: unpacked.appendingPathComponent(DeltaLayout.headerName)))
+            DeltaLayout.Header.self,
+            from: Data(contentsOf: unpacked.appendingPathComponent(DeltaLayout.headerName))
+        )
         #expect(header.patches.map(\.path) == ["app.js"])
         #expect(header.removed == ["v1.txt"])
         #expect(
             Set(try readTree(unpacked.appendingPathComponent(DeltaLayout.filesDirectory)).keys)
-                == ["img/changed.png", "style.css", "v2.txt"])
+                == ["img/changed.png", "style.css", "v2.txt"]
+        )
 
         // nginx served the delta and never the full package of version 2.
         let requests = server.requests().map(\.path)
@@ -144,7 +162,8 @@ struct DeltaTests {
 
     @Test(
         "a refused delta installs the full package and says so in the report and the events",
-        arguments: ["corrupted", "dotdot", "absolute removed path", "file list lies", "no patcher"])
+        arguments: ["corrupted", "dotdot", "absolute removed path", "file list lies", "no patcher"]
+    )
     func refusedDelta(_ fault: String) async throws {
         let key = try CryptoSigner.generate()
         let repository = try SignedRepository(keys: [key])
@@ -156,7 +175,9 @@ struct DeltaTests {
         try await Self.updater(client).sync(from: client.source(repository.url(on: server))).throwIfFailed()
 
         /// A hostile delta: a real one whose header or file list is rewritten.
-        func hostile(_ rewrite: @escaping (inout DeltaLayout.Header, inout String) -> Void) -> (URL) async throws -> Void {
+        func hostile(
+            _ rewrite: @escaping (inout DeltaLayout.Header, inout String) -> Void
+        ) -> (URL) async throws -> Void {
             { url in
                 let work = try makeTemporaryDirectory("hostile")
                 let base = work.appendingPathComponent("base")
@@ -165,9 +186,16 @@ struct DeltaTests {
                 try writeTree(Self.files(2), under: target)
                 let honest = work.appendingPathComponent("honest.delta")
                 try DeltaWriter.write(
-                    packageID: "web", base: DeltaWriter.Side(version: "1", sha256: v1.sha256, directory: base),
-                    target: DeltaWriter.Side(version: "2", sha256: String(repeating: "0", count: 64), directory: target),
-                    to: honest, verifier: CryptoVerifier())
+                    packageID: "web",
+                    base: DeltaWriter.Side(version: "1", sha256: v1.sha256, directory: base),
+                    target: DeltaWriter.Side(
+                        version: "2",
+                        sha256: String(repeating: "0", count: 64),
+                        directory: target
+                    ),
+                    to: honest,
+                    verifier: CryptoVerifier()
+                )
                 let tree = work.appendingPathComponent("tree")
                 _ = try await ZipUnarchiver().extract(honest, to: tree, options: ExtractOptions(), progress: { _ in })
                 let headerURL = tree.appendingPathComponent(DeltaLayout.headerName)
@@ -221,8 +249,12 @@ struct DeltaTests {
             repository.body.editPackage("web") { package in
                 package.versions[package.versions.count - 1].deltas = [
                     DeltaEntry(
-                        from: "1", fromSHA256: v1.sha256, url: "packages/web-1-to-2.delta", size: Int64(data.count),
-                        sha256: sha256)
+                        from: "1",
+                        fromSHA256: v1.sha256,
+                        url: "packages/web-1-to-2.delta",
+                        size: Int64(data.count),
+                        sha256: sha256
+                    )
                 ]
             }
             delta = url
@@ -293,7 +325,8 @@ struct DeltaTests {
         #expect(outputs[0] == "web\tadd\tok\t1\n")
         #expect(outputs[1].hasPrefix("web\tupdate\tok\t2\tdelta from 1, "), "\(outputs[1])")
         let delta = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: repo + "/packages").first { $0.hasSuffix(".delta") })
+            try FileManager.default.contentsOfDirectory(atPath: repo + "/packages").first { $0.hasSuffix(".delta") }
+        )
         #expect(delta.hasPrefix("web-1-to-2-"))
         #expect(server.requestCount(for: "/packages/\(delta)") == 1)
         #expect(!server.requests().contains { $0.path.hasPrefix("/packages/web-2-") && $0.path.hasSuffix(".zip") })

@@ -51,8 +51,11 @@ struct EndToEndTests {
         let bundle = try makeTemporaryDirectory("bundle")
         try writeTree(["sub/sample.png": Data("bundled".utf8), "logo.png": Data("logo".utf8)], under: bundle)
         let resolver = try AssetResolverChain.make(
-            packages: [InstalledPackageLocation(id: installed.id, version: installed.version, directory: installed.directory)],
-            bundle: bundle)
+            packages: [
+                InstalledPackageLocation(id: installed.id, version: installed.version, directory: installed.directory)
+            ],
+            bundle: bundle
+        )
         let sample = try #require(resolver.resolve("sub/sample"))
         #expect(sample.url.lastPathComponent == "sample@3x.png")
         #expect(sample.origin == .package(id: "images", version: "1"))
@@ -83,7 +86,9 @@ struct EndToEndTests {
 
     @Test(
         "a broken newer release is refused and the previous version stays active and intact",
-        arguments: TransportKind.allCases, Sabotage.allCases)
+        arguments: TransportKind.allCases,
+        Sabotage.allCases
+    )
     func brokenReleaseKeepsPrevious(transport: TransportKind, sabotage: Sabotage) async throws {
         let repository = try Repository()
         let v1 = try makeTemporaryDirectory("v1")
@@ -93,7 +98,9 @@ struct EndToEndTests {
         let root = try makeTemporaryDirectory("store")
         let updater = makeUpdater(root: root, transport: transport)
         let source = StaticManifestSource(
-            url: server.baseURL.appendingPathComponent("manifest.json"), transport: transport.make())
+            url: server.baseURL.appendingPathComponent("manifest.json"),
+            transport: transport.make()
+        )
         #expect(try await updater.sync(from: source).failures.isEmpty)
         let before = try readTree(root.appendingPathComponent("packages"))
         let storeBefore = try await updater.installedPackages().map { "\($0.id) \($0.version) \($0.directory.path)" }
@@ -113,7 +120,10 @@ struct EndToEndTests {
             let garbage = noise(Int(entry.size), seed: 99)
             try garbage.write(to: repository.archive(entry))
             let sha = try CryptoVerifier().digest(of: garbage, using: .sha256).hex
-            try repository.update { $0.packages[0].sha256 = sha; $0.packages[0].md5 = nil }
+            try repository.update {
+                $0.packages[0].sha256 = sha
+                $0.packages[0].md5 = nil
+            }
         case .truncatedBody:
             let raw = try RawHTTPServer.start(.truncated(announced: Int(entry.size), sent: Int(entry.size) / 2))
             rawServer = raw
@@ -124,9 +134,14 @@ struct EndToEndTests {
 
         let report = try await updater.sync(from: source)
         let failure = try #require(report.failures.first)
-        #expect(sabotage.expected.contains(try #require(failure.error).code), "\(failure.error?.detailedDescription() ?? "")")
+        #expect(
+            sabotage.expected.contains(try #require(failure.error).code),
+            "\(failure.error?.detailedDescription() ?? "")"
+        )
         #expect(failure.activeVersion == "1")
-        #expect(try await updater.installedPackages().map { "\($0.id) \($0.version) \($0.directory.path)" } == storeBefore)
+        #expect(
+            try await updater.installedPackages().map { "\($0.id) \($0.version) \($0.directory.path)" } == storeBefore
+        )
         #expect(try readTree(root.appendingPathComponent("packages")) == before)
         #expect(try await updater.currentSnapshot().packages["images"]?.state == .failed)
         let staging = root.appendingPathComponent("staging")
@@ -153,7 +168,11 @@ struct EndToEndTests {
         let updater = makeUpdater(root: root, transport: .http, plist: true)
 
         let report = try await updater.sync(
-            from: PatchInfoManifestSource(url: server.baseURL.appendingPathComponent("patch.json"), transport: httpTransport()))
+            from: PatchInfoManifestSource(
+                url: server.baseURL.appendingPathComponent("patch.json"),
+                transport: httpTransport()
+            )
+        )
         #expect(report.failures.isEmpty)
         #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("store.plist").path))
         let installed = try #require(try await updater.installedPackages().first)
@@ -162,7 +181,11 @@ struct EndToEndTests {
 
         // Publishing "no patch" removes it: assets fall back to the bundle.
         let removal = try await updater.sync(
-            from: PatchInfoManifestSource(url: server.baseURL.appendingPathComponent("none.json"), transport: httpTransport()))
+            from: PatchInfoManifestSource(
+                url: server.baseURL.appendingPathComponent("none.json"),
+                transport: httpTransport()
+            )
+        )
         #expect(removal.packages.map(\.change) == [.remove])
         #expect(try await updater.installedPackages().isEmpty)
         await server.stop()

@@ -23,7 +23,9 @@ struct ExampleTests {
         output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0.hasPrefix(prefix) }
     }
 
-    @Test("ScriptPatches: the signed patch list over HTTP and file://, one refused patch, launch activation, a debug patch")
+    @Test(
+        "ScriptPatches: the signed patch list over HTTP and file://, one refused patch, launch activation, a debug patch"
+    )
     func scriptPatches() async throws {
         let repo = try makeTemporaryDirectory("patch-repo")
         let keys = try makeTemporaryDirectory("keys")
@@ -31,9 +33,11 @@ struct ExampleTests {
         let patches = Self.scriptPatches.appendingPathComponent("Patches")
         try await Subprocess.check(
             Self.scriptPatches.appendingPathComponent("make-patch-list").path,
-            [key.privateKey.path, repo.path] + ["fix-login", "broken-banner", "dark-mode"].map {
-                patches.appendingPathComponent($0).path
-            })
+            [key.privateKey.path, repo.path]
+                + ["fix-login", "broken-banner", "dark-mode"].map {
+                    patches.appendingPathComponent($0).path
+                }
+        )
         let publicKey = keys.appendingPathComponent("server.pub").path
         let nginx = try await NginxServer.start(root: repo)
         let store = try makeTemporaryDirectory("store")
@@ -42,15 +46,20 @@ struct ExampleTests {
         // list's order; the broken one refused alone; the debug patch from its folder.
         let first = try await Self.run(
             "ScriptPatches",
-            [nginx.baseURL.appendingPathComponent("patches.json").absoluteString, "--key", publicKey,
-             "--root", store.path, "--debug-patch", Self.scriptPatches.appendingPathComponent("DebugPatch").path])
+            [
+                nginx.baseURL.appendingPathComponent("patches.json").absoluteString, "--key", publicKey,
+                "--root", store.path, "--debug-patch", Self.scriptPatches.appendingPathComponent("DebugPatch").path,
+            ]
+        )
         #expect(first.status == 0)
         #expect(Self.lines(first.stdout, starting: "fix-login: add").count == 1)
-        #expect(Self.lines(first.stdout, starting: "activate ").prefix(3) == [
-            "activate fix-login: ok",
-            "activate broken-banner: failed: package broken-banner: the activation hook refused version \(try md5(of: repo.appendingPathComponent("patches/broken-banner.zip")).hex): syntax error at line 7: unexpected ')'",
-            "activate dark-mode: ok",
-        ])
+        #expect(
+            Self.lines(first.stdout, starting: "activate ").prefix(3) == [
+                "activate fix-login: ok",
+                "activate broken-banner: failed: package broken-banner: the activation hook refused version \(try md5(of: repo.appendingPathComponent("patches/broken-banner.zip")).hex): syntax error at line 7: unexpected ')'",
+                "activate dark-mode: ok",
+            ]
+        )
         #expect(first.stdout.contains("evaluate fix-login (v"))
         #expect(first.stdout.contains("main.js patches LoginViewController"))
         #expect(first.stdout.contains("evaluate debug (local folder): main.js patches DebugMenu"))
@@ -66,12 +75,15 @@ struct ExampleTests {
         // broken one fails again); the list removes the debug patch and downloads nothing.
         let second = try await Self.run(
             "ScriptPatches",
-            [repo.appendingPathComponent("patches.json").absoluteString, "--key", publicKey, "--root", store.path])
+            [repo.appendingPathComponent("patches.json").absoluteString, "--key", publicKey, "--root", store.path]
+        )
         #expect(second.status == 0)
         let launch = try #require(second.stdout.components(separatedBy: "checking ").first)
-        #expect(Self.lines(launch, starting: "activate ").map { $0.components(separatedBy: ":")[0] } == [
-            "activate fix-login", "activate broken-banner", "activate dark-mode", "activate debug",
-        ])
+        #expect(
+            Self.lines(launch, starting: "activate ").map { $0.components(separatedBy: ":")[0] } == [
+                "activate fix-login", "activate broken-banner", "activate dark-mode", "activate debug",
+            ]
+        )
         #expect(Self.lines(launch, starting: "activate broken-banner").first?.contains("failed") == true)
         #expect(Self.lines(second.stdout, starting: "debug: remove").count == 1)
         #expect(second.stdout.contains("nothing new to activate"))
@@ -82,10 +94,12 @@ struct ExampleTests {
         let other = try await PatchServerKey.make(in: keys, name: "other")
         try await Subprocess.check(
             Self.scriptPatches.appendingPathComponent("make-patch-list").path,
-            [other.privateKey.path, repo.path, patches.appendingPathComponent("fix-login").path])
+            [other.privateKey.path, repo.path, patches.appendingPathComponent("fix-login").path]
+        )
         let refused = try await Subprocess.run(
             try builtExecutable("ScriptPatches").path,
-            [repo.appendingPathComponent("patches.json").absoluteString, "--key", publicKey, "--root", store.path])
+            [repo.appendingPathComponent("patches.json").absoluteString, "--key", publicKey, "--root", store.path]
+        )
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("ScriptPatches: error:"))
         #expect(Self.lines(refused.stdout, starting: "activate fix-login: ok").count == 1)
@@ -99,18 +113,27 @@ struct ExampleTests {
         try await Subprocess.check(Self.resourcePacks.appendingPathComponent("make-repository").path, [repo.path])
         // The large pack trickles, so the example cancels it mid-download.
         let nginx = try await NginxServer.start(
-            root: repo, options: .init(locations: [.rateLimited(prefix: "/packs/large/", bytesPerSecond: 300_000)]))
+            root: repo,
+            options: .init(locations: [.rateLimited(prefix: "/packs/large/", bytesPerSecond: 300_000)])
+        )
         let store = try makeTemporaryDirectory("store")
         let http = try await Self.run(
             "ResourcePacks",
-            [nginx.baseURL.appendingPathComponent("packs.json").absoluteString, "--root", store.path, "--requests", "25"])
+            [
+                nginx.baseURL.appendingPathComponent("packs.json").absoluteString, "--root", store.path, "--requests",
+                "25",
+            ]
+        )
         #expect(http.status == 0)
         let out = http.stdout
         #expect(out.contains("25 concurrent requests for 3000: 1 download, every caller got packages/3000/1\n"))
         #expect(nginx.requestCount(for: "/packs/3000.zip") == 1)
         #expect(Self.lines(out, starting: "fonts with a wrong password: wrongPassword:").count == 1)
         #expect(out.contains("events fonts: downloading → verifying → failed → downloading → verifying → installed;"))
-        #expect(Self.lines(out, starting: "events 3001: downloading → verifying → installed;").first?.contains("5/5 files") == true)
+        #expect(
+            Self.lines(out, starting: "events 3001: downloading → verifying → installed;").first?.contains("5/5 files")
+                == true
+        )
         #expect(out.contains("3000 + 3001: 11 files, 330"))
         #expect(out.contains("(3 shared files stored once, 120000 bytes saved)"))
         #expect(out.contains("resolve 3001 filter sepia.png -> packages/3001/1/sepia.png"))
@@ -120,36 +143,59 @@ struct ExampleTests {
         #expect(out.contains("available: 3000 true, 3002 false"))
         #expect(out.contains("available: 3000/blend.jpg true, 3000/missing.jpg false"))
         #expect(out.contains("cancel 3002: cancelled: package 3002: the install was cancelled; available: false"))
-        #expect(out.contains("3002 again: the caller that left got cancelled, the other got packages/3002/1; available: true"))
+        #expect(
+            out.contains(
+                "3002 again: the caller that left got cancelled, the other got packages/3002/1; available: true"
+            )
+        )
         #expect(nginx.requestCount(for: "/packs/large/3002.zip") == 2)
         #expect(out.contains("verify 3001: missing sepia.png; state fileMissing"))
         #expect(out.contains("repair 3001: restored sepia.png, downloads 0, identical true, healthy true"))
         #expect(nginx.requestCount(for: "/packs/3001.zip") == 1)
-        #expect(Self.lines(out, starting: "delete 3000: 3 objects,").first?.hasSuffix("3001 healthy true (5 files hashed)") == true)
+        #expect(
+            Self.lines(out, starting: "delete 3000: 3 objects,").first?.hasSuffix("3001 healthy true (5 files hashed)")
+                == true
+        )
         let states = try #require(out.components(separatedBy: "states:\n").last)
-        #expect(Self.lines(states, starting: "").sorted() == [
-            "3001 1 installed", "3002 1 installed", "fonts 1 installed", "starter 1 installed",
-        ])
+        #expect(
+            Self.lines(states, starting: "").sorted() == [
+                "3001 1 installed", "3002 1 installed", "fonts 1 installed", "starter 1 installed",
+            ]
+        )
         await nginx.stop()
 
         // What the example left on disk: the repaired filter is the published one, the
         // bundled pack's image is the one shipped, the deleted pack is gone.
-        let sepia = try await Subprocess.check("unzip", ["-p", repo.appendingPathComponent("packs/3001.zip").path, "sepia.png"])
+        let sepia = try await Subprocess.check(
+            "unzip",
+            ["-p", repo.appendingPathComponent("packs/3001.zip").path, "sepia.png"]
+        )
         #expect(try Data(contentsOf: store.appendingPathComponent("packages/3001/1/sepia.png")) == sepia.standardOutput)
-        #expect(try String(contentsOf: store.appendingPathComponent("packages/starter/1/frame.png"), encoding: .utf8) == "starter frame\n")
+        #expect(
+            try String(contentsOf: store.appendingPathComponent("packages/starter/1/frame.png"), encoding: .utf8)
+                == "starter frame\n"
+        )
         #expect(!FileManager.default.fileExists(atPath: store.appendingPathComponent("packages/3000").path))
 
         // The same repository over file://, into a fresh store.
         let local = try await Self.run(
             "ResourcePacks",
-            [repo.appendingPathComponent("packs.json").absoluteString, "--root", try makeTemporaryDirectory("store").path])
+            [
+                repo.appendingPathComponent("packs.json").absoluteString, "--root",
+                try makeTemporaryDirectory("store").path,
+            ]
+        )
         #expect(local.status == 0)
-        #expect(local.stdout.contains("20 concurrent requests for 3000: 1 download, every caller got packages/3000/1\n"))
+        #expect(
+            local.stdout.contains("20 concurrent requests for 3000: 1 download, every caller got packages/3000/1\n")
+        )
         #expect(local.stdout.contains("repair 3001: restored sepia.png, downloads 0, identical true, healthy true"))
         #expect(local.stdout.contains("resolve starter font Starter.ttf -> packages/starter/1/Starter.ttf"))
     }
 
-    @Test("WebOfflinePackages over HTTP POST and file://: modules install, pages open locally, a disabled module opens online")
+    @Test(
+        "WebOfflinePackages over HTTP POST and file://: modules install, pages open locally, a disabled module opens online"
+    )
     func webOfflinePackages() async throws {
         let repo = try makeTemporaryDirectory("h5-repo")
         let publish = Self.webOfflinePackages.appendingPathComponent("make-repository").path
@@ -161,36 +207,66 @@ struct ExampleTests {
                 if ($request_method != POST) { return 403; }
                 error_page 405 =200 /check.json;
             }
-            """)
+            """
+        )
         let nginx = try await NginxServer.start(root: repo, options: .init(locations: [check]))
         let store = try makeTemporaryDirectory("store")
         let arguments = [nginx.baseURL.appendingPathComponent("check").absoluteString, "--root", store.path]
 
         let first = try await Self.run("WebOfflinePackages", arguments)
         #expect(first.status == 0)
-        #expect(first.stdout.contains(#"posted {"data":{"appCode":"SomeApp","appVer":"1.2.0","h5vers":[],"platform":"ios"}}"#))
-        #expect(Self.lines(first.stdout, starting: "module ") == [
-            "module 10010: add, version 1.0.4", "module 10020: add, version 1.0.2",
-        ])
-        #expect(first.stdout.contains(
-            "open https://m.example.com/home/index.html?tab=2#top -> local packages/10010/1.0.4/index.html?tab=2#top (read access packages/10010/1.0.4)"))
-        #expect(first.stdout.contains(
-            "open https://m.example.com/promo/ -> local packages/10020/1.0.2/index.html (read access packages/10020/1.0.2)"))
+        #expect(
+            first.stdout.contains(
+                #"posted {"data":{"appCode":"SomeApp","appVer":"1.2.0","h5vers":[],"platform":"ios"}}"#
+            )
+        )
+        #expect(
+            Self.lines(first.stdout, starting: "module ") == [
+                "module 10010: add, version 1.0.4", "module 10020: add, version 1.0.2",
+            ]
+        )
+        #expect(
+            first.stdout.contains(
+                "open https://m.example.com/home/index.html?tab=2#top -> local packages/10010/1.0.4/index.html?tab=2#top (read access packages/10010/1.0.4)"
+            )
+        )
+        #expect(
+            first.stdout.contains(
+                "open https://m.example.com/promo/ -> local packages/10020/1.0.2/index.html (read access packages/10020/1.0.2)"
+            )
+        )
         #expect(first.stdout.contains("-> online https://m.example.com/promo/../home/index.html (unsafePath)"))
-        #expect(first.stdout.contains("open https://www.example.com/about.html -> online https://www.example.com/about.html (notAModulePage)"))
+        #expect(
+            first.stdout.contains(
+                "open https://www.example.com/about.html -> online https://www.example.com/about.html (notAModulePage)"
+            )
+        )
         let page = try Data(contentsOf: store.appendingPathComponent("packages/10020/1.0.2/index.html"))
-        #expect(page == (try Data(contentsOf: Self.webOfflinePackages.appendingPathComponent("Modules/promo/index.html"))))
+        #expect(
+            page == (try Data(contentsOf: Self.webOfflinePackages.appendingPathComponent("Modules/promo/index.html")))
+        )
 
         // The server turns promo off: its files stay, its pages open online.
         try await Subprocess.check(publish, [repo.path, "--inactive", "10020"])
         let second = try await Self.run("WebOfflinePackages", arguments)
-        #expect(second.stdout.contains(
-            #"{"isActive":true,"moduleId":"10020","moduleVer":"1.0.2"}"#))
-        #expect(Self.lines(second.stdout, starting: "module ") == [
-            "module 10010: unchanged, version 1.0.4", "module 10020: disable, version 1.0.2",
-        ])
-        #expect(second.stdout.contains("open https://m.example.com/promo/ -> online https://m.example.com/promo/ (inactive)"))
-        #expect(second.stdout.contains("open https://m.example.com/home/js/app.js -> local packages/10010/1.0.4/js/app.js"))
+        #expect(
+            second.stdout.contains(
+                #"{"isActive":true,"moduleId":"10020","moduleVer":"1.0.2"}"#
+            )
+        )
+        #expect(
+            Self.lines(second.stdout, starting: "module ") == [
+                "module 10010: unchanged, version 1.0.4", "module 10020: disable, version 1.0.2",
+            ]
+        )
+        #expect(
+            second.stdout.contains(
+                "open https://m.example.com/promo/ -> online https://m.example.com/promo/ (inactive)"
+            )
+        )
+        #expect(
+            second.stdout.contains("open https://m.example.com/home/js/app.js -> local packages/10010/1.0.4/js/app.js")
+        )
         #expect(Self.lines(second.stdout, starting: "10020 ") == ["10020 1.0.2 disabled"])
         #expect(try Data(contentsOf: store.appendingPathComponent("packages/10020/1.0.2/index.html")) == page)
         #expect(nginx.requestCount(for: "/check") == 2)
@@ -199,7 +275,9 @@ struct ExampleTests {
         // The recorded answer over file://, turned on again: promo is local once more, with no download.
         try await Subprocess.check(publish, [repo.path])
         let local = try await Self.run(
-            "WebOfflinePackages", [repo.appendingPathComponent("check.json").absoluteString, "--root", store.path])
+            "WebOfflinePackages",
+            [repo.appendingPathComponent("check.json").absoluteString, "--root", store.path]
+        )
         #expect(local.stdout.contains(#"{"isActive":false,"moduleId":"10020","moduleVer":"1.0.2"}"#))
         #expect(Self.lines(local.stdout, starting: "module 10020") == ["module 10020: enable, version 1.0.2"])
         #expect(local.stdout.contains("open https://m.example.com/promo/ -> local packages/10020/1.0.2/index.html"))

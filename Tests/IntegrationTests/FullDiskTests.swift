@@ -31,7 +31,10 @@ struct FullDiskTests {
         }
     }
 
-    @Test("a full disk during download, unpack or commit gives diskFull and keeps the previous version", arguments: Stage.allCases)
+    @Test(
+        "a full disk during download, unpack or commit gives diskFull and keeps the previous version",
+        arguments: Stage.allCases
+    )
     func fullDisk(_ stage: Stage) async throws {
         let work = try makeTemporaryDirectory("full-disk")
         defer { try? FileManager.default.removeItem(at: work) }
@@ -57,9 +60,15 @@ struct FullDiskTests {
             }
         }
         try repository.publish(sources.appendingPathComponent("p1"), id: "p", version: "1")
-        try FileManager.default.copyItem(at: repository.manifestFile, to: repository.directory.appendingPathComponent("m1.json"))
+        try FileManager.default.copyItem(
+            at: repository.manifestFile,
+            to: repository.directory.appendingPathComponent("m1.json")
+        )
         let entry = try repository.publish(sources.appendingPathComponent("p2"), id: "p", version: "2")
-        try FileManager.default.copyItem(at: repository.manifestFile, to: repository.directory.appendingPathComponent("m2.json"))
+        try FileManager.default.copyItem(
+            at: repository.manifestFile,
+            to: repository.directory.appendingPathComponent("m2.json")
+        )
         let server = try await NginxServer.start(root: repository.directory)
         defer { try? FileManager.default.removeItem(at: repository.directory) }
 
@@ -70,7 +79,9 @@ struct FullDiskTests {
                 [
                     "sync", "--manifest", server.baseURL.appendingPathComponent(manifest).absoluteString, "--root",
                     root.path, "--allow-unsigned", "--quiet", "--unarchiver", unarchiver,
-                ], log: work.appendingPathComponent(log))
+                ],
+                log: work.appendingPathComponent(log)
+            )
         }
         let (installed, installOutput) = try await sync("m1.json", "install.log")
         try #require(installed == .exited(0), "\(installOutput)")
@@ -87,7 +98,9 @@ struct FullDiskTests {
             case .commit: archive + tree + 3 * page
             }
         if stage == .commit {
-            let storeFile = try FileManager.default.attributesOfItem(atPath: root.appendingPathComponent("store.json").path)
+            let storeFile = try FileManager.default.attributesOfItem(
+                atPath: root.appendingPathComponent("store.json").path
+            )
             let size = try #require(storeFile[.size] as? Int)
             try #require(Int64(size) > room + 2 * page, "the store file (\(size) bytes) must outgrow the room left")
         }
@@ -98,7 +111,9 @@ struct FullDiskTests {
             [
                 "sync", "--manifest", server.baseURL.appendingPathComponent("m2.json").absoluteString, "--root",
                 root.path, "--allow-unsigned", "--quiet", "--unarchiver", unarchiver,
-            ], log: work.appendingPathComponent("update.log"))
+            ],
+            log: work.appendingPathComponent("update.log")
+        )
         let ending = await update.wait()
         let output = update.output
         #expect(ending == .exited(1), "\(output)")
@@ -115,10 +130,15 @@ struct FullDiskTests {
             }
         #expect(
             errors.contains { line in line.contains("disk full") && expectedFiles.contains { line.contains($0) } },
-            "expected a disk-full error naming one of \(expectedFiles): \(output)")
+            "expected a disk-full error naming one of \(expectedFiles): \(output)"
+        )
 
         // The previous version stays active and whole.
-        let during = try await StoreInspection.status(root: root, check: true, log: work.appendingPathComponent("check.log"))
+        let during = try await StoreInspection.status(
+            root: root,
+            check: true,
+            log: work.appendingPathComponent("check.log")
+        )
         let package = try #require(during["p"])
         #expect(package.version == "1")
         #expect(try StoreInspection.tree(URL(fileURLWithPath: try #require(package.path))) == oldFiles)
@@ -127,7 +147,11 @@ struct FullDiskTests {
         try FileManager.default.removeItem(at: filler)
         let (retried, retryOutput) = try await sync("m2.json", "retry.log")
         #expect(retried == .exited(0), "\(retryOutput)")
-        let after = try await StoreInspection.status(root: root, check: true, log: work.appendingPathComponent("after.log"))
+        let after = try await StoreInspection.status(
+            root: root,
+            check: true,
+            log: work.appendingPathComponent("after.log")
+        )
         #expect(after["p"]?.version == "2" && after["p"]?.state == "installed")
         #expect(try after["p"]?.path.flatMap { try StoreInspection.tree(URL(fileURLWithPath: $0)) } == newFiles)
         let left = try StoreInspection.leftovers(root: root)
@@ -143,7 +167,9 @@ enum TemporaryFileSystem {
     /// then the refusal is a failure.
     static func mount(at directory: URL, megabytes: Int) async throws -> Bool {
         let output = try await Subprocess.run(
-            "mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", directory.path])
+            "mount",
+            ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", directory.path]
+        )
         if output.status == 0 { return true }
         let reason = "mounting a tmpfs was refused (exit \(output.status)): \(output.stderr)"
         if ProcessInfo.processInfo.environment["CI"] == "true" {

@@ -36,7 +36,9 @@ struct KillHarnessTests {
                 let clock = ContinuousClock()
                 let start = clock.now
                 let (ending, output) = try await HotRun.run(
-                    rig.arguments(for: operation, root: root), log: logs.appendingPathComponent("timed.log"))
+                    rig.arguments(for: operation, root: root),
+                    log: logs.appendingPathComponent("timed.log")
+                )
                 #expect(ending == .exited(0), "\(operation): \(output)")
                 let length = max(20, (clock.now - start).milliseconds)
                 durations[operation] = attempt == 0 ? length : min(durations[operation] ?? length, length)
@@ -73,10 +75,14 @@ struct KillHarnessTests {
                 + "consistent \(kills - inconsistent.filter(\.died).count) of \(kills) kills; "
                 + "runs that finished first \(finishedFirst), \(inconsistent.filter { !$0.died }.count) of them inconsistent; "
                 + "seed \(seed), "
-                + "kill windows \(KillRig.Operation.allCases.map { "\($0.rawValue) \(durations[$0] ?? 0) ms" }.joined(separator: ", "))")
+                + "kill windows \(KillRig.Operation.allCases.map { "\($0.rawValue) \(durations[$0] ?? 0) ms" }.joined(separator: ", "))"
+        )
         for trial in inconsistent { print("kill harness: inconsistent: \(trial)") }
         #expect(kills >= wanted, "only \(kills) of \(attempts) runs were killed before they finished")
-        #expect(inconsistent.isEmpty, "\(inconsistent.count) inconsistent: \(inconsistent.map(\.description).joined(separator: "\n"))")
+        #expect(
+            inconsistent.isEmpty,
+            "\(inconsistent.count) inconsistent: \(inconsistent.map(\.description).joined(separator: "\n"))"
+        )
     }
 
     @Test("an abort at every fault point of every operation leaves a consistent store")
@@ -106,9 +112,13 @@ struct KillHarnessTests {
 
         print(
             "kill harness: named-point aborts \(aborts), consistent \(aborts - inconsistent.filter(\.died).count), "
-                + "inconsistent \(inconsistent.count); passes: \(matrix.joined(separator: ", "))")
+                + "inconsistent \(inconsistent.count); passes: \(matrix.joined(separator: ", "))"
+        )
         for trial in inconsistent { print("kill harness: inconsistent: \(trial)") }
         #expect(unreached.isEmpty, "\(unreached)")
-        #expect(inconsistent.isEmpty, "\(inconsistent.count) inconsistent: \(inconsistent.map(\.description).joined(separator: "\n"))")
+        #expect(
+            inconsistent.isEmpty,
+            "\(inconsistent.count) inconsistent: \(inconsistent.map(\.description).joined(separator: "\n"))"
+        )
     }
 }

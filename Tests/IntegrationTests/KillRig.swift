@@ -77,7 +77,8 @@ final class KillRig: @unchecked Sendable {
         /// The fault points this operation passes (see `FaultPoint`).
         var faultPoints: [String] {
             switch self {
-            case .install, .update, .repair: ["after-adopt", "after-rename", "after-flush", "after-index", "mid-commit"]
+            case .install, .update, .repair:
+                ["after-adopt", "after-rename", "after-flush", "after-index", "mid-commit"]
             case .rollback, .remove, .gc: ["after-index", "mid-commit"]
             }
         }
@@ -122,14 +123,23 @@ final class KillRig: @unchecked Sendable {
         }
         try repository.publish(sources.appendingPathComponent("q1"), id: Self.sharedID, version: "1")
         try repository.publish(sources.appendingPathComponent("p1"), id: Self.packageID, version: "1")
-        try FileManager.default.copyItem(at: repository.manifestFile, to: repository.directory.appendingPathComponent("m1.json"))
+        try FileManager.default.copyItem(
+            at: repository.manifestFile,
+            to: repository.directory.appendingPathComponent("m1.json")
+        )
         try repository.publish(sources.appendingPathComponent("p2"), id: Self.packageID, version: "2")
-        try FileManager.default.copyItem(at: repository.manifestFile, to: repository.directory.appendingPathComponent("m2.json"))
+        try FileManager.default.copyItem(
+            at: repository.manifestFile,
+            to: repository.directory.appendingPathComponent("m2.json")
+        )
         try FileManager.default.createSymbolicLink(
-            atPath: repository.directory.appendingPathComponent("slow").path, withDestinationPath: ".")
+            atPath: repository.directory.appendingPathComponent("slow").path,
+            withDestinationPath: "."
+        )
         server = try await NginxServer.start(
             root: repository.directory,
-            options: .init(locations: [.rateLimited(prefix: "/slow/", bytesPerSecond: bytesPerSecond)]))
+            options: .init(locations: [.rateLimited(prefix: "/slow/", bytesPerSecond: bytesPerSecond)])
+        )
 
         // Each start is reached the way a user reaches it, through the slow manifests so that
         // a repair downloads slowly too.
@@ -148,7 +158,8 @@ final class KillRig: @unchecked Sendable {
         let digest = try CryptoVerifier().digest(ofFile: active.appendingPathComponent("sub/d.bin"), using: .sha256).hex
         try FileManager.default.removeItem(at: active.appendingPathComponent("sub/d.bin"))
         try FileManager.default.removeItem(
-            at: broken.appendingPathComponent("objects/\(digest.prefix(2))/\(digest)"))
+            at: broken.appendingPathComponent("objects/\(digest.prefix(2))/\(digest)")
+        )
         templates[.damagedVersion2] = broken
     }
 
@@ -227,7 +238,10 @@ final class KillRig: @unchecked Sendable {
         let log = work.appendingPathComponent("setup-\(UUID().uuidString).log")
         let (ending, output) = try await HotRun.run(arguments, log: log)
         guard ending == .exited(0) else {
-            throw HotUpdateError(.internalInconsistency, "hot \(arguments.joined(separator: " ")): \(ending): \(output)")
+            throw HotUpdateError(
+                .internalInconsistency,
+                "hot \(arguments.joined(separator: " ")): \(ending): \(output)"
+            )
         }
     }
 }

@@ -29,13 +29,19 @@ struct KillTrial: Sendable, CustomStringConvertible {
 extension KillRig {
     /// Runs `operation` on a fresh root; SIGKILLs it after `delay`, or lets `HOT_ABORT_AT`
     /// abort it at `point`; then checks the store.
-    func trial(_ operation: Operation, killAfter delay: Duration? = nil, abortAt point: String? = nil) async throws
+    func trial(
+        _ operation: Operation,
+        killAfter delay: Duration? = nil,
+        abortAt point: String? = nil
+    ) async throws
         -> KillTrial
     {
         let (root, logs) = try makeRoot(operation.start)
         let run = try HotRun(
-            arguments(for: operation, root: root), environment: ["HOT_ABORT_AT": point],
-            log: logs.appendingPathComponent("run.log"))
+            arguments(for: operation, root: root),
+            environment: ["HOT_ABORT_AT": point],
+            log: logs.appendingPathComponent("run.log")
+        )
         if let delay {
             try await Task.sleep(for: delay)
             run.kill()
@@ -79,7 +85,9 @@ extension KillRig {
             if let content {
                 let allowed = finished ? [operation.new] : operation.allowed
                 if !allowed.contains(content) {
-                    problems.append("p's active tree is \(content), expected one of \(allowed.map(\.rawValue).sorted())")
+                    problems.append(
+                        "p's active tree is \(content), expected one of \(allowed.map(\.rawValue).sorted())"
+                    )
                 }
             }
             problems += try sharedProblems(packages, operation: operation)
@@ -121,7 +129,8 @@ extension KillRig {
             if final != operation.final || after[Self.packageID]?.state != "installed" {
                 problems.append(
                     "after the next sync p is \(final.map(\.rawValue) ?? "a mix") "
-                        + "(\(after[Self.packageID]?.state ?? "no record")), expected \(operation.final) installed")
+                        + "(\(after[Self.packageID]?.state ?? "no record")), expected \(operation.final) installed"
+                )
             }
             problems += try sharedProblems(after, operation: nil)
             problems += try namedVersionProblems(root: root, allowingDamaged: false)
@@ -148,7 +157,10 @@ extension KillRig {
     }
 
     /// `q` is installed and whole (an install may not have reached it yet).
-    private func sharedProblems(_ packages: [String: StoreInspection.Package], operation: Operation?) throws
+    private func sharedProblems(
+        _ packages: [String: StoreInspection.Package],
+        operation: Operation?
+    ) throws
         -> [String]
     {
         guard let package = packages[Self.sharedID], let path = package.path else {

@@ -7,7 +7,9 @@ import Testing
 /// `Examples/LaunchGuard` run as an app's launches against a signed repository on nginx.
 @Suite("LaunchGuard")
 struct LaunchGuardTests {
-    @Test("a version that crashes at launch is rolled back and blocked, never downloaded again, and a newer one is taken")
+    @Test(
+        "a version that crashes at launch is rolled back and blocked, never downloaded again, and a newer one is taken"
+    )
     func crashingVersionIsRolledBack() async throws {
         let key = try CryptoSigner.generate()
         let keys = try makeTemporaryDirectory("keys")
@@ -34,7 +36,9 @@ struct LaunchGuardTests {
         var run = try await launch()
         #expect(run.status == 0, "\(run.stderr)")
         #expect(running(run) == ["running bundle"])
-        #expect(ExampleTests.lines(run.stdout, starting: "app: add, active bundle, 1 waits for the next launch").count == 1)
+        #expect(
+            ExampleTests.lines(run.stdout, starting: "app: add, active bundle, 1 waits for the next launch").count == 1
+        )
 
         // The next launch takes version 1.
         run = try await launch()
@@ -42,7 +46,11 @@ struct LaunchGuardTests {
         #expect(running(run) == ["running 1"])
 
         // Version 2 crashes at its first launch.
-        let crashing = try repository.pack(["main.js": Data("print(2)".utf8), "crash": Data()], id: "app", version: "2")
+        let crashing = try repository.pack(
+            ["main.js": Data("print(2)".utf8), "crash": Data()],
+            id: "app",
+            version: "2"
+        )
         try repository.sign(with: [key])
         let crashingPath = "/packages/" + repository.archive(crashing).lastPathComponent
         run = try await launch()
@@ -68,7 +76,9 @@ struct LaunchGuardTests {
 
         // The operator sees the blocked version.
         let status = try await Subprocess.run(
-            try builtExecutable("hot").path, ["status", "--root", store.path, "--json"])
+            try builtExecutable("hot").path,
+            ["status", "--root", store.path, "--json"]
+        )
         #expect(status.status == 0, "\(status.stderr)")
         let document = try JSONSerialization.jsonObject(with: status.standardOutput) as? [String: Any]
         let packages = try #require(document?["packages"] as? [[String: Any]])

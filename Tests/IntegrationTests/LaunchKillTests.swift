@@ -5,9 +5,9 @@ import HotVerify
 import Testing
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// Kills `Examples/LaunchGuard` at every step of a launch (beginning it, confirming it,
@@ -42,7 +42,12 @@ struct LaunchKillTests {
         try repository.pack(version2, id: "app", version: "2")
         try repository.sign(with: [key])
         try await Subprocess.check(launchGuard, arguments(template))  // 2 downloaded, waiting
-        return Rig(template: template, arguments: arguments, nginx: nginx, logs: try makeTemporaryDirectory("launch-logs"))
+        return Rig(
+            template: template,
+            arguments: arguments,
+            nginx: nginx,
+            logs: try makeTemporaryDirectory("launch-logs")
+        )
     }
 
     /// A copy of the template store (hard links kept, as the object store needs).
@@ -66,7 +71,9 @@ struct LaunchKillTests {
             return nil
         }
         let status = try await Subprocess.run(
-            try builtExecutable("hot").path, ["status", "--root", root.path, "--json", "--check"])
+            try builtExecutable("hot").path,
+            ["status", "--root", root.path, "--json", "--check"]
+        )
         #expect(status.status == 0, "\(label): \(status.stderr)")
         let document = try JSONSerialization.jsonObject(with: status.standardOutput) as? [String: Any]
         let app = (document?["packages"] as? [[String: Any]])?.first { $0["id"] as? String == "app" }
@@ -92,8 +99,11 @@ struct LaunchKillTests {
         for occurrence in 1...4 {
             let root = try await Self.copy(rig, "abort-\(occurrence)")
             let run = try HotRun(
-                rig.arguments(root), environment: ["HOT_ABORT_AT": "mid-commit:\(occurrence)"],
-                log: rig.logs.appendingPathComponent("abort-\(occurrence).log"), executable: "LaunchGuard")
+                rig.arguments(root),
+                environment: ["HOT_ABORT_AT": "mid-commit:\(occurrence)"],
+                log: rig.logs.appendingPathComponent("abort-\(occurrence).log"),
+                executable: "LaunchGuard"
+            )
             _ = await run.wait()
             ran[occurrence] = try await Self.recover(rig, root: root, label: "mid-commit:\(occurrence)")
         }
@@ -112,8 +122,10 @@ struct LaunchKillTests {
         for (index, delay) in [0, 2, 5, 10, 15, 20, 30, 45, 60, 90, 150].enumerated() {
             let root = try await Self.copy(rig, "kill-\(index)")
             let run = try HotRun(
-                rig.arguments(root), log: rig.logs.appendingPathComponent("kill-\(index).log"),
-                executable: "LaunchGuard")
+                rig.arguments(root),
+                log: rig.logs.appendingPathComponent("kill-\(index).log"),
+                executable: "LaunchGuard"
+            )
             try await Task.sleep(for: .milliseconds(delay))
             let killed = run.kill()
             let ending = await run.wait()
@@ -131,7 +143,10 @@ struct LaunchKillTests {
         defer { Task { await rig.nginx.stop() } }
         let root = try await Self.copy(rig, "frozen")
         let run = try HotRun(
-            rig.arguments(root), log: rig.logs.appendingPathComponent("frozen.log"), executable: "LaunchGuard")
+            rig.arguments(root),
+            log: rig.logs.appendingPathComponent("frozen.log"),
+            executable: "LaunchGuard"
+        )
         // Wait for the launch to load 2 (its trial is recorded before that line), then kill it.
         var waited = 0
         while !run.standardOutput.contains("running 2\n"), waited < 2000 {

@@ -15,8 +15,12 @@ struct ManyPackagesTests {
     /// The descriptor of a published entry, with its URL on `server`.
     static func descriptor(_ entry: ManifestDocument.Entry, on server: NginxServer) throws -> PackageDescriptor {
         try PackageDescriptor(
-            id: entry.id, version: entry.version, url: server.baseURL.appendingPathComponent(entry.url),
-            size: entry.size, sha256: try Digest(algorithm: .sha256, hex: entry.sha256))
+            id: entry.id,
+            version: entry.version,
+            url: server.baseURL.appendingPathComponent(entry.url),
+            size: entry.size,
+            sha256: try Digest(algorithm: .sha256, hex: entry.sha256)
+        )
     }
 
     /// Kilobytes allocated under `directory`, as `du` counts them (each inode once).
@@ -34,7 +38,8 @@ struct ManyPackagesTests {
         // Slow enough that every caller arrives while the one download runs.
         let server = try await NginxServer.start(
             root: repository.directory,
-            options: .init(locations: [.rateLimited(prefix: "/packages/", bytesPerSecond: 400_000, afterBytes: 8_192)]))
+            options: .init(locations: [.rateLimited(prefix: "/packages/", bytesPerSecond: 400_000, afterBytes: 8_192)])
+        )
         let updater = makeUpdater(root: try makeTemporaryDirectory("store"), transport: .http)
         let offered = try Self.descriptor(entry, on: server)
 
@@ -92,7 +97,8 @@ struct ManyPackagesTests {
         try repository.publish(source, id: "big", version: "1")
         let slow = try await NginxServer.start(
             root: repository.directory,
-            options: .init(locations: [.rateLimited(prefix: "/packages/", bytesPerSecond: 20_000, afterBytes: 16_384)]))
+            options: .init(locations: [.rateLimited(prefix: "/packages/", bytesPerSecond: 20_000, afterBytes: 16_384)])
+        )
         let root = try makeTemporaryDirectory("store")
         let updater = makeUpdater(root: root, transport: .http)
         let events = updater.events()
@@ -100,7 +106,10 @@ struct ManyPackagesTests {
         let sync = Task {
             try await updater.sync(
                 from: StaticManifestSource(
-                    url: slow.baseURL.appendingPathComponent("manifest.json"), transport: httpTransport()))
+                    url: slow.baseURL.appendingPathComponent("manifest.json"),
+                    transport: httpTransport()
+                )
+            )
         }
         // Bytes have arrived: the download is under way.
         for await event in events {
@@ -118,7 +127,11 @@ struct ManyPackagesTests {
 
         let fast = try await NginxServer.start(root: repository.directory)
         let retry = try await updater.sync(
-            from: StaticManifestSource(url: fast.baseURL.appendingPathComponent("manifest.json"), transport: httpTransport()))
+            from: StaticManifestSource(
+                url: fast.baseURL.appendingPathComponent("manifest.json"),
+                transport: httpTransport()
+            )
+        )
         #expect(retry.failures.isEmpty)
         let installed = try #require(try await updater.installedPackages().first)
         #expect(try readTree(installed.directory) == readTree(source))

@@ -35,7 +35,9 @@ enum NameIndexInvariant {
             guard let record = snapshot.packages[package.id], let version = record.active,
                 version.path == package.path, version.version == package.version
             else {
-                problems.append("the name index names \(package.id) \(package.version) at \(package.path), not the active version")
+                problems.append(
+                    "the name index names \(package.id) \(package.version) at \(package.path), not the active version"
+                )
                 continue
             }
         }

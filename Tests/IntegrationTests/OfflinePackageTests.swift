@@ -22,7 +22,8 @@ struct OfflinePackageTests {
             if ($http_content_type != "application/json") { return 415; }
             error_page 405 =200 /answers/check.json;
         }
-        """)
+        """
+    )
 
     struct Server {
         let directory: URL
@@ -35,12 +36,17 @@ struct OfflinePackageTests {
         /// Zips a module's pages as `packages/<name>.zip` and returns the archive's MD5.
         func module(_ name: String, pages: [String: String]) async throws -> Digest {
             let archive = try await zipFiles(
-                pages.mapValues { Data($0.utf8) }, to: directory.appendingPathComponent("packages/\(name).zip"))
+                pages.mapValues { Data($0.utf8) },
+                to: directory.appendingPathComponent("packages/\(name).zip")
+            )
             return try md5(of: archive)
         }
 
         func answer(_ modules: [[String: Any]]) throws {
-            let data = try JSONSerialization.data(withJSONObject: ["resultCode": 0, "resultData": modules], options: [.sortedKeys])
+            let data = try JSONSerialization.data(
+                withJSONObject: ["resultCode": 0, "resultData": modules],
+                options: [.sortedKeys]
+            )
             try writeTree(["answers/check.json": data], under: directory)
         }
 
@@ -57,8 +63,11 @@ struct OfflinePackageTests {
 
     func source(_ nginx: NginxServer, _ updater: Updater) -> OfflinePackageManifestSource {
         OfflinePackageManifestSource(
-            url: nginx.baseURL.appendingPathComponent("offline/check"), transport: httpTransport(), app: Self.app,
-            snapshot: { try await updater.currentSnapshot() })
+            url: nginx.baseURL.appendingPathComponent("offline/check"),
+            transport: httpTransport(),
+            app: Self.app,
+            snapshot: { try await updater.currentSnapshot() }
+        )
     }
 
     /// A server answering with module 10010 version 1 (nginx also answers 500 at
@@ -66,10 +75,13 @@ struct OfflinePackageTests {
     func installedHome1() async throws -> (Server, Digest, NginxServer, Updater) {
         let server = try Server()
         let home1 = try await server.module("home-1", pages: ["index.html": "home 1"])
-        try server.answer([["moduleId": "10010", "moduleVer": "1", "packageUrl": "/packages/home-1.zip", "packageMD5": home1.hex]])
+        try server.answer([
+            ["moduleId": "10010", "moduleVer": "1", "packageUrl": "/packages/home-1.zip", "packageMD5": home1.hex]
+        ])
         let nginx = try await NginxServer.start(
             root: server.directory,
-            options: .init(locations: [Self.checkLocation, .status(500, at: "/offline/broken")]))
+            options: .init(locations: [Self.checkLocation, .status(500, at: "/offline/broken")])
+        )
         let updater = makeUpdater(root: try makeTemporaryDirectory("store"), using: httpTransport())
         try await updater.sync(from: source(nginx, updater)).throwIfFailed()
         return (server, home1, nginx, updater)
@@ -81,20 +93,27 @@ struct OfflinePackageTests {
             installed: try await updater.installedPackages().map {
                 InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
             },
-            inactiveModuleIDs: inactive)
+            inactiveModuleIDs: inactive
+        )
     }
 
-    @Test("full and patch modules install (patch as the full package), disabled ones fall back online, versions are reported")
+    @Test(
+        "full and patch modules install (patch as the full package), disabled ones fall back online, versions are reported"
+    )
     func walk() async throws {
         let server = try Server()
         let home1 = try await server.module("home-1.0.4", pages: ["index.html": "home 1.0.4", "js/app.js": "app()"])
         let promo1 = try await server.module("promo-1.0.2", pages: ["index.html": "promo 1.0.2"])
         try server.answer([
-            ["moduleId": "10010", "moduleVer": "1.0.4", "packageUrl": "/packages/home-1.0.4.zip",
-             "packageMD5": home1.hex, "mode": 1, "isActive": true],
-            ["moduleId": "10020", "moduleVer": "1.0.2", "packageUrl": "/packages/promo-1.0.2.zip",
-             "packageMD5": promo1.hex, "patchUrl": "/packages/promo.patch", "patchMD5": home1.hex, "mode": 2,
-             "isActive": true],
+            [
+                "moduleId": "10010", "moduleVer": "1.0.4", "packageUrl": "/packages/home-1.0.4.zip",
+                "packageMD5": home1.hex, "mode": 1, "isActive": true,
+            ],
+            [
+                "moduleId": "10020", "moduleVer": "1.0.2", "packageUrl": "/packages/promo-1.0.2.zip",
+                "packageMD5": promo1.hex, "patchUrl": "/packages/promo.patch", "patchMD5": home1.hex, "mode": 2,
+                "isActive": true,
+            ],
         ])
         let nginx = try await NginxServer.start(root: server.directory, options: .init(locations: [Self.checkLocation]))
         let root = try makeTemporaryDirectory("store")
@@ -109,7 +128,8 @@ struct OfflinePackageTests {
         #expect(nginx.requestCount(for: "/packages/promo.patch") == 0)
 
         let resolver = try await webResolver(updater)
-        guard case .local(let page) = resolver.resolve(URL(string: "https://m.example.com/home/js/app.js?v=2#top")!) else {
+        guard case .local(let page) = resolver.resolve(URL(string: "https://m.example.com/home/js/app.js?v=2#top")!)
+        else {
             Issue.record("the installed page did not resolve locally")
             return
         }
@@ -122,15 +142,19 @@ struct OfflinePackageTests {
         // The server disables promo: nothing is downloaded or removed, the store marks it
         // disabled, its pages go online.
         try server.answer([
-            ["moduleId": "10010", "moduleVer": "1.0.4", "packageUrl": "/packages/home-1.0.4.zip",
-             "packageMD5": home1.hex, "mode": 1, "isActive": true],
+            [
+                "moduleId": "10010", "moduleVer": "1.0.4", "packageUrl": "/packages/home-1.0.4.zip",
+                "packageMD5": home1.hex, "mode": 1, "isActive": true,
+            ],
             ["moduleId": "10020", "isActive": false],
         ])
         let second = try await source.check()
-        #expect(second.reported == [
-            .init(moduleId: "10010", moduleVer: "1.0.4", isActive: true),
-            .init(moduleId: "10020", moduleVer: "1.0.2", isActive: true),
-        ])
+        #expect(
+            second.reported == [
+                .init(moduleId: "10010", moduleVer: "1.0.4", isActive: true),
+                .init(moduleId: "10020", moduleVer: "1.0.2", isActive: true),
+            ]
+        )
         #expect(second.inactiveModuleIDs == ["10020"])
         #expect(second.manifest.disabledPackageIDs == ["10020"])
         let report = try await updater.apply(second.manifest)
@@ -144,7 +168,8 @@ struct OfflinePackageTests {
         let disabled = try await webResolver(updater, inactive: second.inactiveModuleIDs)
         let promoURL = URL(string: "https://m.example.com/promo/")!
         #expect(disabled.resolve(promoURL) == .online(promoURL, reason: .inactive))
-        if case .local = disabled.resolve(URL(string: "https://m.example.com/home/")!) {} else {
+        if case .local = disabled.resolve(URL(string: "https://m.example.com/home/")!) {
+        } else {
             Issue.record("the active module stopped resolving locally")
         }
         // The next check reports it inactive; a sync (not only apply) disables it the same way.
@@ -154,8 +179,10 @@ struct OfflinePackageTests {
 
         // Activated again at the installed version: enabled without a download.
         try server.answer([
-            ["moduleId": "10020", "moduleVer": "1.0.2", "packageUrl": "/packages/promo-1.0.2.zip",
-             "packageMD5": promo1.hex, "mode": 1, "isActive": true],
+            [
+                "moduleId": "10020", "moduleVer": "1.0.2", "packageUrl": "/packages/promo-1.0.2.zip",
+                "packageMD5": promo1.hex, "mode": 1, "isActive": true,
+            ]
         ])
         let enabled = try await updater.sync(from: source)
         #expect(enabled.packages.map(\.change) == [.enable])
@@ -175,7 +202,9 @@ struct OfflinePackageTests {
         let (server, home1, nginx, updater) = try await installedHome1()
 
         _ = try await server.module("home-2", pages: ["index.html": "home 2"])
-        try server.answer([["moduleId": "10010", "moduleVer": "2", "packageUrl": "/packages/home-2.zip", "packageMD5": home1.hex]])
+        try server.answer([
+            ["moduleId": "10010", "moduleVer": "2", "packageUrl": "/packages/home-2.zip", "packageMD5": home1.hex]
+        ])
         let report = try await updater.sync(from: source(nginx, updater))
         #expect(report.failures.map(\.id) == ["10010"])
         #expect(report.failures.first?.error?.code == .digestMismatch)
@@ -184,12 +213,16 @@ struct OfflinePackageTests {
         await nginx.stop()
     }
 
-    @Test("a malformed answer or a server error fails the check, a malformed module is refused alone, and nothing changes")
+    @Test(
+        "a malformed answer or a server error fails the check, a malformed module is refused alone, and nothing changes"
+    )
     func badAnswers() async throws {
         let (server, _, nginx, updater) = try await installedHome1()
 
         try server.answer(raw: "<html>maintenance</html>")
-        let refusal = await #expect(throws: HotUpdateError.self) { try await updater.sync(from: source(nginx, updater)) }
+        let refusal = await #expect(throws: HotUpdateError.self) {
+            try await updater.sync(from: source(nginx, updater))
+        }
         #expect(refusal?.code == .manifestInvalid)
         // A malformed module fails alone: it is refused, nothing else changes.
         try server.answer(raw: #"{"resultData": [{"moduleId": "10010", "packageUrl": "x.zip"}]}"#)
@@ -206,7 +239,9 @@ struct OfflinePackageTests {
         await nginx.stop()
     }
 
-    @Test("mode patch: the delta from the installed version installs, a patch that fails its MD5 falls back to the full package and the report says so")
+    @Test(
+        "mode patch: the delta from the installed version installs, a patch that fails its MD5 falls back to the full package and the report says so"
+    )
     func patchMode() async throws {
         let (server, _, nginx, updater) = try await installedHome1()
         let verifier = CryptoVerifier()
@@ -227,17 +262,30 @@ struct OfflinePackageTests {
                 packageID: "10010",
                 base: DeltaWriter.Side(
                     version: from,
-                    sha256: try verifier.digest(ofFile: packages.appendingPathComponent("home-\(from).zip"), using: .sha256).hex,
-                    directory: work.appendingPathComponent("base")),
+                    sha256: try verifier.digest(
+                        ofFile: packages.appendingPathComponent("home-\(from).zip"),
+                        using: .sha256
+                    ).hex,
+                    directory: work.appendingPathComponent("base")
+                ),
                 target: DeltaWriter.Side(
                     version: to,
-                    sha256: try verifier.digest(ofFile: packages.appendingPathComponent("home-\(to).zip"), using: .sha256).hex,
-                    directory: work.appendingPathComponent("target")),
-                to: delta, verifier: verifier)
+                    sha256: try verifier.digest(
+                        ofFile: packages.appendingPathComponent("home-\(to).zip"),
+                        using: .sha256
+                    ).hex,
+                    directory: work.appendingPathComponent("target")
+                ),
+                to: delta,
+                verifier: verifier
+            )
             try server.answer([
-                ["moduleId": "10010", "moduleVer": to, "packageUrl": "/packages/home-\(to).zip", "packageMD5": fullMD5.hex,
-                 "patchUrl": "/packages/\(delta.lastPathComponent)",
-                 "patchMD5": patchMD5 ?? (try md5(of: delta)).hex, "mode": 2, "isActive": true],
+                [
+                    "moduleId": "10010", "moduleVer": to, "packageUrl": "/packages/home-\(to).zip",
+                    "packageMD5": fullMD5.hex,
+                    "patchUrl": "/packages/\(delta.lastPathComponent)",
+                    "patchMD5": patchMD5 ?? (try md5(of: delta)).hex, "mode": 2, "isActive": true,
+                ],
                 // The seed's sample: an inactive module with a patchMD5 that is not one refuses nothing.
                 ["moduleId": "10020", "patchMD5": "", "mode": 2, "isActive": false],
             ])

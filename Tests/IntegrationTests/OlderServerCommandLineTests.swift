@@ -24,16 +24,23 @@ struct OlderServerCommandLineTests {
         let publicKey = server.directory.appendingPathComponent("server.pub").path
         let list = nginx.baseURL.appendingPathComponent("patches.json").absoluteString
 
-        let missingKey = try await CommandLineTests.run(["sync", "--manifest", list, "--root", root.path, "--format", "patchlist"])
+        let missingKey = try await CommandLineTests.run([
+            "sync", "--manifest", list, "--root", root.path, "--format", "patchlist",
+        ])
         #expect(missingKey.status != 0)
         #expect(missingKey.stderr.contains("--rsa-key"))
 
         let synced = try await CommandLineTests.run(
-            ["sync", "--manifest", list, "--root", root.path, "--format", "patchlist", "--rsa-key", publicKey, "--quiet"])
+            [
+                "sync", "--manifest", list, "--root", root.path, "--format", "patchlist", "--rsa-key", publicKey,
+                "--quiet",
+            ])
         #expect(synced.status == 0, "\(synced.stderr)")
-        #expect(synced.stdout.split(separator: "\n").sorted() == [
-            "banner\tadd\tok\t\(banner["md5"] ?? "")", "fix-login\tadd\tok\t\(login["md5"] ?? "")",
-        ])
+        #expect(
+            synced.stdout.split(separator: "\n").sorted() == [
+                "banner\tadd\tok\t\(banner["md5"] ?? "")", "fix-login\tadd\tok\t\(login["md5"] ?? "")",
+            ]
+        )
         let installed = try readTree(root.appendingPathComponent("packages/fix-login/\(login["md5"] ?? "")"))
         #expect(installed == ["main.js": Data("fixLogin(1)".utf8)])
 
@@ -42,7 +49,10 @@ struct OlderServerCommandLineTests {
         let forged = try await server.patch("fix-login", file: "fix-login-2", script: "steal()", signer: other)
         try server.publish([forged, banner])
         let refused = try await CommandLineTests.run(
-            ["sync", "--manifest", list, "--root", root.path, "--format", "patchlist", "--rsa-key", publicKey, "--quiet"])
+            [
+                "sync", "--manifest", list, "--root", root.path, "--format", "patchlist", "--rsa-key", publicKey,
+                "--quiet",
+            ])
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("fix-login"))
         #expect(nginx.requestCount(for: "/patches/fix-login-2.zip") == 0)
@@ -51,7 +61,9 @@ struct OlderServerCommandLineTests {
         await nginx.stop()
     }
 
-    @Test("--format offline posts the installed modules; an inactive module is disabled with its files kept, then enabled")
+    @Test(
+        "--format offline posts the installed modules; an inactive module is disabled with its files kept, then enabled"
+    )
     func offlineCheck() async throws {
         let server = try OfflinePackageTests.Server()
         let home = try await server.module("home-1", pages: ["index.html": "home 1"])
@@ -60,7 +72,9 @@ struct OlderServerCommandLineTests {
         ]
         try server.answer([active])
         let nginx = try await NginxServer.start(
-            root: server.directory, options: .init(locations: [OfflinePackageTests.checkLocation]))
+            root: server.directory,
+            options: .init(locations: [OfflinePackageTests.checkLocation])
+        )
         let root = try makeTemporaryDirectory("store")
         let check = nginx.baseURL.appendingPathComponent("offline/check").absoluteString
         let arguments = [

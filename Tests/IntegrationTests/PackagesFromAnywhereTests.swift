@@ -11,14 +11,24 @@ import Testing
 @Suite("Packages from anywhere")
 struct PackagesFromAnywhereTests {
     /// A descriptor for `archive` at `url`, with its real size and digests.
-    func descriptor(_ id: String, _ version: String, archive: URL, url: URL, password: String? = nil) throws
+    func descriptor(
+        _ id: String,
+        _ version: String,
+        archive: URL,
+        url: URL,
+        password: String? = nil
+    ) throws
         -> PackageDescriptor
     {
         let verifier = CryptoVerifier()
         return try PackageDescriptor(
-            id: id, version: version, url: url,
+            id: id,
+            version: version,
+            url: url,
             size: Int64(try Data(contentsOf: archive).count),
-            sha256: try verifier.digest(ofFile: archive, using: .sha256), password: password)
+            sha256: try verifier.digest(ofFile: archive, using: .sha256),
+            password: password
+        )
     }
 
     @Test("a file:// package, a bundle:/// package and an http:// package install in one sync")
@@ -27,10 +37,18 @@ struct PackagesFromAnywhereTests {
         let bundle = try makeTemporaryDirectory("bundle")
         let served = try makeTemporaryDirectory("served")
         defer { for directory in [shipped, bundle, served] { try? FileManager.default.removeItem(at: directory) } }
-        let local = try await zipFiles(["a.txt": Data("from a file".utf8)], to: shipped.appendingPathComponent("local.zip"))
+        let local = try await zipFiles(
+            ["a.txt": Data("from a file".utf8)],
+            to: shipped.appendingPathComponent("local.zip")
+        )
         let bundled = try await zipFiles(
-            ["b.txt": Data("from the bundle".utf8)], to: bundle.appendingPathComponent("packs/3000.zip"))
-        let remote = try await zipFiles(["c.txt": Data("from the server".utf8)], to: served.appendingPathComponent("remote.zip"))
+            ["b.txt": Data("from the bundle".utf8)],
+            to: bundle.appendingPathComponent("packs/3000.zip")
+        )
+        let remote = try await zipFiles(
+            ["c.txt": Data("from the server".utf8)],
+            to: served.appendingPathComponent("remote.zip")
+        )
         let nginx = try await NginxServer.start(root: served)
         let root = try makeTemporaryDirectory("store")
         defer { try? FileManager.default.removeItem(at: root) }
@@ -39,7 +57,12 @@ struct PackagesFromAnywhereTests {
 
         let manifest = try Manifest(packages: [
             try descriptor("local", "1", archive: local, url: local),
-            try descriptor("bundled", "1", archive: bundled, url: try #require(URL(string: "bundle:///packs/3000.zip"))),
+            try descriptor(
+                "bundled",
+                "1",
+                archive: bundled,
+                url: try #require(URL(string: "bundle:///packs/3000.zip"))
+            ),
             try descriptor("remote", "1", archive: remote, url: nginx.baseURL.appendingPathComponent("remote.zip")),
         ])
         let report = try await updater.sync(from: FixedManifestSource(manifest: manifest))
@@ -56,9 +79,9 @@ struct PackagesFromAnywhereTests {
         let router = SchemeRoutingTransport(http: SchemeRoutingTransport.platformHTTP())
         let http = try #require(router.transport(for: URL(string: "https://cdn.example.com/p.zip")!))
         #if Curl
-            #expect(http is CurlTransport)
+        #expect(http is CurlTransport)
         #else
-            #expect(http is URLSessionTransport)
+        #expect(http is URLSessionTransport)
         #endif
         #expect(router.transport(for: URL(fileURLWithPath: "/p.zip")) is FileTransport)
         #expect(router.transport(for: URL(string: "ftp://example.com/p.zip")!) == nil)
@@ -99,16 +122,20 @@ struct PackagesFromAnywhereTests {
         let url = nginx.baseURL.appendingPathComponent("111.zip")
 
         let report = try await updater.sync(
-            from: FixedManifestSource(manifest: try Manifest(packages: [
-                try descriptor("filters", "1", archive: v1, url: url, password: "111")
-            ])))
+            from: FixedManifestSource(
+                manifest: try Manifest(packages: [
+                    try descriptor("filters", "1", archive: v1, url: url, password: "111")
+                ])
+            )
+        )
         #expect(report.failures.isEmpty, "\(report.failures.map { $0.error?.detailedDescription() ?? "" })")
         #expect(try await installedTree(updater, "filters") == files)
 
         // The typed resources of the installed pack resolve to its files.
         let package = try #require(try await updater.installedPackages().first)
         let pack = try ResourcePackResolver().open(
-            InstalledPackageLocation(id: package.id, version: package.version, directory: package.directory))
+            InstalledPackageLocation(id: package.id, version: package.version, directory: package.directory)
+        )
         #expect(pack.index.id == "111")
         #expect(try pack.url(for: "warm.cube", type: .filter).map { try Data(contentsOf: $0) } == files["warm.cube"])
         await nginx.stop()
@@ -119,8 +146,16 @@ struct PackagesFromAnywhereTests {
         let served = try makeTemporaryDirectory("served")
         let root = try makeTemporaryDirectory("store")
         defer { for directory in [served, root] { try? FileManager.default.removeItem(at: directory) } }
-        let v1 = try await zipFiles(["a.txt": Data("v1".utf8)], to: served.appendingPathComponent("v1.zip"), password: "right")
-        let v2 = try await zipFiles(["a.txt": Data("v2".utf8)], to: served.appendingPathComponent("v2.zip"), password: "right")
+        let v1 = try await zipFiles(
+            ["a.txt": Data("v1".utf8)],
+            to: served.appendingPathComponent("v1.zip"),
+            password: "right"
+        )
+        let v2 = try await zipFiles(
+            ["a.txt": Data("v2".utf8)],
+            to: served.appendingPathComponent("v2.zip"),
+            password: "right"
+        )
         let updater = makeUpdater(root: root, using: SchemeRoutingTransport(http: httpTransport()))
         let sync = { (descriptor: PackageDescriptor) in
             try await updater.sync(from: FixedManifestSource(manifest: try Manifest(packages: [descriptor])))
@@ -146,7 +181,9 @@ struct SchemeRoutingRedirectTests {
         let secret = secrets.appendingPathComponent("secret.txt")
         try Data("local secret".utf8).write(to: secret)
         let nginx = try await NginxServer.start(
-            root: served, options: .init(locations: [.redirect(from: "/package.zip", to: secret.absoluteString)]))
+            root: served,
+            options: .init(locations: [.redirect(from: "/package.zip", to: secret.absoluteString)])
+        )
         let router = SchemeRoutingTransport(http: transport.make())
         let url = nginx.baseURL.appendingPathComponent("package.zip")
         var body = Data()

@@ -22,7 +22,9 @@ struct PublishTests {
     /// Runs `hot` with the test credentials.
     static func hot(_ arguments: [String]) async throws -> CommandLineTests.Result {
         let output = try await Subprocess.run(
-            "env", environment + [try CommandLineTests.hotExecutable().path] + arguments)
+            "env",
+            environment + [try CommandLineTests.hotExecutable().path] + arguments
+        )
         return CommandLineTests.Result(status: output.status, stdout: output.stdout, stderr: output.stderr)
     }
 
@@ -43,7 +45,9 @@ struct PublishTests {
 
         static func make(_ label: String) async throws -> Workspace {
             let workspace = Workspace(directory: try makeTemporaryDirectory(label))
-            try await PublishTests.succeed(["keygen", "--private", workspace.privateKey, "--public", workspace.publicKey])
+            try await PublishTests.succeed([
+                "keygen", "--private", workspace.privateKey, "--public", workspace.publicKey,
+            ])
             return workspace
         }
 
@@ -67,9 +71,14 @@ struct PublishTests {
 
         /// Syncs a fresh or existing store from `manifest` and returns each package's installed tree.
         func install(_ manifest: String, root: String, extra: [String] = []) async throws -> [String: [String: Data]] {
-            try await PublishTests.succeed(["sync", "--manifest", manifest, "--root", root, "--trust", publicKey] + extra)
+            try await PublishTests.succeed(
+                ["sync", "--manifest", manifest, "--root", root, "--trust", publicKey] + extra
+            )
             let status = try await PublishTests.succeed(["status", "--root", root, "--json"])
-            let document = try JSONDecoder().decode(CommandLineTests.StatusDocument.self, from: Data(status.stdout.utf8))
+            let document = try JSONDecoder().decode(
+                CommandLineTests.StatusDocument.self,
+                from: Data(status.stdout.utf8)
+            )
             var trees: [String: [String: Data]] = [:]
             for package in document.packages {
                 trees[package.id] = try readTree(URL(fileURLWithPath: try #require(package.path)))
@@ -84,15 +93,22 @@ struct PublishTests {
     }
 
     static func publishArguments(_ workspace: Workspace, _ moto: MotoServer, prefix: String = "app") -> [String] {
-        ["publish", workspace.repo, "s3://releases/\(prefix)", "--endpoint", moto.baseURL.absoluteString, "--acl", "public-read"]
+        [
+            "publish", workspace.repo, "s3://releases/\(prefix)", "--endpoint", moto.baseURL.absoluteString, "--acl",
+            "public-read",
+        ]
     }
 
     /// Uploads (PUT and POST) recorded by moto, from index `start` on.
     static func uploads(_ moto: MotoServer, from start: Int = 0) -> [MotoServer.Request] {
-        Array(moto.requests().dropFirst(start)).filter { ($0.method == "PUT" || $0.method == "POST") && $0.status < 300 }
+        Array(moto.requests().dropFirst(start)).filter {
+            ($0.method == "PUT" || $0.method == "POST") && $0.status < 300
+        }
     }
 
-    @Test("publish: packages before the manifest, immutable headers, byte-exact install from the bucket, no re-upload, a new version uploads only its file")
+    @Test(
+        "publish: packages before the manifest, immutable headers, byte-exact install from the bucket, no re-upload, a new version uploads only its file"
+    )
     func publishAndInstall() async throws {
         let moto = try await MotoServer.start()
         try await moto.createBucket("releases")
@@ -144,7 +160,9 @@ struct PublishTests {
         // Publishing again unchanged uploads nothing.
         let beforeAgain = moto.requests().count
         let again = try await Self.succeed(Self.publishArguments(workspace, moto))
-        #expect(again.stdout.contains("0 package file(s) uploaded, 2 already there, 0 manifest(s) uploaded, 1 unchanged"))
+        #expect(
+            again.stdout.contains("0 package file(s) uploaded, 2 already there, 0 manifest(s) uploaded, 1 unchanged")
+        )
         #expect(Self.uploads(moto, from: beforeAgain).isEmpty)
 
         // A new version uploads its own file, then the manifest.
@@ -163,8 +181,12 @@ struct PublishTests {
         let damaged = try #require(before.sorted().first { $0.hasPrefix("app-1-") })
         try await Subprocess.check(
             "python3",
-            ["-c", "import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=b'x', method='PUT', headers={'x-amz-acl': 'public-read', 'Content-Type': 'application/zip'}))",
-             Self.publicURL(moto, "app/packages/\(damaged)")])
+            [
+                "-c",
+                "import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=b'x', method='PUT', headers={'x-amz-acl': 'public-read', 'Content-Type': 'application/zip'}))",
+                Self.publicURL(moto, "app/packages/\(damaged)"),
+            ]
+        )
         let refused = try await Self.hot(["verify", "--url", manifestURL, "--trust", workspace.publicKey])
         #expect(refused.status == 1)
         #expect(refused.stdout.contains("app 1: \(Self.publicURL(moto, "app/packages/\(damaged)")) has 1 bytes"))
@@ -183,14 +205,22 @@ struct PublishTests {
             "publish", workspace.repo, "s3://releases/v", "--endpoint", "http://localhost:\(moto.port)",
             "--addressing", "virtual", "--acl", "public-read",
         ])
-        #expect(moto.requests().contains { $0.method == "PUT" && $0.host == "releases.localhost:\(moto.port)" && $0.path == "/v/manifest.json" })
+        #expect(
+            moto.requests().contains {
+                $0.method == "PUT" && $0.host == "releases.localhost:\(moto.port)" && $0.path == "/v/manifest.json"
+            }
+        )
         let installed = try await workspace.install(
-            "http://releases.localhost:\(moto.port)/v/manifest.json", root: workspace.directory.appendingPathComponent("store").path)
+            "http://releases.localhost:\(moto.port)/v/manifest.json",
+            root: workspace.directory.appendingPathComponent("store").path
+        )
         #expect(installed == ["app": files])
         await moto.stop()
     }
 
-    @Test("a publish killed in the middle of a multipart upload: the old manifest keeps serving a whole repository; the rerun resumes and finishes")
+    @Test(
+        "a publish killed in the middle of a multipart upload: the old manifest keeps serving a whole repository; the rerun resumes and finishes"
+    )
     func interrupted() async throws {
         let moto = try await MotoServer.start()
         try await moto.createBucket("releases")
@@ -208,19 +238,27 @@ struct PublishTests {
         try moto.stall(matching: "partNumber=2")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = Self.environment + [try CommandLineTests.hotExecutable().path] + Self.publishArguments(workspace, moto) + small
+        process.arguments =
+            Self.environment + [try CommandLineTests.hotExecutable().path] + Self.publishArguments(workspace, moto)
+            + small
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
         let held = await moto.waitForRequest { $0.stalled == true && $0.query.contains("partNumber=2") }
-        #expect(held != nil, "the second part never arrived: \(moto.requests().map { "\($0.method) \($0.path)?\($0.query)" })")
+        #expect(
+            held != nil,
+            "the second part never arrived: \(moto.requests().map { "\($0.method) \($0.path)?\($0.query)" })"
+        )
         kill(process.processIdentifier, SIGKILL)
         while process.isRunning { try await Task.sleep(for: .milliseconds(10)) }
         moto.release()
 
         // Clients still see version 1, and everything it names is there.
         let manifest = try SignedManifestBody.decode(
-            try SignedEnvelope.parse(try await CurlTransport().fetchDocument(url: try #require(URL(string: manifestURL)), maxBytes: 1 << 20)).signed)
+            try SignedEnvelope.parse(
+                try await CurlTransport().fetchDocument(url: try #require(URL(string: manifestURL)), maxBytes: 1 << 20)
+            ).signed
+        )
         #expect(manifest.version == 1)
         try await Self.succeed(["verify", "--url", manifestURL, "--trust", workspace.publicKey])
         let root = workspace.directory.appendingPathComponent("store").path
@@ -231,7 +269,9 @@ struct PublishTests {
         #expect(rerun.stdout.contains("resumed after 1 part(s)"))
         // Multipart requests (?uploads=, ?uploadId=, ?partNumber=) are signed right too.
         #expect(moto.requests().filter { $0.query.contains("upload") }.allSatisfy { $0.signatureValid == true })
-        let parts = moto.requests().filter { $0.method == "PUT" && $0.query.contains("partNumber=1") && $0.status == 200 }
+        let parts = moto.requests().filter {
+            $0.method == "PUT" && $0.query.contains("partNumber=1") && $0.status == 200
+        }
         #expect(parts.count == 1)
         try await Self.succeed(["verify", "--url", manifestURL, "--trust", workspace.publicKey])
         #expect(try await workspace.install(manifestURL, root: root) == ["app": big])
@@ -261,7 +301,9 @@ struct PublishTests {
         let appFile = try #require(try workspace.packageFiles().first { $0.hasPrefix("app-1-") })
 
         let beforeDryRun = moto.requests().count
-        let dryRun = try await Self.succeed(Self.publishArguments(workspace, moto) + ["--prune", "--keep", "1", "--dry-run"])
+        let dryRun = try await Self.succeed(
+            Self.publishArguments(workspace, moto) + ["--prune", "--keep", "1", "--dry-run"]
+        )
         #expect(dryRun.stdout.contains("would delete\tpackages/\(fontsFile)"))
         #expect(dryRun.stdout.contains("would delete\tpackages/stray.zip"))
         #expect(!dryRun.stdout.contains(appFile))
@@ -277,7 +319,9 @@ struct PublishTests {
         #expect(keepOne.stdout.contains("deleted\tpackages/\(fontsFile)"))
         let deleted = moto.requests().filter { $0.method == "DELETE" && $0.status < 300 }.map(\.path)
         #expect(Set(deleted) == ["/releases/app/packages/stray.zip", "/releases/app/packages/\(fontsFile)"])
-        try await Self.succeed(["verify", "--url", Self.publicURL(moto, "app/manifest.json"), "--trust", workspace.publicKey])
+        try await Self.succeed([
+            "verify", "--url", Self.publicURL(moto, "app/manifest.json"), "--trust", workspace.publicKey,
+        ])
         await moto.stop()
     }
 
@@ -295,7 +339,8 @@ struct PublishTests {
         let installed = try await workspace.install(
             cdn.baseURL.appendingPathComponent("manifest.json").absoluteString,
             root: workspace.directory.appendingPathComponent("store").path,
-            extra: ["--mirror", cdn.baseURL.absoluteString, "--mirror", origin])
+            extra: ["--mirror", cdn.baseURL.absoluteString, "--mirror", origin]
+        )
         #expect(installed == ["app": files])
         let reads = moto.requests().filter { $0.method == "GET" && $0.path.hasPrefix("/releases/app/") }.map(\.path)
         #expect(reads.contains("/releases/app/manifest.json"))

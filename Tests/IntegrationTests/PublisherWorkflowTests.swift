@@ -29,7 +29,9 @@ struct PublisherWorkflowTests {
         for version in ["1", "2"] {
             let source = work.appendingPathComponent("v\(version)")
             try writeTree(releaseFiles(version), under: source)
-            try await Self.hot(["pack", source.path, "--id", "app", "--version", version, "--repo", repo, "--no-release"])
+            try await Self.hot([
+                "pack", source.path, "--id", "app", "--version", version, "--repo", repo, "--no-release",
+            ])
         }
         let bundle = try makeBundle()
         let server = try await NginxServer.start(root: URL(fileURLWithPath: repo))
@@ -41,10 +43,13 @@ struct PublisherWorkflowTests {
             try await Self.hot(["sync", "--manifest", manifestURL, "--root", root, "--trust", publicKey])
             let resolved = try await Self.hot(["resolve", "config.txt", "--root", root, "--bundle", bundle.path])
             let text = try String(
-                contentsOfFile: resolved.stdout.trimmingCharacters(in: .newlines), encoding: .utf8)
+                contentsOfFile: resolved.stdout.trimmingCharacters(in: .newlines),
+                encoding: .utf8
+            )
             let status = try JSONDecoder().decode(
                 CommandLineTests.StatusDocument.self,
-                from: Data(try await Self.hot(["status", "--root", root, "--json"]).stdout.utf8))
+                from: Data(try await Self.hot(["status", "--root", root, "--json"]).stdout.utf8)
+            )
             return (text, status.packages.first.map { "\($0.version ?? "-") \($0.state)" })
         }
 
@@ -57,7 +62,8 @@ struct PublisherWorkflowTests {
         #expect(try await syncAndResolve() == ("config 2", "2 installed"))
 
         let v1File = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: repo + "/packages").first { $0.hasPrefix("app-1-") })
+            try FileManager.default.contentsOfDirectory(atPath: repo + "/packages").first { $0.hasPrefix("app-1-") }
+        )
         _ = await server.waitForRequests(path: "/manifest.json", count: 2)
         #expect(server.requestCount(for: "/packages/\(v1File)") == 1)
 
@@ -98,7 +104,9 @@ struct PublisherWorkflowTests {
     func signing() async throws {
         let work = try makeTemporaryDirectory("sign")
         let repo = work.appendingPathComponent("repo").path
-        let keys = (1...2).map { (work.appendingPathComponent("k\($0).pem").path, work.appendingPathComponent("k\($0).pub").path) }
+        let keys = (1...2).map {
+            (work.appendingPathComponent("k\($0).pem").path, work.appendingPathComponent("k\($0).pub").path)
+        }
         try await Self.hot(["keygen", "--private", keys[0].0, "--public", keys[0].1])
         try await Self.hot(["keygen", "--private", keys[1].0, "--public", keys[1].1, "--rsa"])
         let overwrite = try await CommandLineTests.run(["keygen", "--private", keys[0].0, "--public", keys[0].1])
@@ -150,7 +158,9 @@ struct PublisherWorkflowTests {
         try await Self.hot(["keygen", "--private", key.0, "--public", key.1])
         let source = work.appendingPathComponent("v1")
         try writeTree(releaseFiles("1"), under: source)
-        try await Self.hot(["pack", source.path, "--id", "app", "--version", "1", "--repo", repo, "--channel", "staging"])
+        try await Self.hot([
+            "pack", source.path, "--id", "app", "--version", "1", "--repo", repo, "--channel", "staging",
+        ])
         try await Self.hot(["release", "app", "1", "--repo", repo, "--channel", "production"])
         for channel in ["staging", "production"] {
             try await Self.hot(["sign", "--repo", repo, "--channel", channel, "--key", key.0])

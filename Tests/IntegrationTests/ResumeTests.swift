@@ -39,16 +39,22 @@ private struct ResumePackage {
 
 /// Runs `body` with an updater over a fresh root using `transport`.
 private func withUpdater(
-    _ transport: any Transport, _ body: (Updater, URL) async throws -> Void
+    _ transport: any Transport,
+    _ body: (Updater, URL) async throws -> Void
 ) async throws {
     let root = try makeTemporaryDirectory("resume-store")
     defer { try? FileManager.default.removeItem(at: root) }
     let updater = Updater(
         configuration: UpdaterConfiguration(
-            root: root, transport: transport, unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
+            root: root,
+            transport: transport,
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
             store: JSONMetadataStore(root: root),
             timeouts: TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
-            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
+    )
     try await body(updater, root)
 }
 
@@ -115,7 +121,10 @@ private final class CuttingTransport: Transport, @unchecked Sendable {
 
 @Suite("Resumable downloads")
 struct ResumeTests {
-    @Test("a cut download keeps its bytes under partial/ and the next sync asks only for the rest", arguments: TransportKind.allCases)
+    @Test(
+        "a cut download keeps its bytes under partial/ and the next sync asks only for the rest",
+        arguments: TransportKind.allCases
+    )
     func resumesOverHTTP(_ transport: TransportKind) async throws {
         let package = try ResumePackage(seed: 11)
         let server = try RawHTTPServer.start(.file(quirk: .none))
@@ -129,7 +138,8 @@ struct ResumeTests {
             let kept = try FileManager.default.attributesOfItem(atPath: package.partial(in: root).path)
             #expect((kept[.size] as? Int) == half)
             let sidecar = try JSONSerialization.jsonObject(
-                with: Data(contentsOf: root.appendingPathComponent("partial/\(package.sha256.hex).json")))
+                with: Data(contentsOf: root.appendingPathComponent("partial/\(package.sha256.hex).json"))
+            )
             let fields = try #require(sidecar as? [String: Any])
             #expect(fields["url"] as? String == server.url.absoluteString)
             #expect((fields["validator"] as? [String: Any])?["etag"] as? String == server.entityTag)
@@ -219,9 +229,15 @@ struct ResumeTests {
         server.setBody(package.archive)
         try await withUpdater(TransportKind.curl.make()) { updater, root in
             try FileManager.default.createDirectory(
-                at: root.appendingPathComponent("partial"), withIntermediateDirectories: true)
+                at: root.appendingPathComponent("partial"),
+                withIntermediateDirectories: true
+            )
             try package.archive.write(to: package.partial(in: root))
-            let sidecar = ["url": server.url.absoluteString, "offset": package.archive.count, "validator": ["etag": server.entityTag]] as [String: Any]
+            let sidecar =
+                [
+                    "url": server.url.absoluteString, "offset": package.archive.count,
+                    "validator": ["etag": server.entityTag],
+                ] as [String: Any]
             try JSONSerialization.data(withJSONObject: sidecar)
                 .write(to: root.appendingPathComponent("partial/\(package.sha256.hex).json"))
             _ = try await updater.apply(try Manifest(packages: [package.descriptor(at: server.url)]))
@@ -244,7 +260,10 @@ struct ResumeTests {
         try await withUpdater(cutting) { updater, root in
             let manifest = try Manifest(packages: [package.descriptor(at: url)])
             try await expectCut(updater.apply(manifest))
-            #expect((try FileManager.default.attributesOfItem(atPath: package.partial(in: root).path)[.size] as? Int) == 200_000)
+            #expect(
+                (try FileManager.default.attributesOfItem(atPath: package.partial(in: root).path)[.size] as? Int)
+                    == 200_000
+            )
             _ = try await updater.apply(manifest)
             #expect(try await installedTree(updater) == package.files)
             #expect(cutting.statuses == [200, 206])
@@ -281,9 +300,13 @@ struct ResumeTests {
             try Data(count: 1000).write(to: recent)
             try Data("{}".utf8).write(to: partial.appendingPathComponent("orphan.json"))
             try FileManager.default.setAttributes(
-                [.modificationDate: Date(timeIntervalSinceNow: -8 * 24 * 3600)], ofItemAtPath: old.path)
+                [.modificationDate: Date(timeIntervalSinceNow: -8 * 24 * 3600)],
+                ofItemAtPath: old.path
+            )
 
-            _ = try await updater.apply(try Manifest(packages: [package.descriptor(at: URL(fileURLWithPath: file.path))]))
+            _ = try await updater.apply(
+                try Manifest(packages: [package.descriptor(at: URL(fileURLWithPath: file.path))])
+            )
             #expect(FileSystem.contents(of: partial).sorted() == [recent.lastPathComponent])
 
             // Past the size cap, the oldest go first.
@@ -291,7 +314,9 @@ struct ResumeTests {
             configuration.partialDownloads = UpdaterConfiguration.PartialDownloadPolicy(maxTotalBytes: 500)
             let capped = Updater(configuration: configuration)
             _ = try await capped.remove(packageID: "p")
-            _ = try await capped.apply(try Manifest(packages: [package.descriptor(at: URL(fileURLWithPath: file.path))]))
+            _ = try await capped.apply(
+                try Manifest(packages: [package.descriptor(at: URL(fileURLWithPath: file.path))])
+            )
             #expect(FileSystem.contents(of: partial).isEmpty)
         }
     }
@@ -306,14 +331,17 @@ struct ResumeTests {
         defer { try? FileManager.default.removeItem(at: repository.directory) }
         let entry = try repository.publish(source, id: "p", version: "1")
         try FileManager.default.createSymbolicLink(
-            atPath: repository.directory.appendingPathComponent("slow").path, withDestinationPath: ".")
+            atPath: repository.directory.appendingPathComponent("slow").path,
+            withDestinationPath: "."
+        )
         // Slow after the first 1.2 MB of each response: the first run is killed there, the
         // second asks for less than that and is never slowed.
         let server = try await NginxServer.start(
             root: repository.directory,
             options: .init(locations: [
                 .rateLimited(prefix: "/slow/", bytesPerSecond: 50_000, afterBytes: 1_200_000)
-            ]))
+            ])
+        )
         let root = work.appendingPathComponent("store")
         func arguments(_ prefix: String) -> [String] {
             [
@@ -335,7 +363,11 @@ struct ResumeTests {
         let (ending, output) = try await HotRun.run(arguments("slow/"), log: work.appendingPathComponent("second.log"))
         await server.stop()
         #expect(ending == .exited(0), "\(output)")
-        let status = try await StoreInspection.status(root: root, check: true, log: work.appendingPathComponent("status.log"))
+        let status = try await StoreInspection.status(
+            root: root,
+            check: true,
+            log: work.appendingPathComponent("status.log")
+        )
         let path = try #require(status["p"]?.path)
         #expect(try readTree(URL(fileURLWithPath: path)) == readTree(source))
         let sent = server.requests().filter { $0.path.hasSuffix(".zip") }.map(\.bodyBytesSent).reduce(0, +)

@@ -21,11 +21,18 @@ struct SignedPatchListTests {
         }
 
         /// Zips `script` as `patches/<name>.zip` and returns its list entry, signed by `signer`.
-        func patch(_ id: String, file name: String, script: String, signer: PatchServerKey? = nil) async throws
+        func patch(
+            _ id: String,
+            file name: String,
+            script: String,
+            signer: PatchServerKey? = nil
+        ) async throws
             -> [String: String]
         {
             let archive = try await zipFiles(
-                ["main.js": Data(script.utf8)], to: directory.appendingPathComponent("patches/\(name).zip"))
+                ["main.js": Data(script.utf8)],
+                to: directory.appendingPathComponent("patches/\(name).zip")
+            )
             let digest = try md5(of: archive)
             return [
                 "patchId": id, "url": "patches/\(name).zip", "md5": digest.hex,
@@ -45,8 +52,11 @@ struct SignedPatchListTests {
 
     func source(_ server: NginxServer, keys: [PublicKey]) -> SignedPatchListManifestSource {
         SignedPatchListManifestSource(
-            url: server.baseURL.appendingPathComponent("patches.json"), transport: httpTransport(),
-            verifier: CryptoVerifier(), trustedKeys: keys)
+            url: server.baseURL.appendingPathComponent("patches.json"),
+            transport: httpTransport(),
+            verifier: CryptoVerifier(),
+            trustedKeys: keys
+        )
     }
 
     /// A server listing fix-login v1, nginx serving it, and a store where v1 is installed.
@@ -63,7 +73,9 @@ struct SignedPatchListTests {
         return (server, v1, nginx, updater, source)
     }
 
-    @Test("a correctly signed list installs every patch; an unchanged list downloads nothing; a dropped patch is removed")
+    @Test(
+        "a correctly signed list installs every patch; an unchanged list downloads nothing; a dropped patch is removed"
+    )
     func installs() async throws {
         let server = try await Server()
         let login = try await server.patch("fix-login", file: "fix-login-1", script: "fixLogin(1)")
@@ -135,7 +147,8 @@ struct SignedPatchListTests {
             bytes[17] ^= 0x80
             v2["signature"] = bytes.base64EncodedString()
         case .signatureMissing: v2["signature"] = nil
-        case .signedByUnknownKey: v2 = try await server.patch("fix-login", file: "fix-login-2", script: "evil()", signer: stranger)
+        case .signedByUnknownKey:
+            v2 = try await server.patch("fix-login", file: "fix-login-2", script: "evil()", signer: stranger)
         case .signatureNotBase64: v2["signature"] = "***"
         }
         try server.publish([other, v2])
@@ -156,7 +169,9 @@ struct SignedPatchListTests {
 
         let v2 = try await server.patch("fix-login", file: "fix-login-2", script: "fixLogin(2)")
         try await zipFiles(
-            ["main.js": Data("evil()".utf8)], to: server.directory.appendingPathComponent("patches/fix-login-2.zip"))
+            ["main.js": Data("evil()".utf8)],
+            to: server.directory.appendingPathComponent("patches/fix-login-2.zip")
+        )
         try server.publish([v2])
 
         let report = try await updater.sync(from: source)
@@ -179,7 +194,8 @@ struct SignedPatchListTests {
             #"[{"patchId": "a", "md5": "\#(String(repeating: "ab", count: 16))", "signature": "AA=="}]"#,
             #"[{"patchId": "a", "url": "patches/a.zip", "md5": "abc", "signature": "AA=="}]"#,
             #"[{"patchId": "a", "url": "patches/a.zip", "signature": "AA=="}]"#,
-        ])
+        ]
+    )
     func malformed(body: String) async throws {
         let (server, v1, nginx, updater, source) = try await installedFirstVersion()
 

@@ -36,7 +36,12 @@ final class SignedRepository {
     /// Zips `files` into `packages/<id>-<version>-<sha>.zip`, lists the version and, unless
     /// `release` is false, releases it.
     @discardableResult
-    func pack(_ files: [String: Data], id: String, version: String, release: Bool = true) throws
+    func pack(
+        _ files: [String: Data],
+        id: String,
+        version: String,
+        release: Bool = true
+    ) throws
         -> SignedManifestBody.Version
     {
         let source = try makeTemporaryDirectory("pack-source")
@@ -56,8 +61,11 @@ final class SignedRepository {
             try FileManager.default.moveItem(at: temporary, to: archive)
         }
         let entry = SignedManifestBody.Version(
-            version: version, url: (channel == nil ? "" : "../../") + "packages/\(name)",
-            size: Int64(try Data(contentsOf: archive).count), sha256: sha256)
+            version: version,
+            url: (channel == nil ? "" : "../../") + "packages/\(name)",
+            size: Int64(try Data(contentsOf: archive).count),
+            sha256: sha256
+        )
         body.editPackage(id) { package in
             package.versions.append(entry)
             if release { package.releases.append(version) }
@@ -68,14 +76,19 @@ final class SignedRepository {
     /// The file of a listed version.
     func archive(_ entry: SignedManifestBody.Version) -> URL {
         directory.appendingPathComponent("packages").appendingPathComponent(
-            (entry.url as NSString).lastPathComponent)
+            (entry.url as NSString).lastPathComponent
+        )
     }
 
     /// Bumps the version (or sets `version`), signs with `signers` and writes the manifest.
     ///
     /// - Returns: The served bytes.
     @discardableResult
-    func sign(with signers: [any Signer], expires: Date = Date().addingTimeInterval(86_400), version: Int? = nil)
+    func sign(
+        with signers: [any Signer],
+        expires: Date = Date().addingTimeInterval(86_400),
+        version: Int? = nil
+    )
         throws -> Data
     {
         body.version = version ?? body.version + 1
@@ -88,7 +101,9 @@ final class SignedRepository {
     @discardableResult
     func write(_ data: Data) throws -> Data {
         try FileManager.default.createDirectory(
-            at: manifestFile.deletingLastPathComponent(), withIntermediateDirectories: true)
+            at: manifestFile.deletingLastPathComponent(),
+            withIntermediateDirectories: true
+        )
         try data.write(to: manifestFile)
         return data
     }
@@ -113,16 +128,30 @@ struct SignedClient {
     func updater(packageTimeouts: TransportRequest.Timeouts? = nil) -> Updater {
         Updater(
             configuration: UpdaterConfiguration(
-                root: root, transport: httpTransport(), unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
-                store: JSONMetadataStore(root: root), timeouts: packageTimeouts ?? timeouts,
-                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
+                root: root,
+                transport: httpTransport(),
+                unarchiver: ZipUnarchiver(),
+                verifier: CryptoVerifier(),
+                store: JSONMetadataStore(root: root),
+                timeouts: packageTimeouts ?? timeouts,
+                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+        )
     }
 
     func source(_ url: URL) -> SignedManifestSource {
         SignedManifestSource(
-            url: url, transport: httpTransport(), verifier: CryptoVerifier(), trust: trust, storeRoot: root,
-            context: context, maxBytes: maxManifestBytes, timeouts: timeouts, now: now,
-            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            url: url,
+            transport: httpTransport(),
+            verifier: CryptoVerifier(),
+            trust: trust,
+            storeRoot: root,
+            context: context,
+            maxBytes: maxManifestBytes,
+            timeouts: timeouts,
+            now: now,
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
     }
 
     /// Syncs with a fresh updater and source.

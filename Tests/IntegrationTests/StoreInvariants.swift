@@ -72,7 +72,8 @@ final class HotRun: @unchecked Sendable {
                 process.waitUntilExit()
                 let status = process.terminationStatus
                 continuation.resume(
-                    returning: process.terminationReason == .uncaughtSignal ? .signalled(status) : .exited(status))
+                    returning: process.terminationReason == .uncaughtSignal ? .signalled(status) : .exited(status)
+                )
             }.start()
         }
     }
@@ -97,7 +98,11 @@ final class HotRun: @unchecked Sendable {
     }
 
     /// Runs `hot` to its end.
-    static func run(_ arguments: [String], environment: [String: String?] = [:], log: URL) async throws
+    static func run(
+        _ arguments: [String],
+        environment: [String: String?] = [:],
+        log: URL
+    ) async throws
         -> (Ending, String)
     {
         let run = try HotRun(arguments, environment: environment, log: log)
@@ -148,7 +153,9 @@ struct StoreInspection {
         let ending = await run.wait()
         guard ending == .exited(0) else {
             throw HotUpdateError(
-                .internalInconsistency, "hot status\(check ? " --check" : "") ended with \(ending): \(run.output)")
+                .internalInconsistency,
+                "hot status\(check ? " --check" : "") ended with \(ending): \(run.output)"
+            )
         }
         let document = try JSONDecoder().decode(StatusDocument.self, from: Data(run.standardOutput.utf8))
         return Dictionary(document.packages.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -161,7 +168,9 @@ struct StoreInspection {
         let snapshot = try JSONDecoder().decode(StoredSnapshot.self, from: Data(contentsOf: url))
         var named: [String: String] = [:]
         for record in snapshot.packages.values {
-            for version in [record.active].compactMap({ $0 }) + record.previous { named[version.path] = version.version }
+            for version in [record.active].compactMap({ $0 }) + record.previous {
+                named[version.path] = version.version
+            }
         }
         return named
     }

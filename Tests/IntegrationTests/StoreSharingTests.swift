@@ -16,8 +16,10 @@ struct StoreSharingTests {
             // A download goes to partial/ when the manifest gives the package's SHA-256.
             let partial = root.appendingPathComponent("partial")
             for name in FileSystem.contents(of: partial) where !name.hasSuffix(".json") && !name.hasPrefix(".") {
-                let size = try? FileManager.default.attributesOfItem(
-                    atPath: partial.appendingPathComponent(name).path)[.size] as? NSNumber
+                let size =
+                    try? FileManager.default.attributesOfItem(
+                        atPath: partial.appendingPathComponent(name).path
+                    )[.size] as? NSNumber
                 if let size, size.int64Value > 0 { return }
             }
             for entry in FileSystem.contents(of: staging) {
@@ -38,19 +40,29 @@ struct StoreSharingTests {
         let rig = try await KillRig()
         let (root, logs) = try rig.makeRoot(.atVersion1)
         let sync = try HotRun(
-            ["sync"] + rig.syncArguments(manifest: 2, slow: true, root: root), log: logs.appendingPathComponent("sync.log"))
+            ["sync"] + rig.syncArguments(manifest: 2, slow: true, root: root),
+            log: logs.appendingPathComponent("sync.log")
+        )
         try await Self.waitForDownload(in: root, sync: sync)
         let (statusEnding, statusOutput) = try await HotRun.run(
-            ["status", "--root", root.path], log: logs.appendingPathComponent("status.log"))
+            ["status", "--root", root.path],
+            log: logs.appendingPathComponent("status.log")
+        )
         #expect(statusEnding == .exited(0), "\(statusOutput)")
         #expect(await sync.wait() == .exited(0), "\(sync.failure)")
-        let packages = try await StoreInspection.status(root: root, check: true, log: logs.appendingPathComponent("check.log"))
+        let packages = try await StoreInspection.status(
+            root: root,
+            check: true,
+            log: logs.appendingPathComponent("check.log")
+        )
         #expect(packages[KillRig.packageID]?.version == "2")
         #expect(packages.values.allSatisfy { $0.state == "installed" })
 
         let missing = logs.appendingPathComponent("no-such-store")
         let (ending, output) = try await HotRun.run(
-            ["status", "--root", missing.path], log: logs.appendingPathComponent("missing.log"))
+            ["status", "--root", missing.path],
+            log: logs.appendingPathComponent("missing.log")
+        )
         #expect(ending == .exited(1))
         #expect(output.contains("no store at \(missing.path)"), "\(output)")
         #expect(!FileManager.default.fileExists(atPath: missing.path))
@@ -62,28 +74,46 @@ struct StoreSharingTests {
         let rig = try await KillRig()
         let (root, logs) = try rig.makeRoot(.atVersion1)
         let sync = try HotRun(
-            ["sync"] + rig.syncArguments(manifest: 2, slow: true, root: root), log: logs.appendingPathComponent("sync.log"))
+            ["sync"] + rig.syncArguments(manifest: 2, slow: true, root: root),
+            log: logs.appendingPathComponent("sync.log")
+        )
         try await Self.waitForDownload(in: root, sync: sync)
         let (deleteEnding, deleteOutput) = try await HotRun.run(
-            ["delete", KillRig.sharedID, "--root", root.path], log: logs.appendingPathComponent("delete.log"))
+            ["delete", KillRig.sharedID, "--root", root.path],
+            log: logs.appendingPathComponent("delete.log")
+        )
         #expect(deleteEnding == .exited(0), "\(deleteOutput)")
         #expect(await sync.wait() == .exited(0), "\(sync.failure)")
 
         // The store is whole: what it names exists, and the deleted package stays deleted.
-        let packages = try await StoreInspection.status(root: root, check: true, log: logs.appendingPathComponent("check.log"))
+        let packages = try await StoreInspection.status(
+            root: root,
+            check: true,
+            log: logs.appendingPathComponent("check.log")
+        )
         #expect(packages[KillRig.sharedID] == nil)
         #expect(packages[KillRig.packageID]?.version == "2")
         #expect(packages.values.allSatisfy { $0.state == "installed" })
-        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("packages/\(KillRig.sharedID)").path))
+        #expect(
+            !FileManager.default.fileExists(atPath: root.appendingPathComponent("packages/\(KillRig.sharedID)").path)
+        )
         let (repairEnding, repairOutput) = try await HotRun.run(
-            ["repair", "--root", root.path], log: logs.appendingPathComponent("repair.log"))
+            ["repair", "--root", root.path],
+            log: logs.appendingPathComponent("repair.log")
+        )
         #expect(repairEnding == .exited(0), "\(repairOutput)")
 
         // The next sync brings it back, whole.
         let (again, againOutput) = try await HotRun.run(
-            ["sync"] + rig.syncArguments(manifest: 2, slow: false, root: root), log: logs.appendingPathComponent("again.log"))
+            ["sync"] + rig.syncArguments(manifest: 2, slow: false, root: root),
+            log: logs.appendingPathComponent("again.log")
+        )
         #expect(again == .exited(0), "\(againOutput)")
-        let after = try await StoreInspection.status(root: root, check: true, log: logs.appendingPathComponent("after.log"))
+        let after = try await StoreInspection.status(
+            root: root,
+            check: true,
+            log: logs.appendingPathComponent("after.log")
+        )
         #expect(after[KillRig.sharedID]?.state == "installed")
         #expect(try StoreInspection.leftovers(root: root).isEmpty)
         await rig.stop()

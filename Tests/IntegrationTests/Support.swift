@@ -71,10 +71,13 @@ struct Repository {
         _ = try ZipWriter.write(directory: source, to: archive, options: ZipWriter.Options())
         let verifier = CryptoVerifier()
         let entry = ManifestDocument.Entry(
-            id: id, version: version, url: "packages/\(id)-\(version).zip",
+            id: id,
+            version: version,
+            url: "packages/\(id)-\(version).zip",
             size: Int64(try Data(contentsOf: archive).count),
             sha256: try verifier.digest(ofFile: archive, using: .sha256).hex,
-            md5: try verifier.digest(ofFile: archive, using: .md5).hex)
+            md5: try verifier.digest(ofFile: archive, using: .md5).hex
+        )
         try update { $0.upsert(entry) }
         return entry
     }
@@ -147,14 +150,22 @@ func httpTransport() -> any Transport {
 
 /// Builds an updater over a fresh root with real parts.
 func makeUpdater(
-    root: URL, transport: TransportKind, unarchiver: UnarchiverKind = .zip, plist: Bool = false
+    root: URL,
+    transport: TransportKind,
+    unarchiver: UnarchiverKind = .zip,
+    plist: Bool = false
 ) -> Updater {
     Updater(
         configuration: UpdaterConfiguration(
-            root: root, transport: transport.make(), unarchiver: unarchiver.make(), verifier: CryptoVerifier(),
+            root: root,
+            transport: transport.make(),
+            unarchiver: unarchiver.make(),
+            verifier: CryptoVerifier(),
             store: plist ? PropertyListMetadataStore(root: root) : JSONMetadataStore(root: root),
             timeouts: TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
-            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
+    )
 }
 
 /// An executable product (`hot`, an example) built beside the test bundle.

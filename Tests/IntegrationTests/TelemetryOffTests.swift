@@ -14,7 +14,9 @@ struct TelemetryOffTests {
     /// A sync and two launches of a guarded package against nginx, the updater's telemetry
     /// set to `telemetry(root)`.
     private func run(
-        _ repository: SignedRepository, on nginx: NginxServer, client: SignedClient,
+        _ repository: SignedRepository,
+        on nginx: NginxServer,
+        client: SignedClient,
         telemetry: (URL) throws -> (any TelemetryReporter)?
     ) async throws {
         var configuration = client.updater().configuration
@@ -43,9 +45,11 @@ struct TelemetryOffTests {
                     """
                     location = /collect { client_body_in_file_only on; \
                     client_body_temp_path "\(bodies.path)"; proxy_pass http://127.0.0.1:$server_port/accepted; }
-                    """),
+                    """
+                ),
                 .status(204, at: "/accepted"),
-            ]))
+            ])
+        )
         defer { Task { await nginx.stop() } }
 
         // Off: the configuration's default.
@@ -59,12 +63,19 @@ struct TelemetryOffTests {
         #expect(requests.filter { $0.path.hasPrefix("/packages/") }.count == 1)
         #expect(requests.filter { $0.path == manifest }.count == 2)
         #expect(try FileManager.default.contentsOfDirectory(atPath: bodies.path).isEmpty)
-        #expect(!FileManager.default.fileExists(atPath: off.root.appendingPathComponent(TelemetryEvent.ClientID.fileName).path))
+        #expect(
+            !FileManager.default.fileExists(
+                atPath: off.root.appendingPathComponent(TelemetryEvent.ClientID.fileName).path
+            )
+        )
 
         // On, as a control: the same run posts its events.
         let on = try SignedClient(trust: .signed(by: [key.publicKey]))
         let reporter = try HTTPTelemetryReporter(
-            url: nginx.baseURL.appendingPathComponent("collect"), transport: CurlTransport(), root: on.root)
+            url: nginx.baseURL.appendingPathComponent("collect"),
+            transport: CurlTransport(),
+            root: on.root
+        )
         try await run(repository, on: nginx, client: on) { _ in reporter }
         let deadline = ContinuousClock.now.advanced(by: .seconds(60))
         while reporter.statistics.sent + reporter.statistics.droppedWithFailedBatches < reporter.statistics.recorded,

@@ -11,7 +11,9 @@ import Testing
 struct TrustPolicyTests {
     /// A client that installed version 1 signed by `old`, and a repository whose next manifest
     /// (version 2, not yet signed) declares only `new`.
-    static func rotationSetup(newKey: KeyKind) async throws
+    static func rotationSetup(
+        newKey: KeyKind
+    ) async throws
         -> (old: CryptoSigner, new: CryptoSigner, SignedRepository, NginxServer, SignedClient)
     {
         let old = try CryptoSigner.generate()
@@ -70,7 +72,9 @@ struct TrustPolicyTests {
         let server = try await NginxServer.start(root: repository.directory)
         var client = try SignedClient(trust: .signed(by: [key.publicKey]))
         client.now = { Date().addingTimeInterval(7_200) }
-        await #expect(throws: HotUpdateError(.manifestExpired, "")) { try await client.sync(repository.url(on: server)) }
+        await #expect(throws: HotUpdateError(.manifestExpired, "")) {
+            try await client.sync(repository.url(on: server))
+        }
         #expect(try await client.active().isEmpty)
 
         try repository.sign(with: [key], expires: Date().addingTimeInterval(86_400))
@@ -102,7 +106,9 @@ struct TrustPolicyTests {
         #expect(try TrustState.load(root: client.root).channels[""]?.version == 1)
         // And the old key no longer counts.
         try repository.sign(with: [lost], version: 1_000_001)
-        await #expect(throws: HotUpdateError(.signatureInvalid, "")) { try await client.sync(repository.url(on: server)) }
+        await #expect(throws: HotUpdateError(.signatureInvalid, "")) {
+            try await client.sync(repository.url(on: server))
+        }
         await server.stop()
     }
 
@@ -173,8 +179,14 @@ struct TrustPolicyTests {
         let ids = (0..<100).map { "device-\($0)" }
         let inside = try #require(try ids.first { try bucket($0) < 50 })
         let outside = try #require(try ids.first { try bucket($0) >= 50 })
-        let insideClient = try SignedClient(trust: .signed(by: [key.publicKey]), context: ClientContext(clientID: inside))
-        let outsideClient = try SignedClient(trust: .signed(by: [key.publicKey]), context: ClientContext(clientID: outside))
+        let insideClient = try SignedClient(
+            trust: .signed(by: [key.publicKey]),
+            context: ClientContext(clientID: inside)
+        )
+        let outsideClient = try SignedClient(
+            trust: .signed(by: [key.publicKey]),
+            context: ClientContext(clientID: outside)
+        )
         for client in [insideClient, outsideClient] {
             #expect(try await client.sync(repository.url(on: server)).failures.isEmpty)
         }
@@ -199,9 +211,12 @@ struct TrustPolicyTests {
         await server.stop()
     }
 
-    @Test("minimum and maximum app versions are respected", arguments: [
-        ("4.9", false), ("5.0", true), ("5.10.2", true), ("6.0", true), ("6.0.1", false), ("10", false),
-    ])
+    @Test(
+        "minimum and maximum app versions are respected",
+        arguments: [
+            ("4.9", false), ("5.0", true), ("5.10.2", true), ("6.0", true), ("6.0.1", false), ("10", false),
+        ]
+    )
     func appVersions(appVersion: String, gets: Bool) async throws {
         let key = try CryptoSigner.generate()
         let repository = try SignedRepository(keys: [key])
@@ -212,10 +227,16 @@ struct TrustPolicyTests {
         }
         try repository.sign(with: [key])
         let server = try await NginxServer.start(root: repository.directory)
-        let client = try SignedClient(trust: .signed(by: [key.publicKey]), context: ClientContext(appVersion: appVersion))
+        let client = try SignedClient(
+            trust: .signed(by: [key.publicKey]),
+            context: ClientContext(appVersion: appVersion)
+        )
         #expect(try await client.sync(repository.url(on: server)).failures.isEmpty)
         #expect(try await client.active() == (gets ? ["app 1"] : []))
-        #expect(try await client.resolve("config.txt", bundle: try makeBundle()) == (gets ? "config 1 from app 1" : "config bundled from bundle"))
+        #expect(
+            try await client.resolve("config.txt", bundle: try makeBundle())
+                == (gets ? "config 1 from app 1" : "config bundled from bundle")
+        )
         await server.stop()
     }
 
@@ -235,8 +256,13 @@ struct TrustPolicyTests {
         let server = try await NginxServer.start(root: production.directory)
 
         let productionClient = try SignedClient(
-            trust: .signed(by: [key.publicKey]), context: ClientContext(channel: "production"))
-        let stagingClient = try SignedClient(trust: .signed(by: [key.publicKey]), context: ClientContext(channel: "staging"))
+            trust: .signed(by: [key.publicKey]),
+            context: ClientContext(channel: "production")
+        )
+        let stagingClient = try SignedClient(
+            trust: .signed(by: [key.publicKey]),
+            context: ClientContext(channel: "staging")
+        )
         #expect(try await productionClient.sync(production.url(on: server)).failures.isEmpty)
         #expect(try await stagingClient.sync(staging.url(on: server)).failures.isEmpty)
         #expect(try await productionClient.active() == ["app 1"])

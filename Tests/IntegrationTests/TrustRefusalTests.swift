@@ -40,7 +40,10 @@ struct TrustRefusalTests {
         }
     }
 
-    @Test("the attack is refused and the previous version stays active, intact and resolving", arguments: Attack.allCases)
+    @Test(
+        "the attack is refused and the previous version stays active, intact and resolving",
+        arguments: Attack.allCases
+    )
     func refused(attack: Attack) async throws {
         let keyA = try CryptoSigner.generate()
         let keyB = try CryptoSigner.generate()
@@ -49,7 +52,8 @@ struct TrustRefusalTests {
         let firstManifest = try repository.sign(with: [keyA, keyB])
         let server = try await NginxServer.start(
             root: repository.directory,
-            options: .init(locations: [.rateLimited(prefix: "/slow/", bytesPerSecond: 100)]))
+            options: .init(locations: [.rateLimited(prefix: "/slow/", bytesPerSecond: 100)])
+        )
         var client = try SignedClient(trust: .signed(by: [keyA.publicKey, keyB.publicKey], threshold: 2))
         let bundle = try makeBundle()
         var manifestURL = repository.url(on: server)
@@ -80,7 +84,8 @@ struct TrustRefusalTests {
             try repository.write(
                 ManifestDocument(packages: [
                     .init(id: "app", version: "2", url: entry.url, size: entry.size, sha256: entry.sha256)
-                ]).encoded())
+                ]).encoded()
+            )
         case .tooFewSignatures:
             try repository.sign(with: [keyA])
         case .unknownKey:
@@ -93,7 +98,9 @@ struct TrustRefusalTests {
         case .tamperedBody:
             let served = String(decoding: try repository.sign(with: [keyA, keyB]), as: UTF8.self)
             #expect(served.contains("\"threshold\" : 2"))
-            try repository.write(Data(served.replacingOccurrences(of: "\"threshold\" : 2", with: "\"threshold\" : 1").utf8))
+            try repository.write(
+                Data(served.replacingOccurrences(of: "\"threshold\" : 2", with: "\"threshold\" : 1").utf8)
+            )
         case .rollback:
             try repository.write(firstManifest)  // a replay of the older, validly signed manifest
         case .sameVersionOtherContent:
@@ -136,11 +143,18 @@ struct TrustRefusalTests {
         case .tricklingManifest:
             let served = try repository.sign(with: [keyA, keyB])
             let slow = repository.directory.appendingPathComponent("slow/manifest.json")
-            try FileManager.default.createDirectory(at: slow.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: slow.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             try served.write(to: slow)
             manifestURL = server.baseURL.appendingPathComponent("slow/manifest.json")
             // 100 bytes a second passes the low-speed check; the overall limit ends it.
-            client.timeouts = TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5), total: .seconds(3))
+            client.timeouts = TransportRequest.Timeouts(
+                connect: .seconds(5),
+                lowSpeedWindow: .seconds(5),
+                total: .seconds(3)
+            )
         case .stalledPackage:
             let entry = try #require(repository.body.package("app")?.entry(for: "2"))
             let stalled = try RawHTTPServer.start(.stallAfterHeaders(contentLength: Int(entry.size)))
@@ -151,13 +165,21 @@ struct TrustRefusalTests {
         case .tricklingPackage:
             let entry = try #require(repository.body.package("app")?.entry(for: "2"))
             let slow = repository.directory.appendingPathComponent("slow/app-2.zip")
-            try FileManager.default.createDirectory(at: slow.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: slow.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             try FileManager.default.copyItem(at: repository.archive(entry), to: slow)
             repository.body.editPackage("app") {
-                $0.versions[$0.versions.count - 1].url = server.baseURL.appendingPathComponent("slow/app-2.zip").absoluteString
+                $0.versions[$0.versions.count - 1].url =
+                    server.baseURL.appendingPathComponent("slow/app-2.zip").absoluteString
             }
             try repository.sign(with: [keyA, keyB])
-            packageTimeouts = TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5), total: .seconds(3))
+            packageTimeouts = TransportRequest.Timeouts(
+                connect: .seconds(5),
+                lowSpeedWindow: .seconds(5),
+                total: .seconds(3)
+            )
         }
 
         if attack.refusesManifest {
@@ -168,7 +190,9 @@ struct TrustRefusalTests {
                 #expect(error.code == attack.expected, "\(error.detailedDescription())")
             }
         } else {
-            let report = try await client.updater(packageTimeouts: packageTimeouts).sync(from: client.source(manifestURL))
+            let report = try await client.updater(packageTimeouts: packageTimeouts).sync(
+                from: client.source(manifestURL)
+            )
             let failure = try #require(report.failures.first)
             #expect(failure.error?.code == attack.expected, "\(failure.error?.detailedDescription() ?? "")")
             #expect(failure.activeVersion == active)
@@ -214,7 +238,9 @@ struct TrustRefusalTests {
         try repository.write(SignedEnvelope(signed: try repository.body.canonicalBytes(), signatures: []).encoded())
         let server = try await NginxServer.start(root: repository.directory)
         let strict = try SignedClient(trust: .signed(by: [try CryptoSigner.generate().publicKey]))
-        await #expect(throws: HotUpdateError(.signatureInvalid, "")) { try await strict.sync(repository.url(on: server)) }
+        await #expect(throws: HotUpdateError(.signatureInvalid, "")) {
+            try await strict.sync(repository.url(on: server))
+        }
         #expect(try await strict.active().isEmpty)
 
         let development = try SignedClient(trust: .unsignedDevelopment())
@@ -223,4 +249,3 @@ struct TrustRefusalTests {
         await server.stop()
     }
 }
-

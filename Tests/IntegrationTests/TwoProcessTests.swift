@@ -26,7 +26,8 @@ struct TwoProcessTests {
         let started = clock.now
         let (probeEnding, probeOutput) = try await HotRun.run(
             ["sync"] + rig.syncArguments(manifest: 2, slow: true, root: probe),
-            log: probeLogs.appendingPathComponent("probe.log"))
+            log: probeLogs.appendingPathComponent("probe.log")
+        )
         try #require(probeEnding == .exited(0), "\(probeOutput)")
         let syncLength = max(50, (clock.now - started).milliseconds)
 
@@ -43,11 +44,14 @@ struct TwoProcessTests {
             let delay = Duration.milliseconds(Int64.random(in: 0...syncLength, using: &generator))
             // Nothing kept: the sync downloads, so the other command meets it mid-flight.
             let (dropped, dropOutput) = try await HotRun.run(
-                ["gc", "--keep", "0", "--root", root.path], log: logs.appendingPathComponent("round-\(round)-setup.log"))
+                ["gc", "--keep", "0", "--root", root.path],
+                log: logs.appendingPathComponent("round-\(round)-setup.log")
+            )
             try #require(dropped == .exited(0), "\(dropOutput)")
             let sync = try HotRun(
                 ["sync"] + rig.syncArguments(manifest: manifest, slow: true, root: root),
-                log: logs.appendingPathComponent("round-\(round)-sync.log"))
+                log: logs.appendingPathComponent("round-\(round)-sync.log")
+            )
             try await Task.sleep(for: delay)
             let other = try HotRun(arguments, log: logs.appendingPathComponent("round-\(round)-\(name).log"))
             let (syncEnding, otherEnding) = (await sync.wait(), await other.wait())
@@ -61,16 +65,23 @@ struct TwoProcessTests {
                 problems.append("\(name) failed (\(otherEnding)): \(other.failure)")
             }
             problems += await rig.check(
-                concurrentRoundOn: root, manifest: manifest, logs: logs, round: round)
+                concurrentRoundOn: root,
+                manifest: manifest,
+                logs: logs,
+                round: round
+            )
             if !problems.isEmpty {
-                inconsistencies.append("round \(round) (sync to m\(manifest), \(name) after \(delay.milliseconds) ms): "
-                    + problems.joined(separator: "; "))
+                inconsistencies.append(
+                    "round \(round) (sync to m\(manifest), \(name) after \(delay.milliseconds) ms): "
+                        + problems.joined(separator: "; ")
+                )
             }
         }
         await rig.stop()
         print(
             "two processes: \(rounds) rounds, \(rounds - inconsistencies.count) consistent, "
-                + "\(inconsistencies.count) inconsistent, seed \(seed), sync length \(syncLength) ms")
+                + "\(inconsistencies.count) inconsistent, seed \(seed), sync length \(syncLength) ms"
+        )
         for line in inconsistencies { print("two processes: inconsistent: \(line)") }
         #expect(inconsistencies.isEmpty, "\(inconsistencies.joined(separator: "\n"))")
     }
@@ -106,8 +117,12 @@ extension KillRig {
         }
         do {
             let (ending, output) = try await HotRun.run(
-                ["sync"] + syncArguments(manifest: manifest, slow: false, root: root), log: log("next-sync"))
-            if ending != .exited(0) { problems.append("the next sync fails (\(ending)): \(HotRun.failure(in: output))") }
+                ["sync"] + syncArguments(manifest: manifest, slow: false, root: root),
+                log: log("next-sync")
+            )
+            if ending != .exited(0) {
+                problems.append("the next sync fails (\(ending)): \(HotRun.failure(in: output))")
+            }
             let after = try await StoreInspection.status(root: root, check: true, log: log("after"))
             let expected: Content = manifest == 1 ? .version1 : .version2
             let tree = try after[Self.packageID]?.path.flatMap { try StoreInspection.tree(URL(fileURLWithPath: $0)) }

@@ -27,22 +27,33 @@ struct UnpackedSizeTests {
             _ = try ZipWriter.write(directory: work.appendingPathComponent("tree"), to: archive)
             let data = try Data(contentsOf: archive)
             descriptor = try PackageDescriptor(
-                id: "p", version: "1", url: URL(fileURLWithPath: archive.path), size: Int64(data.count),
-                sha256: CryptoVerifier().digest(of: data, using: .sha256))
+                id: "p",
+                version: "1",
+                url: URL(fileURLWithPath: archive.path),
+                size: Int64(data.count),
+                sha256: CryptoVerifier().digest(of: data, using: .sha256)
+            )
         }
 
         func updater(maxTotalBytes: Int64 = 4 << 30, maxUnpackedBytes: Int64? = nil) -> (Updater, URL) {
             let root = work.appendingPathComponent("store-\(UUID().uuidString)")
             var configuration = UpdaterConfiguration(
-                root: root, transport: FileTransport(), unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
-                store: JSONMetadataStore(root: root), extractOptions: ExtractOptions(maxTotalBytes: maxTotalBytes),
-                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+                root: root,
+                transport: FileTransport(),
+                unarchiver: ZipUnarchiver(),
+                verifier: CryptoVerifier(),
+                store: JSONMetadataStore(root: root),
+                extractOptions: ExtractOptions(maxTotalBytes: maxTotalBytes),
+                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
             if let maxUnpackedBytes { configuration.maxUnpackedBytes = maxUnpackedBytes }
             return (Updater(configuration: configuration), root)
         }
     }
 
-    @Test("the declared size replaces the default limit: larger packages pass, a package unpacking past its figure is refused")
+    @Test(
+        "the declared size replaces the default limit: larger packages pass, a package unpacking past its figure is refused"
+    )
     func declaredSizeIsTheLimit() async throws {
         let fixture = try Fixture()
         defer { try? FileManager.default.removeItem(at: fixture.work) }
@@ -50,7 +61,10 @@ struct UnpackedSizeTests {
         // A default limit below the package (as 4 GiB is below a 4.4 GB package): refused without a figure…
         let (plain, _) = fixture.updater(maxTotalBytes: 100_000)
         let refused = try await plain.apply(Manifest(packages: [fixture.descriptor]))
-        #expect(refused.packages.first?.error?.code == .corruptArchive || refused.packages.first?.error?.code == .limitExceeded)
+        #expect(
+            refused.packages.first?.error?.code == .corruptArchive
+                || refused.packages.first?.error?.code == .limitExceeded
+        )
 
         // …and installed when the manifest declares its exact size.
         var declared = fixture.descriptor
@@ -88,7 +102,8 @@ struct UnpackedSizeTests {
         defer { try? FileManager.default.removeItem(at: fixture.work) }
         let repo = fixture.work.appendingPathComponent("repo")
         let packed = try await CommandLineTests.run([
-            "pack", fixture.work.appendingPathComponent("tree").path, "--id", "p", "--version", "1", "--repo", repo.path,
+            "pack", fixture.work.appendingPathComponent("tree").path, "--id", "p", "--version", "1", "--repo",
+            repo.path,
         ])
         #expect(packed.status == 0, "\(packed.stderr)")
         #expect(!packed.stderr.contains("warning"))

@@ -45,7 +45,9 @@ public enum DeltaWriter {
 
         /// Creates options.
         public init(
-            patcher: ZstdPatcher? = ZstdPatcher(), minPatchBytes: Int64 = 4096, maxPatchRatio: Double = 0.5,
+            patcher: ZstdPatcher? = ZstdPatcher(),
+            minPatchBytes: Int64 = 4096,
+            maxPatchRatio: Double = 0.5,
             zip: ZipWriter.Options = ZipWriter.Options()
         ) {
             self.patcher = patcher
@@ -75,7 +77,11 @@ public enum DeltaWriter {
     ///   file in it included) or the archive cannot be written.
     @discardableResult
     public static func write(
-        packageID: String, base: Side, target: Side, to archive: URL, verifier: any Verifier,
+        packageID: String,
+        base: Side,
+        target: Side,
+        to archive: URL,
+        verifier: any Verifier,
         options: Options = Options()
     ) throws -> Summary {
         let baseFiles = try listFiles(base.directory, verifier: verifier)
@@ -101,13 +107,18 @@ public enum DeltaWriter {
             if let old = baseByPath[file.path], let patcher = options.patcher, file.size >= options.minPatchBytes,
                 file.size <= patcher.maxFileBytes, old.size <= patcher.maxFileBytes,
                 let patch = try worthwhilePatch(
-                    from: base.directory.appendingPathComponent(old.path, isDirectory: false), to: source,
-                    patcher: patcher, ratio: options.maxPatchRatio)
+                    from: base.directory.appendingPathComponent(old.path, isDirectory: false),
+                    to: source,
+                    patcher: patcher,
+                    ratio: options.maxPatchRatio
+                )
             {
                 let name = "\(patches.count)"
                 try FileSystem.createDirectory(patchesDirectory)
                 try write(patch, to: patchesDirectory.appendingPathComponent(name))
-                patches.append(DeltaLayout.Patch(path: file.path, base: old.sha256, patch: name, method: patcher.method))
+                patches.append(
+                    DeltaLayout.Patch(path: file.path, base: old.sha256, patch: name, method: patcher.method)
+                )
                 summary.patchedFiles += 1
                 continue
             }
@@ -123,8 +134,14 @@ public enum DeltaWriter {
         let removed = baseFiles.map(\.path).filter { !targetPaths.contains($0) }
         summary.removedPaths = removed.count
         let header = DeltaLayout.Header(
-            package: packageID, baseVersion: base.version, baseSHA256: base.sha256, targetVersion: target.version,
-            targetSHA256: target.sha256, removed: removed, patches: patches)
+            package: packageID,
+            baseVersion: base.version,
+            baseSHA256: base.sha256,
+            targetVersion: target.version,
+            targetSHA256: target.sha256,
+            removed: removed,
+            patches: patches
+        )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         try write(try encoder.encode(header), to: work.appendingPathComponent(DeltaLayout.headerName))
@@ -166,7 +183,9 @@ public enum DeltaWriter {
             for name in FileSystem.contents(of: url) {
                 let path = relative.isEmpty ? name : "\(relative)/\(name)"
                 let child = directory.appendingPathComponent(path, isDirectory: false)
-                let values = try? child.resourceValues(forKeys: [.isRegularFileKey, .isDirectoryKey, .isSymbolicLinkKey, .fileSizeKey])
+                let values = try? child.resourceValues(forKeys: [
+                    .isRegularFileKey, .isDirectoryKey, .isSymbolicLinkKey, .fileSizeKey,
+                ])
                 if values?.isSymbolicLink == true {
                     throw HotUpdateError(.invalidArgument, "a delta cannot hold a link", subject: path)
                 } else if values?.isDirectory == true {

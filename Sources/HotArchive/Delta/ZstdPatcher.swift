@@ -53,7 +53,8 @@ public struct ZstdPatcher: BinaryPatcher {
         try check(ZSTD_CCtx_setParameter(context, ZSTD_c_compressionLevel, level), "set the level")
         try check(
             ZSTD_CCtx_setParameter(context, ZSTD_c_windowLog, Self.windowLog(for: base.count + target.count)),
-            "set the window")
+            "set the window"
+        )
         try check(ZSTD_CCtx_setParameter(context, ZSTD_c_enableLongDistanceMatching, 1), "enable long matching")
         try check(ZSTD_CCtx_setParameter(context, ZSTD_c_contentSizeFlag, 1), "record the size")
         // A checksum of the result: a patch applied to another base fails in zstd already.
@@ -66,7 +67,8 @@ public struct ZstdPatcher: BinaryPatcher {
                 return try output.withUnsafeMutableBytes { out in
                     try check(
                         ZSTD_compress2(context, out.baseAddress, out.count, targetBytes.baseAddress, targetBytes.count),
-                        "compress")
+                        "compress"
+                    )
                 }
             }
         }
@@ -135,12 +137,20 @@ public struct ZstdPatcher: BinaryPatcher {
         for url in [patch, base] {
             let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.int64Value
             guard let size, size <= maxFileBytes else {
-                throw HotUpdateError(.limitExceeded, "a file over \(maxFileBytes) bytes is not patched", subject: url.path)
+                throw HotUpdateError(
+                    .limitExceeded,
+                    "a file over \(maxFileBytes) bytes is not patched",
+                    subject: url.path
+                )
             }
         }
         let result: Data
         do {
-            result = try applied(patch: Data(contentsOf: patch), base: Data(contentsOf: base), expectedSize: expectedSize)
+            result = try applied(
+                patch: Data(contentsOf: patch),
+                base: Data(contentsOf: base),
+                expectedSize: expectedSize
+            )
         } catch let error as HotUpdateError {
             throw error
         } catch {
@@ -155,7 +165,9 @@ public struct ZstdPatcher: BinaryPatcher {
     private func check(_ code: Int, _ what: String) throws -> Int {
         if ZSTD_isError(code) != 0 {
             throw HotUpdateError(
-                .internalInconsistency, "zstd cannot \(what): \(String(cString: ZSTD_getErrorName(code)))")
+                .internalInconsistency,
+                "zstd cannot \(what): \(String(cString: ZSTD_getErrorName(code)))"
+            )
         }
         return code
     }
@@ -163,7 +175,10 @@ public struct ZstdPatcher: BinaryPatcher {
     @discardableResult
     private func corrupt(_ code: Int) throws -> Int {
         if ZSTD_isError(code) != 0 {
-            throw HotUpdateError(.corruptArchive, "the patch does not apply: \(String(cString: ZSTD_getErrorName(code)))")
+            throw HotUpdateError(
+                .corruptArchive,
+                "the patch does not apply: \(String(cString: ZSTD_getErrorName(code)))"
+            )
         }
         return code
     }

@@ -42,7 +42,10 @@ struct EntryPathValidator {
         let utf8 = name.utf8
         guard utf8.count <= maxNameLength else {
             throw ArchiveError.limit(
-                archive, "its name is \(utf8.count) bytes long, more than the limit of \(maxNameLength)", entry: name)
+                archive,
+                "its name is \(utf8.count) bytes long, more than the limit of \(maxNameLength)",
+                entry: name
+            )
         }
         guard !utf8.isEmpty else { throw ArchiveError.unsafe(archive, "the name is empty", entry: name) }
         guard !utf8.contains(0) else { throw ArchiveError.unsafe(archive, "the name contains a NUL byte", entry: name) }
@@ -67,7 +70,8 @@ struct EntryPathValidator {
                 throw ArchiveError.limit(
                     archive,
                     "its path has a component of \(component.utf8.count) bytes, more than the \(maxComponentLength) a file system accepts",
-                    entry: name)
+                    entry: name
+                )
             }
             kept.append(component)
         }
@@ -82,7 +86,10 @@ struct EntryPathValidator {
     mutating func admit(_ name: String, kind: ArchiveEntry.Kind) throws -> String? {
         guard kind == .file || kind == .directory || kind == .symlink else {
             throw ArchiveError.unsafe(
-                archive, "it is a device, FIFO or socket, which is never created", entry: name)
+                archive,
+                "it is a device, FIFO or socket, which is never created",
+                entry: name
+            )
         }
         if kind == .directory, let first = name.first, first == ".",
             name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).allSatisfy({ $0 == "." })
@@ -100,10 +107,17 @@ struct EntryPathValidator {
             case .directory:
                 break
             case .file:
-                throw ArchiveError.unsafe(archive, "it would be created inside '\(prefix)', which is a file", entry: name)
+                throw ArchiveError.unsafe(
+                    archive,
+                    "it would be created inside '\(prefix)', which is a file",
+                    entry: name
+                )
             case .symlink:
                 throw ArchiveError.unsafe(
-                    archive, "it would be written through '\(prefix)', which is a symlink", entry: name)
+                    archive,
+                    "it would be written through '\(prefix)', which is a symlink",
+                    entry: name
+                )
             }
         }
         let path = prefix.isEmpty ? String(parts[parts.count - 1]) : prefix + "/" + parts[parts.count - 1]
@@ -119,7 +133,10 @@ struct EntryPathValidator {
             nodes[path] = .directory(explicit: true)
         case (.directory(explicit: false), _):
             throw ArchiveError.unsafe(
-                archive, "it collides with the directory '\(path)' that other entries need", entry: name)
+                archive,
+                "it collides with the directory '\(path)' that other entries need",
+                entry: name
+            )
         default:
             throw ArchiveError.unsafe(archive, "another entry has the same path '\(path)'", entry: name)
         }
@@ -152,7 +169,10 @@ struct EntryPathValidator {
             if part == ".." {
                 guard !stack.isEmpty else {
                     throw ArchiveError.unsafe(
-                        archive, "its link target '\(target)' points outside the destination", entry: entry)
+                        archive,
+                        "its link target '\(target)' points outside the destination",
+                        entry: entry
+                    )
                 }
                 stack.removeLast()
                 continue
@@ -160,7 +180,10 @@ struct EntryPathValidator {
             stack.append(String(part))
             if position < parts.count - 1, case .symlink = nodes[stack.joined(separator: "/")] {
                 throw ArchiveError.unsafe(
-                    archive, "its link target '\(target)' passes through another symlink", entry: entry)
+                    archive,
+                    "its link target '\(target)' passes through another symlink",
+                    entry: entry
+                )
             }
         }
     }

@@ -21,14 +21,21 @@ final class ExtractionState: @unchecked Sendable {
     private var files: [(Int, ExtractionReport.File)] = []
 
     init(
-        archive: String, entriesTotal: Int, bytesTotal: Int64, maxTotalBytes: Int64,
+        archive: String,
+        entriesTotal: Int,
+        bytesTotal: Int64,
+        maxTotalBytes: Int64,
         progress: (@Sendable (ExtractionReport.Progress) -> Void)?
     ) {
         self.archive = archive
         self.maxTotalBytes = maxTotalBytes
         self.progress = progress
         self.current = ExtractionReport.Progress(
-            entriesCompleted: 0, entriesTotal: entriesTotal, bytesWritten: 0, bytesTotal: bytesTotal)
+            entriesCompleted: 0,
+            entriesTotal: entriesTotal,
+            bytesWritten: 0,
+            bytesTotal: bytesTotal
+        )
     }
 
     /// The next of `count` pieces of work, or nil when there is none left or the extraction is stopping.
@@ -81,7 +88,10 @@ final class ExtractionState: @unchecked Sendable {
         current.bytesWritten += Int64(count)
         if current.bytesWritten > maxTotalBytes {
             throw ArchiveError.limit(
-                archive, "the extracted bytes exceed the limit of \(maxTotalBytes) bytes", entry: entry)
+                archive,
+                "the extracted bytes exceed the limit of \(maxTotalBytes) bytes",
+                entry: entry
+            )
         }
     }
 

@@ -1,3 +1,6 @@
+import Foundation
+import HotCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,8 +8,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
-import HotCore
 
 /// The sibling directory an extraction writes into (`<parent>/.<name>.partial-<uuid>`),
 /// renamed onto the destination when every entry has succeeded and removed otherwise,
@@ -33,7 +34,10 @@ struct PartialDirectory: Sendable {
         let name = standardized.lastPathComponent
         guard !name.isEmpty, name != "/", name != ".", name != ".." else {
             throw HotUpdateError(
-                .invalidArgument, "'\(destination.path)' cannot be an extraction destination", subject: destination.path)
+                .invalidArgument,
+                "'\(destination.path)' cannot be an extraction destination",
+                subject: destination.path
+            )
         }
         let parentURL = standardized.deletingLastPathComponent()
         do {
@@ -52,8 +56,10 @@ struct PartialDirectory: Sendable {
         if lstat(destinationPath, &info) == 0 {
             guard (info.st_mode & S_IFMT) == S_IFDIR, try isEmptyDirectory(destinationPath) else {
                 throw HotUpdateError(
-                    .invalidArgument, "the destination '\(destinationPath)' exists and is not an empty directory",
-                    subject: destinationPath)
+                    .invalidArgument,
+                    "the destination '\(destinationPath)' exists and is not an empty directory",
+                    subject: destinationPath
+                )
             }
         } else if errno != ENOENT {
             throw ArchiveError.system("inspecting destination", path: destinationPath, errno: errno)
@@ -64,7 +70,10 @@ struct PartialDirectory: Sendable {
         }
         let umask = processUmask()
         return PartialDirectory(
-            destination: destinationPath, root: root, umaskMasksOwnerBits: umask.map { $0 & 0o700 != 0 } ?? true)
+            destination: destinationPath,
+            root: root,
+            umaskMasksOwnerBits: umask.map { $0 & 0o700 != 0 } ?? true
+        )
     }
 
     /// The process umask, read without changing it (`umask(2)` can only set it, and setting
@@ -133,7 +142,9 @@ struct PartialDirectory: Sendable {
     /// Creates a symbolic link at `relative` pointing to `target`.
     func createSymlink(_ relative: String, target: String) throws {
         let path = path(relative)
-        guard symlink(target, path) == 0 else { throw ArchiveError.system("creating symlink", path: path, errno: errno) }
+        guard symlink(target, path) == 0 else {
+            throw ArchiveError.system("creating symlink", path: path, errno: errno)
+        }
     }
 
     /// Moves the partial directory onto the destination (replacing it if it is an empty directory).
@@ -144,7 +155,8 @@ struct PartialDirectory: Sendable {
                 throw HotUpdateError(
                     .invalidArgument,
                     "the destination '\(destination)' was filled while the archive was being extracted",
-                    subject: destination)
+                    subject: destination
+                )
             }
             throw ArchiveError.system("moving the extracted tree to", path: destination, errno: code)
         }
@@ -188,11 +200,15 @@ extension PartialDirectory {
     ///     the options allow (``ExtractOptions/concurrency``, or one per active core).
     /// - Throws: ``HotUpdateError``, from the plan, the workers or the file system.
     static func extract(
-        _ archive: URL, to destination: URL, options: ExtractOptions,
+        _ archive: URL,
+        to destination: URL,
+        options: ExtractOptions,
         progress: (@Sendable (ExtractionReport.Progress) -> Void)?,
         plan makePlan: @escaping @Sendable (ReadOnlyFile) throws -> ZipArchivePlan,
-        run: (_ file: ReadOnlyFile, _ plan: ZipArchivePlan, _ partial: PartialDirectory, _ state: ExtractionState,
-              _ workers: Int) async -> Void
+        run: (
+            _ file: ReadOnlyFile, _ plan: ZipArchivePlan, _ partial: PartialDirectory, _ state: ExtractionState,
+            _ workers: Int
+        ) async -> Void
     ) async throws -> ExtractionReport {
         try Task.checkCancellation()
         let name = archive.lastPathComponent
@@ -206,8 +222,12 @@ extension PartialDirectory {
             }
         }
         let state = ExtractionState(
-            archive: name, entriesTotal: plan.entries.count, bytesTotal: plan.declaredBytes,
-            maxTotalBytes: options.maxTotalBytes, progress: progress)
+            archive: name,
+            entriesTotal: plan.entries.count,
+            bytesTotal: plan.declaredBytes,
+            maxTotalBytes: options.maxTotalBytes,
+            progress: progress
+        )
         do {
             try partial.createDirectories(plan.directories)
             let explicitDirectories = plan.entries.count(where: { $0.kind == .directory })
@@ -236,7 +256,10 @@ extension PartialDirectory {
         for entry in plan.entries where entry.kind == .symlink {
             guard let target = entry.linkTarget else {
                 throw HotUpdateError(
-                    .internalInconsistency, "symlink '\(entry.name)' was admitted without a target", subject: entry.name)
+                    .internalInconsistency,
+                    "symlink '\(entry.name)' was admitted without a target",
+                    subject: entry.name
+                )
             }
             try createSymlink(entry.path, target: target)
             links.append(entry.path)
@@ -246,7 +269,10 @@ extension PartialDirectory {
         try commit()
         let files = state.writtenFiles
         return ExtractionReport(
-            files: files, directories: plan.directories, symlinks: links,
-            totalBytes: files.reduce(0) { $0 + $1.size })
+            files: files,
+            directories: plan.directories,
+            symlinks: links,
+            totalBytes: files.reduce(0) { $0 + $1.size }
+        )
     }
 }

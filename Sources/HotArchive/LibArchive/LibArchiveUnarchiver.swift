@@ -86,21 +86,31 @@ public struct LibArchiveUnarchiver: Unarchiver {
     /// let report = try await LibArchiveUnarchiver().extract(zip, to: dir, options: ExtractOptions(), progress: nil)
     /// ```
     public func extract(
-        _ archive: URL, to destination: URL, options: ExtractOptions,
+        _ archive: URL,
+        to destination: URL,
+        options: ExtractOptions,
         progress: (@Sendable (ExtractionReport.Progress) -> Void)?
     ) async throws -> ExtractionReport {
         let name = archive.lastPathComponent
-        return try await PartialDirectory.extract(archive, to: destination, options: options, progress: progress) { file in
+        return try await PartialDirectory.extract(archive, to: destination, options: options, progress: progress) {
+            file in
             let plan = try Self.plan(file, archive: archive, options: options, readsAll: false)
             for entry in plan.entries where entry.kind == .file && entry.record.isEncrypted {
                 if entry.record.flags & ZipFormat.flagStrongEncryption != 0 {
                     throw ArchiveError.make(
-                        .unsupportedEncryption, name, "it uses PKWARE strong encryption, which is not supported",
-                        entry: entry.name)
+                        .unsupportedEncryption,
+                        name,
+                        "it uses PKWARE strong encryption, which is not supported",
+                        entry: entry.name
+                    )
                 }
                 if options.password == nil {
                     throw ArchiveError.make(
-                        .passwordRequired, name, "it is encrypted and no password was given", entry: entry.name)
+                        .passwordRequired,
+                        name,
+                        "it is encrypted and no password was given",
+                        entry: entry.name
+                    )
                 }
             }
             return plan
@@ -111,8 +121,14 @@ public struct LibArchiveUnarchiver: Unarchiver {
                 do {
                     try withUTF8ThreadLocale {
                         try Self.work(
-                            worker, shares: shares, archive: archive, plan: plan, partial: partial,
-                            options: options, state: state)
+                            worker,
+                            shares: shares,
+                            archive: archive,
+                            plan: plan,
+                            partial: partial,
+                            options: options,
+                            state: state
+                        )
                     }
                 } catch {
                     state.fail(HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(name)'"))
@@ -128,7 +144,12 @@ public struct LibArchiveUnarchiver: Unarchiver {
     ///
     /// - Parameter readsAll: Whether libarchive reads every header even when there is no
     ///   link (a listing's check that libarchive reads the archive at all).
-    private static func plan(_ file: ReadOnlyFile, archive: URL, options: ExtractOptions, readsAll: Bool) throws
+    private static func plan(
+        _ file: ReadOnlyFile,
+        archive: URL,
+        options: ExtractOptions,
+        readsAll: Bool
+    ) throws
         -> ZipArchivePlan
     {
         var plan = try ZipArchivePlan.make(file, options: options, readsLinkTargets: false)
@@ -136,9 +157,11 @@ public struct LibArchiveUnarchiver: Unarchiver {
         // libarchive reads a link's target with its header and does not decrypt it.
         if let encrypted = links.first(where: { plan.entries[$0].record.isEncrypted }) {
             throw ArchiveError.make(
-                .unsupportedEncryption, file.displayName,
+                .unsupportedEncryption,
+                file.displayName,
                 "it is an encrypted symlink, whose target libarchive does not decrypt",
-                entry: plan.entries[encrypted].name)
+                entry: plan.entries[encrypted].name
+            )
         }
         // Nothing for libarchive to decode in an archive that is just an end record.
         guard readsAll || !links.isEmpty, !plan.entries.isEmpty || !plan.rootEntries.isEmpty else { return plan }
@@ -156,8 +179,13 @@ public struct LibArchiveUnarchiver: Unarchiver {
     /// One worker: reads the archive with its own libarchive handle up to the end of its
     /// share, writing the share's files; throws when libarchive leaves one of them out.
     private static func work(
-        _ worker: Int, shares: Shares, archive: URL, plan: ZipArchivePlan, partial: PartialDirectory,
-        options: ExtractOptions, state: ExtractionState
+        _ worker: Int,
+        shares: Shares,
+        archive: URL,
+        plan: ZipArchivePlan,
+        partial: PartialDirectory,
+        options: ExtractOptions,
+        state: ExtractionState
     ) throws {
         let name = archive.lastPathComponent
         let reader = try LibArchiveReader(archive: archive, plan: plan, password: options.password)
@@ -178,12 +206,17 @@ public struct LibArchiveUnarchiver: Unarchiver {
             try reader.readData(of: entry) { block, offset in
                 guard offset == written else {
                     throw ArchiveError.corrupt(
-                        name, "libarchive delivered its data out of order (at \(offset), expected \(written))",
-                        entry: entry.name)
+                        name,
+                        "libarchive delivered its data out of order (at \(offset), expected \(written))",
+                        entry: entry.name
+                    )
                 }
                 guard Int64(block.count) <= declared - written else {
                     throw ArchiveError.corrupt(
-                        name, "its data inflates to more than the \(declared) bytes it declares", entry: entry.name)
+                        name,
+                        "its data inflates to more than the \(declared) bytes it declares",
+                        entry: entry.name
+                    )
                 }
                 try state.account(block.count, entry: path)
                 hasher?.update(block)
@@ -192,8 +225,10 @@ public struct LibArchiveUnarchiver: Unarchiver {
             }
             guard written == declared else {
                 throw ArchiveError.corrupt(
-                    name, "its data inflates to \(written) bytes, fewer than the \(declared) it declares",
-                    entry: entry.name)
+                    name,
+                    "its data inflates to \(written) bytes, fewer than the \(declared) it declares",
+                    entry: entry.name
+                )
             }
             open = false
             guard close(fd) == 0 else { throw ArchiveError.system("closing", path: partial.path(path), errno: errno) }
@@ -331,7 +366,10 @@ private final class LibArchiveReader {
             guard let index = candidates.lazy.compactMap({ self.byName[$0] }).first else {
                 let shown = utf8.map { String(cString: $0) } ?? raw.map { String(cString: $0) } ?? "?"
                 throw ArchiveError.corrupt(
-                    archiveName, "libarchive returned an entry the central directory does not list", entry: shown)
+                    archiveName,
+                    "libarchive returned an entry the central directory does not list",
+                    entry: shown
+                )
             }
             if index == Self.root {
                 try skipData()
@@ -343,7 +381,11 @@ private final class LibArchiveReader {
 
     private func admit(_ index: Int, _ entry: OpaquePointer) throws -> Int {
         guard seen.insert(index).inserted else {
-            throw ArchiveError.corrupt(archiveName, "libarchive returned the same entry twice", entry: plan.entries[index].name)
+            throw ArchiveError.corrupt(
+                archiveName,
+                "libarchive returned the same entry twice",
+                entry: plan.entries[index].name
+            )
         }
         let planned = plan.entries[index]
         current = planned.name
@@ -351,7 +393,10 @@ private final class LibArchiveReader {
         // libarchive's own view of the name must be safe too (defence in depth).
         if let raw = archive_entry_pathname(entry) {
             _ = try EntryPathValidator.components(
-                of: String(cString: raw), archive: archiveName, maxNameLength: Int.max)
+                of: String(cString: raw),
+                archive: archiveName,
+                maxNameLength: Int.max
+            )
         }
         return index
     }
@@ -370,14 +415,17 @@ private final class LibArchiveReader {
             throw ArchiveError.corrupt(
                 archiveName,
                 "its link target is \(bytes.count) bytes long, not the \(entry.record.uncompressedSize) it declares",
-                entry: entry.name)
+                entry: entry.name
+            )
         }
         let crc = bytes.withUnsafeBufferPointer { UInt32(truncatingIfNeeded: crc32(0, $0.baseAddress, uInt($0.count))) }
         guard crc == entry.record.crc32 else {
             throw ArchiveError.make(
-                .checksumMismatch, archiveName,
+                .checksumMismatch,
+                archiveName,
                 "its link target's CRC-32 is \(hex(crc)) but the archive declares \(hex(entry.record.crc32))",
-                entry: entry.name)
+                entry: entry.name
+            )
         }
         return bytes
     }
@@ -407,7 +455,10 @@ private final class LibArchiveReader {
     func expectAllSeen() throws {
         if let missing = plan.entries.indices.first(where: { !seen.contains($0) }) {
             throw ArchiveError.corrupt(
-                archiveName, "libarchive did not return this entry", entry: plan.entries[missing].name)
+                archiveName,
+                "libarchive did not return this entry",
+                entry: plan.entries[missing].name
+            )
         }
     }
 
@@ -422,9 +473,12 @@ private final class LibArchiveReader {
         let message = archive_error_string(handle).map { String(cString: $0) } ?? "unknown error"
         let version = archive_version_string().map { String(cString: $0) } ?? "libarchive"
         return ArchiveError.make(
-            .unsupportedMethod, archiveName,
+            .unsupportedMethod,
+            archiveName,
             "it is WinZip AES-encrypted \(ZipFormat.methodName(inner)) data (method \(inner)), which \(version) cannot decrypt and decompress (\(message))",
-            entry: entry.name, cause: error)
+            entry: entry.name,
+            cause: error
+        )
     }
 
     /// Turns libarchive's last error into a ``HotUpdateError`` with the code its cause deserves.

@@ -1,3 +1,6 @@
+import Foundation
+import HotCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,8 +8,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
-import HotCore
 
 /// A regular file opened for reading at explicit offsets (`pread`), shared by
 /// every worker of an extraction: `pread` has no file position, so concurrent

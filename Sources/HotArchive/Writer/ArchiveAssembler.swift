@@ -1,3 +1,5 @@
+import HotCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,7 +7,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import HotCore
 
 /// A write-only file with a 256 KiB buffer, counting what it wrote.
 final class BufferedOutput {
@@ -93,7 +94,11 @@ struct ArchiveAssembler {
     mutating func add(_ item: SourceItem, data: Deflater.Result?, spills: [Deflater]) throws {
         let name = Array(item.archiveName.utf8)
         guard name.count <= Int(UInt16.max) else {
-            throw HotUpdateError(.invalidArgument, "the path '\(item.path)' is too long for a ZIP entry", subject: item.path)
+            throw HotUpdateError(
+                .invalidArgument,
+                "the path '\(item.path)' is too long for a ZIP entry",
+                subject: item.path
+            )
         }
         let method: UInt16
         let crc: UInt32
@@ -114,7 +119,9 @@ struct ArchiveAssembler {
         let offset = output.written
         let bigSizes = usize >= Self.saturated32 || csize >= Self.saturated32
         let bigOffset = offset >= Self.saturated32
-        let needed: UInt16 = bigSizes || bigOffset ? 45 : (method == ZipFormat.methodDeflate || item.archiveName.hasSuffix("/") ? 20 : 10)
+        let needed: UInt16 =
+            bigSizes || bigOffset
+            ? 45 : (method == ZipFormat.methodDeflate || item.archiveName.hasSuffix("/") ? 20 : 10)
 
         var local: [UInt8] = []
         local.reserveCapacity(ZipFormat.localHeaderLength + name.count + 20)

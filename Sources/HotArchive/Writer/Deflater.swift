@@ -1,3 +1,6 @@
+import CHotZlib
+import HotCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,8 +8,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CHotZlib
-import HotCore
 
 /// Compresses files into a worker's spill file: one raw deflate stream and two
 /// 256 KiB buffers per worker, reused for every file.
@@ -72,8 +73,13 @@ final class Deflater: @unchecked Sendable {
             let (crc, size, compressed) = try deflateFile(fd, path: path)
             guard size == UInt64(expectedSize) else { throw changed(path) }
             if compressed < size {
-                return Result(method: ZipFormat.methodDeflate, crc32: crc, uncompressedSize: size,
-                              compressedSize: compressed, spillOffset: start)
+                return Result(
+                    method: ZipFormat.methodDeflate,
+                    crc32: crc,
+                    uncompressedSize: size,
+                    compressedSize: compressed,
+                    spillOffset: start
+                )
             }
             // Deflate did not help (images, media): store the bytes instead.
             guard ftruncate(spill, off_t(start)) == 0, lseek(spill, off_t(start), SEEK_SET) == off_t(start) else {
@@ -82,13 +88,23 @@ final class Deflater: @unchecked Sendable {
             spillSize = start
             let (storedCRC, storedSize) = try storeFile(fd, path: path, rewind: true)
             guard storedCRC == crc, storedSize == size else { throw changed(path) }
-            return Result(method: ZipFormat.methodStored, crc32: crc, uncompressedSize: size,
-                          compressedSize: size, spillOffset: start)
+            return Result(
+                method: ZipFormat.methodStored,
+                crc32: crc,
+                uncompressedSize: size,
+                compressedSize: size,
+                spillOffset: start
+            )
         }
         let (crc, size) = try storeFile(fd, path: path, rewind: false)
         guard size == UInt64(expectedSize) else { throw changed(path) }
-        return Result(method: ZipFormat.methodStored, crc32: crc, uncompressedSize: size, compressedSize: size,
-                      spillOffset: start)
+        return Result(
+            method: ZipFormat.methodStored,
+            crc32: crc,
+            uncompressedSize: size,
+            compressedSize: size,
+            spillOffset: start
+        )
     }
 
     /// Appends `bytes` as a stored entry (symlink targets).
@@ -98,8 +114,13 @@ final class Deflater: @unchecked Sendable {
         let crc = bytes.withUnsafeBufferPointer {
             UInt32(truncatingIfNeeded: crc32(0, $0.baseAddress, uInt($0.count)))
         }
-        return Result(method: ZipFormat.methodStored, crc32: crc, uncompressedSize: UInt64(bytes.count),
-                      compressedSize: UInt64(bytes.count), spillOffset: start)
+        return Result(
+            method: ZipFormat.methodStored,
+            crc32: crc,
+            uncompressedSize: UInt64(bytes.count),
+            compressedSize: UInt64(bytes.count),
+            spillOffset: start
+        )
     }
 
     private func changed(_ path: String) -> HotUpdateError {
@@ -123,7 +144,9 @@ final class Deflater: @unchecked Sendable {
     }
 
     private func crcUpdate(_ crc: UInt32, _ count: Int) -> UInt32 {
-        UInt32(truncatingIfNeeded: crc32(uLong(crc), input.baseAddress?.assumingMemoryBound(to: Bytef.self), uInt(count)))
+        UInt32(
+            truncatingIfNeeded: crc32(uLong(crc), input.baseAddress?.assumingMemoryBound(to: Bytef.self), uInt(count))
+        )
     }
 
     private func deflateFile(_ fd: Int32, path: String) throws -> (UInt32, UInt64, UInt64) {

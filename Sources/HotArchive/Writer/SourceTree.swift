@@ -1,3 +1,6 @@
+import Foundation
+import HotCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,8 +8,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
-import HotCore
 
 /// One thing under the directory being packed.
 struct SourceItem: Sendable {
@@ -52,7 +53,11 @@ enum SourceTree {
     }
 
     private static func walk(
-        _ directory: String, relative: String, storeSymlinks: Bool, skipping: Set<String>, into items: inout [SourceItem]
+        _ directory: String,
+        relative: String,
+        storeSymlinks: Bool,
+        skipping: Set<String>,
+        into items: inout [SourceItem]
     ) throws {
         guard let handle = opendir(directory) else {
             throw ArchiveError.system("listing", path: directory, errno: errno)
@@ -63,8 +68,10 @@ enum SourceTree {
             let bytes = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix(while: { $0 != 0 })) }
             guard let name = validUTF8(bytes) else {
                 throw HotUpdateError(
-                    .invalidArgument, "'\(directory)' holds a name that is not UTF-8, which a package cannot carry",
-                    subject: directory)
+                    .invalidArgument,
+                    "'\(directory)' holds a name that is not UTF-8, which a package cannot carry",
+                    subject: directory
+                )
             }
             if name != "." && name != ".." { names.append(name) }
         }
@@ -73,7 +80,9 @@ enum SourceTree {
             if skipping.contains(absolute) { continue }
             let path = relative.isEmpty ? name : relative + "/" + name
             var info = stat()
-            guard lstat(absolute, &info) == 0 else { throw ArchiveError.system("inspecting", path: absolute, errno: errno) }
+            guard lstat(absolute, &info) == 0 else {
+                throw ArchiveError.system("inspecting", path: absolute, errno: errno)
+            }
             let permissions = UInt16(info.st_mode & 0o777)
             switch info.st_mode & S_IFMT {
             case S_IFREG:
@@ -86,19 +95,28 @@ enum SourceTree {
                     throw HotUpdateError(
                         .invalidArgument,
                         "'\(path)' is a symbolic link; packages carry no links unless ZipWriter.Options.symlinks is .store",
-                        subject: absolute)
+                        subject: absolute
+                    )
                 }
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 let count = readlink(absolute, &buffer, buffer.count)
                 guard count >= 0 else { throw ArchiveError.system("reading link", path: absolute, errno: errno) }
                 guard let target = validUTF8(buffer[0..<count]) else {
-                    throw HotUpdateError(.invalidArgument, "the target of link '\(path)' is not UTF-8", subject: absolute)
+                    throw HotUpdateError(
+                        .invalidArgument,
+                        "the target of link '\(path)' is not UTF-8",
+                        subject: absolute
+                    )
                 }
-                items.append(SourceItem(path: path, kind: .symlink(target: target), permissions: 0o777, size: Int64(count)))
+                items.append(
+                    SourceItem(path: path, kind: .symlink(target: target), permissions: 0o777, size: Int64(count))
+                )
             default:
                 throw HotUpdateError(
-                    .invalidArgument, "'\(path)' is a device, FIFO or socket, which a package cannot carry",
-                    subject: absolute)
+                    .invalidArgument,
+                    "'\(path)' is a device, FIFO or socket, which a package cannot carry",
+                    subject: absolute
+                )
             }
         }
     }

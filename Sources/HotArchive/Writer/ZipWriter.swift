@@ -1,3 +1,6 @@
+import Foundation
+import HotCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,8 +8,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
-import HotCore
 
 /// Writes a directory as a ZIP archive, deterministically: the publisher's side
 /// of a package (`hot pack`).
@@ -57,7 +58,9 @@ public enum ZipWriter {
 
         /// Creates options.
         public init(
-            compressionLevel: Int = 6, modificationDate: Date? = nil, symlinks: SymlinkHandling = .refuse,
+            compressionLevel: Int = 6,
+            modificationDate: Date? = nil,
+            symlinks: SymlinkHandling = .refuse,
             concurrency: Int = 0
         ) {
             self.compressionLevel = compressionLevel
@@ -102,20 +105,29 @@ public enum ZipWriter {
     public static func write(directory: URL, to archive: URL, options: Options = Options()) throws -> Summary {
         guard (0...9).contains(options.compressionLevel) else {
             throw HotUpdateError(
-                .invalidArgument, "compression level \(options.compressionLevel) is not in 0…9")
+                .invalidArgument,
+                "compression level \(options.compressionLevel) is not in 0…9"
+            )
         }
         let root = directory.standardizedFileURL.path
         let target = archive.standardizedFileURL
         let temporary = target.deletingLastPathComponent()
             .appendingPathComponent(".\(target.lastPathComponent).tmp-\(UUID().uuidString)").path
         let items = try SourceTree.scan(
-            root, storeSymlinks: options.symlinks == .store, skipping: [target.path, temporary])
+            root,
+            storeSymlinks: options.symlinks == .store,
+            skipping: [target.path, temporary]
+        )
         let dos = DOSTimestamp(options.modificationDate)
 
         let cores = options.concurrency > 0 ? options.concurrency : ProcessInfo.processInfo.activeProcessorCount
         let compressed = try compressAll(
-            items, root: root, level: Int32(options.compressionLevel), workers: max(1, cores),
-            spillDirectory: target.deletingLastPathComponent().path)
+            items,
+            root: root,
+            level: Int32(options.compressionLevel),
+            workers: max(1, cores),
+            spillDirectory: target.deletingLastPathComponent().path
+        )
 
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw ArchiveError.system("creating", path: temporary, errno: errno) }
@@ -135,8 +147,13 @@ public enum ZipWriter {
                 throw ArchiveError.system("renaming onto", path: target.path, errno: errno)
             }
             var summary = Summary(
-                fileCount: 0, directoryCount: 0, symlinkCount: 0, uncompressedBytes: 0,
-                archiveBytes: Int64(output.written), usesZip64: usesZip64)
+                fileCount: 0,
+                directoryCount: 0,
+                symlinkCount: 0,
+                uncompressedBytes: 0,
+                archiveBytes: Int64(output.written),
+                usesZip64: usesZip64
+            )
             for item in items {
                 switch item.kind {
                 case .file:
@@ -162,7 +179,11 @@ public enum ZipWriter {
 
     /// Compresses files (and symlink targets) on `workers` threads.
     private static func compressAll(
-        _ items: [SourceItem], root: String, level: Int32, workers: Int, spillDirectory: String
+        _ items: [SourceItem],
+        root: String,
+        level: Int32,
+        workers: Int,
+        spillDirectory: String
     ) throws -> Compressed {
         let work = items.indices.filter {
             if case .directory = items[$0].kind { return false }

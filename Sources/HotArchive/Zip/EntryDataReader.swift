@@ -45,7 +45,9 @@ final class EntryDataReader {
     ///   fewer bytes than declared), `.checksumMismatch`, `.wrongPassword`,
     ///   `.passwordRequired`, `.unsupportedMethod`, `.unsupportedEncryption`, `.cancelled`.
     func read(
-        _ entry: ZipEntryRecord, name: String, isCancelled: () -> Bool,
+        _ entry: ZipEntryRecord,
+        name: String,
+        isCancelled: () -> Bool,
         consume: (UnsafeRawBufferPointer) throws -> Void
     ) throws {
         let archive = file.displayName
@@ -80,9 +82,18 @@ final class EntryDataReader {
         func emit(_ bytes: UnsafeRawBufferPointer) throws {
             guard UInt64(bytes.count) <= declared - written else {
                 throw ArchiveError.corrupt(
-                    archive, "its data inflates to more than the \(declared) bytes it declares", entry: name)
+                    archive,
+                    "its data inflates to more than the \(declared) bytes it declares",
+                    entry: name
+                )
             }
-            crc = UInt32(truncatingIfNeeded: crc32(uLong(crc), bytes.baseAddress?.assumingMemoryBound(to: Bytef.self), uInt(bytes.count)))
+            crc = UInt32(
+                truncatingIfNeeded: crc32(
+                    uLong(crc),
+                    bytes.baseAddress?.assumingMemoryBound(to: Bytef.self),
+                    uInt(bytes.count)
+                )
+            )
             try consume(bytes)
             written += UInt64(bytes.count)
         }
@@ -90,8 +101,10 @@ final class EntryDataReader {
         if entry.method == ZipFormat.methodStored {
             guard remaining == declared else {
                 throw ArchiveError.corrupt(
-                    archive, "it is stored but declares \(remaining) compressed and \(declared) uncompressed bytes",
-                    entry: name)
+                    archive,
+                    "it is stored but declares \(remaining) compressed and \(declared) uncompressed bytes",
+                    entry: name
+                )
             }
             while remaining > 0 {
                 let count = try fill()
@@ -103,17 +116,26 @@ final class EntryDataReader {
 
         guard written == declared else {
             throw ArchiveError.corrupt(
-                archive, "its data inflates to \(written) bytes, fewer than the \(declared) it declares", entry: name)
+                archive,
+                "its data inflates to \(written) bytes, fewer than the \(declared) it declares",
+                entry: name
+            )
         }
         guard crc == entry.crc32 else {
             if entry.isEncrypted {
                 throw ArchiveError.make(
-                    .wrongPassword, archive, "the password does not decrypt it (CRC-32 mismatch after decryption)",
-                    entry: name)
+                    .wrongPassword,
+                    archive,
+                    "the password does not decrypt it (CRC-32 mismatch after decryption)",
+                    entry: name
+                )
             }
             throw ArchiveError.make(
-                .checksumMismatch, archive,
-                "its CRC-32 is \(hex(crc)) but the archive declares \(hex(entry.crc32))", entry: name)
+                .checksumMismatch,
+                archive,
+                "its CRC-32 is \(hex(crc)) but the archive declares \(hex(entry.crc32))",
+                entry: name
+            )
         }
     }
 
@@ -122,32 +144,49 @@ final class EntryDataReader {
         if entry.isEncrypted {
             if entry.flags & ZipFormat.flagStrongEncryption != 0 || entry.method == ZipFormat.methodAES {
                 throw ArchiveError.make(
-                    .unsupportedEncryption, archive,
+                    .unsupportedEncryption,
+                    archive,
                     "it uses \(entry.method == ZipFormat.methodAES ? "WinZip AES" : "PKWARE strong") encryption, which is not supported",
-                    entry: name)
+                    entry: name
+                )
             }
             guard hasPassword else {
-                throw ArchiveError.make(.passwordRequired, archive, "it is encrypted and no password was given", entry: name)
+                throw ArchiveError.make(
+                    .passwordRequired,
+                    archive,
+                    "it is encrypted and no password was given",
+                    entry: name
+                )
             }
             guard entry.compressedSize >= UInt64(ZipFormat.traditionalEncryptionHeaderLength) else {
-                throw ArchiveError.corrupt(archive, "it is encrypted but too short to hold the encryption header", entry: name)
+                throw ArchiveError.corrupt(
+                    archive,
+                    "it is encrypted but too short to hold the encryption header",
+                    entry: name
+                )
             }
         }
         guard entry.method == ZipFormat.methodStored || entry.method == ZipFormat.methodDeflate else {
             throw ArchiveError.make(
-                .unsupportedMethod, archive,
+                .unsupportedMethod,
+                archive,
                 "it uses compression method \(entry.method) (\(ZipFormat.methodName(entry.method))); only stored (0) and deflate (8) are supported",
-                entry: name)
+                entry: name
+            )
         }
     }
 
-    private func openEncryption(_ entry: ZipEntryRecord, name: String, password: [UInt8]) throws -> TraditionalDecryptor {
+    private func openEncryption(_ entry: ZipEntryRecord, name: String, password: [UInt8]) throws -> TraditionalDecryptor
+    {
         var decryptor = TraditionalDecryptor(password: password)
         var header = try file.readExactly(
-            ZipFormat.traditionalEncryptionHeaderLength, at: Int64(entry.dataOffset),
-            what: "the encryption header of '\(name)'")
+            ZipFormat.traditionalEncryptionHeaderLength,
+            at: Int64(entry.dataOffset),
+            what: "the encryption header of '\(name)'"
+        )
         header.withUnsafeMutableBytes { decryptor.decrypt($0) }
-        let check = entry.hasDataDescriptor
+        let check =
+            entry.hasDataDescriptor
             ? UInt8(truncatingIfNeeded: entry.dosTime >> 8) : UInt8(truncatingIfNeeded: entry.crc32 >> 24)
         guard header[ZipFormat.traditionalEncryptionHeaderLength - 1] == check else {
             throw ArchiveError.make(.wrongPassword, file.displayName, "the password does not decrypt it", entry: name)
@@ -156,7 +195,10 @@ final class EntryDataReader {
     }
 
     private func inflateData(
-        _ entry: ZipEntryRecord, name: String, remaining: () -> UInt64, fill: () throws -> Int,
+        _ entry: ZipEntryRecord,
+        name: String,
+        remaining: () -> UInt64,
+        fill: () throws -> Int,
         emit: (UnsafeRawBufferPointer) throws -> Void
     ) throws {
         let archive = file.displayName
@@ -190,15 +232,26 @@ final class EntryDataReader {
             case Z_OK, Z_BUF_ERROR:
                 if produced == 0, stream.pointee.avail_in == availableIn, remaining() == 0 {
                     throw ArchiveError.corrupt(
-                        archive, "its compressed data ends before the deflate stream does", entry: name)
+                        archive,
+                        "its compressed data ends before the deflate stream does",
+                        entry: name
+                    )
                 }
             case Z_MEM_ERROR:
-                throw HotUpdateError(.internalInconsistency, "zlib ran out of memory inflating '\(name)'", subject: name)
+                throw HotUpdateError(
+                    .internalInconsistency,
+                    "zlib ran out of memory inflating '\(name)'",
+                    subject: name
+                )
             default:
                 let reason = stream.pointee.msg.map { String(cString: $0) } ?? "error \(status)"
                 if entry.isEncrypted {
                     throw ArchiveError.make(
-                        .wrongPassword, archive, "the password does not decrypt it (deflate: \(reason))", entry: name)
+                        .wrongPassword,
+                        archive,
+                        "the password does not decrypt it (deflate: \(reason))",
+                        entry: name
+                    )
                 }
                 throw ArchiveError.corrupt(archive, "its deflate data is damaged (\(reason))", entry: name)
             }

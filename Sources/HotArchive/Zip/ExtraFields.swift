@@ -10,7 +10,10 @@ enum ExtraFields {
     ///   when its CRC matches `record.rawName`.
     /// - Throws: `HotUpdateError.Code.corruptArchive` when a zip64 field is too short.
     static func apply(
-        _ extra: UnsafeRawBufferPointer, to record: inout ZipEntryRecord, central: Bool, archive: String
+        _ extra: UnsafeRawBufferPointer,
+        to record: inout ZipEntryRecord,
+        central: Bool,
+        archive: String
     ) throws {
         var position = 0
         while extra.count - position >= 4 {
@@ -35,13 +38,19 @@ enum ExtraFields {
     }
 
     private static func applyZip64(
-        _ field: UnsafeRawBufferPointer, to record: inout ZipEntryRecord, central: Bool, archive: String
+        _ field: UnsafeRawBufferPointer,
+        to record: inout ZipEntryRecord,
+        central: Bool,
+        archive: String
     ) throws {
         var position = 0
         func next(_ what: String) throws -> UInt64 {
             guard field.count - position >= 8 else {
                 throw ArchiveError.corrupt(
-                    archive, "its zip64 extra field lacks the \(what)", entry: record.displayName)
+                    archive,
+                    "its zip64 extra field lacks the \(what)",
+                    entry: record.displayName
+                )
             }
             defer { position += 8 }
             return field.uint64LE(at: position)

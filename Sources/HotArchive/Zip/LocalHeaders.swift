@@ -11,7 +11,9 @@ enum LocalHeaders {
     ///
     /// - Throws: `HotUpdateError.Code.corruptArchive` on any disagreement or overlap.
     static func check(
-        _ entries: inout [ZipEntryRecord], in file: ReadOnlyFile, centralDirectoryOffset: UInt64
+        _ entries: inout [ZipEntryRecord],
+        in file: ReadOnlyFile,
+        centralDirectoryOffset: UInt64
     ) throws {
         let archive = file.displayName
         var spans: [(start: UInt64, end: UInt64, index: Int)] = []
@@ -21,28 +23,40 @@ enum LocalHeaders {
             let available = centralDirectoryOffset - entry.localHeaderOffset
             guard available >= UInt64(ZipFormat.localHeaderLength) else {
                 throw ArchiveError.corrupt(
-                    archive, "its local header runs into the central directory", entry: entry.displayName)
+                    archive,
+                    "its local header runs into the central directory",
+                    entry: entry.displayName
+                )
             }
             let guess = UInt64(ZipFormat.localHeaderLength + entry.rawName.count + 64)
             var header = try file.readExactly(
-                Int(min(guess, available)), at: Int64(entry.localHeaderOffset),
-                what: "the local header of '\(entry.displayName)'")
+                Int(min(guess, available)),
+                at: Int64(entry.localHeaderOffset),
+                what: "the local header of '\(entry.displayName)'"
+            )
             guard header.uint32LE(at: 0) == ZipFormat.localHeaderSignature else {
                 throw ArchiveError.corrupt(
-                    archive, "there is no local header at offset \(entry.localHeaderOffset)",
-                    entry: entry.displayName)
+                    archive,
+                    "there is no local header at offset \(entry.localHeaderOffset)",
+                    entry: entry.displayName
+                )
             }
             let nameLength = Int(header.uint16LE(at: 26))
             let extraLength = Int(header.uint16LE(at: 28))
             let headerLength = ZipFormat.localHeaderLength + nameLength + extraLength
             guard UInt64(headerLength) <= available else {
                 throw ArchiveError.corrupt(
-                    archive, "its local header runs into the central directory", entry: entry.displayName)
+                    archive,
+                    "its local header runs into the central directory",
+                    entry: entry.displayName
+                )
             }
             if headerLength > header.count {
                 header = try file.readExactly(
-                    headerLength, at: Int64(entry.localHeaderOffset),
-                    what: "the local header of '\(entry.displayName)'")
+                    headerLength,
+                    at: Int64(entry.localHeaderOffset),
+                    what: "the local header of '\(entry.displayName)'"
+                )
             }
             let localFlags = header.uint16LE(at: 6)
             let localMethod = header.uint16LE(at: 8)
@@ -60,35 +74,46 @@ enum LocalHeaders {
             try header.withUnsafeBytes { bytes in
                 let start = ZipFormat.localHeaderLength + nameLength
                 try ExtraFields.apply(
-                    UnsafeRawBufferPointer(rebasing: bytes[start..<(start + extraLength)]), to: &local,
-                    central: false, archive: archive)
+                    UnsafeRawBufferPointer(rebasing: bytes[start..<(start + extraLength)]),
+                    to: &local,
+                    central: false,
+                    archive: archive
+                )
             }
             // The names agree byte for byte, or once decoded (a legacy name in one header and
             // the same name in a Unicode Path field of the other).
-            let namesAgree = try localName == entry.rawName
+            let namesAgree =
+                try localName == entry.rawName
                 || sameDecodedName(local, entry, header, nameLength, extraLength, archive)
             guard namesAgree else {
                 throw ArchiveError.corrupt(
                     archive,
                     "the local header names it '\(String(decoding: localName, as: UTF8.self))', the central directory disagrees",
-                    entry: entry.displayName)
+                    entry: entry.displayName
+                )
             }
             if localName != entry.rawName { entry.localName = localName }
             guard localMethod == entry.method else {
                 throw ArchiveError.corrupt(
-                    archive, "the local header says method \(localMethod), the central directory \(entry.method)",
-                    entry: entry.displayName)
+                    archive,
+                    "the local header says method \(localMethod), the central directory \(entry.method)",
+                    entry: entry.displayName
+                )
             }
             guard localFlags & ZipFormat.flagEncrypted == entry.flags & ZipFormat.flagEncrypted else {
                 throw ArchiveError.corrupt(
-                    archive, "the local header and the central directory disagree on encryption",
-                    entry: entry.displayName)
+                    archive,
+                    "the local header and the central directory disagree on encryption",
+                    entry: entry.displayName
+                )
             }
             if !deferred {
                 guard local.crc32 == entry.crc32 else {
                     throw ArchiveError.corrupt(
-                        archive, "the local header's CRC-32 disagrees with the central directory",
-                        entry: entry.displayName)
+                        archive,
+                        "the local header's CRC-32 disagrees with the central directory",
+                        entry: entry.displayName
+                    )
                 }
                 guard local.compressedSize == entry.compressedSize,
                     local.uncompressedSize == entry.uncompressedSize
@@ -96,7 +121,8 @@ enum LocalHeaders {
                     throw ArchiveError.corrupt(
                         archive,
                         "the local header declares \(local.compressedSize)/\(local.uncompressedSize) bytes, the central directory \(entry.compressedSize)/\(entry.uncompressedSize)",
-                        entry: entry.displayName)
+                        entry: entry.displayName
+                    )
                 }
                 entry.flags &= ~ZipFormat.flagDataDescriptor
             } else {
@@ -108,8 +134,10 @@ enum LocalHeaders {
             let (dataEnd, overflow) = entry.dataOffset.addingReportingOverflow(entry.compressedSize)
             guard !overflow, dataEnd <= centralDirectoryOffset else {
                 throw ArchiveError.corrupt(
-                    archive, "its \(entry.compressedSize) bytes of data run into the central directory",
-                    entry: entry.displayName)
+                    archive,
+                    "its \(entry.compressedSize) bytes of data run into the central directory",
+                    entry: entry.displayName
+                )
             }
             var descriptor: UInt64 = 0
             if entry.hasDataDescriptor {
@@ -118,7 +146,10 @@ enum LocalHeaders {
                     // Some WinZip AES writers set bit 3 and write no descriptor; AES does not use the CRC.
                     guard entry.method == ZipFormat.methodAES else {
                         throw ArchiveError.corrupt(
-                            archive, "its data descriptor runs into the central directory", entry: entry.displayName)
+                            archive,
+                            "its data descriptor runs into the central directory",
+                            entry: entry.displayName
+                        )
                     }
                     descriptor = 0
                 } else if entry.method != ZipFormat.methodAES {
@@ -133,15 +164,20 @@ enum LocalHeaders {
             throw ArchiveError.corrupt(
                 archive,
                 "its data overlaps entry '\(entries[next.index].displayName)' (overlapping entries are a zip bomb technique)",
-                entry: entries[previous.index].displayName)
+                entry: entries[previous.index].displayName
+            )
         }
     }
 
     /// Whether differing local and central names decode to the same name. A local
     /// Unicode Path field counts when its CRC matches either header's raw name.
     private static func sameDecodedName(
-        _ local: ZipEntryRecord, _ central: ZipEntryRecord, _ header: [UInt8], _ nameLength: Int,
-        _ extraLength: Int, _ archive: String
+        _ local: ZipEntryRecord,
+        _ central: ZipEntryRecord,
+        _ header: [UInt8],
+        _ nameLength: Int,
+        _ extraLength: Int,
+        _ archive: String
     ) throws -> Bool {
         var local = local
         if local.unicodePath == nil {
@@ -150,8 +186,11 @@ enum LocalHeaders {
             try header.withUnsafeBytes { bytes in
                 let start = ZipFormat.localHeaderLength + nameLength
                 try ExtraFields.apply(
-                    UnsafeRawBufferPointer(rebasing: bytes[start..<(start + extraLength)]), to: &probe,
-                    central: false, archive: archive)
+                    UnsafeRawBufferPointer(rebasing: bytes[start..<(start + extraLength)]),
+                    to: &probe,
+                    central: false,
+                    archive: archive
+                )
             }
             local.unicodePath = probe.unicodePath
         }
@@ -163,14 +202,19 @@ enum LocalHeaders {
 
     private static func checkDescriptor(_ entry: ZipEntryRecord, at offset: UInt64, in file: ReadOnlyFile) throws {
         let bytes = try file.readExactly(
-            8, at: Int64(offset), what: "the data descriptor of '\(entry.displayName)'")
+            8,
+            at: Int64(offset),
+            what: "the data descriptor of '\(entry.displayName)'"
+        )
         let first = bytes.uint32LE(at: 0)
         let crc = first == ZipFormat.dataDescriptorSignature ? bytes.uint32LE(at: 4) : first
         guard crc == entry.crc32 else {
             throw ArchiveError.make(
-                .checksumMismatch, file.displayName,
+                .checksumMismatch,
+                file.displayName,
                 "its data descriptor says CRC-32 \(hex(crc)), the central directory \(hex(entry.crc32))",
-                entry: entry.displayName)
+                entry: entry.displayName
+            )
         }
     }
 }

@@ -17,10 +17,15 @@ struct PlannedEntry: Sendable {
     /// The listing's view of this entry.
     var archiveEntry: ArchiveEntry {
         ArchiveEntry(
-            path: path, kind: kind, uncompressedSize: Int64(record.uncompressedSize),
-            compressedSize: Int64(record.compressedSize), crc32: record.crc32,
-            permissions: record.unixMode.map { $0 & 0o7777 }, isEncrypted: record.isEncrypted,
-            linkTarget: linkTarget)
+            path: path,
+            kind: kind,
+            uncompressedSize: Int64(record.uncompressedSize),
+            compressedSize: Int64(record.compressedSize),
+            crc32: record.crc32,
+            permissions: record.unixMode.map { $0 & 0o7777 },
+            isEncrypted: record.isEncrypted,
+            linkTarget: linkTarget
+        )
     }
 }
 
@@ -52,7 +57,11 @@ struct ZipArchivePlan: Sendable {
     ///   decodes them (``LibArchiveUnarchiver`` through libarchive, any method it reads)
     ///   and hands each to ``admitLinkTarget(_:at:)`` before anything is written.
     /// - Throws: ``HotUpdateError``: structure errors, `.unsafeEntry`, `.limitExceeded`.
-    static func make(_ file: ReadOnlyFile, options: ExtractOptions, readsLinkTargets: Bool = true) throws
+    static func make(
+        _ file: ReadOnlyFile,
+        options: ExtractOptions,
+        readsLinkTargets: Bool = true
+    ) throws
         -> ZipArchivePlan
     {
         let archive = file.displayName
@@ -66,7 +75,11 @@ struct ZipArchivePlan: Sendable {
             let name = try decodeName(record, archive: archive)
             let kind = kind(of: record, name: name)
             if kind == .symlink && options.symlinks != .allowWithinDestination {
-                throw ArchiveError.unsafe(archive, "it is a symbolic link and the symlink policy refuses links", entry: name)
+                throw ArchiveError.unsafe(
+                    archive,
+                    "it is a symbolic link and the symlink policy refuses links",
+                    entry: name
+                )
             }
             guard let path = try validator.admit(name, kind: kind) else {
                 rootEntries.append(record)
@@ -82,7 +95,8 @@ struct ZipArchivePlan: Sendable {
                     throw ArchiveError.limit(
                         archive,
                         "the entries declare more than the limit of \(options.maxTotalBytes) bytes in all",
-                        entry: name)
+                        entry: name
+                    )
                 }
                 declared = sum
                 try checkRatio(record, name: name, options: options, archive: archive)
@@ -94,7 +108,8 @@ struct ZipArchivePlan: Sendable {
                 mode = ((record.unixMode ?? 0) & 0o700) | 0o600
             }
             entries.append(
-                PlannedEntry(record: record, name: name, path: path, kind: kind, mode: mode, linkTarget: nil))
+                PlannedEntry(record: record, name: name, path: path, kind: kind, mode: mode, linkTarget: nil)
+            )
         }
         if readsLinkTargets, entries.contains(where: { $0.kind == .symlink }) {
             let reader = EntryDataReader(file: file, password: options.password)
@@ -105,14 +120,20 @@ struct ZipArchivePlan: Sendable {
             }
         }
         return ZipArchivePlan(
-            directory: directory, entries: entries, rootEntries: rootEntries, directories: validator.directories,
-            declaredBytes: declared, validator: validator)
+            directory: directory,
+            entries: entries,
+            rootEntries: rootEntries,
+            directories: validator.directories,
+            declaredBytes: declared,
+            validator: validator
+        )
     }
 
     /// The listing of `archive`: the entries of the plan `make` builds from it, read off
     /// the cooperative pool; failures are wrapped as failures to list the archive.
     static func entries(
-        of archive: URL, _ make: @escaping @Sendable (ReadOnlyFile) throws -> ZipArchivePlan
+        of archive: URL,
+        _ make: @escaping @Sendable (ReadOnlyFile) throws -> ZipArchivePlan
     ) async throws -> [ArchiveEntry] {
         try await BlockingThreads.perform {
             do {
@@ -139,7 +160,10 @@ struct ZipArchivePlan: Sendable {
         if record.flags & ZipFormat.flagUTF8 != 0 {
             guard let name = validUTF8(raw) else {
                 throw ArchiveError.corrupt(
-                    archive, "its name is flagged UTF-8 but is not valid UTF-8", entry: record.displayName)
+                    archive,
+                    "its name is flagged UTF-8 but is not valid UTF-8",
+                    entry: record.displayName
+                )
             }
             return name
         }
@@ -165,7 +189,10 @@ struct ZipArchivePlan: Sendable {
     }
 
     private static func checkRatio(
-        _ record: ZipEntryRecord, name: String, options: ExtractOptions, archive: String
+        _ record: ZipEntryRecord,
+        name: String,
+        options: ExtractOptions,
+        archive: String
     ) throws {
         let size = Int64(record.uncompressedSize)
         guard size > options.compressionRatioFloor else { return }
@@ -175,18 +202,28 @@ struct ZipArchivePlan: Sendable {
             throw ArchiveError.limit(
                 archive,
                 "it inflates \(record.compressedSize) bytes to \(size), a ratio above the limit of \(options.maxCompressionRatio)",
-                entry: name)
+                entry: name
+            )
         }
     }
 
-    private static func readLinkTarget(_ entry: PlannedEntry, reader: EntryDataReader, archive: String) throws
+    private static func readLinkTarget(
+        _ entry: PlannedEntry,
+        reader: EntryDataReader,
+        archive: String
+    ) throws
         -> String
     {
         guard entry.record.uncompressedSize <= 4095 else {
             throw ArchiveError.unsafe(archive, "its link target is longer than 4095 bytes", entry: entry.name)
         }
         var bytes: [UInt8] = []
-        try reader.read(entry.record, name: entry.name, isCancelled: { false }) { bytes.append(contentsOf: $0) }
+        try reader.read(
+            entry.record,
+            name: entry.name,
+            isCancelled: { false },
+            consume: { bytes.append(contentsOf: $0) }
+        )
         return try linkTarget(bytes, of: entry, archive: archive)
     }
 

@@ -41,16 +41,22 @@ struct ZipDirectory: Sendable {
         if end.entryCount > capacity {
             throw ArchiveError.corrupt(
                 name,
-                "it declares \(end.entryCount) entries, but its central directory of \(end.directorySize) bytes holds at most \(capacity)")
+                "it declares \(end.entryCount) entries, but its central directory of \(end.directorySize) bytes holds at most \(capacity)"
+            )
         }
         if end.entryCount > UInt64(max(0, maxEntries)) {
-            throw ArchiveError.limit(name, "it declares \(end.entryCount) entries, more than the limit of \(maxEntries)")
+            throw ArchiveError.limit(
+                name,
+                "it declares \(end.entryCount) entries, more than the limit of \(maxEntries)"
+            )
         }
         // Where the central directory really is: Info-ZIP's prefix adjustment.
         let (cdEnd, overflow) = end.directoryOffset.addingReportingOverflow(end.directorySize)
         guard !overflow, cdEnd <= end.directoryEndPosition else {
             throw ArchiveError.corrupt(
-                name, "the central directory (offset \(end.directoryOffset), \(end.directorySize) bytes) runs past its end record")
+                name,
+                "the central directory (offset \(end.directoryOffset), \(end.directorySize) bytes) runs past its end record"
+            )
         }
         var prefix = end.directoryEndPosition - cdEnd
         if prefix > 0, end.entryCount > 0 {
@@ -68,9 +74,17 @@ struct ZipDirectory: Sendable {
             throw ArchiveError.corrupt(name, "the central directory size \(end.directorySize) is impossible")
         }
         let cdBytes = try file.readExactly(
-            Int(end.directorySize), at: Int64(cdOffset), what: "the central directory")
+            Int(end.directorySize),
+            at: Int64(cdOffset),
+            what: "the central directory"
+        )
         var entries = try parseCentralDirectory(
-            cdBytes, declaredCount: end.entryCount, prefix: prefix, cdOffset: cdOffset, archive: name)
+            cdBytes,
+            declaredCount: end.entryCount,
+            prefix: prefix,
+            cdOffset: cdOffset,
+            archive: name
+        )
         if entries.count > maxEntries {
             throw ArchiveError.limit(name, "it has \(entries.count) entries, more than the limit of \(maxEntries)")
         }
@@ -86,7 +100,11 @@ struct ZipDirectory: Sendable {
 
     /// Parses central directory headers until the directory's bytes are used up.
     private static func parseCentralDirectory(
-        _ bytes: [UInt8], declaredCount: UInt64, prefix: UInt64, cdOffset: UInt64, archive: String
+        _ bytes: [UInt8],
+        declaredCount: UInt64,
+        prefix: UInt64,
+        cdOffset: UInt64,
+        archive: String
     ) throws -> [ZipEntryRecord] {
         var entries: [ZipEntryRecord] = []
         entries.reserveCapacity(Int(min(declaredCount, UInt64(bytes.count / ZipFormat.centralHeaderLength))))
@@ -98,7 +116,9 @@ struct ZipDirectory: Sendable {
                 }
                 guard buffer.uint32LE(at: position) == ZipFormat.centralHeaderSignature else {
                     throw ArchiveError.corrupt(
-                        archive, "central directory header \(entries.count + 1) has a bad signature")
+                        archive,
+                        "central directory header \(entries.count + 1) has a bad signature"
+                    )
                 }
                 let nameLength = Int(buffer.uint16LE(at: position + 28))
                 let extraLength = Int(buffer.uint16LE(at: position + 30))
@@ -106,7 +126,9 @@ struct ZipDirectory: Sendable {
                 let total = ZipFormat.centralHeaderLength + nameLength + extraLength + commentLength
                 guard buffer.count - position >= total else {
                     throw ArchiveError.corrupt(
-                        archive, "central directory header \(entries.count + 1) runs past the directory")
+                        archive,
+                        "central directory header \(entries.count + 1) runs past the directory"
+                    )
                 }
                 let nameStart = position + ZipFormat.centralHeaderLength
                 let rawName = Array(buffer[nameStart..<(nameStart + nameLength)])
@@ -124,14 +146,19 @@ struct ZipDirectory: Sendable {
                     localHeaderOffset: UInt64(buffer.uint32LE(at: position + 42)),
                     externalAttributes: buffer.uint32LE(at: position + 38),
                     unicodePath: nil,
-                    usesZip64: false)
-                let extra = UnsafeRawBufferPointer(rebasing: buffer[(nameStart + nameLength)..<(nameStart + nameLength + extraLength)])
+                    usesZip64: false
+                )
+                let extra = UnsafeRawBufferPointer(
+                    rebasing: buffer[(nameStart + nameLength)..<(nameStart + nameLength + extraLength)]
+                )
                 try ExtraFields.apply(extra, to: &record, central: true, archive: archive)
                 let (offset, overflow) = record.localHeaderOffset.addingReportingOverflow(prefix)
                 guard !overflow, offset < cdOffset else {
                     throw ArchiveError.corrupt(
-                        archive, "its local header offset \(record.localHeaderOffset) is past the central directory",
-                        entry: record.displayName)
+                        archive,
+                        "its local header offset \(record.localHeaderOffset) is past the central directory",
+                        entry: record.displayName
+                    )
                 }
                 record.localHeaderOffset = offset
                 entries.append(record)
@@ -142,7 +169,9 @@ struct ZipDirectory: Sendable {
         let count = UInt64(entries.count)
         guard count == declaredCount || (declaredCount < 0xFFFF && count & 0xFFFF == declaredCount) else {
             throw ArchiveError.corrupt(
-                archive, "the end record declares \(declaredCount) entries but the central directory holds \(count)")
+                archive,
+                "the end record declares \(declaredCount) entries but the central directory holds \(count)"
+            )
         }
         return entries
     }
@@ -187,7 +216,9 @@ struct EndRecord {
             ]
             if head.count == 4, zipRecords.contains(head.uint32LE(at: 0)) {
                 throw ArchiveError.corrupt(
-                    name, "it begins like a ZIP archive but has no end of central directory record (truncated?)")
+                    name,
+                    "it begins like a ZIP archive but has no end of central directory record (truncated?)"
+                )
             }
             throw ArchiveError.notAnArchive(name, "no end of central directory record")
         }
@@ -195,7 +226,8 @@ struct EndRecord {
         guard index + ZipFormat.endOfCentralDirectoryLength + commentLength <= tail.count else {
             throw ArchiveError.corrupt(
                 name,
-                "its end of central directory record declares a comment of \(commentLength) bytes, which runs past the end of the file")
+                "its end of central directory record declares a comment of \(commentLength) bytes, which runs past the end of the file"
+            )
         }
         let position = UInt64(tailStart) + UInt64(index)
         let disk = tail.uint16LE(at: index + 4)
@@ -205,7 +237,8 @@ struct EndRecord {
             entryCount: UInt64(tail.uint16LE(at: index + 10)),
             directorySize: UInt64(tail.uint32LE(at: index + 12)),
             directoryOffset: UInt64(tail.uint32LE(at: index + 16)),
-            directoryEndPosition: position)
+            directoryEndPosition: position
+        )
 
         let saturated =
             record.entryCount == 0xFFFF || record.directorySize == 0xFFFF_FFFF
@@ -215,7 +248,10 @@ struct EndRecord {
         } else {
             guard (disk == 0 || disk == 0xFFFF) && (directoryDisk == 0 || directoryDisk == 0xFFFF) else {
                 throw HotUpdateError(
-                    .unsupported, "'\(name)' is split across several disks, which is not supported", subject: name)
+                    .unsupported,
+                    "'\(name)' is split across several disks, which is not supported",
+                    subject: name
+                )
             }
             guard entriesOnDisk == tail.uint16LE(at: index + 10) else {
                 throw ArchiveError.corrupt(name, "the end record's entry counts disagree")
@@ -225,19 +261,30 @@ struct EndRecord {
     }
 
     /// Reads the zip64 end record through its locator, when there is one.
-    private static func readZip64(in file: ReadOnlyFile, endRecordPosition: UInt64, required: Bool) throws
+    private static func readZip64(
+        in file: ReadOnlyFile,
+        endRecordPosition: UInt64,
+        required: Bool
+    ) throws
         -> EndRecord?
     {
         let name = file.displayName
         guard endRecordPosition >= UInt64(ZipFormat.zip64LocatorLength) else {
-            if required { throw ArchiveError.corrupt(name, "the end record needs zip64 values but has no zip64 locator") }
+            if required {
+                throw ArchiveError.corrupt(name, "the end record needs zip64 values but has no zip64 locator")
+            }
             return nil
         }
         let locatorPosition = endRecordPosition - UInt64(ZipFormat.zip64LocatorLength)
         let locator = try file.readExactly(
-            ZipFormat.zip64LocatorLength, at: Int64(locatorPosition), what: "the zip64 locator")
+            ZipFormat.zip64LocatorLength,
+            at: Int64(locatorPosition),
+            what: "the zip64 locator"
+        )
         guard locator.uint32LE(at: 0) == ZipFormat.zip64LocatorSignature else {
-            if required { throw ArchiveError.corrupt(name, "the end record needs zip64 values but has no zip64 locator") }
+            if required {
+                throw ArchiveError.corrupt(name, "the end record needs zip64 values but has no zip64 locator")
+            }
             return nil
         }
         let totalDisks = locator.uint32LE(at: 16)
@@ -246,11 +293,15 @@ struct EndRecord {
             // disagrees is stray bytes, not a spanned archive (Go's issue 12449).
             if !required { return nil }
             throw HotUpdateError(
-                .unsupported, "'\(name)' is split across several disks, which is not supported", subject: name)
+                .unsupported,
+                "'\(name)' is split across several disks, which is not supported",
+                subject: name
+            )
         }
         // The locator's offset ignores any prefix; the record normally sits right before the locator.
         let declared = locator.uint64LE(at: 8)
-        let adjacent = locatorPosition >= UInt64(ZipFormat.zip64EndLength)
+        let adjacent =
+            locatorPosition >= UInt64(ZipFormat.zip64EndLength)
             ? locatorPosition - UInt64(ZipFormat.zip64EndLength) : nil
         var candidates: [UInt64] = [declared]
         if let adjacent, adjacent != declared { candidates.append(adjacent) }
@@ -258,18 +309,25 @@ struct EndRecord {
             let (candidateEnd, overflow) = candidate.addingReportingOverflow(UInt64(ZipFormat.zip64EndLength))
             guard !overflow, candidateEnd <= locatorPosition else { continue }
             let bytes = try file.readExactly(
-                ZipFormat.zip64EndLength, at: Int64(candidate), what: "the zip64 end record")
+                ZipFormat.zip64EndLength,
+                at: Int64(candidate),
+                what: "the zip64 end record"
+            )
             guard bytes.uint32LE(at: 0) == ZipFormat.zip64EndSignature else { continue }
             // Version 6.2 and later in the zip64 end record: the central directory may be encrypted.
             if bytes.uint16LE(at: 14) & 0xFF >= 62 {
                 throw HotUpdateError(
                     .unsupportedEncryption,
                     "'\(name)' has an encrypted central directory (PKWARE strong encryption), which is not supported",
-                    subject: name)
+                    subject: name
+                )
             }
             guard bytes.uint32LE(at: 16) == 0, bytes.uint32LE(at: 20) == 0 else {
                 throw HotUpdateError(
-                    .unsupported, "'\(name)' is split across several disks, which is not supported", subject: name)
+                    .unsupported,
+                    "'\(name)' is split across several disks, which is not supported",
+                    subject: name
+                )
             }
             let entryCount = bytes.uint64LE(at: 32)
             guard bytes.uint64LE(at: 24) == entryCount else {
@@ -279,7 +337,8 @@ struct EndRecord {
                 entryCount: entryCount,
                 directorySize: bytes.uint64LE(at: 40),
                 directoryOffset: bytes.uint64LE(at: 48),
-                directoryEndPosition: candidate)
+                directoryEndPosition: candidate
+            )
         }
         throw ArchiveError.corrupt(name, "the zip64 locator points at no zip64 end record")
     }

@@ -1,3 +1,6 @@
+import Foundation
+import HotCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,8 +8,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
-import HotCore
 
 /// HotArchive's own ZIP reader, over zlib's raw inflate.
 ///
@@ -107,15 +108,22 @@ public struct ZipUnarchiver: Unarchiver {
     /// })
     /// ```
     public func extract(
-        _ archive: URL, to destination: URL, options: ExtractOptions,
+        _ archive: URL,
+        to destination: URL,
+        options: ExtractOptions,
         progress: (@Sendable (ExtractionReport.Progress) -> Void)?
     ) async throws -> ExtractionReport {
         let name = archive.lastPathComponent
-        return try await PartialDirectory.extract(archive, to: destination, options: options, progress: progress) { file in
+        return try await PartialDirectory.extract(archive, to: destination, options: options, progress: progress) {
+            file in
             let plan = try ZipArchivePlan.make(file, options: options)
             for entry in plan.entries where entry.kind == .file {
                 try EntryDataReader.checkReadable(
-                    entry.record, name: entry.name, archive: name, hasPassword: options.password != nil)
+                    entry.record,
+                    name: entry.name,
+                    archive: name,
+                    hasPassword: options.password != nil
+                )
             }
             return plan
         } run: { file, plan, partial, state, workers in
@@ -123,14 +131,25 @@ public struct ZipUnarchiver: Unarchiver {
             let fileIndices = plan.entries.indices.filter { plan.entries[$0].kind == .file }
                 .sorted { plan.entries[$0].record.uncompressedSize > plan.entries[$1].record.uncompressedSize }
             await BlockingThreads.run(count: min(workers, fileIndices.count)) { _ in
-                Self.work(file: file, plan: plan, fileIndices: fileIndices, partial: partial, options: options, state: state)
+                Self.work(
+                    file: file,
+                    plan: plan,
+                    fileIndices: fileIndices,
+                    partial: partial,
+                    options: options,
+                    state: state
+                )
             }
         }
     }
 
     /// One worker: takes files until none is left or the extraction stops.
     private static func work(
-        file: ReadOnlyFile, plan: ZipArchivePlan, fileIndices: [Int], partial: PartialDirectory, options: ExtractOptions,
+        file: ReadOnlyFile,
+        plan: ZipArchivePlan,
+        fileIndices: [Int],
+        partial: PartialDirectory,
+        options: ExtractOptions,
         state: ExtractionState
     ) {
         let reader = EntryDataReader(file: file, password: options.password)
@@ -143,17 +162,25 @@ public struct ZipUnarchiver: Unarchiver {
                 defer { if open { close(fd) } }
                 let hasher = try options.fileHasher?()
                 let path = entry.path
-                try reader.read(entry.record, name: entry.name, isCancelled: { state.isStopping }) { chunk in
-                    try state.account(chunk.count, entry: path)
-                    hasher?.update(chunk)
-                    try writeAll(fd, chunk, path: partial.path(path))
-                }
+                try reader.read(
+                    entry.record,
+                    name: entry.name,
+                    isCancelled: { state.isStopping },
+                    consume: { chunk in
+                        try state.account(chunk.count, entry: path)
+                        hasher?.update(chunk)
+                        try writeAll(fd, chunk, path: partial.path(path))
+                    }
+                )
                 open = false
                 guard close(fd) == 0 else {
                     throw ArchiveError.system("closing", path: partial.path(path), errno: errno)
                 }
                 let record = ExtractionReport.File(
-                    path: entry.path, size: Int64(entry.record.uncompressedSize), digest: hasher?.finalize())
+                    path: entry.path,
+                    size: Int64(entry.record.uncompressedSize),
+                    digest: hasher?.finalize()
+                )
                 state.finished(file: (index, record))
             } catch {
                 state.fail(HotUpdateError.wrap(error, as: .fileSystem, "extracting '\(entry.name)'"))

@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 extension PackageFetcher {
@@ -25,15 +25,23 @@ extension PackageFetcher {
     /// - Returns: The staged target, with ``StagedPackage/downloaded`` the delta's size.
     /// - Throws: ``HotUpdateError`` saying why the delta was refused; the caller falls back.
     func stageDelta(
-        _ delta: PackageDescriptor.Delta, of descriptor: PackageDescriptor, base: InstalledVersion,
-        into owner: StagingOwner, observer: FetchObserver = FetchObserver()
+        _ delta: PackageDescriptor.Delta,
+        of descriptor: PackageDescriptor,
+        base: InstalledVersion,
+        into owner: StagingOwner,
+        observer: FetchObserver = FetchObserver()
     ) async throws -> StagedPackage {
         let staging = owner.directory
         do {
             var archive = staging.appendingPathComponent("delta.archive")
             var fetched = try PackageDescriptor(
-                id: descriptor.id, version: descriptor.version, url: delta.url, size: delta.size, sha256: delta.sha256,
-                md5: delta.md5)
+                id: descriptor.id,
+                version: descriptor.version,
+                url: delta.url,
+                size: delta.size,
+                sha256: delta.sha256,
+                md5: delta.md5
+            )
             fetched.deltas = []
             let (size, _, _, kept) = try await download(fetched, to: archive, observer: observer)
             // A resumable download is read where it lies, and let go of once unpacked.
@@ -46,7 +54,12 @@ extension PackageFetcher {
             options.fileHasher = nil
             options.symlinks = .refuse
             do {
-                _ = try await configuration.unarchiver.extract(archive, to: unpacked, options: options, progress: { _ in })
+                _ = try await configuration.unarchiver.extract(
+                    archive,
+                    to: unpacked,
+                    options: options,
+                    progress: { _ in }
+                )
             } catch {
                 throw HotUpdateError.wrap(error, as: .corruptArchive, "cannot unpack the delta")
             }
@@ -54,20 +67,34 @@ extension PackageFetcher {
             try Task.checkCancellation()
             let tree = staging.appendingPathComponent("tree", isDirectory: true)
             let assembler = DeltaAssembler(
-                layout: layout, verifier: configuration.verifier, patcher: configuration.patcher,
-                maxTotalBytes: configuration.extractOptions.maxTotalBytes)
+                layout: layout,
+                verifier: configuration.verifier,
+                patcher: configuration.patcher,
+                maxTotalBytes: configuration.extractOptions.maxTotalBytes
+            )
             let (header, files) = try await FileSystem.offload {
                 try assembler.assemble(unpacked, into: tree, descriptor: descriptor, base: base)
             }
             try? FileSystem.remove(unpacked)
             let sha256 = try Digest(algorithm: .sha256, hex: header.targetSHA256)
             return StagedPackage(
-                owner: owner, tree: tree, size: descriptor.size ?? size, sha256: sha256, md5: descriptor.md5,
-                files: files, downloaded: size)
+                owner: owner,
+                tree: tree,
+                size: descriptor.size ?? size,
+                sha256: sha256,
+                md5: descriptor.md5,
+                files: files,
+                downloaded: size
+            )
         } catch {
             try? FileSystem.remove(staging)
             owner.release()
-            throw HotUpdateError.wrap(error, as: .internalInconsistency, "the delta was refused", packageID: descriptor.id)
+            throw HotUpdateError.wrap(
+                error,
+                as: .internalInconsistency,
+                "the delta was refused",
+                packageID: descriptor.id
+            )
         }
     }
 }
@@ -84,7 +111,12 @@ struct DeltaAssembler: Sendable {
     /// Reads and checks the delta in `unpacked`, then fills `tree`.
     ///
     /// - Returns: The header and the target's file list, every entry checked on disk.
-    func assemble(_ unpacked: URL, into tree: URL, descriptor: PackageDescriptor, base: InstalledVersion) throws
+    func assemble(
+        _ unpacked: URL,
+        into tree: URL,
+        descriptor: PackageDescriptor,
+        base: InstalledVersion
+    ) throws
         -> (DeltaLayout.Header, [FileList.Entry])
     {
         let header = try readHeader(unpacked, descriptor: descriptor, base: base)
@@ -142,8 +174,10 @@ struct DeltaAssembler: Sendable {
             if let patch = patches[file.path] {
                 guard let patcher, patcher.method == patch.method else {
                     throw HotUpdateError(
-                        .unsupported, "the delta holds a '\(patch.method)' patch and no patcher applies it",
-                        subject: file.path)
+                        .unsupported,
+                        "the delta holds a '\(patch.method)' patch and no patcher applies it",
+                        subject: file.path
+                    )
                 }
                 let baseObject = layout.objectURL(sha256: patch.base)
                 guard let info = FileInfo(baseObject), info.isRegular else {
@@ -159,7 +193,9 @@ struct DeltaAssembler: Sendable {
                 try FileSystem.rename(
                     unpacked.appendingPathComponent(DeltaLayout.filesDirectory, isDirectory: true)
                         .appendingPathComponent(file.path, isDirectory: false),
-                    to: destination, durable: false)
+                    to: destination,
+                    durable: false
+                )
             } else {
                 let object = layout.objectURL(sha256: file.sha256)
                 guard let info = FileInfo(object), info.isRegular else {
@@ -172,7 +208,11 @@ struct DeltaAssembler: Sendable {
         return (header, target)
     }
 
-    private func readHeader(_ unpacked: URL, descriptor: PackageDescriptor, base: InstalledVersion) throws
+    private func readHeader(
+        _ unpacked: URL,
+        descriptor: PackageDescriptor,
+        base: InstalledVersion
+    ) throws
         -> DeltaLayout.Header
     {
         let url = unpacked.appendingPathComponent(DeltaLayout.headerName)
@@ -253,8 +293,10 @@ struct DeltaAssembler: Sendable {
         let digest = try verifier.digest(ofFile: url, using: .sha256)
         guard digest.hex == file.sha256 else {
             throw HotUpdateError(
-                .digestMismatch, "the assembled file hashes to \(digest.hex), the list says \(file.sha256)",
-                subject: file.path)
+                .digestMismatch,
+                "the assembled file hashes to \(digest.hex), the list says \(file.sha256)",
+                subject: file.path
+            )
         }
     }
 }

@@ -29,7 +29,14 @@ extension PackageDescriptor {
         ///
         /// - Throws: ``HotUpdateError/Code/manifestInvalid`` for a base version that is not a
         ///   safe path component, a negative size, or digests that are not SHA-256.
-        public init(baseVersion: String, baseSHA256: Digest?, url: URL, size: Int64?, sha256: Digest?, md5: Digest? = nil)
+        public init(
+            baseVersion: String,
+            baseSHA256: Digest?,
+            url: URL,
+            size: Int64?,
+            sha256: Digest?,
+            md5: Digest? = nil
+        )
             throws
         {
             try PackageDescriptor.validateComponent(baseVersion, what: "delta base version")
@@ -101,8 +108,13 @@ package enum DeltaLayout {
 
         /// Creates a header.
         package init(
-            package: String, baseVersion: String, baseSHA256: String, targetVersion: String, targetSHA256: String,
-            removed: [String], patches: [Patch]
+            package: String,
+            baseVersion: String,
+            baseSHA256: String,
+            targetVersion: String,
+            targetSHA256: String,
+            removed: [String],
+            patches: [Patch]
         ) {
             self.format = DeltaLayout.format
             self.package = package

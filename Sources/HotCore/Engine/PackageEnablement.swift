@@ -17,7 +17,8 @@ extension StoreSnapshot {
         packages[entry.id] = record
         logger.info(
             entry.change == .disable ? "disabled" : "enabled",
-            metadata: ["package": "\(entry.id)", "version": "\(record.active?.version ?? "-")"])
+            metadata: ["package": "\(entry.id)", "version": "\(record.active?.version ?? "-")"]
+        )
         return SyncReport.PackageOutcome(id: entry.id, change: entry.change, activeVersion: record.active?.version)
     }
 }

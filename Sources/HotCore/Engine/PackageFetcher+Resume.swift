@@ -19,14 +19,21 @@ extension PackageFetcher {
     /// whose digest or size is wrong is discarded, and when it was resumed it is fetched once
     /// more from the start (the kept prefix may be what was wrong).
     func resumableDownload(
-        _ descriptor: PackageDescriptor, partial: PartialDownload, observer: FetchObserver
+        _ descriptor: PackageDescriptor,
+        partial: PartialDownload,
+        observer: FetchObserver
     ) async throws -> (Int64, Digest, Digest?) {
         var fresh = false
         for _ in 0..<3 {
             let resumedFrom: Int64
             let outcome: Attempt
             do {
-                (resumedFrom, outcome) = try await attempt(descriptor, partial: partial, fresh: fresh, observer: observer)
+                (resumedFrom, outcome) = try await attempt(
+                    descriptor,
+                    partial: partial,
+                    fresh: fresh,
+                    observer: observer
+                )
             } catch let error as HotUpdateError
                 where error.code == .digestMismatch || error.code == .sizeMismatch
             {
@@ -54,25 +61,35 @@ extension PackageFetcher {
             case .done(let size, let sha256, let md5):
                 if resumedFrom > 0 {
                     configuration.logger.info(
-                        "resumed a download", metadata: ["package": "\(descriptor.id)", "from": "\(resumedFrom)"])
+                        "resumed a download",
+                        metadata: ["package": "\(descriptor.id)", "from": "\(resumedFrom)"]
+                    )
                 }
                 return (size, sha256, md5)
             case .restart(let reason):
                 configuration.logger.notice(
-                    "cannot resume the download; starting again", metadata: ["package": "\(descriptor.id)", "reason": "\(reason)"])
+                    "cannot resume the download; starting again",
+                    metadata: ["package": "\(descriptor.id)", "reason": "\(reason)"]
+                )
                 fresh = true
             }
         }
         partial.close()
         throw HotUpdateError(
-            .transportFailed, "the server answered a resumed download three times in ways that do not continue it",
-            packageID: descriptor.id, subject: descriptor.url.absoluteString)
+            .transportFailed,
+            "the server answered a resumed download three times in ways that do not continue it",
+            packageID: descriptor.id,
+            subject: descriptor.url.absoluteString
+        )
     }
 
     /// One request: for the rest of the kept bytes when there are any and `fresh` is false,
     /// else for the whole file. Returns the offset it resumed from (0 for a whole file).
     private func attempt(
-        _ descriptor: PackageDescriptor, partial: PartialDownload, fresh: Bool, observer: FetchObserver
+        _ descriptor: PackageDescriptor,
+        partial: PartialDownload,
+        fresh: Bool,
+        observer: FetchObserver
     ) async throws -> (Int64, Attempt) {
         let verifier = configuration.verifier
         let limit = descriptor.size ?? configuration.maxPackageBytes
@@ -114,7 +131,9 @@ extension PackageFetcher {
             request.headers = validator.resumeHeaders
         }
         configuration.logger.debug(
-            "downloading", metadata: ["package": "\(descriptor.id)", "url": "\(url)", "from": "\(offset)"])
+            "downloading",
+            metadata: ["package": "\(descriptor.id)", "url": "\(url)", "from": "\(offset)"]
+        )
         let response = try await configuration.transport.fetch(request)
         let validator = ResourceValidator(headers: response.headers)
 
@@ -122,8 +141,12 @@ extension PackageFetcher {
         switch response.statusCode {
         case 206 where offset > 0:
             if let problem = Self.rangeProblem(
-                response, offset: offset, size: descriptor.size, kept: sidecar?.validator, answered: validator)
-            {
+                response,
+                offset: offset,
+                size: descriptor.size,
+                kept: sidecar?.validator,
+                answered: validator
+            ) {
                 response.body.cancel()
                 return (0, .restart(reason: problem))
             }
@@ -136,7 +159,10 @@ extension PackageFetcher {
             if response.statusCode == 206 {
                 response.body.cancel()
                 throw HotUpdateError(
-                    .transportFailed, "the server answered a request for the whole file with a range", subject: url)
+                    .transportFailed,
+                    "the server answered a request for the whole file with a range",
+                    subject: url
+                )
             }
             if offset > 0 {
                 // A 200 to a range, or to If-Range with another version: the whole file is coming.
@@ -147,10 +173,14 @@ extension PackageFetcher {
             if let size = descriptor.size, let announced = response.expectedContentLength, announced != size {
                 response.body.cancel()
                 throw HotUpdateError(
-                    .sizeMismatch, "the server announces \(announced) bytes, the manifest says \(size)", subject: url)
+                    .sizeMismatch,
+                    "the server announces \(announced) bytes, the manifest says \(size)",
+                    subject: url
+                )
             }
             try partial.writeSidecar(
-                PartialSidecar(url: url, validator: validator, offset: 0, size: descriptor.size))
+                PartialSidecar(url: url, validator: validator, offset: 0, size: descriptor.size)
+            )
         }
 
         let expected = descriptor.size ?? response.expectedContentLength.map { $0 + start }
@@ -164,7 +194,9 @@ extension PackageFetcher {
                     response.body.cancel()
                     throw HotUpdateError(
                         descriptor.size == nil ? .byteLimitExceeded : .sizeMismatch,
-                        "the package is larger than the \(limit) bytes allowed", subject: url)
+                        "the package is larger than the \(limit) bytes allowed",
+                        subject: url
+                    )
                 }
                 try chunk.withUnsafeBytes { bytes in
                     sha.update(bytes)
@@ -178,7 +210,10 @@ extension PackageFetcher {
             where error.code == .sizeMismatch || (error.code == .byteLimitExceeded && descriptor.size != nil)
         {
             mismatch = HotUpdateError(
-                .sizeMismatch, "the package is larger than the \(limit) bytes the manifest says", subject: url)
+                .sizeMismatch,
+                "the package is larger than the \(limit) bytes the manifest says",
+                subject: url
+            )
         }
 
         if mismatch == nil, let size = descriptor.size, written != size {
@@ -192,10 +227,16 @@ extension PackageFetcher {
             md5Digest = md5?.finalize()
             if let wanted = descriptor.sha256, wanted != digest {
                 mismatch = HotUpdateError(
-                    .digestMismatch, "SHA-256 is \(digest.hex), the manifest says \(wanted.hex)", subject: url)
+                    .digestMismatch,
+                    "SHA-256 is \(digest.hex), the manifest says \(wanted.hex)",
+                    subject: url
+                )
             } else if let wanted = descriptor.md5, let md5Digest, wanted != md5Digest {
                 mismatch = HotUpdateError(
-                    .digestMismatch, "MD5 is \(md5Digest.hex), the manifest says \(wanted.hex)", subject: url)
+                    .digestMismatch,
+                    "MD5 is \(md5Digest.hex), the manifest says \(wanted.hex)",
+                    subject: url
+                )
             }
         }
         if let mismatch {
@@ -214,7 +255,10 @@ extension PackageFetcher {
     /// validator must not name another version than the kept one (for servers that ignore
     /// both `If-Range` and `If-Match`).
     static func rangeProblem(
-        _ response: TransportResponse, offset: Int64, size: Int64?, kept: ResourceValidator?,
+        _ response: TransportResponse,
+        offset: Int64,
+        size: Int64?,
+        kept: ResourceValidator?,
         answered: ResourceValidator?
     ) -> String? {
         guard let header = response.headers["content-range"] else { return "a 206 without Content-Range" }

@@ -47,7 +47,11 @@ struct PackageFetcher: Sendable {
     /// Fetches, verifies and unpacks `descriptor` into the staging entry `owner` holds, hashing
     /// every file as it is written (``ExtractOptions/fileHasher``); files an unarchiver did not
     /// hash are hashed after. On failure the staging entry is removed and the error names the package.
-    func stage(_ descriptor: PackageDescriptor, into owner: StagingOwner, observer: FetchObserver = FetchObserver())
+    func stage(
+        _ descriptor: PackageDescriptor,
+        into owner: StagingOwner,
+        observer: FetchObserver = FetchObserver()
+    )
         async throws -> StagedPackage
     {
         let staging = owner.directory
@@ -56,7 +60,8 @@ struct PackageFetcher: Sendable {
                 throw HotUpdateError(
                     .limitExceeded,
                     "the package unpacks to \(unpacked) bytes, more than the \(configuration.maxUnpackedBytes) allowed",
-                    subject: descriptor.url.absoluteString)
+                    subject: descriptor.url.absoluteString
+                )
             }
             var archive = staging.appendingPathComponent("package.archive")
             let (size, sha256, md5, kept) = try await download(descriptor, to: archive, observer: observer)
@@ -76,7 +81,11 @@ struct PackageFetcher: Sendable {
             let report: ExtractionReport
             do {
                 report = try await configuration.unarchiver.extract(
-                    archive, to: tree, options: options, progress: observer.unpacked)
+                    archive,
+                    to: tree,
+                    options: options,
+                    progress: observer.unpacked
+                )
             } catch {
                 // A package that matched its digest and cannot be unpacked will not unpack next time.
                 if !(error is CancellationError), (error as? HotUpdateError)?.code != .cancelled { kept?.discard() }
@@ -86,7 +95,14 @@ struct PackageFetcher: Sendable {
             try Task.checkCancellation()
             let files = try await FileSystem.offload { try Self.installedFiles(report, in: tree, verifier: verifier) }
             return StagedPackage(
-                owner: owner, tree: tree, size: size, sha256: sha256, md5: md5, files: files, downloaded: size)
+                owner: owner,
+                tree: tree,
+                size: size,
+                sha256: sha256,
+                md5: md5,
+                files: files,
+                downloaded: size
+            )
         } catch {
             try? FileSystem.remove(staging)
             owner.release()
@@ -96,7 +112,11 @@ struct PackageFetcher: Sendable {
 
     /// The report's files with their SHA-256; a file the unarchiver did not hash (one that
     /// ignores ``ExtractOptions/fileHasher``, or hashed with another algorithm) is hashed here.
-    static func installedFiles(_ report: ExtractionReport, in tree: URL, verifier: any Verifier) throws
+    static func installedFiles(
+        _ report: ExtractionReport,
+        in tree: URL,
+        verifier: any Verifier
+    ) throws
         -> [FileList.Entry]
     {
         try report.files.map { file in
@@ -111,7 +131,11 @@ struct PackageFetcher: Sendable {
     }
 
     /// Streams the package to `file`, hashing on the way, and checks size and digests.
-    func download(_ descriptor: PackageDescriptor, to file: URL, observer: FetchObserver) async throws
+    func download(
+        _ descriptor: PackageDescriptor,
+        to file: URL,
+        observer: FetchObserver
+    ) async throws
         -> (Int64, Digest, Digest?, PartialDownload?)
     {
         let policy = configuration.partialDownloads
@@ -128,9 +152,14 @@ struct PackageFetcher: Sendable {
         let md5Hasher = try descriptor.md5.map { _ in try verifier.makeHasher(for: .md5) }
         let limit = descriptor.size ?? configuration.maxPackageBytes
         let request = TransportRequest(
-            url: descriptor.url, timeouts: configuration.timeouts, maxBytes: limit)
+            url: descriptor.url,
+            timeouts: configuration.timeouts,
+            maxBytes: limit
+        )
         configuration.logger.debug(
-            "downloading", metadata: ["package": "\(descriptor.id)", "url": "\(descriptor.url.absoluteString)"])
+            "downloading",
+            metadata: ["package": "\(descriptor.id)", "url": "\(descriptor.url.absoluteString)"]
+        )
 
         let writer = try FileWriter(creating: file)
         do {
@@ -139,8 +168,10 @@ struct PackageFetcher: Sendable {
             if let size = descriptor.size, let announced = response.expectedContentLength, announced != size {
                 response.body.cancel()
                 throw HotUpdateError(
-                    .sizeMismatch, "the server announces \(announced) bytes, the manifest says \(size)",
-                    subject: descriptor.url.absoluteString)
+                    .sizeMismatch,
+                    "the server announces \(announced) bytes, the manifest says \(size)",
+                    subject: descriptor.url.absoluteString
+                )
             }
             let expected = descriptor.size ?? response.expectedContentLength
             observer.received(0, expected)
@@ -166,20 +197,26 @@ struct PackageFetcher: Sendable {
         let size = writer.bytesWritten
         if let expected = descriptor.size, size != expected {
             throw HotUpdateError(
-                .truncated, "the download ended after \(size) of \(expected) bytes",
-                subject: descriptor.url.absoluteString)
+                .truncated,
+                "the download ended after \(size) of \(expected) bytes",
+                subject: descriptor.url.absoluteString
+            )
         }
         let sha256 = sha256Hasher.finalize()
         if let expected = descriptor.sha256, expected != sha256 {
             throw HotUpdateError(
-                .digestMismatch, "SHA-256 is \(sha256.hex), the manifest says \(expected.hex)",
-                subject: descriptor.url.absoluteString)
+                .digestMismatch,
+                "SHA-256 is \(sha256.hex), the manifest says \(expected.hex)",
+                subject: descriptor.url.absoluteString
+            )
         }
         let md5 = md5Hasher?.finalize()
         if let expected = descriptor.md5, let md5, expected != md5 {
             throw HotUpdateError(
-                .digestMismatch, "MD5 is \(md5.hex), the manifest says \(expected.hex)",
-                subject: descriptor.url.absoluteString)
+                .digestMismatch,
+                "MD5 is \(md5.hex), the manifest says \(expected.hex)",
+                subject: descriptor.url.absoluteString
+            )
         }
         return (size, sha256, md5, nil)
     }
@@ -187,11 +224,15 @@ struct PackageFetcher: Sendable {
     func oversize(_ descriptor: PackageDescriptor, limit: Int64) -> HotUpdateError {
         if let size = descriptor.size {
             return HotUpdateError(
-                .sizeMismatch, "the package is larger than the \(size) bytes the manifest says",
-                subject: descriptor.url.absoluteString)
+                .sizeMismatch,
+                "the package is larger than the \(size) bytes the manifest says",
+                subject: descriptor.url.absoluteString
+            )
         }
         return HotUpdateError(
-            .byteLimitExceeded, "the package is larger than the \(limit)-byte limit",
-            subject: descriptor.url.absoluteString)
+            .byteLimitExceeded,
+            "the package is larger than the \(limit)-byte limit",
+            subject: descriptor.url.absoluteString
+        )
     }
 }

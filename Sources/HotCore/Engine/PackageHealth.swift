@@ -17,7 +17,12 @@ public struct PackageHealth: Sendable, Hashable {
 
     /// Creates a value.
     public init(
-        id: String, version: String, depth: PackageHealth.Depth, filesChecked: Int, missing: [String], damaged: [String]
+        id: String,
+        version: String,
+        depth: PackageHealth.Depth,
+        filesChecked: Int,
+        missing: [String],
+        damaged: [String]
     ) {
         self.id = id
         self.version = version
@@ -69,7 +74,11 @@ extension PackageHealth {
 
         /// Creates a value.
         public init(
-            id: String, before: PackageHealth, restored: [String], refetched: Bool, after: PackageHealth,
+            id: String,
+            before: PackageHealth,
+            restored: [String],
+            refetched: Bool,
+            after: PackageHealth,
             error: HotUpdateError? = nil
         ) {
             self.id = id

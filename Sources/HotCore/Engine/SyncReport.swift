@@ -1,4 +1,3 @@
-
 /// What a sync did.
 public struct SyncReport: Sendable, Equatable {
     /// The manifest's version, if it has one.
@@ -47,8 +46,12 @@ extension SyncReport {
 
         /// Creates an outcome.
         public init(
-            id: String, change: UpdatePlan.Change, activeVersion: String?, error: HotUpdateError? = nil,
-            bytesDownloaded: Int64 = 0, delta: SyncReport.DeltaUse? = nil
+            id: String,
+            change: UpdatePlan.Change,
+            activeVersion: String?,
+            error: HotUpdateError? = nil,
+            bytesDownloaded: Int64 = 0,
+            delta: SyncReport.DeltaUse? = nil
         ) {
             self.id = id
             self.change = change

@@ -55,7 +55,9 @@ public struct UpdatePlan: Hashable, Sendable {
             } else {
                 change = .add
             }
-            entries.append(UpdatePlan.PackagePlan(id: offered.id, change: change, offered: offered, installed: installed))
+            entries.append(
+                UpdatePlan.PackagePlan(id: offered.id, change: change, offered: offered, installed: installed)
+            )
         }
         for id in manifest.disabledPackageIDs.sorted() {
             guard let record = snapshot.packages[id] else { continue }
@@ -66,7 +68,13 @@ public struct UpdatePlan: Hashable, Sendable {
             let listed = Set(manifest.packages.map(\.id)).union(manifest.disabledPackageIDs)
             for id in snapshot.packages.keys.sorted() where !listed.contains(id) {
                 entries.append(
-                    UpdatePlan.PackagePlan(id: id, change: .remove, offered: nil, installed: snapshot.packages[id]?.active))
+                    UpdatePlan.PackagePlan(
+                        id: id,
+                        change: .remove,
+                        offered: nil,
+                        installed: snapshot.packages[id]?.active
+                    )
+                )
             }
         }
         return UpdatePlan(manifest: manifest, packages: entries)

@@ -11,7 +11,9 @@ extension Updater {
     /// - Returns: The staged package (its ``StagedPackage/downloaded`` counts the refused
     ///   delta's bytes too) and the delta tried, if any.
     nonisolated func stageChoosingDelta(
-        _ descriptor: PackageDescriptor, repairing: String?, observer: FetchObserver
+        _ descriptor: PackageDescriptor,
+        repairing: String?,
+        observer: FetchObserver
     ) async throws -> (StagedPackage, SyncReport.DeltaUse?) {
         let fetcher = PackageFetcher(configuration: configuration, layout: layout)
         guard repairing == nil, let (delta, base) = await deltaToUse(for: descriptor) else {
@@ -25,25 +27,43 @@ extension Updater {
         }
         do {
             let staged = try await fetcher.stageDelta(
-                delta, of: descriptor, base: base, into: try await ledger.makeStaging(), observer: deltaObserver)
+                delta,
+                of: descriptor,
+                base: base,
+                into: try await ledger.makeStaging(),
+                observer: deltaObserver
+            )
             logger.info(
                 "installing from a delta",
                 metadata: [
                     "package": "\(descriptor.id)", "from": "\(base.version)", "to": "\(descriptor.version)",
                     "bytes": "\(staged.downloaded)",
-                ])
+                ]
+            )
             return (staged, SyncReport.DeltaUse(baseVersion: base.version, bytes: staged.downloaded))
         } catch {
             if Task.isCancelled { throw error }
-            let hot = HotUpdateError.wrap(error, as: .internalInconsistency, "the delta was refused", packageID: descriptor.id)
+            let hot = HotUpdateError.wrap(
+                error,
+                as: .internalInconsistency,
+                "the delta was refused",
+                packageID: descriptor.id
+            )
             if hot.code == .cancelled { throw hot }
             logger.warning(
                 "the delta was refused; downloading the full package: \(hot)",
-                metadata: ["package": "\(descriptor.id)", "from": "\(base.version)"])
+                metadata: ["package": "\(descriptor.id)", "from": "\(base.version)"]
+            )
             hub.publish(
                 .deltaFallback(
                     UpdateEvent.DeltaFallback(
-                        id: descriptor.id, version: descriptor.version, baseVersion: base.version, error: hot)))
+                        id: descriptor.id,
+                        version: descriptor.version,
+                        baseVersion: base.version,
+                        error: hot
+                    )
+                )
+            )
             var staged = try await fetcher.stage(descriptor, into: try await ledger.makeStaging(), observer: observer)
             staged.downloaded += received.value
             return (staged, SyncReport.DeltaUse(baseVersion: base.version, bytes: received.value, fallback: hot))
@@ -52,7 +72,9 @@ extension Updater {
 
     /// The delta that applies to the package's active version, with that version, when the
     /// updater uses deltas and the delta is smaller than the full package.
-    private nonisolated func deltaToUse(for descriptor: PackageDescriptor) async
+    private nonisolated func deltaToUse(
+        for descriptor: PackageDescriptor
+    ) async
         -> (PackageDescriptor.Delta, InstalledVersion)?
     {
         guard configuration.usesDeltas, !descriptor.deltas.isEmpty,

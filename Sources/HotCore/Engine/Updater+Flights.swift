@@ -74,8 +74,12 @@ extension Updater {
 
     private func installedPackage(_ record: InstallRecord, _ version: InstalledVersion) throws -> InstalledPackage {
         InstalledPackage(
-            id: record.id, version: version.version, directory: try layout.url(forRelativePath: version.path),
-            state: record.state, installedAt: version.installedAt)
+            id: record.id,
+            version: version.version,
+            directory: try layout.url(forRelativePath: version.path),
+            state: record.state,
+            installedAt: version.installedAt
+        )
     }
 
     /// Stops the work on one package for every caller: downloads end, staging is removed,
@@ -148,7 +152,13 @@ extension Updater {
                 let hub = self.hub
                 let observer = FetchObserver(
                     received: { bytes, expected in
-                        hub.advance(progressKey, tracker.update { $0.bytesReceived = bytes; $0.bytesExpected = expected })
+                        hub.advance(
+                            progressKey,
+                            tracker.update {
+                                $0.bytesReceived = bytes
+                                $0.bytesExpected = expected
+                            }
+                        )
                     },
                     verifying: { hub.publish(id, descriptor.version, .verifying) },
                     unpacked: { step in
@@ -157,14 +167,22 @@ extension Updater {
                             tracker.update {
                                 $0.filesUnpacked = step.entriesCompleted
                                 $0.filesTotal = step.entriesTotal
-                            })
-                    })
+                            }
+                        )
+                    }
+                )
                 (staged, delta) = try await stageChoosingDelta(descriptor, repairing: key.repairing, observer: observer)
             }
             downloaded = true
             report(
                 TelemetryEvent(
-                    kind: .download, packageID: id, version: descriptor.version, bytes: staged.size, delivery: .full))
+                    kind: .download,
+                    packageID: id,
+                    version: descriptor.version,
+                    bytes: staged.size,
+                    delivery: .full
+                )
+            )
             let version =
                 if let repairing = key.repairing {
                     try await repairStaged(staged, descriptor, repairing: repairing)
@@ -183,8 +201,12 @@ extension Updater {
                 logger.warning("update failed: \(hot)", metadata: ["package": "\(id)"])
                 report(
                     TelemetryEvent(
-                        kind: downloaded ? .install : .download, packageID: id, version: descriptor.version,
-                        errorCode: hot.code.description))
+                        kind: downloaded ? .install : .download,
+                        packageID: id,
+                        version: descriptor.version,
+                        errorCode: hot.code.description
+                    )
+                )
                 await recordFailure(id, version: descriptor.version, hot)
             }
             throw hot

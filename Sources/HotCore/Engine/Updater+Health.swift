@@ -75,7 +75,11 @@ extension Updater {
     /// let health = try await updater.verify(packageID: "filters", depth: .full)
     /// if !health.isHealthy { _ = try await updater.repair(packageID: "filters") }
     /// ```
-    public func verify(packageID: String, depth: PackageHealth.Depth = .full, recording: Bool = true) async throws
+    public func verify(
+        packageID: String,
+        depth: PackageHealth.Depth = .full,
+        recording: Bool = true
+    ) async throws
         -> PackageHealth
     {
         let (active, fileList, root) = try await activeTree(of: packageID, toDo: "verify")
@@ -85,8 +89,13 @@ extension Updater {
             Self.examine(list, under: root, depth: depth, verifier: verifier)
         }
         let health = PackageHealth(
-            id: packageID, version: active.version, depth: depth, filesChecked: list.count, missing: missing,
-            damaged: damaged)
+            id: packageID,
+            version: active.version,
+            depth: depth,
+            filesChecked: list.count,
+            missing: missing,
+            damaged: damaged
+        )
         await ledger.setChecked(active.path, health.isHealthy)
         if recording { try await record(health, path: active.path) }
         return health
@@ -127,13 +136,23 @@ extension Updater {
     /// let report = try await updater.repair(packageID: "filters")
     /// print(report.restored, report.refetched)
     /// ```
-    public func repair(packageID: String, depth: PackageHealth.Depth = .full) async throws -> PackageHealth.RepairReport {
+    public func repair(packageID: String, depth: PackageHealth.Depth = .full) async throws -> PackageHealth.RepairReport
+    {
         let before = try await verify(packageID: packageID, depth: depth)
         guard !before.isHealthy else {
-            return PackageHealth.RepairReport(id: packageID, before: before, restored: [], refetched: false, after: before)
+            return PackageHealth.RepairReport(
+                id: packageID,
+                before: before,
+                restored: [],
+                refetched: false,
+                after: before
+            )
         }
         let (restored, remaining, repairing) = try await restoreFromObjects(
-            packageID, version: before.version, paths: before.missing + before.damaged)
+            packageID,
+            version: before.version,
+            paths: before.missing + before.damaged
+        )
         var refetched = false
         var failure: HotUpdateError?
         if !remaining.isEmpty, let repairing {
@@ -141,7 +160,12 @@ extension Updater {
                 _ = try await join(try activeDescriptor(repairing, of: packageID), repairing: repairing.path)
                 refetched = true
             } catch {
-                failure = HotUpdateError.wrap(error, as: .internalInconsistency, "cannot re-fetch", packageID: packageID)
+                failure = HotUpdateError.wrap(
+                    error,
+                    as: .internalInconsistency,
+                    "cannot re-fetch",
+                    packageID: packageID
+                )
             }
         }
         let after = try await verify(packageID: packageID, depth: depth)
@@ -149,7 +173,13 @@ extension Updater {
             hub.publish(packageID, after.version, after.state, failure)
         }
         return PackageHealth.RepairReport(
-            id: packageID, before: before, restored: restored, refetched: refetched, after: after, error: failure)
+            id: packageID,
+            before: before,
+            restored: restored,
+            refetched: refetched,
+            after: after,
+            error: failure
+        )
     }
 
     /// Repairs every package with an active version, as ``repair(packageID:depth:)`` does.
@@ -172,17 +202,26 @@ extension Updater {
         }
         guard !Self.isLocalSource(active.sourceURL) else {
             throw HotUpdateError(
-                .unsupported, "installed from the local folder \(url.path), which cannot be downloaded again",
-                packageID: packageID)
+                .unsupported,
+                "installed from the local folder \(url.path), which cannot be downloaded again",
+                packageID: packageID
+            )
         }
         return try PackageDescriptor(
-            id: packageID, version: active.version, url: url, size: active.archiveSize,
+            id: packageID,
+            version: active.version,
+            url: url,
+            size: active.archiveSize,
             sha256: try active.sha256.map { try Digest(algorithm: .sha256, hex: $0) },
-            md5: try active.md5.map { try Digest(algorithm: .md5, hex: $0) })
+            md5: try active.md5.map { try Digest(algorithm: .md5, hex: $0) }
+        )
     }
 
     /// The active version of a package, its file list and its tree.
-    private func activeTree(of packageID: String, toDo action: String) async throws
+    private func activeTree(
+        of packageID: String,
+        toDo action: String
+    ) async throws
         -> (version: InstalledVersion, files: FileList, directory: URL)
     {
         guard let active = try await open().packages[packageID]?.active else {
@@ -195,7 +234,11 @@ extension Updater {
     /// in one transaction, when `version` is still the active one. Returns the paths restored,
     /// those whose object is gone or damaged, and the version repaired (nil when another
     /// version became active since the check: there is nothing to repair then).
-    private func restoreFromObjects(_ packageID: String, version: String, paths: [String]) async throws
+    private func restoreFromObjects(
+        _ packageID: String,
+        version: String,
+        paths: [String]
+    ) async throws
         -> ([String], [String], InstalledVersion?)
     {
         let objects = self.objects
@@ -241,7 +284,8 @@ extension Updater {
                 found == .fileMissing
                     ? "\(health.missing.count) installed file(s) missing, first \(health.missing[0])"
                     : "\(health.damaged.count) installed file(s) damaged, first \(health.damaged[0])",
-                packageID: id)
+                packageID: id
+            )
         // Nothing to record (the usual case at launch): no store step.
         if let stored = await ledger.cached?.packages[id], stored.active?.path == path {
             let wasDamaged = stored.state == .fileMissing || stored.state == .digestMismatch
@@ -262,7 +306,10 @@ extension Updater {
 
     /// Compares files on disk with the list; blocking.
     private static func examine(
-        _ files: [FileList.Entry], under root: URL, depth: PackageHealth.Depth, verifier: any Verifier
+        _ files: [FileList.Entry],
+        under root: URL,
+        depth: PackageHealth.Depth,
+        verifier: any Verifier
     ) -> (missing: [String], damaged: [String]) {
         var missing: [String] = []
         var damaged: [String] = []

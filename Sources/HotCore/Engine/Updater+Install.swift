@@ -70,7 +70,11 @@ extension Updater {
     ///
     /// Cancelling the caller before its group starts withdraws the package; after that, it
     /// is installed completely.
-    func installStaged(_ staged: StagedPackage, _ offered: PackageDescriptor, key: FlightKey?) async throws
+    func installStaged(
+        _ staged: StagedPackage,
+        _ offered: PackageDescriptor,
+        key: FlightKey?
+    ) async throws
         -> InstalledVersion
     {
         installCounter += 1
@@ -84,7 +88,13 @@ extension Updater {
                 }
                 pendingInstalls.append(
                     PendingInstall(
-                        number: number, key: key, staged: staged, offered: offered, continuation: continuation))
+                        number: number,
+                        key: key,
+                        staged: staged,
+                        offered: offered,
+                        continuation: continuation
+                    )
+                )
                 if !installGroupQueued {
                     installGroupQueued = true
                     Task { await self.commitPendingInstalls() }
@@ -124,7 +134,10 @@ extension Updater {
             let offered = install.pending.offered
             results.set(install.pending.number, .success(install.version))
             await ledger.remember(
-                FileList(files: install.pending.staged.files), forVersionPath: install.version.path, checked: true)
+                FileList(files: install.pending.staged.files),
+                forVersionPath: install.version.path,
+                checked: true
+            )
             hub.publish(offered.id, offered.version, .installed)
             logger.info("installed", metadata: ["package": "\(offered.id)", "version": "\(offered.version)"])
         }
@@ -134,7 +147,12 @@ extension Updater {
                 results.result(candidate.pending.number)
                     ?? .failure(
                         HotUpdateError(
-                            .internalInconsistency, "the group decided nothing", packageID: candidate.pending.offered.id)))
+                            .internalInconsistency,
+                            "the group decided nothing",
+                            packageID: candidate.pending.offered.id
+                        )
+                    )
+            )
         }
     }
 
@@ -166,15 +184,19 @@ extension Updater {
 
     private static func superseded(_ offered: PackageDescriptor, by version: String) -> HotUpdateError {
         HotUpdateError(
-            .superseded, "version \(offered.version) was not installed: version \(version) was asked for later",
-            packageID: offered.id)
+            .superseded,
+            "version \(offered.version) was not installed: version \(version) was asked for later",
+            packageID: offered.id
+        )
     }
 
     /// Decides every candidate against `next`, the snapshot current in the transaction, and
     /// prepares the trees of those that install. Versions the group leaves unreferenced are
     /// deleted after the commit; trees of a failed commit are discarded.
     private nonisolated func decide(
-        _ candidates: [Candidate], in next: inout StoreSnapshot, _ transaction: StoreTransaction,
+        _ candidates: [Candidate],
+        in next: inout StoreSnapshot,
+        _ transaction: StoreTransaction,
         results: GroupResults
     ) async throws -> [PreparedInstall] {
         let before = next
@@ -202,7 +224,11 @@ extension Updater {
                 let install = try await prepare(candidate, in: &next)
                 prepared.append(install)  // answered once committed
                 transaction.onFailure {
-                    await self.discardTree(install.destination, listURL: install.listURL, files: install.pending.staged.files)
+                    await self.discardTree(
+                        install.destination,
+                        listURL: install.listURL,
+                        files: install.pending.staged.files
+                    )
                 }
             } catch {
                 results.set(candidate.pending.number, .failure(error))
@@ -240,7 +266,10 @@ extension Updater {
 
     /// Turns one staged package into objects, a file list and a tree in place, and records
     /// it in `next` (not committed yet). A failure on the way releases what it adopted.
-    private nonisolated func prepare(_ candidate: Candidate, in next: inout StoreSnapshot) async throws
+    private nonisolated func prepare(
+        _ candidate: Candidate,
+        in next: inout StoreSnapshot
+    ) async throws
         -> PreparedInstall
     {
         let staged = candidate.pending.staged
@@ -273,11 +302,22 @@ extension Updater {
         }
 
         let version = InstalledVersion(
-            version: offered.version, path: relative, archiveSize: staged.size, sha256: staged.sha256.hex,
-            md5: staged.md5?.hex, sourceURL: offered.url.absoluteString, installedAt: Date(),
-            chosenAt: candidate.chosenAt)
+            version: offered.version,
+            path: relative,
+            archiveSize: staged.size,
+            sha256: staged.sha256.hex,
+            md5: staged.md5?.hex,
+            sourceURL: offered.url.absoluteString,
+            installedAt: Date(),
+            chosenAt: candidate.chosenAt
+        )
         next.packages[offered.id] = Self.installing(
-            version, over: existing, id: offered.id, policy: configuration.launch, keep: configuration.keepPreviousVersions)
+            version,
+            over: existing,
+            id: offered.id,
+            policy: configuration.launch,
+            keep: configuration.keepPreviousVersions
+        )
         return PreparedInstall(pending: candidate.pending, version: version, destination: destination, listURL: listURL)
     }
 
@@ -288,7 +328,11 @@ extension Updater {
     /// version starts ``InstallRecord/InstallRecord.LaunchPhase/pending`` with the last confirmed version as its fallback.
     /// Blocked versions stay recorded.
     static func installing(
-        _ version: InstalledVersion, over existing: InstallRecord?, id: String, policy: LaunchPolicy, keep: Int
+        _ version: InstalledVersion,
+        over existing: InstallRecord?,
+        id: String,
+        policy: LaunchPolicy,
+        keep: Int
     ) -> InstallRecord {
         var record = existing ?? InstallRecord(id: id, state: .installed, active: nil)
         record.state = .installed
@@ -318,7 +362,11 @@ extension Updater {
     /// tree (the old one before the commit, the new one after) and an unreferenced tree the
     /// next transaction sweeps. Existing objects are hashed before they are reused: one may
     /// be what was damaged.
-    func repairStaged(_ staged: StagedPackage, _ offered: PackageDescriptor, repairing: String) async throws
+    func repairStaged(
+        _ staged: StagedPackage,
+        _ offered: PackageDescriptor,
+        repairing: String
+    ) async throws
         -> InstalledVersion
     {
         defer { staged.discard() }
@@ -329,10 +377,16 @@ extension Updater {
                 active.version == offered.version
             else {
                 throw HotUpdateError(
-                    .superseded, "version \(offered.version) is no longer active; nothing to repair", packageID: id)
+                    .superseded,
+                    "version \(offered.version) is no longer active; nothing to repair",
+                    packageID: id
+                )
             }
             let relative = try self.versionPath(
-                for: offered, digest: staged.sha256, avoiding: Set(Self.versions(of: record).map(\.path)))
+                for: offered,
+                digest: staged.sha256,
+                avoiding: Set(Self.versions(of: record).map(\.path))
+            )
             let destination = try self.layout.url(forRelativePath: relative)
             guard let listURL = self.layout.fileListURL(forVersionPath: relative) else {
                 throw HotUpdateError(.internalInconsistency, "no file list path for \(relative)", packageID: id)
@@ -372,7 +426,11 @@ extension Updater {
     }
 
     /// Makes every file of a staged tree an object, off the cooperative pool.
-    private nonisolated func adoptObjects(of staged: StagedPackage, for id: String, distrustingExisting: Bool)
+    private nonisolated func adoptObjects(
+        of staged: StagedPackage,
+        for id: String,
+        distrustingExisting: Bool
+    )
         async throws
     {
         let objects = self.objects
@@ -385,14 +443,19 @@ extension Updater {
         if copies > 0 {
             logger.notice(
                 "the file system would not hard-link \(copies) file(s): they are kept as copies, not shared",
-                metadata: ["package": "\(id)"])
+                metadata: ["package": "\(id)"]
+            )
         }
     }
 
     /// The directory for a new version: its version, or the version and digest when a kept
     /// version already uses that name (a re-published version, or a repaired tree), with a
     /// counter after that.
-    private nonisolated func versionPath(for offered: PackageDescriptor, digest: Digest, avoiding kept: Set<String>)
+    private nonisolated func versionPath(
+        for offered: PackageDescriptor,
+        digest: Digest,
+        avoiding kept: Set<String>
+    )
         throws -> String
     {
         var names = [offered.version, "\(offered.version)-\(digest.hex.prefix(16))"]
@@ -402,7 +465,10 @@ extension Updater {
             if !kept.contains(relative) { return relative }
         }
         throw HotUpdateError(
-            .internalInconsistency, "version \(offered.version) with this digest is already kept", packageID: offered.id)
+            .internalInconsistency,
+            "version \(offered.version) with this digest is already kept",
+            packageID: offered.id
+        )
     }
 
     /// Removes a tree that was never recorded, its list, and the objects only it linked.
@@ -453,7 +519,8 @@ extension Updater {
                         try FileSystem.remove(trash)
                         if let listURL { try FileSystem.remove(listURL) }
                         return objects.release((list?.files ?? []).map(\.sha256))
-                    })
+                    }
+                )
             } catch {
                 logger.warning("cannot delete an old version: \(error)", metadata: ["package": "\(id)"])
             }

@@ -33,7 +33,8 @@ extension Updater {
     /// A kept version whose tree has lost files is not restored: the caller downloads it
     /// again (or ``repair(packageID:)`` puts it back) instead.
     func performRollback(
-        packageID: String, to matches: @escaping @Sendable (InstalledVersion) -> Bool
+        packageID: String,
+        to matches: @escaping @Sendable (InstalledVersion) -> Bool
     ) async throws -> InstalledVersion {
         let layout = self.layout
         let restored = try await ledger.transaction { next, _ in
@@ -46,8 +47,11 @@ extension Updater {
             let directory = try layout.url(forRelativePath: restored.path)
             guard FileSystem.isDirectory(directory) else {
                 throw HotUpdateError(
-                    .notFound, "the kept version \(restored.version) is no longer on disk", packageID: packageID,
-                    subject: restored.path)
+                    .notFound,
+                    "the kept version \(restored.version) is no longer on disk",
+                    packageID: packageID,
+                    subject: restored.path
+                )
             }
             // An explicit choice: installs asked for before it do not replace it.
             restored.chosenAt = Date()

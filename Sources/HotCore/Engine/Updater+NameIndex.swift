@@ -21,7 +21,8 @@ extension Updater {
         guard found.snapshot.generation > 0 else { return nil }  // nothing committed: nothing to index
         logger.notice(
             "resolving through the file lists: \(found.problem?.description ?? "no name index")",
-            metadata: ["generation": "\(found.snapshot.generation)"])
+            metadata: ["generation": "\(found.snapshot.generation)"]
+        )
         if rebuildingWhenStale {
             let ledger = self.ledger
             let logger = self.logger

@@ -71,20 +71,30 @@ extension Updater {
     }
 
     /// Joins the flight for one planned download and turns its result into an outcome.
-    private func download(_ entry: UpdatePlan.PackagePlan, _ offered: PackageDescriptor) async -> SyncReport.PackageOutcome {
+    private func download(
+        _ entry: UpdatePlan.PackagePlan,
+        _ offered: PackageDescriptor
+    ) async -> SyncReport.PackageOutcome {
         do {
             let result = try await join(offered)
             // A version waiting for the next launch is not active yet.
             let record = await ledger.cached?.packages[entry.id]
             let waits = record?.pending.map { $0.path == result.version.path } ?? false
             return SyncReport.PackageOutcome(
-                id: entry.id, change: entry.change, activeVersion: waits ? record?.active?.version : result.version.version,
-                bytesDownloaded: result.bytesDownloaded, delta: result.delta)
+                id: entry.id,
+                change: entry.change,
+                activeVersion: waits ? record?.active?.version : result.version.version,
+                bytesDownloaded: result.bytesDownloaded,
+                delta: result.delta
+            )
         } catch {
             let active = await ledger.cached?.packages[entry.id]?.active?.version
             return SyncReport.PackageOutcome(
-                id: entry.id, change: entry.change, activeVersion: active,
-                error: HotUpdateError.wrap(error, as: .internalInconsistency, "failed", packageID: entry.id))
+                id: entry.id,
+                change: entry.change,
+                activeVersion: active,
+                error: HotUpdateError.wrap(error, as: .internalInconsistency, "failed", packageID: entry.id)
+            )
         }
     }
 
@@ -103,8 +113,11 @@ extension Updater {
                 return await download(entry, offered)
             } catch {
                 return SyncReport.PackageOutcome(
-                    id: entry.id, change: .restore, activeVersion: entry.installed?.version,
-                    error: HotUpdateError.wrap(error, as: .fileSystem, "cannot restore", packageID: entry.id))
+                    id: entry.id,
+                    change: .restore,
+                    activeVersion: entry.installed?.version,
+                    error: HotUpdateError.wrap(error, as: .fileSystem, "cannot restore", packageID: entry.id)
+                )
             }
         case .remove:
             do {
@@ -113,8 +126,11 @@ extension Updater {
                 return SyncReport.PackageOutcome(id: entry.id, change: .remove, activeVersion: nil)
             } catch {
                 return SyncReport.PackageOutcome(
-                    id: entry.id, change: .remove, activeVersion: entry.installed?.version,
-                    error: HotUpdateError.wrap(error, as: .fileSystem, "cannot remove", packageID: entry.id))
+                    id: entry.id,
+                    change: .remove,
+                    activeVersion: entry.installed?.version,
+                    error: HotUpdateError.wrap(error, as: .fileSystem, "cannot remove", packageID: entry.id)
+                )
             }
         default:
             break

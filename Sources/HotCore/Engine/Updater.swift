@@ -74,7 +74,11 @@ public actor Updater {
         self.layout = StoreLayout(root: configuration.root)
         self.slots = AsyncSemaphore(slots: configuration.maxConcurrentPackages)
         self.ledger = StoreLedger(
-            layout: layout, store: configuration.store, verifier: configuration.verifier, logger: configuration.logger)
+            layout: layout,
+            store: configuration.store,
+            verifier: configuration.verifier,
+            logger: configuration.logger
+        )
     }
 
     deinit {
@@ -130,9 +134,13 @@ public actor Updater {
             guard let active = record.active, record.state != .disabled else { continue }
             result.append(
                 InstalledPackage(
-                    id: record.id, version: active.version,
+                    id: record.id,
+                    version: active.version,
                     directory: try layout.url(forRelativePath: active.path),
-                    state: record.state, installedAt: active.installedAt))
+                    state: record.state,
+                    installedAt: active.installedAt
+                )
+            )
         }
         return result.sorted { ($0.installedAt, $0.id) > ($1.installedAt, $1.id) }
     }
@@ -167,7 +175,10 @@ public actor Updater {
     public func fileList(of package: InstalledPackage) async throws -> FileList {
         guard let active = try await open().packages[package.id]?.active, active.version == package.version else {
             throw HotUpdateError(
-                .notFound, "version \(package.version) is not the active version", packageID: package.id)
+                .notFound,
+                "version \(package.version) is not the active version",
+                packageID: package.id
+            )
         }
         do {
             return try await fileList(forVersionPath: active.path)

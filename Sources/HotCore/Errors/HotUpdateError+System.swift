@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 extension HotUpdateError {
@@ -31,12 +31,20 @@ extension HotUpdateError {
     /// A failed system call on `path`: ``Code/diskFull`` for `ENOSPC` and `EDQUOT`,
     /// `fallback` otherwise, with the message `what: reason`.
     package static func system(
-        _ what: String, errno code: Int32, otherwise fallback: Code = .fileSystem, subject: String? = nil,
-        file: String = #fileID, line: Int = #line
+        _ what: String,
+        errno code: Int32,
+        otherwise fallback: Code = .fileSystem,
+        subject: String? = nil,
+        file: String = #fileID,
+        line: Int = #line
     ) -> HotUpdateError {
         HotUpdateError(
-            Self.code(forErrno: code, otherwise: fallback), "\(what): \(reason(errno: code))", subject: subject,
-            file: file, line: line)
+            Self.code(forErrno: code, otherwise: fallback),
+            "\(what): \(reason(errno: code))",
+            subject: subject,
+            file: file,
+            line: line
+        )
     }
 
     /// Whether `error` (a Foundation or POSIX error, or one of their underlying errors) says

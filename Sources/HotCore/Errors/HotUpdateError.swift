@@ -237,12 +237,22 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         }
         if isDiskFull(error) {
             return HotUpdateError(
-                .diskFull, "\(message()): disk full (\(error))", packageID: packageID,
-                cause: SendableErrorBox(error), file: file, line: line)
+                .diskFull,
+                "\(message()): disk full (\(error))",
+                packageID: packageID,
+                cause: SendableErrorBox(error),
+                file: file,
+                line: line
+            )
         }
         return HotUpdateError(
-            fallback, "\(message()): \(error)", packageID: packageID,
-            cause: SendableErrorBox(error), file: file, line: line)
+            fallback,
+            "\(message()): \(error)",
+            packageID: packageID,
+            cause: SendableErrorBox(error),
+            file: file,
+            line: line
+        )
     }
 }
 

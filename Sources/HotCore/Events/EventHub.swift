@@ -16,7 +16,9 @@ final class EventHub: @unchecked Sendable {
     /// A new subscription buffering the newest `limit` events.
     func subscribe(bufferingNewest limit: Int) -> AsyncStream<UpdateEvent> {
         let (stream, continuation) = AsyncStream.makeStream(
-            of: UpdateEvent.self, bufferingPolicy: .bufferingNewest(max(1, limit)))
+            of: UpdateEvent.self,
+            bufferingPolicy: .bufferingNewest(max(1, limit))
+        )
         let id = UUID()
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
@@ -85,8 +87,11 @@ final class EventHub: @unchecked Sendable {
             expected += progress.bytesExpected ?? 0
         }
         return UpdateEvent.OverallProgress(
-            packagesTotal: running.count + finished.count, packagesFinished: finished.count,
-            bytesReceived: received, bytesExpected: expected)
+            packagesTotal: running.count + finished.count,
+            packagesFinished: finished.count,
+            bytesReceived: received,
+            bytesExpected: expected
+        )
     }
 
     /// Ends every subscription.

@@ -81,7 +81,11 @@ extension UpdateEvent {
 
         /// Creates a value.
         public init(
-            id: String, version: String, bytesReceived: Int64 = 0, bytesExpected: Int64? = nil, filesUnpacked: Int = 0,
+            id: String,
+            version: String,
+            bytesReceived: Int64 = 0,
+            bytesExpected: Int64? = nil,
+            filesUnpacked: Int = 0,
             filesTotal: Int? = nil
         ) {
             self.id = id

@@ -35,7 +35,9 @@ public struct LaunchPolicy: Sendable, Hashable {
     ///   - retry: Whether blocked versions are tried again (default never).
     ///   - trialTimeout: How long a launch has to confirm (default no limit).
     public init(
-        guarded: Set<String> = [], timings: [String: LaunchPolicy.Timing] = [:], retry: LaunchPolicy.RetryPolicy = .never,
+        guarded: Set<String> = [],
+        timings: [String: LaunchPolicy.Timing] = [:],
+        retry: LaunchPolicy.RetryPolicy = .never,
         trialTimeout: TimeInterval? = nil
     ) {
         self.guarded = guarded

@@ -37,7 +37,12 @@ extension InstallRecord {
 
         /// Creates a value.
         public init(
-            version: String, sha256: String?, reason: String, blockedAt: Date, failures: Int = 1, retryAfter: Date? = nil
+            version: String,
+            sha256: String?,
+            reason: String,
+            blockedAt: Date,
+            failures: Int = 1,
+            retryAfter: Date? = nil
         ) {
             self.version = version
             self.sha256 = sha256
@@ -77,7 +82,12 @@ extension InstallRecord {
         public var fallback: InstalledVersion?
 
         /// Creates a value.
-        public init(phase: InstallRecord.LaunchPhase, token: String? = nil, startedAt: Date? = nil, fallback: InstalledVersion? = nil) {
+        public init(
+            phase: InstallRecord.LaunchPhase,
+            token: String? = nil,
+            startedAt: Date? = nil,
+            fallback: InstalledVersion? = nil
+        ) {
             self.phase = phase
             self.token = token
             self.startedAt = startedAt

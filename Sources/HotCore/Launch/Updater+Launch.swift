@@ -14,7 +14,12 @@ public struct LaunchSession: Sendable, Hashable {
     public var rolledBack: [LaunchSession.RolledBackVersion]
 
     /// Creates a value.
-    public init(token: String, packages: [InstalledPackage], trials: [String: String], rolledBack: [LaunchSession.RolledBackVersion]) {
+    public init(
+        token: String,
+        packages: [InstalledPackage],
+        trials: [String: String],
+        rolledBack: [LaunchSession.RolledBackVersion]
+    ) {
         self.token = token
         self.packages = packages
         self.trials = trials
@@ -130,7 +135,9 @@ extension Updater {
     public func waitingVersions() async throws -> [LaunchSession.WaitingVersion] {
         let policy = configuration.launch
         return try await open().packages.values.sorted { $0.id < $1.id }.compactMap { record in
-            record.pending.map { LaunchSession.WaitingVersion(id: record.id, version: $0.version, timing: policy.timing(for: record.id)) }
+            record.pending.map {
+                LaunchSession.WaitingVersion(id: record.id, version: $0.version, timing: policy.timing(for: record.id))
+            }
         }
     }
 
@@ -186,7 +193,9 @@ extension Updater {
                     record.state = .installed
                     changes.activated.append((id, waiting.version))
                 }
-                if var launch = record.launch, launch.phase == .pending, policy.isGuarded(id), let active = record.active {
+                if var launch = record.launch, launch.phase == .pending, policy.isGuarded(id),
+                    let active = record.active
+                {
                     launch.phase = .trial
                     launch.token = token
                     launch.startedAt = now
@@ -209,38 +218,60 @@ extension Updater {
         for rolled in changes.rolledBack {
             report(
                 TelemetryEvent(
-                    kind: .rollback, date: now, packageID: rolled.id, version: rolled.version,
-                    restoredVersion: rolled.restoredVersion))
+                    kind: .rollback,
+                    date: now,
+                    packageID: rolled.id,
+                    version: rolled.version,
+                    restoredVersion: rolled.restoredVersion
+                )
+            )
             report(
                 TelemetryEvent(
-                    kind: .block, date: now, packageID: rolled.id, version: rolled.version,
-                    errorCode: HotUpdateError.Code.launchFailed.description))
+                    kind: .block,
+                    date: now,
+                    packageID: rolled.id,
+                    version: rolled.version,
+                    errorCode: HotUpdateError.Code.launchFailed.description
+                )
+            )
             hub.publish(
-                rolled.id, rolled.version, .blocked,
-                HotUpdateError(.launchFailed, rolled.reason, packageID: rolled.id))
+                rolled.id,
+                rolled.version,
+                .blocked,
+                HotUpdateError(.launchFailed, rolled.reason, packageID: rolled.id)
+            )
             logger.error(
                 "rolled back a version whose launch never confirmed",
                 metadata: [
                     "package": "\(rolled.id)", "version": "\(rolled.version)",
                     "restored": "\(rolled.restoredVersion ?? "bundle")",
-                ])
+                ]
+            )
         }
         for (id, version) in changes.activated { hub.publish(id, version, .installed) }
         return LaunchSession(
-            token: token, packages: try await installedPackages(), trials: changes.trials,
-            rolledBack: changes.rolledBack)
+            token: token,
+            packages: try await installedPackages(),
+            trials: changes.trials,
+            rolledBack: changes.rolledBack
+        )
     }
 
     /// Rolls a trial no launch confirmed back to its fallback and blocks its version.
     private static func rollBackFailedTrial(
-        _ record: inout InstallRecord, policy: LaunchPolicy, at now: Date, into changes: inout LaunchChanges
+        _ record: inout InstallRecord,
+        policy: LaunchPolicy,
+        at now: Date,
+        into changes: inout LaunchChanges
     ) {
         guard let launch = record.launch, launch.phase == .trial, let bad = record.active else { return }
         let reason: String
         if let timeout = policy.trialTimeout {
-            reason = "the launch of \(launch.startedAt.map { "\($0)" } ?? "an earlier start") did not confirm version \(bad.version) within \(Int(timeout)) s"
+            reason =
+                "the launch of \(launch.startedAt.map { "\($0)" } ?? "an earlier start") did not confirm version \(bad.version) within \(Int(timeout)) s"
         } else {
-            reason = "the launch of \(launch.startedAt.map { "\($0)" } ?? "an earlier start") never confirmed version \(bad.version)"
+            reason =
+                "the launch of \(launch.startedAt.map { "\($0)" } ?? "an earlier start") never confirmed version \(bad.version)"
         }
         var blocked = record.blocked ?? []
         if let index = blocked.firstIndex(where: { $0.version == bad.version }) {
@@ -252,8 +283,14 @@ extension Updater {
         } else {
             blocked.append(
                 InstallRecord.BlockedVersion(
-                    version: bad.version, sha256: bad.sha256, reason: reason, blockedAt: now, failures: 1,
-                    retryAfter: policy.retry.retryDate(afterFailures: 1, at: now)))
+                    version: bad.version,
+                    sha256: bad.sha256,
+                    reason: reason,
+                    blockedAt: now,
+                    failures: 1,
+                    retryAfter: policy.retry.retryDate(afterFailures: 1, at: now)
+                )
+            )
         }
         record.blocked = blocked
         var restored = launch.fallback
@@ -271,7 +308,13 @@ extension Updater {
             record.lastErrorCode = nil
         }
         changes.rolledBack.append(
-            LaunchSession.RolledBackVersion(id: record.id, version: bad.version, restoredVersion: restored?.version, reason: reason))
+            LaunchSession.RolledBackVersion(
+                id: record.id,
+                version: bad.version,
+                restoredVersion: restored?.version,
+                reason: reason
+            )
+        )
     }
 }
 

@@ -34,7 +34,11 @@ extension AssetName {
     ///   - extensionRanks: From ``extensionRanks(_:)``.
     ///   - offer: Called once per name.
     package static func forEachKey(
-        path: String, folder: String, fileName: String, scales: [Int], extensionRanks: [String: Int],
+        path: String,
+        folder: String,
+        fileName: String,
+        scales: [Int],
+        extensionRanks: [String: Int],
         _ offer: (String, AssetKeyRank) -> Void
     ) {
         let parts = AssetName.parts(of: fileName[...])
@@ -48,8 +52,13 @@ extension AssetName {
             offer(
                 stemKey + "@" + String(scale) + "x",
                 AssetKeyRank(
-                    tier: -1, kind: 1, extensionRank: extensionRanks[lowered] ?? extensionRanks.count,
-                    pathExtension: lowered, path: path))
+                    tier: -1,
+                    kind: 1,
+                    extensionRank: extensionRanks[lowered] ?? extensionRanks.count,
+                    pathExtension: lowered,
+                    path: path
+                )
+            )
         }
         let scale = parts.scale ?? 1
         let tier: Int
@@ -64,15 +73,23 @@ extension AssetName {
             let extensionRank = extensionRanks[lowered] ?? extensionRanks.count
             offer(
                 stemKey + "." + String(pathExtension),
-                AssetKeyRank(tier: tier, kind: 0, extensionRank: 0, pathExtension: "", path: path))
+                AssetKeyRank(tier: tier, kind: 0, extensionRank: 0, pathExtension: "", path: path)
+            )
             offer(
                 stemKey,
-                AssetKeyRank(tier: tier, kind: 1, extensionRank: extensionRank, pathExtension: lowered, path: path))
+                AssetKeyRank(tier: tier, kind: 1, extensionRank: extensionRank, pathExtension: lowered, path: path)
+            )
         } else {
             offer(
                 stemKey,
                 AssetKeyRank(
-                    tier: tier, kind: 1, extensionRank: extensionRanks.count + 1, pathExtension: "", path: path))
+                    tier: tier,
+                    kind: 1,
+                    extensionRank: extensionRanks.count + 1,
+                    pathExtension: "",
+                    path: path
+                )
+            )
         }
     }
 

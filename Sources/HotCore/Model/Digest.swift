@@ -1,4 +1,3 @@
-
 /// A digest value: the algorithm and its bytes.
 ///
 /// ```swift
@@ -17,7 +16,8 @@ public struct Digest: Hashable, Sendable, CustomStringConvertible {
         guard bytes.count == algorithm.byteCount else {
             throw HotUpdateError(
                 .invalidArgument,
-                "a \(algorithm) digest has \(algorithm.byteCount) bytes, not \(bytes.count)")
+                "a \(algorithm) digest has \(algorithm.byteCount) bytes, not \(bytes.count)"
+            )
         }
         self.algorithm = algorithm
         self.bytes = bytes
@@ -31,7 +31,8 @@ public struct Digest: Hashable, Sendable, CustomStringConvertible {
         guard utf8.count == algorithm.byteCount * 2 else {
             throw HotUpdateError(
                 .invalidArgument,
-                "'\(hex)' is not a \(algorithm) digest (\(algorithm.byteCount * 2) hex digits expected)")
+                "'\(hex)' is not a \(algorithm) digest (\(algorithm.byteCount * 2) hex digits expected)"
+            )
         }
         guard let bytes = HexBytes.decode(hex) else {
             throw HotUpdateError(.invalidArgument, "'\(hex)' is not hexadecimal")

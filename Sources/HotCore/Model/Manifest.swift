@@ -30,8 +30,13 @@ public struct PackageDescriptor: Sendable, Hashable {
     public var unpackedSize: Int64? = nil
 
     public init(
-        id: String, version: String, url: URL, size: Int64? = nil,
-        sha256: Digest? = nil, md5: Digest? = nil, password: String? = nil
+        id: String,
+        version: String,
+        url: URL,
+        size: Int64? = nil,
+        sha256: Digest? = nil,
+        md5: Digest? = nil,
+        password: String? = nil
     ) throws {
         try Self.validateComponent(id, what: "package id")
         try Self.validateComponent(version, what: "version of package \(id)")
@@ -59,7 +64,8 @@ public struct PackageDescriptor: Sendable, Hashable {
         else {
             throw HotUpdateError(
                 .manifestInvalid,
-                "\(what) '\(value)' must be 1–128 characters of letters, digits and . _ - + ~")
+                "\(what) '\(value)' must be 1–128 characters of letters, digits and . _ - + ~"
+            )
         }
     }
 }
@@ -83,7 +89,10 @@ public struct Manifest: Sendable, Hashable {
     /// - Throws: ``HotUpdateError/Code/manifestInvalid`` when two packages share an id, or a
     ///   package is both offered and disabled.
     public init(
-        schema: Int = 1, version: Int? = nil, packages: [PackageDescriptor], isComplete: Bool = true,
+        schema: Int = 1,
+        version: Int? = nil,
+        packages: [PackageDescriptor],
+        isComplete: Bool = true,
         disabledPackageIDs: Set<String> = []
     ) throws {
         var seen = Set<String>()

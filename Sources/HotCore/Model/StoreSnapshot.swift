@@ -74,8 +74,14 @@ public struct InstalledVersion: Codable, Sendable, Hashable {
 
     /// Creates a record of an installed version.
     public init(
-        version: String, path: String, archiveSize: Int64, sha256: String?, md5: String?,
-        sourceURL: String, installedAt: Date, chosenAt: Date? = nil
+        version: String,
+        path: String,
+        archiveSize: Int64,
+        sha256: String?,
+        md5: String?,
+        sourceURL: String,
+        installedAt: Date,
+        chosenAt: Date? = nil
     ) {
         self.chosenAt = chosenAt
         self.version = version
@@ -118,8 +124,12 @@ public struct InstallRecord: Codable, Sendable, Hashable {
 
     /// Creates a record.
     public init(
-        id: String, state: PackageState, active: InstalledVersion?,
-        previous: [InstalledVersion] = [], lastError: String? = nil, lastErrorCode: String? = nil
+        id: String,
+        state: PackageState,
+        active: InstalledVersion?,
+        previous: [InstalledVersion] = [],
+        lastError: String? = nil,
+        lastErrorCode: String? = nil
     ) {
         self.id = id
         self.state = state
@@ -167,8 +177,10 @@ public struct StoreSnapshot: Codable, Sendable, Hashable {
 
     /// Creates a snapshot; the default is an empty store.
     public init(
-        schema: Int = StoreSnapshot.currentSchema, generation: Int = 0,
-        packages: [String: InstallRecord] = [:], highestManifestVersion: Int? = nil
+        schema: Int = StoreSnapshot.currentSchema,
+        generation: Int = 0,
+        packages: [String: InstallRecord] = [:],
+        highestManifestVersion: Int? = nil
     ) {
         self.schema = schema
         self.generation = generation

@@ -51,7 +51,10 @@ public struct FileList: Sendable, Hashable {
         }
         guard format <= currentFormat else {
             throw HotUpdateError(
-                .storeCorrupt, "the file list was written by a newer HotUpdate (format \(format))", subject: name)
+                .storeCorrupt,
+                "the file list was written by a newer HotUpdate (format \(format))",
+                subject: name
+            )
         }
         var files: [FileList.Entry] = []
         var start = headerEnd + 1
@@ -87,7 +90,12 @@ public struct FileList: Sendable, Hashable {
                 path = decoded
             }
             files.append(
-                FileList.Entry(path: path, size: size, sha256: String(decoding: bytes[start..<digestEnd], as: UTF8.self)))
+                FileList.Entry(
+                    path: path,
+                    size: size,
+                    sha256: String(decoding: bytes[start..<digestEnd], as: UTF8.self)
+                )
+            )
         }
         return FileList(files: files)
     }

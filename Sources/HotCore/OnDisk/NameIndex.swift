@@ -1,9 +1,9 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// The store's name index, mapped read-only and queried in place: a lookup hashes the name,
@@ -69,13 +69,16 @@ package final class NameIndex: @unchecked Sendable {
             throw HotUpdateError(.storeCorrupt, "the name index is shorter than its header", subject: url.path)
         }
         func u32(_ offset: Int) -> Int {
-            header.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self))) }
+            header.withUnsafeBytes {
+                Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+            }
         }
         func u64(_ offset: Int) -> UInt64 {
             header.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
         }
         guard Array(header[0..<8]) == NameIndexFormat.magic,
-            header.withUnsafeBytes({ NameIndexFormat.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<56])) }) == u64(56)
+            header.withUnsafeBytes({ NameIndexFormat.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<56])) })
+                == u64(56)
         else {
             throw HotUpdateError(.storeCorrupt, "the name index's header is damaged", subject: url.path)
         }
@@ -84,7 +87,10 @@ package final class NameIndex: @unchecked Sendable {
         }
         guard u64(16) == UInt64(generation) else {
             throw HotUpdateError(
-                .storeCorrupt, "the name index belongs to generation \(u64(16)), not \(generation)", subject: url.path)
+                .storeCorrupt,
+                "the name index belongs to generation \(u64(16)), not \(generation)",
+                subject: url.path
+            )
         }
         let bodyLength = Int(truncatingIfNeeded: u64(24))
         var info = stat()
@@ -101,7 +107,12 @@ package final class NameIndex: @unchecked Sendable {
             let want = min(chunk, bodyLength - offset)
             var got = 0
             while got < want {
-                let read = pread(fd, buffer.baseAddress! + got, want - got, off_t(NameIndexFormat.headerSize + offset + got))
+                let read = pread(
+                    fd,
+                    buffer.baseAddress! + got,
+                    want - got,
+                    off_t(NameIndexFormat.headerSize + offset + got)
+                )
                 guard read > 0 else {
                     throw HotUpdateError(.storeCorrupt, "the name index cannot be read to its end", subject: url.path)
                 }
@@ -130,7 +141,9 @@ package final class NameIndex: @unchecked Sendable {
 
         let settingsLength = Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: 64, as: UInt32.self)))
         let settings = String(
-            decoding: UnsafeRawBufferPointer(start: base + 68, count: min(settingsLength, total - 68)), as: UTF8.self)
+            decoding: UnsafeRawBufferPointer(start: base + 68, count: min(settingsLength, total - 68)),
+            as: UTF8.self
+        )
         let halves = settings.split(separator: ";", omittingEmptySubsequences: false)
         scales = halves.first.map { $0.split(separator: ",").compactMap { Int($0) } } ?? []
         extensionOrder = halves.count > 1 ? halves[1].split(separator: ",").map(String.init) : []
@@ -165,8 +178,10 @@ package final class NameIndex: @unchecked Sendable {
     package func package(_ number: Int) -> NameIndexFormat.Package {
         let record = packagesOffset + number * NameIndexFormat.packageRecordSize
         return NameIndexFormat.Package(
-            id: string(u32(record), u32(record + 4)), version: string(u32(record + 8), u32(record + 12)),
-            path: string(u32(record + 16), u32(record + 20)))
+            id: string(u32(record), u32(record + 4)),
+            version: string(u32(record + 8), u32(record + 12)),
+            path: string(u32(record + 16), u32(record + 20))
+        )
     }
 
     /// File `number`.

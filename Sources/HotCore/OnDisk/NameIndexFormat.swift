@@ -53,7 +53,11 @@ package enum NameIndexFormat {
     }
 
     /// The names of one package's files and the best file (position in `files`) for each.
-    static func packageKeys(_ files: [FileList.Entry], scales: [Int], extensionRanks: [String: Int])
+    static func packageKeys(
+        _ files: [FileList.Entry],
+        scales: [Int],
+        extensionRanks: [String: Int]
+    )
         -> [String: (rank: AssetKeyRank, file: Int)]
     {
         var best: [String: (rank: AssetKeyRank, file: Int)] = [:]
@@ -62,7 +66,11 @@ package enum NameIndexFormat {
             guard let path = AssetName.normalise(file.path) else { continue }
             let (folder, fileName) = AssetName.split(path)
             AssetName.forEachKey(
-                path: path, folder: folder, fileName: fileName, scales: scales, extensionRanks: extensionRanks
+                path: path,
+                folder: folder,
+                fileName: fileName,
+                scales: scales,
+                extensionRanks: extensionRanks
             ) { key, rank in
                 if let current = best[key], current.rank <= rank { return }
                 best[key] = (rank, position)
@@ -76,7 +84,9 @@ package enum NameIndexFormat {
     /// - Throws: ``HotUpdateError/Code/unsupported`` beyond the format's limits (65,535
     ///   packages, paths of 65,535 bytes, 4 GiB).
     package static func encode(
-        generation: Int, packages: [(package: Package, files: [FileList.Entry])], scales: [Int] = defaultScales,
+        generation: Int,
+        packages: [(package: Package, files: [FileList.Entry])],
+        scales: [Int] = defaultScales,
         extensionOrder: [String] = defaultExtensionOrder
     ) throws -> Data {
         guard packages.count <= Int(UInt16.max) else {
@@ -110,8 +120,11 @@ package enum NameIndexFormat {
                     let path = value.rank.path
                     guard path.utf8.count <= Int(UInt16.max) else {
                         throw HotUpdateError(
-                            .unsupported, "a path of more than 65,535 bytes cannot be indexed",
-                            packageID: item.package.id, subject: String(path.prefix(200)))
+                            .unsupported,
+                            "a path of more than 65,535 bytes cannot be indexed",
+                            packageID: item.package.id,
+                            subject: String(path.prefix(200))
+                        )
                     }
                     let (offset, length) = intern(path)
                     fileNumber = UInt32(fileRecords.count)

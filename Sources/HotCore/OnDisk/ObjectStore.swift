@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// The content-addressed half of a store: every installed file once under
@@ -56,7 +56,9 @@ struct ObjectStore: Sendable {
             if fanouts.insert(fanout).inserted {
                 try FileSystem.createDirectory(object.deletingLastPathComponent())
             }
-            if let existing = FileInfo(object), !isUsable(existing, object, for: file, hashing: distrustExisting, verifier) {
+            if let existing = FileInfo(object),
+                !isUsable(existing, object, for: file, hashing: distrustExisting, verifier)
+            {
                 try unlinkFile(object)
             }
             if posixLink(staged.path, object.path) == 0 {
@@ -89,7 +91,11 @@ struct ObjectStore: Sendable {
 
     /// Whether an existing object can stand for `file`.
     private func isUsable(
-        _ info: FileInfo, _ object: URL, for file: FileList.Entry, hashing: Bool, _ verifier: any Verifier
+        _ info: FileInfo,
+        _ object: URL,
+        for file: FileList.Entry,
+        hashing: Bool,
+        _ verifier: any Verifier
     ) -> Bool {
         guard info.isRegular, info.size == file.size else { return false }
         guard hashing else { return true }

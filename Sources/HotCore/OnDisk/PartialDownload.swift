@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// What identifies the version of a file a server sent: its `ETag` or, failing that, its
@@ -163,7 +163,10 @@ final class PartialDownload {
             if count < 0, errno == EINTR { continue }
             guard count > 0 else {
                 throw HotUpdateError.system(
-                    "cannot read the partial download", errno: count < 0 ? errno : EIO, subject: dataURL.path)
+                    "cannot read the partial download",
+                    errno: count < 0 ? errno : EIO,
+                    subject: dataURL.path
+                )
             }
             buffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
             offset += Int64(count)
@@ -214,7 +217,12 @@ final class PartialDownload {
     /// Removes partial downloads no live process holds that are older than the policy's age,
     /// then the oldest until the rest fit its size; `keeping` is left alone. Also removes
     /// sidecars without a data file and leftover temporary sidecars.
-    static func prune(_ layout: StoreLayout, policy: UpdaterConfiguration.PartialDownloadPolicy, keeping: String?, now: Date = Date()) {
+    static func prune(
+        _ layout: StoreLayout,
+        policy: UpdaterConfiguration.PartialDownloadPolicy,
+        keeping: String?,
+        now: Date = Date()
+    ) {
         let directory = directory(layout)
         var entries: [(key: String, size: Int64, modified: Date)] = []
         let names = FileSystem.contents(of: directory)
@@ -274,7 +282,8 @@ extension UpdaterConfiguration {
         public var maxAge: Duration
 
         /// Creates a policy. The defaults keep up to 4 GiB for a week.
-        public init(isEnabled: Bool = true, maxTotalBytes: Int64 = 4 << 30, maxAge: Duration = .seconds(7 * 24 * 3600)) {
+        public init(isEnabled: Bool = true, maxTotalBytes: Int64 = 4 << 30, maxAge: Duration = .seconds(7 * 24 * 3600))
+        {
             self.isEnabled = isEnabled
             self.maxTotalBytes = max(0, maxTotalBytes)
             self.maxAge = maxAge

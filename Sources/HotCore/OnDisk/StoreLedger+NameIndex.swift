@@ -60,7 +60,8 @@ extension StoreLedger {
             try? FileSystem.remove(target)
             logger.warning(
                 "cannot write the name index; names resolve through the file lists until it is rebuilt: \(error)",
-                metadata: ["generation": "\(generation)"])
+                metadata: ["generation": "\(generation)"]
+            )
         }
     }
 
@@ -79,7 +80,9 @@ extension StoreLedger {
                 lists.append((package, try await fileList(forVersionPath: package.path).files))
             } catch {
                 logger.warning(
-                    "the name index leaves out a package whose file list cannot be read: \(error)", metadata: metadata)
+                    "the name index leaves out a package whose file list cannot be read: \(error)",
+                    metadata: metadata
+                )
             }
         }
         return try await FileSystem.offload { [lists] in

@@ -227,7 +227,8 @@ actor StoreLedger {
             guard let stored = try? await store.load(), stored.generation == next.generation else { throw error }
             logger.warning(
                 "the store's new snapshot is in place but its commit reported an error: \(error)",
-                metadata: ["generation": "\(next.generation)"])
+                metadata: ["generation": "\(next.generation)"]
+            )
         }
     }
 

@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// The lock every process sharing a store root takes: `flock(2)` on `store.lock` under the
@@ -80,7 +80,10 @@ package final class StoreLock: @unchecked Sendable {
             if code == EINTR { continue }
             _ = close(descriptor)
             throw HotUpdateError(
-                .fileSystem, "cannot lock the store: \(String(cString: strerror(code)))", subject: url.path)
+                .fileSystem,
+                "cannot lock the store: \(String(cString: strerror(code)))",
+                subject: url.path
+            )
         }
         return StoreLock(descriptor: descriptor, mode: mode, url: url)
     }
@@ -119,7 +122,10 @@ package final class StoreLock: @unchecked Sendable {
         guard written == text.count else {
             let code = errno
             throw HotUpdateError.system(
-                "cannot write the store's change counter", errno: written < 0 ? code : ENOSPC, subject: url.path)
+                "cannot write the store's change counter",
+                errno: written < 0 ? code : ENOSPC,
+                subject: url.path
+            )
         }
         return next
     }
@@ -172,7 +178,10 @@ package final class StagingOwner: @unchecked Sendable {
             let code = errno
             _ = close(descriptor)
             throw HotUpdateError(
-                .fileSystem, "cannot lock the staging owner: \(String(cString: strerror(code)))", subject: path)
+                .fileSystem,
+                "cannot lock the staging owner: \(String(cString: strerror(code)))",
+                subject: path
+            )
         }
         return StagingOwner(descriptor: descriptor, directory: directory)
     }

@@ -20,9 +20,11 @@ struct StoreSweeper {
             try? FileSystem.remove(entry)
             leftovers = true
         }
-        let referenced = Set(snapshot.packages.values.flatMap { record in
-            record.keptVersions.map(\.path)
-        })
+        let referenced = Set(
+            snapshot.packages.values.flatMap { record in
+                record.keptVersions.map(\.path)
+            }
+        )
         for id in FileSystem.contents(of: layout.packagesDirectory) {
             let idDirectory = layout.packageDirectory(id: id)
             for name in FileSystem.contents(of: idDirectory) {

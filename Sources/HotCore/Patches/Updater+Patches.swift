@@ -39,7 +39,10 @@ extension Updater {
     /// ```swift
     /// let (report, activations) = try await patches.syncPatches(from: patchList, activator: ScriptLoader())
     /// ```
-    public func syncPatches(from source: any ManifestSource, activator: any PatchActivator) async throws
+    public func syncPatches(
+        from source: any ManifestSource,
+        activator: any PatchActivator
+    ) async throws
         -> (report: SyncReport, activations: [ScriptPatch.Activation])
     {
         let report = try await sync(from: source)
@@ -88,8 +91,12 @@ extension Updater {
             throw HotUpdateError(.internalInconsistency, "installed but not recorded", packageID: id)
         }
         return InstalledPackage(
-            id: id, version: installed.version, directory: try layout.url(forRelativePath: installed.path),
-            state: record.state, installedAt: installed.installedAt)
+            id: id,
+            version: installed.version,
+            directory: try layout.url(forRelativePath: installed.path),
+            state: record.state,
+            installedAt: installed.installedAt
+        )
     }
 
     /// Whether a recorded source URL is a local folder (``installLocal(from:id:version:)``).
@@ -112,15 +119,22 @@ extension Updater {
                 let directory = try? layout.url(forRelativePath: active.path)
             else { continue }
             let patch = ScriptPatch(
-                id: id, version: active.version, directory: directory, isLocal: Self.isLocalSource(active.sourceURL))
+                id: id,
+                version: active.version,
+                directory: directory,
+                isLocal: Self.isLocalSource(active.sourceURL)
+            )
             var result = ScriptPatch.Activation(id: id, version: active.version)
             do {
                 try await activator.activate(patch)
             } catch {
                 let cause: any Error & Sendable = (error as? HotUpdateError) ?? SendableErrorBox(error)
                 result.error = HotUpdateError(
-                    .activationFailed, "the activation hook refused version \(active.version): \(error)",
-                    packageID: id, cause: cause)
+                    .activationFailed,
+                    "the activation hook refused version \(active.version): \(error)",
+                    packageID: id,
+                    cause: cause
+                )
             }
             await recordActivation(result)
             results.append(result)
@@ -171,11 +185,21 @@ enum LocalFolder {
             identity.update(Data("\(file.path)\u{0}\(file.size)\u{0}\(file.sha256)\n".utf8))
         }
         return StagedPackage(
-            owner: owner, tree: tree, size: total, sha256: identity.finalize(), md5: nil, files: files)
+            owner: owner,
+            tree: tree,
+            size: total,
+            sha256: identity.finalize(),
+            md5: nil,
+            files: files
+        )
     }
 
     private static func copy(
-        _ source: URL, to destination: URL, relative: String, files: inout [FileList.Entry], total: inout Int64,
+        _ source: URL,
+        to destination: URL,
+        relative: String,
+        files: inout [FileList.Entry],
+        total: inout Int64,
         verifier: any Verifier
     ) throws {
         for name in FileSystem.contents(of: source).sorted() {
@@ -189,7 +213,10 @@ enum LocalFolder {
             }
             guard let info = FileInfo(from), info.isRegular else {
                 throw HotUpdateError(
-                    .unsafeEntry, "only regular files and folders can be installed from a folder", subject: path)
+                    .unsafeEntry,
+                    "only regular files and folders can be installed from a folder",
+                    subject: path
+                )
             }
             let data: Data
             do {

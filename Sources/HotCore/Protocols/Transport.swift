@@ -47,8 +47,13 @@ public struct TransportRequest: Sendable, Hashable {
 
     /// Creates a request.
     public init(
-        url: URL, method: String = "GET", headers: [String: String] = [:], body: Data? = nil,
-        range: TransportRequest.ByteRange? = nil, timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(), maxBytes: Int64? = nil
+        url: URL,
+        method: String = "GET",
+        headers: [String: String] = [:],
+        body: Data? = nil,
+        range: TransportRequest.ByteRange? = nil,
+        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(),
+        maxBytes: Int64? = nil
     ) {
         self.url = url
         self.method = method
@@ -75,8 +80,11 @@ public struct TransportResponse: Sendable {
 
     /// Creates a response.
     public init(
-        url: URL, statusCode: Int, headers: [String: String] = [:],
-        expectedContentLength: Int64? = nil, body: ByteStream
+        url: URL,
+        statusCode: Int,
+        headers: [String: String] = [:],
+        expectedContentLength: Int64? = nil,
+        body: ByteStream
     ) {
         self.url = url
         self.statusCode = statusCode
@@ -111,22 +119,28 @@ public struct TransportResponse: Sendable {
         if let expected = expectedContentLength, expected > limit {
             body.cancel()
             throw HotUpdateError(
-                .byteLimitExceeded, "the body announces \(expected) bytes, more than the \(limit) allowed",
-                subject: url.absoluteString)
+                .byteLimitExceeded,
+                "the body announces \(expected) bytes, more than the \(limit) allowed",
+                subject: url.absoluteString
+            )
         }
         for try await chunk in body {
             guard Int64(data.count + chunk.count) <= limit else {
                 body.cancel()
                 throw HotUpdateError(
-                    .byteLimitExceeded, "the body is longer than the \(limit) bytes allowed",
-                    subject: url.absoluteString)
+                    .byteLimitExceeded,
+                    "the body is longer than the \(limit) bytes allowed",
+                    subject: url.absoluteString
+                )
             }
             data.append(chunk)
         }
         if let expected = expectedContentLength, Int64(data.count) < expected {
             throw HotUpdateError(
-                .truncated, "the body ended after \(data.count) of \(expected) bytes",
-                subject: url.absoluteString)
+                .truncated,
+                "the body ended after \(data.count) of \(expected) bytes",
+                subject: url.absoluteString
+            )
         }
         return data
     }
@@ -138,12 +152,23 @@ extension Transport {
     /// - Throws: ``HotUpdateError`` with the transport's codes, ``HotUpdateError/Code/httpStatus``
     ///   or ``HotUpdateError/Code/byteLimitExceeded``.
     public func fetchDocument(
-        url: URL, maxBytes: Int64, timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(),
-        method: String = "GET", headers: [String: String] = [:], body: Data? = nil
+        url: URL,
+        maxBytes: Int64,
+        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(),
+        method: String = "GET",
+        headers: [String: String] = [:],
+        body: Data? = nil
     ) async throws -> Data {
         let response = try await fetch(
             TransportRequest(
-                url: url, method: method, headers: headers, body: body, timeouts: timeouts, maxBytes: maxBytes))
+                url: url,
+                method: method,
+                headers: headers,
+                body: body,
+                timeouts: timeouts,
+                maxBytes: maxBytes
+            )
+        )
         try response.requireSuccess()
         return try await response.collect(limit: maxBytes)
     }
@@ -178,8 +203,10 @@ extension TransportRequest {
 
         /// Creates timeouts. The defaults suit a mobile network.
         public init(
-            connect: Duration = .seconds(15), lowSpeedWindow: Duration = .seconds(30),
-            lowSpeedBytesPerSecond: Int = 1, total: Duration? = nil
+            connect: Duration = .seconds(15),
+            lowSpeedWindow: Duration = .seconds(30),
+            lowSpeedBytesPerSecond: Int = 1,
+            total: Duration? = nil
         ) {
             self.connect = connect
             self.lowSpeedWindow = lowSpeedWindow

@@ -34,14 +34,20 @@ public protocol Unarchiver: Sendable {
     /// - Returns: What was written.
     /// - Throws: ``HotUpdateError``; the destination is then as it was before the call.
     func extract(
-        _ archive: URL, to destination: URL, options: ExtractOptions,
+        _ archive: URL,
+        to destination: URL,
+        options: ExtractOptions,
         progress: (@Sendable (ExtractionReport.Progress) -> Void)?
     ) async throws -> ExtractionReport
 }
 
 extension Unarchiver {
     /// Extracts with no progress reporting.
-    public func extract(_ archive: URL, to destination: URL, options: ExtractOptions = ExtractOptions()) async throws
+    public func extract(
+        _ archive: URL,
+        to destination: URL,
+        options: ExtractOptions = ExtractOptions()
+    ) async throws
         -> ExtractionReport
     {
         try await extract(archive, to: destination, options: options, progress: nil)
@@ -69,8 +75,14 @@ public struct ArchiveEntry: Sendable, Hashable {
 
     /// Creates an entry description.
     public init(
-        path: String, kind: ArchiveEntry.Kind, uncompressedSize: Int64, compressedSize: Int64,
-        crc32: UInt32? = nil, permissions: UInt16? = nil, isEncrypted: Bool = false, linkTarget: String? = nil
+        path: String,
+        kind: ArchiveEntry.Kind,
+        uncompressedSize: Int64,
+        compressedSize: Int64,
+        crc32: UInt32? = nil,
+        permissions: UInt16? = nil,
+        isEncrypted: Bool = false,
+        linkTarget: String? = nil
     ) {
         self.path = path
         self.kind = kind

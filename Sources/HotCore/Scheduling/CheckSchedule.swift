@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Network)
-    import Network
+import Network
 #endif
 
 /// Decides when an app checks for updates, and remembers it across launches.
@@ -39,7 +39,9 @@ public actor CheckSchedule {
     ///     (default: on Apple platforms, the current path's expensive and constrained flags;
     ///     elsewhere always).
     public init(
-        policy: CheckSchedule.Policy, file: URL? = nil, clock: @escaping @Sendable () -> Date = { Date() },
+        policy: CheckSchedule.Policy,
+        file: URL? = nil,
+        clock: @escaping @Sendable () -> Date = { Date() },
         jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) },
         networkAllows: (@Sendable (CheckSchedule.Policy) -> Bool)? = nil
     ) {
@@ -48,7 +50,9 @@ public actor CheckSchedule {
         self.clock = clock
         self.jitter = jitter
         self.networkAllows = networkAllows ?? CheckSchedule.currentNetworkAllows
-        var loaded = file.flatMap { try? JSONDecoder().decode(CheckSchedule.Record.self, from: Data(contentsOf: $0)) } ?? CheckSchedule.Record()
+        var loaded =
+            file.flatMap { try? JSONDecoder().decode(CheckSchedule.Record.self, from: Data(contentsOf: $0)) }
+            ?? CheckSchedule.Record()
         let now = clock()
         // A date in the future: the clock was set back. Start again from now.
         if let last = loaded.lastCheck, last > now { loaded.lastCheck = now }
@@ -114,7 +118,10 @@ public actor CheckSchedule {
         let now = clock()
         record.lastCheck = now
         record.consecutiveFailures += 1
-        let wait = max(backoff(afterFailures: record.consecutiveFailures), min(retryAfter ?? 0, CheckSchedule.Policy.maximumBackoff))
+        let wait = max(
+            backoff(afterFailures: record.consecutiveFailures),
+            min(retryAfter ?? 0, CheckSchedule.Policy.maximumBackoff)
+        )
         record.notBefore = now.addingTimeInterval(wait)
         save()
     }
@@ -134,7 +141,10 @@ public actor CheckSchedule {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .secondsSince1970
         guard let data = try? encoder.encode(record) else { return }
-        try? FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try? FileManager.default.createDirectory(
+            at: file.deletingLastPathComponent(),
+            withIntermediateDirectories: true
+        )
         try? data.write(to: file, options: .atomic)
     }
 
@@ -170,15 +180,15 @@ public actor CheckSchedule {
     /// Whether the current network allows a check under `policy`.
     static let currentNetworkAllows: @Sendable (CheckSchedule.Policy) -> Bool = { policy in
         #if canImport(Network)
-            if policy.allowsExpensiveNetwork && policy.allowsConstrainedNetwork { return true }
-            let monitor = NWPathMonitor()
-            let path = monitor.currentPath
-            monitor.cancel()
-            if !policy.allowsExpensiveNetwork && path.isExpensive { return false }
-            if !policy.allowsConstrainedNetwork && path.isConstrained { return false }
-            return true
+        if policy.allowsExpensiveNetwork && policy.allowsConstrainedNetwork { return true }
+        let monitor = NWPathMonitor()
+        let path = monitor.currentPath
+        monitor.cancel()
+        if !policy.allowsExpensiveNetwork && path.isExpensive { return false }
+        if !policy.allowsConstrainedNetwork && path.isConstrained { return false }
+        return true
         #else
-            return true
+        return true
         #endif
     }
 }
@@ -209,8 +219,10 @@ extension CheckSchedule {
         /// Creates a policy; the default checks at launch, on foreground at most every 15
         /// minutes, and every 24 hours.
         public init(
-            atLaunch: Bool = true, foregroundMinimumInterval: TimeInterval? = 15 * 60,
-            periodicInterval: TimeInterval? = 24 * 3600, allowsExpensiveNetwork: Bool = true,
+            atLaunch: Bool = true,
+            foregroundMinimumInterval: TimeInterval? = 15 * 60,
+            periodicInterval: TimeInterval? = 24 * 3600,
+            allowsExpensiveNetwork: Bool = true,
             allowsConstrainedNetwork: Bool = false
         ) {
             self.atLaunch = atLaunch
@@ -221,7 +233,11 @@ extension CheckSchedule {
         }
 
         /// Only checks the app asks for with ``CheckSchedule/Trigger/manual``.
-        public static let manualOnly = CheckSchedule.Policy(atLaunch: false, foregroundMinimumInterval: nil, periodicInterval: nil)
+        public static let manualOnly = CheckSchedule.Policy(
+            atLaunch: false,
+            foregroundMinimumInterval: nil,
+            periodicInterval: nil
+        )
     }
 }
 
@@ -238,7 +254,12 @@ extension CheckSchedule {
         public var notBefore: Date?
 
         /// Creates a record.
-        public init(lastCheck: Date? = nil, lastSuccess: Date? = nil, consecutiveFailures: Int = 0, notBefore: Date? = nil) {
+        public init(
+            lastCheck: Date? = nil,
+            lastSuccess: Date? = nil,
+            consecutiveFailures: Int = 0,
+            notBefore: Date? = nil
+        ) {
             self.lastCheck = lastCheck
             self.lastSuccess = lastSuccess
             self.consecutiveFailures = consecutiveFailures

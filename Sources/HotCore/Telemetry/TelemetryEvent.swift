@@ -34,9 +34,15 @@ public struct TelemetryEvent: Sendable, Hashable, Codable {
 
     /// Creates an event.
     public init(
-        kind: TelemetryEvent.Kind, date: Date = Date(), packageID: String? = nil, version: String? = nil,
-        manifestVersion: Int? = nil, bytes: Int64? = nil, delivery: TelemetryEvent.Delivery? = nil,
-        restoredVersion: String? = nil, errorCode: String? = nil
+        kind: TelemetryEvent.Kind,
+        date: Date = Date(),
+        packageID: String? = nil,
+        version: String? = nil,
+        manifestVersion: Int? = nil,
+        bytes: Int64? = nil,
+        delivery: TelemetryEvent.Delivery? = nil,
+        restoredVersion: String? = nil,
+        errorCode: String? = nil
     ) {
         self.kind = kind
         self.date = date

@@ -51,7 +51,9 @@ extension TelemetryEvent {
                 defer { try? fileManager.removeItem(at: temporary) }
                 // A file that does not hold an identifier is replaced; one another process
                 // linked first wins.
-                if fileManager.fileExists(atPath: file.path), read(file) == nil { try? fileManager.removeItem(at: file) }
+                if fileManager.fileExists(atPath: file.path), read(file) == nil {
+                    try? fileManager.removeItem(at: file)
+                }
                 do {
                     try fileManager.linkItem(at: temporary, to: file)
                 } catch {
@@ -65,7 +67,9 @@ extension TelemetryEvent {
         }
 
         private static func read(_ file: URL) -> String? {
-            guard let data = try? Data(contentsOf: file), let text = String(data: data, encoding: .utf8) else { return nil }
+            guard let data = try? Data(contentsOf: file), let text = String(data: data, encoding: .utf8) else {
+                return nil
+            }
             let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
             return UUID(uuidString: value) != nil ? value.lowercased() : nil
         }

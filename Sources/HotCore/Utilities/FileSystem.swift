@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// The few file-system operations the engine needs, with durable semantics and
@@ -58,7 +58,10 @@ package enum FileSystem {
     package static func rename(_ source: URL, to destination: URL, durable: Bool = true) throws {
         guard systemRename(source.path, destination.path) == 0 else {
             throw HotUpdateError.system(
-                "cannot rename \(source.path) to \(destination.path)", errno: errno, subject: destination.path)
+                "cannot rename \(source.path) to \(destination.path)",
+                errno: errno,
+                subject: destination.path
+            )
         }
         if durable { try syncDirectory(destination.deletingLastPathComponent()) }
     }
@@ -96,7 +99,8 @@ package enum FileSystem {
                 let code = flush(fd)
                 if code != 0 { errno = code }
                 return code == 0 ? 0 : -1
-            })
+            }
+        )
     }
 
     /// ``syncDirectory(_:)`` with the `fsync` to call (tests pass one that fails).
@@ -105,7 +109,9 @@ package enum FileSystem {
         guard fd >= 0 else {
             let code = errno
             throw HotUpdateError(
-                .fileSystem, "cannot open directory \(url.path): \(String(cString: strerror(code)))")
+                .fileSystem,
+                "cannot open directory \(url.path): \(String(cString: strerror(code)))"
+            )
         }
         defer { _ = systemCloseFD(fd) }
         while sync(fd) != 0 {
@@ -161,7 +167,9 @@ package enum FileSystem {
         guard fd >= 0 else {
             let code = errno
             throw HotUpdateError(
-                .fileSystem, "cannot open \(url.path) to flush it: \(String(cString: strerror(code)))")
+                .fileSystem,
+                "cannot open \(url.path) to flush it: \(String(cString: strerror(code)))"
+            )
         }
         defer { _ = systemCloseFD(fd) }
         let code = flushFileSystem(of: fd)
@@ -205,8 +213,10 @@ package struct FlushCalls: Sendable {
     package var lastError: @Sendable () -> Int32
 
     package init(
-        fullSync: (@Sendable (Int32) -> Int32)?, fsync: @escaping @Sendable (Int32) -> Int32,
-        syncfs: (@Sendable (Int32) -> Int32)?, sync: @escaping @Sendable () -> Void,
+        fullSync: (@Sendable (Int32) -> Int32)?,
+        fsync: @escaping @Sendable (Int32) -> Int32,
+        syncfs: (@Sendable (Int32) -> Int32)?,
+        sync: @escaping @Sendable () -> Void,
         lastError: @escaping @Sendable () -> Int32
     ) {
         self.fullSync = fullSync
@@ -219,15 +229,19 @@ package struct FlushCalls: Sendable {
     /// This platform's calls.
     package static let system: FlushCalls = {
         #if canImport(Darwin)
-            let fullSync: (@Sendable (Int32) -> Int32)? = { fcntl($0, F_FULLFSYNC) }
+        let fullSync: (@Sendable (Int32) -> Int32)? = { fcntl($0, F_FULLFSYNC) }
         #else
-            let fullSync: (@Sendable (Int32) -> Int32)? = nil
+        let fullSync: (@Sendable (Int32) -> Int32)? = nil
         #endif
         var syncfs: (@Sendable (Int32) -> Int32)?
         if let call = linuxSyncfs { syncfs = { call($0) } }
         return FlushCalls(
-            fullSync: fullSync, fsync: { systemFsync($0) }, syncfs: syncfs, sync: { systemSync() },
-            lastError: { errno })
+            fullSync: fullSync,
+            fsync: { systemFsync($0) },
+            syncfs: syncfs,
+            sync: { systemSync() },
+            lastError: { errno }
+        )
     }()
 }
 
@@ -238,9 +252,9 @@ private func systemSync() { sync() }
 /// Swift's system module does not define. nil where the C library lacks it.
 private let linuxSyncfs: (@convention(c) (Int32) -> Int32)? = {
     #if canImport(Glibc) || canImport(Musl)
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") else { return nil }
-        return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
+    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") else { return nil }
+    return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
     #else
-        return nil
+    return nil
     #endif
 }()

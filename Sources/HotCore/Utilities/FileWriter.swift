@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// Appends bytes to a new file through a file descriptor, with errors that name the file.
@@ -68,7 +68,10 @@ package final class FileWriter {
         fd = -1
         guard syncError == 0, closeResult == 0 else {
             throw HotUpdateError.system(
-                "cannot flush \(url.path)", errno: syncError != 0 ? syncError : closeError, subject: url.path)
+                "cannot flush \(url.path)",
+                errno: syncError != 0 ? syncError : closeError,
+                subject: url.path
+            )
         }
     }
 }

@@ -28,7 +28,14 @@ public struct DeltaEntry: Codable, Sendable, Hashable {
     public var sha256: String
 
     /// Creates an entry.
-    public init(format: Int = PackageDescriptor.Delta.format, from: String, fromSHA256: String, url: String, size: Int64, sha256: String) {
+    public init(
+        format: Int = PackageDescriptor.Delta.format,
+        from: String,
+        fromSHA256: String,
+        url: String,
+        size: Int64,
+        sha256: String
+    ) {
         self.format = format
         self.from = from
         self.fromSHA256 = fromSHA256
@@ -47,8 +54,12 @@ public struct DeltaEntry: Codable, Sendable, Hashable {
         }
         do {
             return try PackageDescriptor.Delta(
-                baseVersion: from, baseSHA256: try Digest(algorithm: .sha256, hex: fromSHA256), url: resolved,
-                size: size, sha256: try Digest(algorithm: .sha256, hex: sha256))
+                baseVersion: from,
+                baseSHA256: try Digest(algorithm: .sha256, hex: fromSHA256),
+                url: resolved,
+                size: size,
+                sha256: try Digest(algorithm: .sha256, hex: sha256)
+            )
         } catch let error as HotUpdateError {
             throw HotUpdateError(.manifestInvalid, error.message, packageID: packageID)
         }

@@ -37,7 +37,12 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
 
         /// Creates an entry.
         public init(
-            id: String, version: String, url: String, size: Int64, sha256: String, md5: String? = nil,
+            id: String,
+            version: String,
+            url: String,
+            size: Int64,
+            sha256: String,
+            md5: String? = nil,
             deltas: [DeltaEntry]? = nil
         ) {
             self.id = id
@@ -65,7 +70,13 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
                 throw HotUpdateError(.manifestInvalid, error.message, packageID: id)
             }
             var descriptor = try PackageDescriptor(
-                id: id, version: version, url: resolved, size: size, sha256: sha256Digest, md5: md5Digest)
+                id: id,
+                version: version,
+                url: resolved,
+                size: size,
+                sha256: sha256Digest,
+                md5: md5Digest
+            )
             if let unpackedSize {
                 guard unpackedSize >= 0 else {
                     throw HotUpdateError(.manifestInvalid, "unpackedSize \(unpackedSize) is negative", packageID: id)
@@ -103,7 +114,9 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
         }
         guard document.schema == currentSchema else {
             throw HotUpdateError(
-                .manifestInvalid, "manifest schema \(document.schema) is not supported (expected \(currentSchema))")
+                .manifestInvalid,
+                "manifest schema \(document.schema) is not supported (expected \(currentSchema))"
+            )
         }
         return document
     }
@@ -129,7 +142,10 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
     /// - Throws: `HotUpdateError.Code.manifestInvalid` for a bad URL, digest, id or version.
     public func manifest(relativeTo baseURL: URL) throws -> Manifest {
         try Manifest(
-            schema: schema, version: version, packages: packages.map { try $0.descriptor(relativeTo: baseURL) },
-            isComplete: true)
+            schema: schema,
+            version: version,
+            packages: packages.map { try $0.descriptor(relativeTo: baseURL) },
+            isComplete: true
+        )
     }
 }

@@ -60,8 +60,13 @@ public struct SignedManifestSource: ManifestSource {
     ///   - now: The clock.
     ///   - logger: Where to log.
     public init(
-        url: URL, transport: any Transport, verifier: any Verifier, trust: ManifestTrust, storeRoot: URL,
-        context: ClientContext = ClientContext(), maxBytes: Int64 = 1 << 20,
+        url: URL,
+        transport: any Transport,
+        verifier: any Verifier,
+        trust: ManifestTrust,
+        storeRoot: URL,
+        context: ClientContext = ClientContext(),
+        maxBytes: Int64 = 1 << 20,
         timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(total: .seconds(120)),
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "HotUpdate")
@@ -94,13 +99,22 @@ public struct SignedManifestSource: ManifestSource {
     /// - Throws: `HotUpdateError` as listed on the type.
     public func manifest(from data: Data) throws -> Manifest {
         let authenticator = ManifestAuthenticator(
-            verifier: verifier, trust: trust, context: context, storeRoot: storeRoot, now: now, logger: logger)
+            verifier: verifier,
+            trust: trust,
+            context: context,
+            storeRoot: storeRoot,
+            now: now,
+            logger: logger
+        )
         switch try authenticator.authenticate(data, from: url) {
         case .unsigned(let document):
             return try document.manifest(relativeTo: url)
         case .signed(let body):
             return try ReleasePolicy(context: context, verifier: verifier).manifest(
-                for: body, relativeTo: url, logger: logger)
+                for: body,
+                relativeTo: url,
+                logger: logger
+            )
         }
     }
 }

@@ -27,8 +27,11 @@ public struct StaticManifestSource: ManifestSource {
 
     /// Creates a source.
     public init(
-        url: URL, transport: any Transport, maxBytes: Int64 = 4 << 20,
-        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(), logger: Logger = Logger(label: "HotUpdate")
+        url: URL,
+        transport: any Transport,
+        maxBytes: Int64 = 4 << 20,
+        timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(),
+        logger: Logger = Logger(label: "HotUpdate")
     ) {
         self.url = url
         self.transport = transport
@@ -41,7 +44,10 @@ public struct StaticManifestSource: ManifestSource {
         let data = try await transport.fetchDocument(url: url, maxBytes: maxBytes, timeouts: timeouts)
         if SignedEnvelope.isEnvelope(data) {
             throw HotUpdateError(
-                .manifestInvalid, "the manifest is signed: read it with SignedManifestSource", subject: url.absoluteString)
+                .manifestInvalid,
+                "the manifest is signed: read it with SignedManifestSource",
+                subject: url.absoluteString
+            )
         }
         logger.warning("reading an unsigned manifest from \(url.absoluteString): nothing proves who published it")
         return try ManifestDocument.decode(data).manifest(relativeTo: url)

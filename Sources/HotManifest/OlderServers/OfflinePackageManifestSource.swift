@@ -194,9 +194,13 @@ public struct OfflinePackageManifestSource: ManifestSource {
     ///   - maxBytes: The largest answer accepted.
     ///   - timeouts: Time limits for the check.
     public init(
-        url: URL, transport: any Transport, app: App,
+        url: URL,
+        transport: any Transport,
+        app: App,
         installedModules: @escaping @Sendable () async throws -> [InstalledModule],
-        wrapsRequestInData: Bool = true, headers: [String: String] = [:], maxBytes: Int64 = 1 << 20,
+        wrapsRequestInData: Bool = true,
+        headers: [String: String] = [:],
+        maxBytes: Int64 = 1 << 20,
         timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts()
     ) {
         self.url = url
@@ -223,15 +227,26 @@ public struct OfflinePackageManifestSource: ManifestSource {
     ///   - maxBytes: The largest answer accepted.
     ///   - timeouts: Time limits for the check.
     public init(
-        url: URL, transport: any Transport, app: App,
-        snapshot: @escaping @Sendable () async throws -> StoreSnapshot, moduleIDs: Set<String>? = nil,
-        wrapsRequestInData: Bool = true, headers: [String: String] = [:], maxBytes: Int64 = 1 << 20,
+        url: URL,
+        transport: any Transport,
+        app: App,
+        snapshot: @escaping @Sendable () async throws -> StoreSnapshot,
+        moduleIDs: Set<String>? = nil,
+        wrapsRequestInData: Bool = true,
+        headers: [String: String] = [:],
+        maxBytes: Int64 = 1 << 20,
         timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts()
     ) {
         self.init(
-            url: url, transport: transport, app: app,
+            url: url,
+            transport: transport,
+            app: app,
             installedModules: { Self.installedModules(in: try await snapshot(), only: moduleIDs) },
-            wrapsRequestInData: wrapsRequestInData, headers: headers, maxBytes: maxBytes, timeouts: timeouts)
+            wrapsRequestInData: wrapsRequestInData,
+            headers: headers,
+            maxBytes: maxBytes,
+            timeouts: timeouts
+        )
     }
 
     /// The modules a snapshot holds: every package with an active version, sorted by id; a
@@ -240,7 +255,10 @@ public struct OfflinePackageManifestSource: ManifestSource {
     /// - Parameters:
     ///   - snapshot: The store's snapshot.
     ///   - moduleIDs: Which packages are web modules; nil for all.
-    public static func installedModules(in snapshot: StoreSnapshot, only moduleIDs: Set<String>? = nil)
+    public static func installedModules(
+        in snapshot: StoreSnapshot,
+        only moduleIDs: Set<String>? = nil
+    )
         -> [InstalledModule]
     {
         snapshot.packages.values
@@ -273,8 +291,13 @@ public struct OfflinePackageManifestSource: ManifestSource {
         requestHeaders["Content-Type"] = "application/json"
         requestHeaders["Accept"] = "application/json"
         let data = try await transport.fetchDocument(
-            url: url, maxBytes: maxBytes, timeouts: timeouts, method: "POST", headers: requestHeaders,
-            body: try requestBody(reporting: installed))
+            url: url,
+            maxBytes: maxBytes,
+            timeouts: timeouts,
+            method: "POST",
+            headers: requestHeaders,
+            body: try requestBody(reporting: installed)
+        )
         var check = try Self.parseAnswer(data, relativeTo: url, installed: installed)
         check.reported = installed
         return check
@@ -310,7 +333,11 @@ public struct OfflinePackageManifestSource: ManifestSource {
     /// - Returns: The check, with an empty ``Check/reported``; malformed modules are in
     ///   ``Check/refused``.
     /// - Throws: `HotUpdateError.Code.manifestInvalid` when the answer as a whole cannot be read.
-    public static func parseAnswer(_ data: Data, relativeTo baseURL: URL, installed: [InstalledModule] = []) throws
+    public static func parseAnswer(
+        _ data: Data,
+        relativeTo baseURL: URL,
+        installed: [InstalledModule] = []
+    ) throws
         -> Check
     {
         let answer: Answer
@@ -318,25 +345,40 @@ public struct OfflinePackageManifestSource: ManifestSource {
             answer = try JSONDecoder().decode(Answer.self, from: data)
         } catch {
             throw HotUpdateError(
-                .manifestInvalid, "the offline-package answer is not the expected JSON: \(error)",
-                subject: baseURL.absoluteString, cause: SendableErrorBox(error))
+                .manifestInvalid,
+                "the offline-package answer is not the expected JSON: \(error)",
+                subject: baseURL.absoluteString,
+                cause: SendableErrorBox(error)
+            )
         }
         guard let modules = answer.resultData else {
             throw HotUpdateError(
-                .manifestInvalid, "the offline-package answer has no resultData list", subject: baseURL.absoluteString)
+                .manifestInvalid,
+                "the offline-package answer has no resultData list",
+                subject: baseURL.absoluteString
+            )
         }
         let installedVersions = Dictionary(
-            installed.map { ($0.moduleId, $0.moduleVer) }, uniquingKeysWith: { first, _ in first })
+            installed.map { ($0.moduleId, $0.moduleVer) },
+            uniquingKeysWith: { first, _ in first }
+        )
         var updates: [ModuleUpdate] = []
         var refused: [HotUpdateError] = []
         var seen = Set<String>()
         for (index, module) in modules.enumerated() {
             do {
                 let update = try update(
-                    from: module, at: index, relativeTo: baseURL,
-                    installedVersion: module.moduleId.flatMap { installedVersions[$0.value] })
+                    from: module,
+                    at: index,
+                    relativeTo: baseURL,
+                    installedVersion: module.moduleId.flatMap { installedVersions[$0.value] }
+                )
                 guard seen.insert(update.moduleID).inserted else {
-                    throw HotUpdateError(.manifestInvalid, "the module appears twice in resultData", packageID: update.moduleID)
+                    throw HotUpdateError(
+                        .manifestInvalid,
+                        "the module appears twice in resultData",
+                        packageID: update.moduleID
+                    )
                 }
                 updates.append(update)
             } catch let error as HotUpdateError {
@@ -345,16 +387,26 @@ public struct OfflinePackageManifestSource: ManifestSource {
         }
         let inactive = Set(updates.filter { !$0.isActive }.map(\.moduleID))
         let manifest = try Manifest(
-            schema: 0, packages: updates.compactMap(\.package), isComplete: false, disabledPackageIDs: inactive)
+            schema: 0,
+            packages: updates.compactMap(\.package),
+            isComplete: false,
+            disabledPackageIDs: inactive
+        )
         return Check(manifest: manifest, modules: updates, inactiveModuleIDs: inactive, reported: [], refused: refused)
     }
 
     private static func update(
-        from module: AnswerModule, at index: Int, relativeTo baseURL: URL, installedVersion: String?
+        from module: AnswerModule,
+        at index: Int,
+        relativeTo baseURL: URL,
+        installedVersion: String?
     ) throws -> ModuleUpdate {
         guard let id = module.moduleId?.value, !id.isEmpty else {
             throw HotUpdateError(
-                .manifestInvalid, "module \(index + 1) of resultData has no moduleId", subject: baseURL.absoluteString)
+                .manifestInvalid,
+                "module \(index + 1) of resultData has no moduleId",
+                subject: baseURL.absoluteString
+            )
         }
         try PackageDescriptor.validateComponent(id, what: "moduleId")
         let mode: Mode
@@ -374,15 +426,19 @@ public struct OfflinePackageManifestSource: ManifestSource {
         var patchError: HotUpdateError?
         if mode == .patch {
             do {
-                patchURL = try module.patchUrl.flatMap { try optionalURL($0, relativeTo: baseURL, what: "patchUrl", id: id) }
+                patchURL = try module.patchUrl.flatMap {
+                    try optionalURL($0, relativeTo: baseURL, what: "patchUrl", id: id)
+                }
                 patchMD5 = try module.patchMD5.flatMap { try optionalMD5($0, what: "patchMD5", id: id) }
             } catch let error as HotUpdateError {
                 patchError = error
             }
         }
-        guard let packageURL = try module.packageUrl.flatMap({
-            try optionalURL($0, relativeTo: baseURL, what: "packageUrl", id: id)
-        }) else {
+        guard
+            let packageURL = try module.packageUrl.flatMap({
+                try optionalURL($0, relativeTo: baseURL, what: "packageUrl", id: id)
+            })
+        else {
             let why = mode == .patch ? " (patch mode needs it too: it is the fallback)" : ""
             throw HotUpdateError(.manifestInvalid, "the active module has no packageUrl\(why)", packageID: id)
         }
@@ -395,16 +451,27 @@ public struct OfflinePackageManifestSource: ManifestSource {
             do {
                 package.deltas = [
                     try PackageDescriptor.Delta(
-                        baseVersion: installedVersion, baseSHA256: nil, url: patchURL, size: nil, sha256: nil,
-                        md5: patchMD5)
+                        baseVersion: installedVersion,
+                        baseSHA256: nil,
+                        url: patchURL,
+                        size: nil,
+                        sha256: nil,
+                        md5: patchMD5
+                    )
                 ]
             } catch let error as HotUpdateError {
                 patchError = error
             }
         }
         return ModuleUpdate(
-            moduleID: id, isActive: true, requestedMode: mode, package: package, patchURL: patchURL, patchMD5: patchMD5,
-            patchError: patchError)
+            moduleID: id,
+            isActive: true,
+            requestedMode: mode,
+            package: package,
+            patchURL: patchURL,
+            patchMD5: patchMD5,
+            patchError: patchError
+        )
     }
 
     private static func optionalURL(_ text: String, relativeTo baseURL: URL, what: String, id: String) throws -> URL? {
@@ -421,7 +488,11 @@ public struct OfflinePackageManifestSource: ManifestSource {
             return try Digest(algorithm: .md5, hex: text)
         } catch {
             throw HotUpdateError(
-                .manifestInvalid, "\(what) '\(text)' is not 32 hex digits", packageID: id, cause: SendableErrorBox(error))
+                .manifestInvalid,
+                "\(what) '\(text)' is not 32 hex digits",
+                packageID: id,
+                cause: SendableErrorBox(error)
+            )
         }
     }
 

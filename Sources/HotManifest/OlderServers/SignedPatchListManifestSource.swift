@@ -100,8 +100,12 @@ public struct SignedPatchListManifestSource: ManifestSource {
     ///   - maxBytes: The largest list accepted.
     ///   - timeouts: Time limits for fetching the list.
     public init(
-        url: URL, transport: any Transport, verifier: any Verifier, trustedKeys: [PublicKey],
-        removesUnlistedPatches: Bool = true, maxBytes: Int64 = 1 << 20,
+        url: URL,
+        transport: any Transport,
+        verifier: any Verifier,
+        trustedKeys: [PublicKey],
+        removesUnlistedPatches: Bool = true,
+        maxBytes: Int64 = 1 << 20,
         timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts()
     ) {
         self.url = url
@@ -146,7 +150,11 @@ public struct SignedPatchListManifestSource: ManifestSource {
     ///   naming the patch.
     public func verifiedPatches(in data: Data) throws -> [Patch] {
         guard !trustedKeys.isEmpty else {
-            throw HotUpdateError(.signatureInvalid, "no trusted key is configured for the patch list", subject: url.absoluteString)
+            throw HotUpdateError(
+                .signatureInvalid,
+                "no trusted key is configured for the patch list",
+                subject: url.absoluteString
+            )
         }
         let entries: [Entry]
         if let list = try? JSONDecoder().decode([Entry].self, from: data) {
@@ -158,7 +166,9 @@ public struct SignedPatchListManifestSource: ManifestSource {
                 throw HotUpdateError(
                     .manifestInvalid,
                     "the patch list is neither a JSON array of patches nor {\"patches\": […]}",
-                    subject: url.absoluteString, cause: SendableErrorBox(error))
+                    subject: url.absoluteString,
+                    cause: SendableErrorBox(error)
+                )
             }
         }
         let keyIDs = try trustedKeys.map { try verifier.keyID(of: $0) }
@@ -169,7 +179,11 @@ public struct SignedPatchListManifestSource: ManifestSource {
 
     private func verify(_ entry: Entry, at index: Int, keyIDs: [String]) throws -> Patch {
         guard let id = entry.patchId, !id.isEmpty else {
-            throw HotUpdateError(.manifestInvalid, "patch \(index + 1) of the list has no patchId", subject: url.absoluteString)
+            throw HotUpdateError(
+                .manifestInvalid,
+                "patch \(index + 1) of the list has no patchId",
+                subject: url.absoluteString
+            )
         }
         try PackageDescriptor.validateComponent(id, what: "patchId")
         guard let urlString = entry.url, !urlString.isEmpty,
@@ -182,8 +196,11 @@ public struct SignedPatchListManifestSource: ManifestSource {
             md5 = try Digest(algorithm: .md5, hex: entry.md5 ?? "")
         } catch {
             throw HotUpdateError(
-                .manifestInvalid, "md5 '\(entry.md5 ?? "")' is not 32 hex digits", packageID: id,
-                cause: SendableErrorBox(error))
+                .manifestInvalid,
+                "md5 '\(entry.md5 ?? "")' is not 32 hex digits",
+                packageID: id,
+                cause: SendableErrorBox(error)
+            )
         }
         guard let encoded = entry.signature, !encoded.isEmpty else {
             throw HotUpdateError(.signatureInvalid, "the patch has no signature", packageID: id)
@@ -192,12 +209,15 @@ public struct SignedPatchListManifestSource: ManifestSource {
             throw HotUpdateError(.signatureInvalid, "the signature is not base64", packageID: id)
         }
         let message = Data(md5.hex.utf8)
-        for (key, keyID) in zip(trustedKeys, keyIDs) where try verifier.verify(signature: signature, of: message, with: key) {
+        for (key, keyID) in zip(trustedKeys, keyIDs)
+        where try verifier.verify(signature: signature, of: message, with: key) {
             return Patch(id: id, url: patchURL, md5: md5, keyID: keyID)
         }
         throw HotUpdateError(
             .signatureInvalid,
             "the signature of md5 \(md5.hex) does not verify with any of the \(trustedKeys.count) trusted key(s)",
-            packageID: id, subject: url.absoluteString)
+            packageID: id,
+            subject: url.absoluteString
+        )
     }
 }

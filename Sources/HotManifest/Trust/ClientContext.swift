@@ -120,7 +120,10 @@ public struct ReleasePolicy: Sendable {
         }
         guard let entry = package.entry(for: chosen) else {
             throw HotUpdateError(
-                .manifestInvalid, "release \(chosen) is not among the package's versions", packageID: package.id)
+                .manifestInvalid,
+                "release \(chosen) is not among the package's versions",
+                packageID: package.id
+            )
         }
         return (entry, "")
     }
@@ -132,7 +135,11 @@ public struct ReleasePolicy: Sendable {
     ///   - baseURL: The manifest's URL, against which package URLs resolve.
     ///   - logger: Where to say why a package is not used, if anywhere.
     /// - Throws: `HotUpdateError.Code.manifestInvalid` for a bad entry.
-    public func manifest(for body: SignedManifestBody, relativeTo baseURL: URL, logger: Logger? = nil) throws
+    public func manifest(
+        for body: SignedManifestBody,
+        relativeTo baseURL: URL,
+        logger: Logger? = nil
+    ) throws
         -> Manifest
     {
         var offered: [PackageDescriptor] = []
@@ -146,13 +153,23 @@ public struct ReleasePolicy: Sendable {
                 continue
             }
             var entry = ManifestDocument.Entry(
-                id: package.id, version: chosen.version, url: chosen.url, size: chosen.size,
-                sha256: chosen.sha256, md5: chosen.md5, deltas: chosen.deltas)
+                id: package.id,
+                version: chosen.version,
+                url: chosen.url,
+                size: chosen.size,
+                sha256: chosen.sha256,
+                md5: chosen.md5,
+                deltas: chosen.deltas
+            )
             entry.unpackedSize = chosen.unpackedSize
             offered.append(try entry.descriptor(relativeTo: baseURL))
         }
         return try Manifest(
-            schema: body.schema, version: body.version, packages: offered, isComplete: true,
-            disabledPackageIDs: disabled)
+            schema: body.schema,
+            version: body.version,
+            packages: offered,
+            isComplete: true,
+            disabledPackageIDs: disabled
+        )
     }
 }

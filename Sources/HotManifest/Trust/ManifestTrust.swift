@@ -74,7 +74,8 @@ struct ManifestAuthenticator: Sendable {
                 throw HotUpdateError(
                     .signatureInvalid,
                     "the manifest is not signed (no \"signed\" part); sign it with `hot sign`, or allow unsigned development repositories",
-                    subject: subject)
+                    subject: subject
+                )
             }
             warnUnsigned(subject)
             return .unsigned(try ManifestDocument.decode(data))
@@ -106,20 +107,31 @@ struct ManifestAuthenticator: Sendable {
                 trustedThreshold = stored.threshold
             } else {
                 trustedKeys = try Dictionary(
-                    trust.rootKeys.map { (try verifier.keyID(of: $0), $0) }, uniquingKeysWith: { first, _ in first })
+                    trust.rootKeys.map { (try verifier.keyID(of: $0), $0) },
+                    uniquingKeysWith: { first, _ in first }
+                )
                 trustedThreshold = trust.threshold
             }
-            try envelope.tally(keys: trustedKeys, verifier: verifier).require(trustedThreshold, whose: "trusted", subject: subject)
+            try envelope.tally(keys: trustedKeys, verifier: verifier).require(
+                trustedThreshold,
+                whose: "trusted",
+                subject: subject
+            )
 
             let body = try SignedManifestBody.decode(envelope.signed)
             guard body.channel == context.channel else {
                 throw HotUpdateError(
                     .manifestInvalid,
                     "the manifest is for channel '\(body.channel ?? "(none)")', this client follows '\(context.channel ?? "(none)")'",
-                    subject: subject)
+                    subject: subject
+                )
             }
             let declared = try body.keyTable(verifier: verifier)
-            try envelope.tally(keys: declared, verifier: verifier).require(body.threshold, whose: "declared", subject: subject)
+            try envelope.tally(keys: declared, verifier: verifier).require(
+                body.threshold,
+                whose: "declared",
+                subject: subject
+            )
 
             let signedSHA256 = try verifier.digest(of: envelope.signed, using: .sha256).hex
             if let stored {
@@ -127,13 +139,15 @@ struct ManifestAuthenticator: Sendable {
                     throw HotUpdateError(
                         .manifestRollback,
                         "manifest version \(body.version) is lower than version \(stored.version) already trusted",
-                        subject: subject)
+                        subject: subject
+                    )
                 }
                 if body.version == stored.version, signedSHA256 != stored.signedSHA256 {
                     throw HotUpdateError(
                         .manifestRollback,
                         "manifest version \(body.version) differs from the version \(stored.version) already trusted",
-                        subject: subject)
+                        subject: subject
+                    )
                 }
             }
             let current = now()
@@ -141,19 +155,26 @@ struct ManifestAuthenticator: Sendable {
                 throw HotUpdateError(
                     .manifestExpired,
                     "the manifest expired at \(SignedManifestBody.rfc3339(body.expires)) (now \(SignedManifestBody.rfc3339(current)))",
-                    subject: subject)
+                    subject: subject
+                )
             }
 
             let next = TrustState.Channel(
-                rootFingerprint: fingerprint, version: body.version, signedSHA256: signedSHA256, keys: body.keys,
-                threshold: body.threshold)
+                rootFingerprint: fingerprint,
+                version: body.version,
+                signedSHA256: signedSHA256,
+                keys: body.keys,
+                threshold: body.threshold
+            )
             if state.channels[channelName] != next {
                 if let stored, stored.keys != body.keys || stored.threshold != body.threshold {
                     logger.notice(
                         "the manifest rotates its signing keys",
                         metadata: [
-                            "keys": "\(body.keys.keys.sorted().map { $0.prefix(12) })", "threshold": "\(body.threshold)",
-                        ])
+                            "keys": "\(body.keys.keys.sorted().map { $0.prefix(12) })",
+                            "threshold": "\(body.threshold)",
+                        ]
+                    )
                 }
                 state.channels[channelName] = next
                 try state.save(root: storeRoot)
@@ -165,8 +186,11 @@ struct ManifestAuthenticator: Sendable {
     /// Identifies the app's root of trust: its key ids and threshold.
     private func rootFingerprint() throws -> String {
         let ids = try trust.rootKeys.map { try verifier.keyID(of: $0) }.sorted()
-        return try verifier.digest(of: Data((ids + ["\(trust.threshold)"]).joined(separator: "\n").utf8), using: .sha256)
-            .hex
+        return try verifier.digest(
+            of: Data((ids + ["\(trust.threshold)"]).joined(separator: "\n").utf8),
+            using: .sha256
+        )
+        .hex
     }
 
     private func warnUnsigned(_ subject: String) {

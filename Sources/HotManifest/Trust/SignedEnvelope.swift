@@ -62,7 +62,10 @@ public struct SignedEnvelope: Sendable, Hashable {
                 signatures = try JSONDecoder().decode([Signature].self, from: Data(data[range]))
             } catch {
                 throw HotUpdateError.wrap(
-                    error, as: .manifestInvalid, "\"signatures\" is not a list of {keyid, sig}")
+                    error,
+                    as: .manifestInvalid,
+                    "\"signatures\" is not a list of {keyid, sig}"
+                )
             }
         }
         return SignedEnvelope(signed: Data(data[signedRange]), signatures: signatures)
@@ -111,7 +114,8 @@ public struct SignedEnvelope: Sendable, Hashable {
                 .signatureInvalid,
                 "the manifest has \(valid.count) valid signatures by \(whose) keys, \(threshold) needed"
                     + (reasons.isEmpty ? "" : " (\(reasons.joined(separator: "; ")))"),
-                subject: subject)
+                subject: subject
+            )
         }
     }
 
@@ -125,7 +129,8 @@ public struct SignedEnvelope: Sendable, Hashable {
                 tally.unknown.append(signature.keyid)
                 continue
             }
-            if let bytes = HexBytes.decode(signature.sig), try verifier.verify(signature: bytes, of: signed, with: key) {
+            if let bytes = HexBytes.decode(signature.sig), try verifier.verify(signature: bytes, of: signed, with: key)
+            {
                 tally.valid.insert(signature.keyid)
             } else {
                 tally.invalid.append(signature.keyid)
@@ -141,7 +146,11 @@ public struct SignedEnvelope: Sendable, Hashable {
     ///   - signers: The keys to sign with; each adds one signature.
     ///   - verifier: Derives each key's id.
     /// - Throws: `HotUpdateError.Code.signatureInvalid` when a key cannot sign.
-    public static func sign(_ signed: Data, with signers: [any Signer], verifier: any Verifier) throws
+    public static func sign(
+        _ signed: Data,
+        with signers: [any Signer],
+        verifier: any Verifier
+    ) throws
         -> SignedEnvelope
     {
         var signatures: [Signature] = []
@@ -210,7 +219,9 @@ enum JSONSpans {
 
         func failure(_ what: String) -> HotUpdateError {
             HotUpdateError(
-                .manifestInvalid, "the manifest is not a JSON object: \(what) at byte \(index - bytes.startIndex)")
+                .manifestInvalid,
+                "the manifest is not a JSON object: \(what) at byte \(index - bytes.startIndex)"
+            )
         }
 
         mutating func skipWhitespace() {
@@ -272,8 +283,9 @@ enum JSONSpans {
             case .some:
                 // A number or a literal: up to the next delimiter.
                 let start = index
-                while let c = peek(), !(c == UInt8(ascii: ",") || c == UInt8(ascii: "}") || c == UInt8(ascii: "]")
-                    || c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09)
+                while let c = peek(),
+                    !(c == UInt8(ascii: ",") || c == UInt8(ascii: "}") || c == UInt8(ascii: "]")
+                        || c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09)
                 {
                     index += 1
                 }

@@ -64,7 +64,12 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
 
         /// Creates a version entry.
         public init(
-            version: String, url: String, size: Int64, sha256: String, md5: String? = nil, deltas: [DeltaEntry]? = nil
+            version: String,
+            url: String,
+            size: Int64,
+            sha256: String,
+            md5: String? = nil,
+            deltas: [DeltaEntry]? = nil
         ) {
             self.version = version
             self.url = url
@@ -95,8 +100,13 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
 
         /// Creates a package entry.
         public init(
-            id: String, releases: [String] = [], versions: [Version] = [], disabled: Bool = false,
-            minAppVersion: String? = nil, maxAppVersion: String? = nil, rollout: Int? = nil
+            id: String,
+            releases: [String] = [],
+            versions: [Version] = [],
+            disabled: Bool = false,
+            minAppVersion: String? = nil,
+            maxAppVersion: String? = nil,
+            rollout: Int? = nil
         ) {
             self.id = id
             self.releases = releases
@@ -154,8 +164,12 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
 
     /// Creates a body.
     public init(
-        version: Int = 0, expires: Date = Date(timeIntervalSince1970: 0), channel: String? = nil,
-        keys: [String: Key] = [:], threshold: Int = 1, packages: [Package] = []
+        version: Int = 0,
+        expires: Date = Date(timeIntervalSince1970: 0),
+        channel: String? = nil,
+        keys: [String: Key] = [:],
+        threshold: Int = 1,
+        packages: [Package] = []
     ) {
         self.type = Self.type
         self.schema = Self.currentSchema
@@ -180,7 +194,8 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         guard body.type == type, body.schema == currentSchema else {
             throw HotUpdateError(
                 .manifestInvalid,
-                "the signed part is '\(body.type)' schema \(body.schema), expected '\(type)' schema \(currentSchema)")
+                "the signed part is '\(body.type)' schema \(body.schema), expected '\(type)' schema \(currentSchema)"
+            )
         }
         guard body.threshold >= 1 else {
             throw HotUpdateError(.manifestInvalid, "the manifest's threshold \(body.threshold) is below 1")
@@ -217,7 +232,9 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
             let derived = try verifier.keyID(of: entry.publicKey)
             guard derived == keyID else {
                 throw HotUpdateError(
-                    .manifestInvalid, "key id \(keyID) does not match its key (which has id \(derived))")
+                    .manifestInvalid,
+                    "key id \(keyID) does not match its key (which has id \(derived))"
+                )
             }
             table[keyID] = entry.publicKey
         }
@@ -264,7 +281,9 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
             let text = try container.decode(String.self)
             guard let date = parseDate(text) else {
                 throw DecodingError.dataCorruptedError(
-                    in: container, debugDescription: "'\(text)' is not an RFC 3339 time")
+                    in: container,
+                    debugDescription: "'\(text)' is not an RFC 3339 time"
+                )
             }
             return date
         }

@@ -22,8 +22,11 @@ public struct TrustState: Codable, Sendable, Hashable {
 
         /// Creates a channel's state.
         public init(
-            rootFingerprint: String, version: Int, signedSHA256: String,
-            keys: [String: SignedManifestBody.Key], threshold: Int
+            rootFingerprint: String,
+            version: Int,
+            signedSHA256: String,
+            keys: [String: SignedManifestBody.Key],
+            threshold: Int
         ) {
             self.rootFingerprint = rootFingerprint
             self.version = version
@@ -62,8 +65,11 @@ public struct TrustState: Codable, Sendable, Hashable {
             return state
         } catch {
             throw HotUpdateError.wrap(
-                error, as: .storeCorrupt, "the trust state cannot be read; remove it only if you know why",
-                packageID: nil)
+                error,
+                as: .storeCorrupt,
+                "the trust state cannot be read; remove it only if you know why",
+                packageID: nil
+            )
         }
     }
 

@@ -40,7 +40,9 @@ public actor FakeUnarchiver: Unarchiver {
     }
 
     public func extract(
-        _ archive: URL, to destination: URL, options: ExtractOptions,
+        _ archive: URL,
+        to destination: URL,
+        options: ExtractOptions,
         progress: (@Sendable (ExtractionReport.Progress) -> Void)?
     ) async throws -> ExtractionReport {
         if let failure { throw failure }
@@ -66,7 +68,9 @@ public actor FakeUnarchiver: Unarchiver {
                 }
                 let file = staging.appendingPathComponent(path)
                 try FileManager.default.createDirectory(
-                    at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+                    at: file.deletingLastPathComponent(),
+                    withIntermediateDirectories: true
+                )
                 try data.write(to: file)
                 let digest = try options.fileHasher.map { makeHasher in
                     let hasher = try makeHasher()
@@ -76,8 +80,12 @@ public actor FakeUnarchiver: Unarchiver {
                 written.append(ExtractionReport.File(path: path, size: Int64(data.count), digest: digest))
                 progress?(
                     ExtractionReport.Progress(
-                        entriesCompleted: written.count, entriesTotal: files.count, bytesWritten: total,
-                        bytesTotal: Int64(files.values.reduce(0) { $0 + $1.utf8.count })))
+                        entriesCompleted: written.count,
+                        entriesTotal: files.count,
+                        bytesWritten: total,
+                        bytesTotal: Int64(files.values.reduce(0) { $0 + $1.utf8.count })
+                    )
+                )
             }
             try FileManager.default.moveItem(at: staging, to: destination)
             extractions += 1

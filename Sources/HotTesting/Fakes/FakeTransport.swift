@@ -90,7 +90,11 @@ public actor FakeTransport: Transport {
         switch replies[request.url] {
         case nil:
             return TransportResponse(
-                url: request.url, statusCode: 404, expectedContentLength: 0, body: ByteStream(chunks: []))
+                url: request.url,
+                statusCode: 404,
+                expectedContentLength: 0,
+                body: ByteStream(chunks: [])
+            )
         case .failure(let error):
             throw error
         case .response(let status, let body, let headers, let chunkSize):
@@ -102,25 +106,39 @@ public actor FakeTransport: Transport {
             }
             if let limit = request.maxBytes, Int64(slice.count) > limit {
                 throw HotUpdateError(
-                    .byteLimitExceeded, "the body announces \(slice.count) bytes, more than the \(limit) allowed",
-                    subject: request.url.absoluteString)
+                    .byteLimitExceeded,
+                    "the body announces \(slice.count) bytes, more than the \(limit) allowed",
+                    subject: request.url.absoluteString
+                )
             }
             return TransportResponse(
-                url: request.url, statusCode: request.range == nil ? status : 206, headers: headers,
-                expectedContentLength: Int64(slice.count), body: ByteStream(chunks: Self.chunks(slice, chunkSize)))
+                url: request.url,
+                statusCode: request.range == nil ? status : 206,
+                headers: headers,
+                expectedContentLength: Int64(slice.count),
+                body: ByteStream(chunks: Self.chunks(slice, chunkSize))
+            )
         case .held(let body, let deliver):
             let (stream, writer) = ByteStream.makeStream(capacity: 1 << 16)
             if deliver > 0 { try writer.writeBlocking(body.prefix(deliver)) }
             heldBodies[request.url, default: []].append((writer, Data(body.dropFirst(deliver))))
             return TransportResponse(
-                url: request.url, statusCode: 200, expectedContentLength: Int64(body.count), body: stream)
+                url: request.url,
+                statusCode: 200,
+                expectedContentLength: Int64(body.count),
+                body: stream
+            )
         case .truncated(let body, let deliver, let error):
             let (stream, writer) = ByteStream.makeStream(capacity: 1 << 16)
             let delivered = body.prefix(deliver)
             for chunk in Self.chunks(Data(delivered), 64 << 10) { try writer.writeBlocking(chunk) }
             writer.finish(throwing: error)
             return TransportResponse(
-                url: request.url, statusCode: 200, expectedContentLength: Int64(body.count), body: stream)
+                url: request.url,
+                statusCode: 200,
+                expectedContentLength: Int64(body.count),
+                body: stream
+            )
         }
     }
 

@@ -33,8 +33,12 @@ struct LocalRepository {
         for folder in Self.immutableFolders {
             let directory = files.root.appendingPathComponent(folder, isDirectory: true)
             let base = directory.standardizedFileURL.resolvingSymlinksInPath().path
-            guard let enumerator = FileManager.default.enumerator(
-                at: directory, includingPropertiesForKeys: [.isRegularFileKey], options: [.skipsHiddenFiles])
+            guard
+                let enumerator = FileManager.default.enumerator(
+                    at: directory,
+                    includingPropertiesForKeys: [.isRegularFileKey],
+                    options: [.skipsHiddenFiles]
+                )
             else { continue }
             while let url = enumerator.nextObject() as? URL {
                 guard (try? url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true else { continue }
@@ -67,7 +71,13 @@ struct LocalRepository {
                 if let path = repositoryPath(of: version.url, relativeTo: path) { named.insert(path) }
             }
         }
-        return Manifest(path: path, data: data, body: body, signatureCount: envelope.signatures.count, namedPaths: named)
+        return Manifest(
+            path: path,
+            data: data,
+            body: body,
+            signatureCount: envelope.signatures.count,
+            namedPaths: named
+        )
     }
 
     /// The repository path a manifest's package URL points at, or nil for a URL elsewhere.

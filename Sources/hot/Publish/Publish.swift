@@ -26,7 +26,8 @@ struct Publish: AsyncParsableCommand {
             Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else \
             the profile AWS_PROFILE (or default) in ~/.aws/credentials. Region: --region, else \
             AWS_REGION, else us-east-1. Requests are signed by libcurl (SigV4).
-            """)
+            """
+    )
 
     enum ACL: String, ExpressibleByArgument, CaseIterable {
         case `private`
@@ -87,16 +88,27 @@ struct Publish: AsyncParsableCommand {
             let bucket = S3Bucket(
                 client: S3Client(
                     endpoint: try S3Endpoint(
-                        bucket: location.bucket, endpoint: endpointURL, region: region, addressing: addressing),
-                    credentials: try S3Credentials.load(), region: region))
+                        bucket: location.bucket,
+                        endpoint: endpointURL,
+                        region: region,
+                        addressing: addressing
+                    ),
+                    credentials: try S3Credentials.load(),
+                    region: region
+                )
+            )
             let publisher = Publisher(
-                repository: LocalRepository(files: RepositoryFiles(root: directoryURL(repo))), location: location,
-                bucket: bucket, settings: settings)
+                repository: LocalRepository(files: RepositoryFiles(root: directoryURL(repo))),
+                location: location,
+                bucket: bucket,
+                settings: settings
+            )
             let summary = try await publisher.publish()
             emit(
                 "\(dryRun ? "would publish" : "published") \(destination): \(summary.uploaded) package file(s) uploaded, "
                     + "\(summary.present) already there, \(summary.manifestsUploaded) manifest(s) uploaded, "
-                    + "\(summary.manifestsUnchanged) unchanged")
+                    + "\(summary.manifestsUnchanged) unchanged"
+            )
             if prune {
                 let deleted = try await publisher.prune(keep: keep)
                 emit("\(dryRun ? "would delete" : "deleted") \(deleted) package file(s)")
@@ -108,9 +120,15 @@ struct Publish: AsyncParsableCommand {
         var headers: [String: String] = [:]
         if let acl { headers["x-amz-acl"] = acl.rawValue }
         return Publisher.Settings(
-            dryRun: dryRun, concurrency: concurrency, packageCacheControl: packageCacheControl,
-            manifestCacheControl: manifestCacheControl, multipartThreshold: Int64(multipartThreshold) << 20,
-            partSize: partSize << 20, extraHeaders: headers, allowUnsigned: allowUnsigned)
+            dryRun: dryRun,
+            concurrency: concurrency,
+            packageCacheControl: packageCacheControl,
+            manifestCacheControl: manifestCacheControl,
+            multipartThreshold: Int64(multipartThreshold) << 20,
+            partSize: partSize << 20,
+            extraHeaders: headers,
+            allowUnsigned: allowUnsigned
+        )
     }
 }
 

@@ -43,14 +43,21 @@ struct Publisher: Sendable {
     func publish() async throws -> Summary {
         let manifests = try repository.manifests()
         guard !manifests.isEmpty else {
-            throw HotUpdateError(.notFound, "no manifest.json and no channels/*/manifest.json in \(repository.files.root.path)")
+            throw HotUpdateError(
+                .notFound,
+                "no manifest.json and no channels/*/manifest.json in \(repository.files.root.path)"
+            )
         }
         if !settings.allowUnsigned, let unsigned = manifests.first(where: { $0.signatureCount == 0 }) {
             throw HotUpdateError(
-                .signatureInvalid, "\(unsigned.path) is not signed: sign it with `hot sign` (or pass --allow-unsigned)")
+                .signatureInvalid,
+                "\(unsigned.path) is not signed: sign it with `hot sign` (or pass --allow-unsigned)"
+            )
         }
         let remote = Dictionary(
-            try await bucket.list(prefix: location.prefix).map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+            try await bucket.list(prefix: location.prefix).map { ($0.key, $0) },
+            uniquingKeysWith: { first, _ in first }
+        )
 
         var summary = Summary()
         var toUpload: [(path: String, url: URL, size: Int64)] = []
@@ -63,7 +70,8 @@ struct Publisher: Sendable {
                     throw HotUpdateError(
                         .sizeMismatch,
                         "the bucket holds \(object.size) bytes under this name, the repository \(size): package files never change",
-                        subject: bucket.endpoint.describe(key: key))
+                        subject: bucket.endpoint.describe(key: key)
+                    )
                 }
                 summary.present += 1
                 inBucket.insert(file.path)
@@ -87,7 +95,8 @@ struct Publisher: Sendable {
             guard missing.isEmpty else {
                 throw HotUpdateError(
                     .notFound,
-                    "\(manifest.path) names \(missing.joined(separator: ", ")), which neither the repository nor the bucket holds; no manifest was uploaded")
+                    "\(manifest.path) names \(missing.joined(separator: ", ")), which neither the repository nor the bucket holds; no manifest was uploaded"
+                )
             }
         }
 
@@ -180,7 +189,9 @@ struct Publisher: Sendable {
                 kept += 1
                 continue
             }
-            etags.append(try await bucket.uploadPart(key: key, uploadID: uploadID, number: number, body: body, md5: md5))
+            etags.append(
+                try await bucket.uploadPart(key: key, uploadID: uploadID, number: number, body: body, md5: md5)
+            )
         }
         try await bucket.completeUpload(key: key, uploadID: uploadID, etags: etags)
         return kept
@@ -207,7 +218,10 @@ struct Publisher: Sendable {
             }
         }
         guard !live.isEmpty else {
-            throw HotUpdateError(.notFound, "the bucket holds no manifest under \(bucket.endpoint.describe(key: prefix)); nothing is pruned")
+            throw HotUpdateError(
+                .notFound,
+                "the bucket holds no manifest under \(bucket.endpoint.describe(key: prefix)); nothing is pruned"
+            )
         }
         var named = Set<String>()
         for path in live.keys.sorted() {

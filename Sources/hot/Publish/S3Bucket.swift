@@ -30,14 +30,21 @@ struct S3Bucket: Sendable {
             var query = [("list-type", "2"), ("prefix", prefix)]
             if let token { query.append(("continuation-token", token)) }
             let response = try await client.require(
-                S3Request("GET", key: nil, query: query), "cannot list s3://\(endpoint.bucket)/\(prefix)")
+                S3Request("GET", key: nil, query: query),
+                "cannot list s3://\(endpoint.bucket)/\(prefix)"
+            )
             let text = response.text
             for block in S3XML.blocks("Contents", in: text) {
                 guard let key = S3XML.value("Key", in: block) else { continue }
                 objects.append(
                     Object(
-                        key: key, size: S3XML.value("Size", in: block).flatMap { Int64($0) } ?? -1,
-                        etag: (S3XML.value("ETag", in: block) ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "\""))))
+                        key: key,
+                        size: S3XML.value("Size", in: block).flatMap { Int64($0) } ?? -1,
+                        etag: (S3XML.value("ETag", in: block) ?? "").trimmingCharacters(
+                            in: CharacterSet(charactersIn: "\"")
+                        )
+                    )
+                )
             }
             let truncated = S3XML.value("IsTruncated", in: text[...]) == "true"
             token = truncated ? S3XML.value("NextContinuationToken", in: text[...]) : nil
@@ -57,13 +64,17 @@ struct S3Bucket: Sendable {
         if onlyIfAbsent, response.status == 412 { return .alreadyThere }
         guard response.isSuccess else {
             throw HotUpdateError(
-                .httpStatus, "upload refused: HTTP \(response.status) \(S3XML.errorSummary(response.text))",
-                subject: endpoint.describe(key: key))
+                .httpStatus,
+                "upload refused: HTTP \(response.status) \(S3XML.errorSummary(response.text))",
+                subject: endpoint.describe(key: key)
+            )
         }
         if let etag = response.etag, etag.count == 32, etag.lowercased() != md5.hex {
             throw HotUpdateError(
-                .digestMismatch, "the store holds other bytes than were sent (ETag \(etag), MD5 \(md5.hex))",
-                subject: endpoint.describe(key: key))
+                .digestMismatch,
+                "the store holds other bytes than were sent (ETag \(etag), MD5 \(md5.hex))",
+                subject: endpoint.describe(key: key)
+            )
         }
         return .uploaded
     }
@@ -74,8 +85,10 @@ struct S3Bucket: Sendable {
         if response.status == 404 { return nil }
         guard response.isSuccess else {
             throw HotUpdateError(
-                .httpStatus, "cannot read: HTTP \(response.status) \(S3XML.errorSummary(response.text))",
-                subject: endpoint.describe(key: key))
+                .httpStatus,
+                "cannot read: HTTP \(response.status) \(S3XML.errorSummary(response.text))",
+                subject: endpoint.describe(key: key)
+            )
         }
         return response.body
     }
@@ -91,7 +104,8 @@ struct S3Bucket: Sendable {
     func unfinishedUpload(key: String) async throws -> String? {
         let response = try await client.require(
             S3Request("GET", key: nil, query: [("uploads", ""), ("prefix", key)]),
-            "cannot list the unfinished uploads of \(endpoint.describe(key: key))")
+            "cannot list the unfinished uploads of \(endpoint.describe(key: key))"
+        )
         var found: [(initiated: String, id: String)] = []
         for block in S3XML.blocks("Upload", in: response.text) where S3XML.value("Key", in: block) == key {
             if let id = S3XML.value("UploadId", in: block) {
@@ -109,7 +123,9 @@ struct S3Bucket: Sendable {
             var query = [("uploadId", uploadID)]
             if let marker { query.append(("part-number-marker", marker)) }
             let response = try await client.require(
-                S3Request("GET", key: key, query: query), "cannot list the parts of an unfinished upload")
+                S3Request("GET", key: key, query: query),
+                "cannot list the parts of an unfinished upload"
+            )
             let text = response.text
             for block in S3XML.blocks("Part", in: text) {
                 guard let number = S3XML.value("PartNumber", in: block).flatMap({ Int($0) }) else { continue }
@@ -118,7 +134,9 @@ struct S3Bucket: Sendable {
                     (S3XML.value("ETag", in: block) ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "\""))
                 )
             }
-            marker = S3XML.value("IsTruncated", in: text[...]) == "true" ? S3XML.value("NextPartNumberMarker", in: text[...]) : nil
+            marker =
+                S3XML.value("IsTruncated", in: text[...]) == "true"
+                ? S3XML.value("NextPartNumberMarker", in: text[...]) : nil
         } while marker != nil
         return parts
     }
@@ -126,9 +144,15 @@ struct S3Bucket: Sendable {
     /// Starts a multipart upload; the object's headers are given here.
     func startUpload(key: String, headers: [String: String]) async throws -> String {
         let response = try await client.require(
-            S3Request("POST", key: key, query: [("uploads", "")], headers: headers), "cannot start a multipart upload")
+            S3Request("POST", key: key, query: [("uploads", "")], headers: headers),
+            "cannot start a multipart upload"
+        )
         guard let id = S3XML.value("UploadId", in: response.text[...]) else {
-            throw HotUpdateError(.transportFailed, "the store answered no UploadId", subject: endpoint.describe(key: key))
+            throw HotUpdateError(
+                .transportFailed,
+                "the store answered no UploadId",
+                subject: endpoint.describe(key: key)
+            )
         }
         return id
     }
@@ -137,14 +161,21 @@ struct S3Bucket: Sendable {
     func uploadPart(key: String, uploadID: String, number: Int, body: Data, md5: Digest) async throws -> String {
         let response = try await client.require(
             S3Request(
-                "PUT", key: key, query: [("partNumber", String(number)), ("uploadId", uploadID)],
-                headers: ["Content-MD5": Data(md5.bytes).base64EncodedString()], body: body),
-            "cannot upload part \(number)")
+                "PUT",
+                key: key,
+                query: [("partNumber", String(number)), ("uploadId", uploadID)],
+                headers: ["Content-MD5": Data(md5.bytes).base64EncodedString()],
+                body: body
+            ),
+            "cannot upload part \(number)"
+        )
         let etag = response.etag ?? md5.hex
         guard etag.lowercased() == md5.hex else {
             throw HotUpdateError(
-                .digestMismatch, "part \(number) was stored with ETag \(etag), not its MD5 \(md5.hex)",
-                subject: endpoint.describe(key: key))
+                .digestMismatch,
+                "part \(number) was stored with ETag \(etag), not its MD5 \(md5.hex)",
+                subject: endpoint.describe(key: key)
+            )
         }
         return etag
     }
@@ -158,9 +189,14 @@ struct S3Bucket: Sendable {
         xml += "</CompleteMultipartUpload>"
         _ = try await client.require(
             S3Request(
-                "POST", key: key, query: [("uploadId", uploadID)], headers: ["Content-Type": "application/xml"],
-                body: Data(xml.utf8)),
-            "cannot complete the multipart upload")
+                "POST",
+                key: key,
+                query: [("uploadId", uploadID)],
+                headers: ["Content-Type": "application/xml"],
+                body: Data(xml.utf8)
+            ),
+            "cannot complete the multipart upload"
+        )
     }
 }
 #endif

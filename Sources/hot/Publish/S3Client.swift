@@ -14,7 +14,13 @@ struct S3Request: Sendable {
     var headers: [String: String] = [:]
     var body: Data?
 
-    init(_ method: String, key: String?, query: [(String, String)] = [], headers: [String: String] = [:], body: Data? = nil) {
+    init(
+        _ method: String,
+        key: String?,
+        query: [(String, String)] = [],
+        headers: [String: String] = [:],
+        body: Data? = nil
+    ) {
         self.method = method
         self.key = key
         self.query = query
@@ -76,8 +82,10 @@ struct S3Client: Sendable {
         let response = try await send(request)
         guard response.isSuccess, !Self.isErrorDocument(response) else {
             throw HotUpdateError(
-                .httpStatus, "\(what()): HTTP \(response.status) \(S3XML.errorSummary(response.text))",
-                subject: request.key.map { endpoint.describe(key: $0) })
+                .httpStatus,
+                "\(what()): HTTP \(response.status) \(S3XML.errorSummary(response.text))",
+                subject: request.key.map { endpoint.describe(key: $0) }
+            )
         }
         return response
     }
@@ -98,8 +106,13 @@ struct S3Client: Sendable {
             headers["Content-Type"] = "application/octet-stream"
         }
         let call = S3Call(
-            method: request.method, url: url, headers: headers, body: request.body,
-            sigv4: "aws:amz:\(region):s3", credentials: credentials)
+            method: request.method,
+            url: url,
+            headers: headers,
+            body: request.body,
+            sigv4: "aws:amz:\(region):s3",
+            credentials: credentials
+        )
         return try await withCheckedThrowingContinuation { continuation in
             let thread = Thread { continuation.resume(with: Result { try call.perform() }) }
             thread.name = "S3Client"
@@ -121,7 +134,8 @@ private final class S3Call: @unchecked Sendable {
     private var responseHeaders: [String: String] = [:]
     private var responseBody = Data()
 
-    init(method: String, url: String, headers: [String: String], body: Data?, sigv4: String, credentials: S3Credentials) {
+    init(method: String, url: String, headers: [String: String], body: Data?, sigv4: String, credentials: S3Credentials)
+    {
         self.method = method
         self.url = url
         self.headers = headers
@@ -147,7 +161,10 @@ private final class S3Call: @unchecked Sendable {
         func check(_ code: CURLcode, _ what: String) throws {
             guard code == CURLE_OK else {
                 throw HotUpdateError(
-                    .transportFailed, "libcurl refused \(what): \(String(cString: curl_easy_strerror(code)))", subject: url)
+                    .transportFailed,
+                    "libcurl refused \(what): \(String(cString: curl_easy_strerror(code)))",
+                    subject: url
+                )
             }
         }
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -176,7 +193,10 @@ private final class S3Call: @unchecked Sendable {
             list = appended
         }
         if let list { try check(hot_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, list), "the headers") }
-        try check(hot_curl_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION, s3HeaderCallback), "the header callback")
+        try check(
+            hot_curl_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION, s3HeaderCallback),
+            "the header callback"
+        )
         try check(hot_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, context), "the header context")
         try check(hot_curl_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, s3WriteCallback), "the write callback")
         try check(hot_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, context), "the write context")
@@ -197,7 +217,10 @@ private final class S3Call: @unchecked Sendable {
             let detail = String(cString: errorBuffer)
             let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
             throw HotUpdateError(
-                code == CURLE_OPERATION_TIMEDOUT ? .timedOut : .transportFailed, "\(method) failed: \(reason)", subject: url)
+                code == CURLE_OPERATION_TIMEDOUT ? .timedOut : .transportFailed,
+                "\(method) failed: \(reason)",
+                subject: url
+            )
         }
         var final = 0
         _ = hot_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &final)
@@ -225,7 +248,10 @@ private final class S3Call: @unchecked Sendable {
 }
 
 private func s3HeaderCallback(
-    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+    _ data: UnsafeMutablePointer<CChar>?,
+    _ size: Int,
+    _ count: Int,
+    _ context: UnsafeMutableRawPointer?
 ) -> Int {
     guard let context else { return 0 }
     return Unmanaged<S3Call>.fromOpaque(context).takeUnretainedValue()
@@ -233,7 +259,10 @@ private func s3HeaderCallback(
 }
 
 private func s3WriteCallback(
-    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+    _ data: UnsafeMutablePointer<CChar>?,
+    _ size: Int,
+    _ count: Int,
+    _ context: UnsafeMutableRawPointer?
 ) -> Int {
     guard let context else { return 0 }
     return Unmanaged<S3Call>.fromOpaque(context).takeUnretainedValue()

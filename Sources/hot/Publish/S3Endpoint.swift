@@ -27,7 +27,11 @@ struct S3Endpoint: Sendable {
         if let endpoint {
             guard let scheme = endpoint.scheme?.lowercased(), ["http", "https"].contains(scheme), endpoint.host != nil
             else {
-                throw HotUpdateError(.invalidArgument, "the endpoint must be an http or https URL", subject: endpoint.absoluteString)
+                throw HotUpdateError(
+                    .invalidArgument,
+                    "the endpoint must be an http or https URL",
+                    subject: endpoint.absoluteString
+                )
             }
             base = endpoint
             self.addressing = addressing ?? .path
@@ -40,7 +44,9 @@ struct S3Endpoint: Sendable {
         }
         if self.addressing == .virtual, bucket.contains(".") || bucket.lowercased() != bucket {
             throw HotUpdateError(
-                .invalidArgument, "bucket '\(bucket)' cannot be addressed virtual-hosted (use --addressing path)")
+                .invalidArgument,
+                "bucket '\(bucket)' cannot be addressed virtual-hosted (use --addressing path)"
+            )
         }
     }
 
@@ -135,12 +141,15 @@ struct S3Credentials: Sendable {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
             throw HotUpdateError(
                 .notFound,
-                "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or write profile '\(profile)' in \(path)")
+                "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or write profile '\(profile)' in \(path)"
+            )
         }
         let values = parseProfile(text, profile: profile)
         guard let key = values["aws_access_key_id"], let secret = values["aws_secret_access_key"] else {
             throw HotUpdateError(
-                .notFound, "profile '\(profile)' in \(path) has no aws_access_key_id and aws_secret_access_key")
+                .notFound,
+                "profile '\(profile)' in \(path) has no aws_access_key_id and aws_secret_access_key"
+            )
         }
         return S3Credentials(accessKeyID: key, secretAccessKey: secret, sessionToken: values["aws_session_token"])
     }
@@ -170,7 +179,9 @@ enum S3XML {
     static func values(_ name: String, in text: Substring) -> [String] {
         var result: [String] = []
         var rest = text[...]
-        while let open = rest.range(of: "<\(name)>"), let close = rest.range(of: "</\(name)>", range: open.upperBound..<rest.endIndex) {
+        while let open = rest.range(of: "<\(name)>"),
+            let close = rest.range(of: "</\(name)>", range: open.upperBound..<rest.endIndex)
+        {
             result.append(unescape(String(rest[open.upperBound..<close.lowerBound])))
             rest = rest[close.upperBound...]
         }
@@ -184,7 +195,9 @@ enum S3XML {
     static func blocks(_ name: String, in text: String) -> [Substring] {
         var result: [Substring] = []
         var rest = text[...]
-        while let open = rest.range(of: "<\(name)>"), let close = rest.range(of: "</\(name)>", range: open.upperBound..<rest.endIndex) {
+        while let open = rest.range(of: "<\(name)>"),
+            let close = rest.range(of: "</\(name)>", range: open.upperBound..<rest.endIndex)
+        {
             result.append(rest[open.upperBound..<close.lowerBound])
             rest = rest[close.upperBound...]
         }

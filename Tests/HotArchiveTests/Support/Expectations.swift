@@ -78,8 +78,13 @@ enum Verify {
     /// and none of `escapes` (paths relative to the destination, as a hostile entry names
     /// them) exists afterwards unless it existed, unchanged, before.
     static func extraction(
-        _ archive: URL, with backend: Backend, options: ExtractOptions, in scratch: Scratch,
-        expecting outcome: Outcome, escapes: [String] = [], corpus: URL? = nil,
+        _ archive: URL,
+        with backend: Backend,
+        options: ExtractOptions,
+        in scratch: Scratch,
+        expecting outcome: Outcome,
+        escapes: [String] = [],
+        corpus: URL? = nil,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let destination = scratch.path("out")
@@ -99,8 +104,10 @@ enum Verify {
             }
             for word in mentioning {
                 #expect(
-                    error?.message.contains(word) == true, "the message should name '\(word)': \(error?.message ?? "")",
-                    sourceLocation: sourceLocation)
+                    error?.message.contains(word) == true,
+                    "the message should name '\(word)': \(error?.message ?? "")",
+                    sourceLocation: sourceLocation
+                )
             }
             #expect(!FileManager.default.fileExists(atPath: destination.path), sourceLocation: sourceLocation)
             #expect(scratch.listing() == before, sourceLocation: sourceLocation)
@@ -111,8 +118,13 @@ enum Verify {
             let tree = try Trees.snapshot(destination)
             #expect(
                 Set(tree.keys.map(normalized)) == Set(expected.keys.map(normalized)),
-                "extracted \(tree.keys.sorted()), expected \(expected.keys.sorted())", sourceLocation: sourceLocation)
-            let byName = Dictionary(tree.map { (normalized($0.key), $0.value) }, uniquingKeysWith: { first, _ in first })
+                "extracted \(tree.keys.sorted()), expected \(expected.keys.sorted())",
+                sourceLocation: sourceLocation
+            )
+            let byName = Dictionary(
+                tree.map { (normalized($0.key), $0.value) },
+                uniquingKeysWith: { first, _ in first }
+            )
             for (path, node) in expected {
                 guard let got = byName[normalized(path)] else { continue }
                 try check(got, against: node, path: path, corpus: corpus, sourceLocation: sourceLocation)
@@ -120,7 +132,8 @@ enum Verify {
             let expectedFiles = expected.filter { $0.value.isFile }
             #expect(
                 Set(report.files.map { normalized($0.path) }) == Set(expectedFiles.keys.map(normalized)),
-                sourceLocation: sourceLocation)
+                sourceLocation: sourceLocation
+            )
             #expect(report.totalBytes == report.files.reduce(0) { $0 + $1.size }, sourceLocation: sourceLocation)
             #expect(scratch.listing() == (before + ["out"]).sorted(), sourceLocation: sourceLocation)
 
@@ -159,19 +172,35 @@ enum Verify {
     }
 
     private static func check(
-        _ got: Node, against expected: ExpectedNode, path: String, corpus: URL?, sourceLocation: SourceLocation
+        _ got: Node,
+        against expected: ExpectedNode,
+        path: String,
+        corpus: URL?,
+        sourceLocation: SourceLocation
     ) throws {
         switch (got, expected) {
         case (.file(let data), .bytes(let bytes)):
             #expect(Array(data) == bytes, "\(path): content differs", sourceLocation: sourceLocation)
         case (.file(let data), .checksum(let size, let crc)):
-            #expect(data.count == size, "\(path): \(data.count) bytes, expected \(size)", sourceLocation: sourceLocation)
+            #expect(
+                data.count == size,
+                "\(path): \(data.count) bytes, expected \(size)",
+                sourceLocation: sourceLocation
+            )
             #expect(CRC32.of(data) == crc, "\(path): CRC-32 differs", sourceLocation: sourceLocation)
         case (.file(let data), .sameAs(let file)):
             let reference = try #require(corpus, sourceLocation: sourceLocation).appendingPathComponent(file)
-            #expect(data == (try Data(contentsOf: reference)), "\(path): differs from \(file)", sourceLocation: sourceLocation)
+            #expect(
+                data == (try Data(contentsOf: reference)),
+                "\(path): differs from \(file)",
+                sourceLocation: sourceLocation
+            )
         case (.file(let data), .size(let size)):
-            #expect(data.count == size, "\(path): \(data.count) bytes, expected \(size)", sourceLocation: sourceLocation)
+            #expect(
+                data.count == size,
+                "\(path): \(data.count) bytes, expected \(size)",
+                sourceLocation: sourceLocation
+            )
         case (.directory, .directory):
             break
         case (.symlink(let target), .symlink(let expectedTarget)):

@@ -24,7 +24,9 @@ struct Scratch {
             while let relative = walker.nextObject() as? String {
                 if walker.fileAttributes?[.type] as? FileAttributeType == .typeDirectory {
                     try? manager.setAttributes(
-                        [.posixPermissions: 0o700], ofItemAtPath: url.appendingPathComponent(relative).path)
+                        [.posixPermissions: 0o700],
+                        ofItemAtPath: url.appendingPathComponent(relative).path
+                    )
                 }
             }
         }

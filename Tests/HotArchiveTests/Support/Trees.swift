@@ -107,8 +107,10 @@ enum Trees {
         let want = try snapshot(source)
         #expect(got.keys.sorted() == want.keys.sorted(), sourceLocation: sourceLocation)
         for (path, node) in want where got[path] != node {
-            Issue.record("\(path): extracted \(got[path].map(String.init(describing:)) ?? "nothing"), source \(node)",
-                sourceLocation: sourceLocation)
+            Issue.record(
+                "\(path): extracted \(got[path].map(String.init(describing:)) ?? "nothing"), source \(node)",
+                sourceLocation: sourceLocation
+            )
         }
     }
 }
@@ -129,7 +131,9 @@ struct SeededGenerator: RandomNumberGenerator {
 /// Expects `body` to throw a ``HotUpdateError`` with `code`, and returns it.
 @discardableResult
 func expectHotError<T>(
-    _ code: HotUpdateError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> T
+    _ code: HotUpdateError.Code,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () async throws -> T
 ) async -> HotUpdateError? {
     do {
         _ = try await body()
