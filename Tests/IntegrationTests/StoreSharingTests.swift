@@ -37,7 +37,9 @@ struct StoreSharingTests {
 
     @Test("hot status during a slow sync leaves the sync's download alone; a missing root is refused, not created")
     func statusDuringSync() async throws {
-        let rig = try await KillRig()
+        // Slow enough (about 8 s for the update) that a test process starved by a loaded machine
+        // still sees the download under way.
+        let rig = try await KillRig(bytesPerSecond: 40_000)
         let (root, logs) = try rig.makeRoot(.atVersion1)
         let sync = try HotRun(
             ["sync"] + rig.syncArguments(manifest: 2, slow: true, root: root),
@@ -71,7 +73,9 @@ struct StoreSharingTests {
 
     @Test("hot delete during a sync stays deleted: the sync does not write back the record it read before")
     func deleteDuringSync() async throws {
-        let rig = try await KillRig()
+        // Slow enough (about 8 s for the update) that a test process starved by a loaded machine
+        // still sees the download under way.
+        let rig = try await KillRig(bytesPerSecond: 40_000)
         let (root, logs) = try rig.makeRoot(.atVersion1)
         let sync = try HotRun(
             ["sync"] + rig.syncArguments(manifest: 2, slow: true, root: root),
