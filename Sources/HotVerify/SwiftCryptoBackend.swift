@@ -19,7 +19,7 @@ import _CryptoExtras
 /// ```
 public final class CryptoHasher: DigestHasher {
     /// The algorithm this hasher computes.
-    public let algorithm: Digest.Algorithm
+    public let algorithm: HotCore.Digest.Algorithm
     private var md5: Insecure.MD5?
     private var sha256: SHA256?
     private var result: HotCore.Digest?
@@ -28,7 +28,7 @@ public final class CryptoHasher: DigestHasher {
     ///
     /// - Parameter algorithm: `Digest.Algorithm.md5` or `Digest.Algorithm.sha256`.
     /// - Throws: `HotUpdateError.Code.unsupported` for another algorithm.
-    public init(algorithm: Digest.Algorithm) throws {
+    public init(algorithm: HotCore.Digest.Algorithm) throws {
         switch algorithm {
         case .sha256: sha256 = SHA256()
         case .md5: md5 = Insecure.MD5()
@@ -69,7 +69,7 @@ enum CryptoBackend {
     /// The library behind ``CryptoVerifier`` and ``CryptoSigner`` in this build.
     static let name = "swift-crypto"
 
-    static let supportedDigests: Set<Digest.Algorithm> = [.md5, .sha256]
+    static let supportedDigests: Set<HotCore.Digest.Algorithm> = [.md5, .sha256]
 
     static func verify(signature: Data, of message: Data, with key: PublicKey) throws -> Bool {
         let info = try SubjectPublicKeyInfo(pem: key.pem)

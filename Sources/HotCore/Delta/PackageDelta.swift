@@ -3,7 +3,7 @@ import Foundation
 extension PackageDescriptor {
     /// A delta package that turns one installed version into the descriptor's version: the
     /// new and changed files (or binary patches of them), the removed paths and the target's
-    /// full file list, in a ZIP archive laid out as ``DeltaLayout`` says.
+    /// full file list, in a ZIP archive laid out as the delta layout says.
     ///
     /// A client whose active version's archive has ``baseSHA256`` may download the delta
     /// instead of the full package when it is smaller; on any failure it falls back to the
@@ -63,7 +63,7 @@ extension PackageDescriptor {
     }
 }
 
-/// How a delta archive is laid out, version ``DeltaLayout/format``.
+/// How a delta archive is laid out, version the delta layout.
 ///
 /// ```
 /// hotdelta.json     DeltaLayout.Header: base and target, removed paths, patches
@@ -89,7 +89,7 @@ package enum DeltaLayout {
 
     /// The header of a delta archive.
     package struct Header: Codable, Sendable, Hashable {
-        /// ``DeltaLayout/format``.
+        /// the delta layout.
         package var format: Int
         /// The package id.
         package var package: String
@@ -133,7 +133,7 @@ package enum DeltaLayout {
         package var path: String
         /// The base file's SHA-256, hex: the object the patch applies to.
         package var base: String
-        /// The patch's name under ``DeltaLayout/patchesDirectory``.
+        /// The patch's name under the delta layout.
         package var patch: String
         /// The patch's format, as a ``BinaryPatcher`` names it (`zstd`).
         package var method: String

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 
 /// Downloads that survive a cut: the bytes go to `partial/<sha256>` and a later attempt asks
-/// only for the rest. See ``UpdaterConfiguration/UpdaterConfiguration.PartialDownloadPolicy``.
+/// only for the rest. See ``UpdaterConfiguration/PartialDownloadPolicy``.
 extension PackageFetcher {
     /// How one attempt ended.
     private enum Attempt {

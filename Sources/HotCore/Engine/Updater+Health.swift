@@ -128,7 +128,7 @@ extension Updater {
     /// - Parameters:
     ///   - packageID: The package.
     ///   - depth: How deep the check before the repair goes.
-    /// - Returns: What was found and done; ``PackageHealth/PackageHealth.RepairReport/error`` says why a re-fetch failed.
+    /// - Returns: What was found and done; ``PackageHealth/RepairReport/error`` says why a re-fetch failed.
     /// - Throws: ``HotUpdateError/Code/notFound`` when the package has no active version;
     ///   ``HotUpdateError`` when the store cannot be read or written.
     ///

@@ -325,7 +325,7 @@ extension Updater {
     /// version whose timing is not ``LaunchPolicy/Timing/immediate`` waits as
     /// ``InstallRecord/pending`` (a version waiting before it is replaced); otherwise it becomes
     /// active, the active one goes first among the previous ones, and a guarded package's new
-    /// version starts ``InstallRecord/InstallRecord.LaunchPhase/pending`` with the last confirmed version as its fallback.
+    /// version starts ``InstallRecord/LaunchPhase/pending`` with the last confirmed version as its fallback.
     /// Blocked versions stay recorded.
     static func installing(
         _ version: InstalledVersion,

@@ -73,7 +73,7 @@ extension InstallRecord {
     public struct LaunchTrial: Codable, Sendable, Hashable {
         /// Where the active version stands.
         public var phase: InstallRecord.LaunchPhase
-        /// The token of the launch that tries it, when ``phase`` is ``InstallRecord/InstallRecord.LaunchPhase/trial``.
+        /// The token of the launch that tries it, when ``phase`` is ``InstallRecord/LaunchPhase/trial``.
         public var token: String?
         /// When that launch began.
         public var startedAt: Date?

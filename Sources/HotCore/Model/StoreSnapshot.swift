@@ -119,7 +119,7 @@ public struct InstallRecord: Codable, Sendable, Hashable {
     /// never needed a trial.
     public var launch: InstallRecord.LaunchTrial?
     /// Versions a failed launch blocked: no sync downloads or restores them again (see
-    /// ``InstallRecord/InstallRecord.BlockedVersion``). Nil when none.
+    /// ``InstallRecord/BlockedVersion``). Nil when none.
     public var blocked: [InstallRecord.BlockedVersion]?
 
     /// Creates a record.

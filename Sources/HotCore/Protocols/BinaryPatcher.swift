@@ -1,10 +1,10 @@
 import Foundation
 
 /// Applies a binary patch of one file against its previous version (a delta's
-/// ``DeltaLayout/Patch``). HotArchive's `ZstdPatcher` implements zstd's patch-from format;
+/// the delta layout). HotArchive's `ZstdPatcher` implements zstd's patch-from format;
 /// an updater without a patcher refuses deltas that hold patches and installs the full package.
 public protocol BinaryPatcher: Sendable {
-    /// The patch format this patcher applies (``DeltaLayout/Patch/method``), such as `zstd`.
+    /// The patch format this patcher applies (the `method` of a patch in the delta layout), such as `zstd`.
     var method: String { get }
 
     /// Writes `base` patched by `patch` to `output`.
