@@ -103,7 +103,7 @@ struct HTTPTelemetryReporterTests {
         let gate = SleepGate()
         let reporter = HTTPTelemetryReporter(
             url: server.collectURL,
-            transport: CurlTransport(),
+            transport: SchemeRoutingTransport.platformHTTP(),
             clientID: "0f7c2a5e-1b1d-4c59-9b7a-3c3b1f9c2d10",
             options: .init(maxBatchEvents: 3),
             sleep: { await gate.sleep($0) }
@@ -166,7 +166,7 @@ struct HTTPTelemetryReporterTests {
         let gate = SleepGate()
         let reporter = HTTPTelemetryReporter(
             url: server.collectURL,
-            transport: CurlTransport(),
+            transport: SchemeRoutingTransport.platformHTTP(),
             clientID: UUID().uuidString.lowercased(),
             options: .init(maxQueuedEvents: 4),
             sleep: { await gate.sleep($0) }
@@ -187,7 +187,7 @@ struct HTTPTelemetryReporterTests {
         let gate = SleepGate()
         let reporter = HTTPTelemetryReporter(
             url: server.brokenURL,
-            transport: CurlTransport(),
+            transport: SchemeRoutingTransport.platformHTTP(),
             clientID: UUID().uuidString.lowercased(),
             sleep: { await gate.sleep($0) }
         )
@@ -215,7 +215,7 @@ struct HTTPTelemetryReporterTests {
         // A collector nobody listens on costs one attempt per batch as well.
         let gone = HTTPTelemetryReporter(
             url: URL(string: "http://127.0.0.1:9/collect")!,
-            transport: CurlTransport(),
+            transport: SchemeRoutingTransport.platformHTTP(),
             clientID: UUID().uuidString.lowercased(),
             sleep: { await gate.sleep($0) }
         )

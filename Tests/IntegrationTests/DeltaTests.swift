@@ -37,7 +37,7 @@ struct DeltaTests {
     static func updater(_ client: SignedClient, patcher: Bool = true) -> Updater {
         var configuration = UpdaterConfiguration(
             root: client.root,
-            transport: CurlTransport(),
+            transport: SchemeRoutingTransport.platformHTTP(),
             unarchiver: ZipUnarchiver(),
             verifier: CryptoVerifier(),
             store: JSONMetadataStore(root: client.root),

@@ -206,7 +206,7 @@ struct ResumeTests {
         defer { server.stop() }
         server.setBody(package.archive)
         server.cutNextResponse(after: package.archive.count / 2)
-        try await withUpdater(TransportKind.curl.make()) { updater, root in
+        try await withUpdater(TransportKind.http.make()) { updater, root in
             let manifest = try Manifest(packages: [package.descriptor(at: server.url)])
             try await expectCut(updater.apply(manifest))
             // Damage the kept bytes, as a crash of the machine might.
@@ -227,7 +227,7 @@ struct ResumeTests {
         let server = try RawHTTPServer.start(.file(quirk: .none))
         defer { server.stop() }
         server.setBody(package.archive)
-        try await withUpdater(TransportKind.curl.make()) { updater, root in
+        try await withUpdater(TransportKind.http.make()) { updater, root in
             try FileManager.default.createDirectory(
                 at: root.appendingPathComponent("partial"),
                 withIntermediateDirectories: true

@@ -73,7 +73,7 @@ struct TelemetryOffTests {
         let on = try SignedClient(trust: .signed(by: [key.publicKey]))
         let reporter = try HTTPTelemetryReporter(
             url: nginx.baseURL.appendingPathComponent("collect"),
-            transport: CurlTransport(),
+            transport: SchemeRoutingTransport.platformHTTP(),
             root: on.root
         )
         try await run(repository, on: nginx, client: on) { _ in reporter }
