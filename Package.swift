@@ -49,6 +49,10 @@ let package = Package(
         .trait(
             name: "SwiftCrypto",
             description: "HotVerify over swift-crypto (the code Apple platforms run) instead of libcrypto on Linux."),
+        .trait(
+            name: "defaults",
+            description: "The default traits under a name that can stand beside others: `--traits defaults,SwiftCrypto`.",
+            enabledTraits: ["LibArchive", "Curl"]),
         .default(enabledTraits: ["LibArchive", "Curl"]),
     ],
     dependencies: [
