@@ -96,7 +96,9 @@ public struct ZipUnarchiver: Unarchiver {
     ///   - archive: The ZIP file.
     ///   - destination: A directory that does not exist or is empty; its parent is created if needed.
     ///   - options: Password, limits, symlink policy, concurrency, and an optional file hasher
-    ///     whose digest of each file's bytes is reported in `ExtractionReport.File.digest`.
+    ///     whose digest of each file's bytes is reported in `ExtractionReport.File.digest`
+    ///     (with `ExtractOptions.trustsRecordedDigests`, the SHA-256 the central directory
+    ///     records for an entry is reported instead of hashing it again).
     ///   - progress: Called after each entry, from worker threads.
     /// - Returns: The files (in archive order), directories and symlinks written.
     /// - Throws: `HotUpdateError` (see the type's documentation); `.invalidArgument` when the
@@ -143,6 +145,12 @@ public struct ZipUnarchiver: Unarchiver {
         }
     }
 
+    /// The SHA-256 `record` carries, when the options trust recorded digests.
+    private static func trustedDigest(_ record: ZipEntryRecord, _ options: ExtractOptions) -> Digest? {
+        guard options.trustsRecordedDigests, let bytes = record.sha256 else { return nil }
+        return try? Digest(algorithm: .sha256, bytes: bytes)
+    }
+
     /// One worker: takes files until none is left or the extraction stops.
     private static func work(
         file: ReadOnlyFile,
@@ -160,7 +168,10 @@ public struct ZipUnarchiver: Unarchiver {
                 let fd = try partial.createFile(entry.path, mode: entry.mode)
                 var open = true
                 defer { if open { close(fd) } }
-                let hasher = try options.fileHasher?()
+                // A digest the verified archive records spares hashing the file again.
+                let created = try options.fileHasher?()
+                let recorded = created?.algorithm == .sha256 ? Self.trustedDigest(entry.record, options) : nil
+                let hasher = recorded == nil ? created : nil
                 let path = entry.path
                 try reader.read(
                     entry.record,
@@ -179,7 +190,7 @@ public struct ZipUnarchiver: Unarchiver {
                 let record = ExtractionReport.File(
                     path: entry.path,
                     size: Int64(entry.record.uncompressedSize),
-                    digest: hasher?.finalize()
+                    digest: recorded ?? hasher?.finalize()
                 )
                 state.finished(file: (index, record))
             } catch {
