@@ -109,6 +109,20 @@ struct InstallBenchmark: AsyncParsableCommand {
                 guard piped.succeeded else {
                     throw HotUpdateError(.internalInconsistency, "the pipeline failed: \(piped.errorOutput)")
                 }
+                if run == 0 {
+                    if let problem = TreeCheck.compare(
+                        out.appendingPathComponent("x").path,
+                        with: corpus,
+                        check: .listAndSizes
+                    ) {
+                        throw HotUpdateError(
+                            .internalInconsistency,
+                            "bsdtar's tree differs from the corpus: \(problem)"
+                        )
+                    }
+                }
+                // Each install alone on the file system: a large package fits twice, not four times.
+                try? FileManager.default.removeItem(at: out)
                 let root = scratch.appendingPathComponent("store-\(run)")
                 sync()
                 let synced = try child.run(
@@ -136,16 +150,6 @@ struct InstallBenchmark: AsyncParsableCommand {
                     ) {
                         throw HotUpdateError(.internalInconsistency, "the install differs from the corpus: \(problem)")
                     }
-                    if let problem = TreeCheck.compare(
-                        out.appendingPathComponent("x").path,
-                        with: corpus,
-                        check: .listAndSizes
-                    ) {
-                        throw HotUpdateError(
-                            .internalInconsistency,
-                            "bsdtar's tree differs from the corpus: \(problem)"
-                        )
-                    }
                 } else {
                     pipeline.append(piped)
                     engine.append(synced)
@@ -157,6 +161,11 @@ struct InstallBenchmark: AsyncParsableCommand {
             let pipeMedian = median(pipeline.map(\.seconds))
             let engineMedian = median(engine.map(\.seconds))
             let ratio = engineMedian / pipeMedian
+            // The goals: a package of many files at most 0.6× the pipeline on tmpfs; one large file at most 1.0×.
+            let goal = largeFileGb == nil ? 0.6 : 1.0
+            let verdict =
+                target.name == "tmpfs" || largeFileGb != nil
+                ? (ratio <= goal ? "met" : "MISSED") : "(tmpfs goal)"
             let rss = engine.map(\.peakRSS).max() ?? 0
             table.add([
                 target.name, "curl + openssl sha256 + bsdtar", format(pipeMedian),
@@ -166,7 +175,7 @@ struct InstallBenchmark: AsyncParsableCommand {
             table.add([
                 target.name, "engine (sync-one)", format(engineMedian), format(engine.map(\.seconds).min() ?? 0),
                 mebibytes(rss),
-                "\(String(format: "%.2f×", ratio)) the pipeline; ≤ 0.6× \(target.name == "tmpfs" ? (ratio <= 0.6 ? "met" : "MISSED") : "(tmpfs goal)"); RSS ≤ 64 MiB \(rss <= 64 << 20 ? "met" : "MISSED")",
+                "\(String(format: "%.2f×", ratio)) the pipeline; ≤ \(String(format: "%.1f", goal))× \(verdict); RSS ≤ 64 MiB \(rss <= 64 << 20 ? "met" : "MISSED")",
             ])
         }
         await server.stop()
