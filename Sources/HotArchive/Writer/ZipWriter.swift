@@ -19,7 +19,8 @@ import Darwin
 /// deflated with zlib and stored instead when deflate does not shrink them
 /// (images, media); zip64 records are written only when a size, an offset or the
 /// entry count needs them. Local headers carry the real sizes and CRC (no data
-/// descriptors).
+/// descriptors). Given ``Options/fileHasher``, the central directory also records each
+/// file's SHA-256, which clients that checked the archive take instead of hashing again.
 ///
 /// Files are streamed (256 KiB at a time) and compressed in parallel, each worker
 /// into an unlinked spill file beside the archive; the archive is then assembled
@@ -59,7 +60,7 @@ public enum ZipWriter {
         /// directory (an extra field other readers skip), computed while the file is read for
         /// compressing. A client that has checked the archive against a signed manifest then
         /// takes these digests instead of hashing every unpacked file again
-        /// (``ExtractOptions/trustsRecordedDigests``). Hashers of other algorithms are ignored.
+        /// (`ExtractOptions.trustsRecordedDigests`). Hashers of other algorithms are ignored.
         public var fileHasher: (@Sendable () throws -> any DigestHasher)?
 
         /// Creates options.

@@ -21,7 +21,9 @@ import Darwin
 /// traditional encryption ("ZipCrypto", with `ExtractOptions.password`),
 /// UTF-8 names (bit 11), Info-ZIP Unicode Path fields, and code page 437 names
 /// (a name not flagged UTF-8 is read as UTF-8 only when the archive was made on
-/// Unix or macOS and the bytes are valid UTF-8, as Info-ZIP's tools write them).
+/// Unix or macOS and the bytes are valid UTF-8, as Info-ZIP's tools write them), and the
+/// per-file SHA-256 ``ZipWriter`` records, reported instead of hashing a file again when
+/// `ExtractOptions.trustsRecordedDigests` is set (the CRC-32 is checked all the same).
 ///
 /// What it refuses, before writing anything:
 /// - `HotUpdateError.Code.notAnArchive`: an empty file, a file without an end record;
@@ -130,13 +132,48 @@ public struct ZipUnarchiver: Unarchiver {
             return plan
         } run: { file, plan, partial, state, workers in
             // Largest first, so one big file does not finish alone while the other workers idle.
-            let fileIndices = plan.entries.indices.filter { plan.entries[$0].kind == .file }
+            var fileIndices = plan.entries.indices.filter { plan.entries[$0].kind == .file }
                 .sorted { plan.entries[$0].record.uncompressedSize > plan.entries[$1].record.uncompressedSize }
-            await BlockingThreads.run(count: min(workers, fileIndices.count)) { _ in
+            // A large stored file that needs no hashing in order is copied by every worker at once.
+            let sliced = fileIndices.prefix { index in
+                let entry = plan.entries[index]
+                return StoredSlices.applies(to: entry.record, workers: workers)
+                    && (options.fileHasher == nil || Self.trustedDigest(entry.record, options) != nil)
+            }
+            for index in sliced {
+                let entry = plan.entries[index]
+                // The recorded digest stands for the file only when the hasher computes SHA-256.
+                var digest: Digest?
+                if let make = options.fileHasher {
+                    guard let hasher = try? make(), hasher.algorithm == .sha256 else { break }
+                    digest = Self.trustedDigest(entry.record, options)
+                }
+                guard
+                    await StoredSlices.copy(
+                        entry.record,
+                        name: entry.name,
+                        path: entry.path,
+                        mode: entry.mode,
+                        file: file,
+                        partial: partial,
+                        state: state,
+                        workers: workers
+                    )
+                else { return }
+                let record = ExtractionReport.File(
+                    path: entry.path,
+                    size: Int64(entry.record.uncompressedSize),
+                    digest: digest
+                )
+                state.finished(file: (index, record))
+                fileIndices.removeFirst()
+            }
+            let remaining = fileIndices
+            await BlockingThreads.run(count: min(workers, remaining.count)) { _ in
                 Self.work(
                     file: file,
                     plan: plan,
-                    fileIndices: fileIndices,
+                    fileIndices: remaining,
                     partial: partial,
                     options: options,
                     state: state

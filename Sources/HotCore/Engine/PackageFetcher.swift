@@ -47,7 +47,8 @@ struct PackageFetcher: Sendable {
     /// Fetches, verifies and unpacks `descriptor` into the staging entry `owner` holds, hashing
     /// every file as it is written (``ExtractOptions/fileHasher``) unless the archive, checked
     /// against the manifest's SHA-256, records the file's SHA-256
-    /// (``ExtractOptions/trustsRecordedDigests``); files an unarchiver did not hash are hashed after. On failure the staging entry is removed and the error names the package.
+    /// (``ExtractOptions/trustsRecordedDigests``); files an unarchiver did not hash are hashed
+    /// after. On failure the staging entry is removed and the error names the package.
     func stage(
         _ descriptor: PackageDescriptor,
         into owner: StagingOwner,
