@@ -4,34 +4,42 @@ import HotCore
 import HotTesting
 import Testing
 
-/// A SHA-256 hasher (FakeVerifier's lanes, named SHA-256) that counts the bytes it is fed,
-/// to tell a file that was hashed from one whose recorded digest was taken.
-final class CountingHasher: DigestHasher {
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var fed = 0
-    private let inner: any DigestHasher
-
-    init() throws { inner = try FakeVerifier().makeHasher(for: .sha256) }
-
-    var algorithm: Digest.Algorithm { inner.algorithm }
-
-    func update(_ bytes: UnsafeRawBufferPointer) {
-        Self.count(bytes.count)
-        inner.update(bytes)
-    }
+/// Counts the bytes fed to the hashers of one test (each test its own, as suites run in parallel).
+final class ByteCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var fed = 0
 
     /// Adds `bytes` to the count.
-    static func count(_ bytes: Int) { lock.withLock { fed += bytes } }
+    func add(_ bytes: Int) { lock.withLock { fed += bytes } }
 
-    func finalize() -> Digest { inner.finalize() }
-
-    /// Bytes fed to every counting hasher since the last call, and the count reset.
-    static func takeFed() -> Int {
+    /// Bytes counted since the last call, and the count reset.
+    func take() -> Int {
         lock.withLock {
             defer { fed = 0 }
             return fed
         }
     }
+}
+
+/// A SHA-256 hasher (FakeVerifier's lanes, named SHA-256) that counts the bytes it is fed,
+/// to tell a file that was hashed from one whose recorded digest was taken.
+final class CountingHasher: DigestHasher {
+    private let counter: ByteCounter
+    private let inner: any DigestHasher
+
+    init(_ counter: ByteCounter) throws {
+        self.counter = counter
+        inner = try FakeVerifier().makeHasher(for: .sha256)
+    }
+
+    var algorithm: Digest.Algorithm { inner.algorithm }
+
+    func update(_ bytes: UnsafeRawBufferPointer) {
+        counter.add(bytes.count)
+        inner.update(bytes)
+    }
+
+    func finalize() -> Digest { inner.finalize() }
 }
 
 /// ZipWriter records each file's SHA-256 in the central directory when given a hasher;
@@ -58,10 +66,10 @@ final class CountingHasher: DigestHasher {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let (source, archive) = try Self.packWithDigests(scratch)
-        _ = CountingHasher.takeFed()
-        var options = ExtractOptions(fileHasher: { try CountingHasher() }, trustsRecordedDigests: true)
+        let counter = ByteCounter()
+        var options = ExtractOptions(fileHasher: { try CountingHasher(counter) }, trustsRecordedDigests: true)
         let trusted = try await ZipUnarchiver().extract(archive, to: scratch.path("trusted"), options: options)
-        #expect(CountingHasher.takeFed() == 0, "a file was hashed although its digest was recorded")
+        #expect(counter.take() == 0, "a file was hashed although its digest was recorded")
         #expect(trusted.files.count == 8)
         for file in trusted.files {
             #expect(file.digest == (try Self.sha256(of: source.appendingPathComponent(file.path))), "\(file.path)")
@@ -71,7 +79,7 @@ final class CountingHasher: DigestHasher {
         // Not trusted: every file is hashed, to the same digests.
         options.trustsRecordedDigests = false
         let hashed = try await ZipUnarchiver().extract(archive, to: scratch.path("hashed"), options: options)
-        #expect(CountingHasher.takeFed() == Int(hashed.totalBytes))
+        #expect(counter.take() == Int(hashed.totalBytes))
         #expect(hashed.files.map(\.digest) == trusted.files.map(\.digest))
     }
 
@@ -82,10 +90,10 @@ final class CountingHasher: DigestHasher {
         try Trees.makeMixed(at: source, largeBytes: 300_000)
         let archive = scratch.path("plain.zip")
         try ZipWriter.write(directory: source, to: archive)
-        _ = CountingHasher.takeFed()
-        let options = ExtractOptions(fileHasher: { try CountingHasher() }, trustsRecordedDigests: true)
+        let counter = ByteCounter()
+        let options = ExtractOptions(fileHasher: { try CountingHasher(counter) }, trustsRecordedDigests: true)
         let report = try await ZipUnarchiver().extract(archive, to: scratch.path("out"), options: options)
-        #expect(CountingHasher.takeFed() == Int(report.totalBytes))
+        #expect(counter.take() == Int(report.totalBytes))
         for file in report.files {
             #expect(file.digest == (try Self.sha256(of: source.appendingPathComponent(file.path))), "\(file.path)")
         }
@@ -115,7 +123,8 @@ final class CountingHasher: DigestHasher {
         let found = try #require(bytes.range(of: photo.prefix(64)))
         bytes[found.lowerBound + 1_000] ^= 0x5A
         try bytes.write(to: archive)
-        let options = ExtractOptions(fileHasher: { try CountingHasher() }, trustsRecordedDigests: true)
+        let counter = ByteCounter()
+        let options = ExtractOptions(fileHasher: { try CountingHasher(counter) }, trustsRecordedDigests: true)
         let destination = scratch.path("out")
         let error = await #expect(throws: HotUpdateError.self) {
             _ = try await ZipUnarchiver().extract(archive, to: destination, options: options)
@@ -167,12 +176,14 @@ final class QuickHasher: DigestHasher {
     }
 }
 
-/// Counts the bytes fed to it (shared counter of ``CountingHasher``), digesting with ``QuickHasher``.
+/// Counts the bytes fed to it, digesting with ``QuickHasher``.
 final class QuickCountingHasher: DigestHasher {
+    private let counter: ByteCounter
     private let inner = QuickHasher()
+    init(_ counter: ByteCounter) { self.counter = counter }
     var algorithm: Digest.Algorithm { .sha256 }
     func update(_ bytes: UnsafeRawBufferPointer) {
-        CountingHasher.count(bytes.count)
+        counter.add(bytes.count)
         inner.update(bytes)
     }
     func finalize() -> Digest { inner.finalize() }
@@ -201,14 +212,14 @@ final class QuickCountingHasher: DigestHasher {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let (source, archive, big) = try Self.packLarge(scratch, digests: true)
-        _ = CountingHasher.takeFed()
+        let counter = ByteCounter()
         let trusted = ExtractOptions(
             concurrency: 2,
-            fileHasher: { QuickCountingHasher() },
+            fileHasher: { QuickCountingHasher(counter) },
             trustsRecordedDigests: true
         )
         let report = try await ZipUnarchiver().extract(archive, to: scratch.path("trusted"), options: trusted)
-        #expect(CountingHasher.takeFed() == 0)
+        #expect(counter.take() == 0)
         try Trees.expectEqual(scratch.path("trusted"), source)
         let movie = try #require(report.files.first { $0.path == "img/movie.bin" })
         #expect(movie.size == Int64(big.count))
@@ -224,9 +235,9 @@ final class QuickCountingHasher: DigestHasher {
         let hashed = try await ZipUnarchiver().extract(
             archive,
             to: scratch.path("hashed"),
-            options: ExtractOptions(concurrency: 2, fileHasher: { QuickCountingHasher() })
+            options: ExtractOptions(concurrency: 2, fileHasher: { QuickCountingHasher(counter) })
         )
-        #expect(CountingHasher.takeFed() == Int(hashed.totalBytes))
+        #expect(counter.take() == Int(hashed.totalBytes))
         #expect(hashed.files.map(\.digest) == report.files.map(\.digest))
     }
 
@@ -239,7 +250,12 @@ final class QuickCountingHasher: DigestHasher {
         bytes[found.lowerBound + 25_000_000] ^= 0x01  // in the fourth 8 MiB slice
         try bytes.write(to: archive)
         let destination = scratch.path("out")
-        let options = ExtractOptions(concurrency: 2, fileHasher: { QuickCountingHasher() }, trustsRecordedDigests: true)
+        let counter = ByteCounter()
+        let options = ExtractOptions(
+            concurrency: 2,
+            fileHasher: { QuickCountingHasher(counter) },
+            trustsRecordedDigests: true
+        )
         let error = await #expect(throws: HotUpdateError.self) {
             _ = try await ZipUnarchiver().extract(archive, to: destination, options: options)
         }
