@@ -51,7 +51,10 @@ struct Pack: AsyncParsableCommand {
             try FileSystem.createDirectory(files.packagesDirectory)
             let temporary = files.packagesDirectory.appendingPathComponent(".\(id)-\(version)-\(UUID().uuidString).zip")
             defer { try? FileSystem.remove(temporary) }
-            let summary = try ZipWriter.write(directory: source, to: temporary, options: ZipWriter.Options())
+            // Each file's SHA-256 goes into the archive: clients that checked the archive against
+            // the signed manifest take them instead of hashing every unpacked file again.
+            let zipOptions = ZipWriter.Options(fileHasher: { try CryptoVerifier().makeHasher(for: .sha256) })
+            let summary = try ZipWriter.write(directory: source, to: temporary, options: zipOptions)
             let sha256 = try CryptoVerifier().digest(ofFile: temporary, using: .sha256)
             let archive = files.packagesDirectory.appendingPathComponent(
                 "\(id)-\(version)-\(sha256.hex.prefix(12)).zip"

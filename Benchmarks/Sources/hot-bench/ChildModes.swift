@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HotArchive
 import HotCore
+import HotVerify
 
 /// `hot-bench extract --backend B ARCHIVE DEST`: one extraction in this process, so the
 /// benchmark can time it and read its peak RSS as a child like any other tool. Prints the
@@ -9,7 +10,8 @@ import HotCore
 struct Extract: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Extract one archive with one in-process backend (used by the benchmark).",
-        shouldDisplay: false)
+        shouldDisplay: false
+    )
 
     enum Backend: String, ExpressibleByArgument, CaseIterable {
         case zip, libarchive
@@ -60,7 +62,9 @@ struct Extract: AsyncParsableCommand {
 /// `hot-bench pack DIR ARCHIVE`: one ZipWriter run in this process.
 struct Pack: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Pack a directory with ZipWriter (used by the benchmark).", shouldDisplay: false)
+        abstract: "Pack a directory with ZipWriter (used by the benchmark).",
+        shouldDisplay: false
+    )
 
     @Argument(help: "The directory to pack.")
     var directory: String
@@ -71,7 +75,9 @@ struct Pack: AsyncParsableCommand {
     func run() async throws {
         do {
             try ZipWriter.write(
-                directory: URL(fileURLWithPath: directory, isDirectory: true), to: URL(fileURLWithPath: archive))
+                directory: URL(fileURLWithPath: directory, isDirectory: true),
+                to: URL(fileURLWithPath: archive)
+            )
         } catch let error as HotUpdateError {
             FileHandle.standardError.write(Data("hot-bench pack: \(error.detailedDescription())\n".utf8))
             throw ExitCode(1)
@@ -82,7 +88,9 @@ struct Pack: AsyncParsableCommand {
 /// `hot-bench idle`: starts and exits, to measure what process start-up alone costs.
 struct Idle: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Start and exit (used by the benchmark to measure start-up).", shouldDisplay: false)
+        abstract: "Start and exit (used by the benchmark to measure start-up).",
+        shouldDisplay: false
+    )
 
     func run() async throws {}
 }
@@ -91,7 +99,10 @@ struct Idle: AsyncParsableCommand {
 /// ZipWriter archive) and keeps it, for profiling a backend by hand.
 struct MakeCorpus: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "corpus", abstract: "Write a benchmark corpus to a directory and keep it.", shouldDisplay: false)
+        commandName: "corpus",
+        abstract: "Write a benchmark corpus to a directory and keep it.",
+        shouldDisplay: false
+    )
 
     @Option(help: "small or large.")
     var size: String = "small"
@@ -114,7 +125,9 @@ struct MakeCorpus: AsyncParsableCommand {
             let corpus = try Corpus.generate(spec, at: root)
             print("\(corpus.files.count) files, \(corpus.totalBytes) bytes, fnv64 \(corpus.fingerprint)")
             if let archive {
-                try ZipWriter.write(directory: root, to: URL(fileURLWithPath: archive))
+                // As hot pack packs: each file's SHA-256 recorded.
+                let options = ZipWriter.Options(fileHasher: { try CryptoVerifier().makeHasher(for: .sha256) })
+                try ZipWriter.write(directory: root, to: URL(fileURLWithPath: archive), options: options)
             }
         } catch let error as HotUpdateError {
             FileHandle.standardError.write(Data("hot-bench corpus: \(error.detailedDescription())\n".utf8))

@@ -23,7 +23,8 @@ import Darwin
 struct ResumeBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "resume",
-        abstract: "Kill downloads at random offsets, sync again, and count corrupt installs and bytes sent.")
+        abstract: "Kill downloads at random offsets, sync again, and count corrupt installs and bytes sent."
+    )
 
     @Option(help: "The package's size in megabytes (incompressible files of about 1 MB).")
     var megabytes = 32
@@ -51,7 +52,8 @@ struct ResumeBenchmark: AsyncParsableCommand {
         guard let bench = Bundle.main.executablePath else {
             throw HotUpdateError(.notFound, "cannot tell where the hot-bench executable is")
         }
-        let parent = workDir.map { URL(fileURLWithPath: $0, isDirectory: true) }
+        let parent =
+            workDir.map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? FileManager.default.temporaryDirectory
         let work = parent.appendingPathComponent("hot-bench-resume-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
@@ -69,7 +71,9 @@ struct ResumeBenchmark: AsyncParsableCommand {
             }
             let file = source.appendingPathComponent("d\(index % 4)/f\(index).bin")
             try FileManager.default.createDirectory(
-                at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+                at: file.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             try Data(bytes).write(to: file)
         }
         let repository = work.appendingPathComponent("repo", isDirectory: true)
@@ -81,10 +85,13 @@ struct ResumeBenchmark: AsyncParsableCommand {
         let expected = try treeDigests(source)
 
         try FileManager.default.createSymbolicLink(
-            atPath: repository.appendingPathComponent("slow").path, withDestinationPath: ".")
+            atPath: repository.appendingPathComponent("slow").path,
+            withDestinationPath: "."
+        )
         let server = try await NginxServer.start(
             root: repository,
-            options: .init(locations: [.rateLimited(prefix: "/slow/", bytesPerSecond: rate << 20)]))
+            options: .init(locations: [.rateLimited(prefix: "/slow/", bytesPerSecond: rate << 20)])
+        )
         let url = server.baseURL.appendingPathComponent("slow/p.zip").absoluteString
 
         var killsMade = 0
@@ -105,7 +112,9 @@ struct ResumeBenchmark: AsyncParsableCommand {
             offsets = offsets.map { max(1, $0) }
             for offset in offsets {
                 let child = try Process.run(
-                    URL(fileURLWithPath: bench), arguments: childArguments(root, url, size, sha256))
+                    URL(fileURLWithPath: bench),
+                    arguments: childArguments(root, url, size, sha256)
+                )
                 let clock = ContinuousClock()
                 let deadline = clock.now.advanced(by: .seconds(Double(size) / Double(rate << 20) * 3 + 10))
                 while child.isRunning, clock.now < deadline {
@@ -129,14 +138,18 @@ struct ResumeBenchmark: AsyncParsableCommand {
                 failedSyncs += 1
             } else {
                 let installed = root.appendingPathComponent("packages/p", isDirectory: true)
-                let version = ((try? FileManager.default.contentsOfDirectory(atPath: installed.path)) ?? []).first.map { installed.appendingPathComponent($0) }
+                let version = ((try? FileManager.default.contentsOfDirectory(atPath: installed.path)) ?? []).first.map {
+                    installed.appendingPathComponent($0)
+                }
                 if try version.map(treeDigests) != expected { corrupt += 1 }
             }
             let sent = server.requests().dropFirst(before).map(\.bodyBytesSent).reduce(0, +)
             ratios.append(Double(sent) / Double(size))
             killCounts.append(offsets.count)
             try? FileManager.default.removeItem(at: root)
-            note("trial \(trials): \(offsets.count) kill(s), \(String(format: "%.3f", ratios.last ?? 0))× the package sent")
+            note(
+                "trial \(trials): \(offsets.count) kill(s), \(String(format: "%.3f", ratios.last ?? 0))× the package sent"
+            )
         }
         await server.stop()
 
@@ -165,7 +178,8 @@ struct ResumeBenchmark: AsyncParsableCommand {
         ])
         table.add([
             "where the kills landed (fraction of the package kept)",
-            resumedFrom.isEmpty ? "" : String(format: "%.2f … %.2f", resumedFrom.min() ?? 0, resumedFrom.max() ?? 0), "",
+            resumedFrom.isEmpty ? "" : String(format: "%.2f … %.2f", resumedFrom.min() ?? 0, resumedFrom.max() ?? 0),
+            "",
         ])
         print(table.render(markdown: markdown))
         if corrupt > 0 || failedSyncs > 0 { throw ExitCode(1) }
@@ -200,24 +214,40 @@ struct ResumeBenchmark: AsyncParsableCommand {
 /// ZipUnarchiver, as an app would; the resume benchmark kills it midway.
 struct SyncOne: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "sync-one", abstract: "Sync one package (used by the resume benchmark).", shouldDisplay: false)
+        commandName: "sync-one",
+        abstract: "Sync one package (used by the resume benchmark).",
+        shouldDisplay: false
+    )
 
     @Option var root: String
     @Option var url: String
     @Option var size: Int64
     @Option var sha256: String
     @Option(help: "The unpacked size the manifest would declare.") var unpackedSize: Int64?
+    @Option(help: "CurlTransport's receive buffer in KiB (its default when absent).") var curlBufferKib: Int?
 
     func run() async throws {
         let root = URL(fileURLWithPath: root, isDirectory: true)
         guard let url = URL(string: url) else { throw ValidationError("not a URL: \(url)") }
+        var transport = CurlTransport()
+        if let curlBufferKib { transport.options.bufferSize = curlBufferKib << 10 }
         let updater = Updater(
             configuration: UpdaterConfiguration(
-                root: root, transport: CurlTransport(), unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
+                root: root,
+                transport: transport,
+                unarchiver: ZipUnarchiver(),
+                verifier: CryptoVerifier(),
                 store: JSONMetadataStore(root: root),
-                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })))
+                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+        )
         var descriptor = try PackageDescriptor(
-            id: "p", version: "1", url: url, size: size, sha256: Digest(algorithm: .sha256, hex: sha256))
+            id: "p",
+            version: "1",
+            url: url,
+            size: size,
+            sha256: Digest(algorithm: .sha256, hex: sha256)
+        )
         descriptor.unpackedSize = unpackedSize
         let report = try await updater.apply(Manifest(packages: [descriptor]))
         try report.throwIfFailed()

@@ -160,6 +160,11 @@ struct ArchiveAssembler {
             extra.append(contentsOf: fields)
             usesZip64 = true
         }
+        if let digest = data?.sha256, digest.count == ZipFormat.sha256Length {
+            extra.appendLE(ZipFormat.extraSHA256)
+            extra.appendLE(UInt16(digest.count))
+            extra.append(contentsOf: digest)
+        }
         central.appendLE(ZipFormat.centralHeaderSignature)
         central.appendLE(Self.versionMadeBy)
         central.appendLE(needed)

@@ -26,6 +26,8 @@ final class Deflater: @unchecked Sendable {
         var spillOffset: UInt64
         /// The worker whose spill file holds the bytes.
         var worker: Int = 0
+        /// The SHA-256 of the uncompressed bytes, when a SHA-256 hasher was given.
+        var sha256: [UInt8]? = nil
     }
 
     private let level: Int32
@@ -64,13 +66,26 @@ final class Deflater: @unchecked Sendable {
 
     /// Compresses (or stores, when deflate does not shrink it) the file at `path`,
     /// whose `lstat` size was `expectedSize`, appending the result to the spill file.
-    func add(path: String, expectedSize: Int64) throws -> Result {
+    /// A SHA-256 `hasher` is fed the file's bytes on the first pass over them.
+    func add(path: String, expectedSize: Int64, hasher: (any DigestHasher)? = nil) throws -> Result {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw ArchiveError.system("opening", path: path, errno: errno) }
         defer { close(fd) }
+        let hasher = hasher?.algorithm == .sha256 ? hasher : nil
+        var result = try compress(fd, path: path, expectedSize: expectedSize, hasher: hasher)
+        result.sha256 = hasher?.finalize().bytes
+        return result
+    }
+
+    private func compress(
+        _ fd: Int32,
+        path: String,
+        expectedSize: Int64,
+        hasher: (any DigestHasher)?
+    ) throws -> Result {
         let start = spillSize
         if level > 0 {
-            let (crc, size, compressed) = try deflateFile(fd, path: path)
+            let (crc, size, compressed) = try deflateFile(fd, path: path, hasher: hasher)
             guard size == UInt64(expectedSize) else { throw changed(path) }
             if compressed < size {
                 return Result(
@@ -86,7 +101,7 @@ final class Deflater: @unchecked Sendable {
                 throw ArchiveError.system("truncating", path: spillPath, errno: errno)
             }
             spillSize = start
-            let (storedCRC, storedSize) = try storeFile(fd, path: path, rewind: true)
+            let (storedCRC, storedSize) = try storeFile(fd, path: path, rewind: true, hasher: nil)
             guard storedCRC == crc, storedSize == size else { throw changed(path) }
             return Result(
                 method: ZipFormat.methodStored,
@@ -96,7 +111,7 @@ final class Deflater: @unchecked Sendable {
                 spillOffset: start
             )
         }
-        let (crc, size) = try storeFile(fd, path: path, rewind: false)
+        let (crc, size) = try storeFile(fd, path: path, rewind: false, hasher: hasher)
         guard size == UInt64(expectedSize) else { throw changed(path) }
         return Result(
             method: ZipFormat.methodStored,
@@ -149,7 +164,8 @@ final class Deflater: @unchecked Sendable {
         )
     }
 
-    private func deflateFile(_ fd: Int32, path: String) throws -> (UInt32, UInt64, UInt64) {
+    private func deflateFile(_ fd: Int32, path: String, hasher: (any DigestHasher)?) throws -> (UInt32, UInt64, UInt64)
+    {
         if ready {
             deflateReset(stream)
         } else {
@@ -165,6 +181,7 @@ final class Deflater: @unchecked Sendable {
         while !finished {
             let count = try readChunk(fd, path: path)
             crc = crcUpdate(crc, count)
+            hasher?.update(UnsafeRawBufferPointer(rebasing: input[0..<count]))
             size += UInt64(count)
             stream.pointee.next_in = input.baseAddress?.assumingMemoryBound(to: Bytef.self)
             stream.pointee.avail_in = uInt(count)
@@ -187,7 +204,12 @@ final class Deflater: @unchecked Sendable {
         return (crc, size, compressed)
     }
 
-    private func storeFile(_ fd: Int32, path: String, rewind: Bool) throws -> (UInt32, UInt64) {
+    private func storeFile(
+        _ fd: Int32,
+        path: String,
+        rewind: Bool,
+        hasher: (any DigestHasher)?
+    ) throws -> (UInt32, UInt64) {
         if rewind, lseek(fd, 0, SEEK_SET) != 0 { throw ArchiveError.system("rewinding", path: path, errno: errno) }
         var crc = UInt32(truncatingIfNeeded: crc32(0, nil, 0))
         var size: UInt64 = 0
@@ -195,6 +217,7 @@ final class Deflater: @unchecked Sendable {
             let count = try readChunk(fd, path: path)
             if count == 0 { break }
             crc = crcUpdate(crc, count)
+            hasher?.update(UnsafeRawBufferPointer(rebasing: input[0..<count]))
             size += UInt64(count)
             try appendSpill(UnsafeRawBufferPointer(rebasing: input[0..<count]))
         }

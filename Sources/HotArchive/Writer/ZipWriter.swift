@@ -19,7 +19,8 @@ import Darwin
 /// deflated with zlib and stored instead when deflate does not shrink them
 /// (images, media); zip64 records are written only when a size, an offset or the
 /// entry count needs them. Local headers carry the real sizes and CRC (no data
-/// descriptors).
+/// descriptors). Given ``Options/fileHasher``, the central directory also records each
+/// file's SHA-256, which clients that checked the archive take instead of hashing again.
 ///
 /// Files are streamed (256 KiB at a time) and compressed in parallel, each worker
 /// into an unlinked spill file beside the archive; the archive is then assembled
@@ -55,18 +56,26 @@ public enum ZipWriter {
         public var symlinks: SymlinkHandling
         /// How many files are compressed at once; 0 means one per core.
         public var concurrency: Int
+        /// When set to a SHA-256 hasher, every file's SHA-256 is recorded in the central
+        /// directory (an extra field other readers skip), computed while the file is read for
+        /// compressing. A client that has checked the archive against a signed manifest then
+        /// takes these digests instead of hashing every unpacked file again
+        /// (`ExtractOptions.trustsRecordedDigests`). Hashers of other algorithms are ignored.
+        public var fileHasher: (@Sendable () throws -> any DigestHasher)?
 
         /// Creates options.
         public init(
             compressionLevel: Int = 6,
             modificationDate: Date? = nil,
             symlinks: SymlinkHandling = .refuse,
-            concurrency: Int = 0
+            concurrency: Int = 0,
+            fileHasher: (@Sendable () throws -> any DigestHasher)? = nil
         ) {
             self.compressionLevel = compressionLevel
             self.modificationDate = modificationDate
             self.symlinks = symlinks
             self.concurrency = concurrency
+            self.fileHasher = fileHasher
         }
     }
 
@@ -126,7 +135,8 @@ public enum ZipWriter {
             root: root,
             level: Int32(options.compressionLevel),
             workers: max(1, cores),
-            spillDirectory: target.deletingLastPathComponent().path
+            spillDirectory: target.deletingLastPathComponent().path,
+            hasher: options.fileHasher
         )
 
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
@@ -183,7 +193,8 @@ public enum ZipWriter {
         root: String,
         level: Int32,
         workers: Int,
-        spillDirectory: String
+        spillDirectory: String,
+        hasher: (@Sendable () throws -> any DigestHasher)?
     ) throws -> Compressed {
         let work = items.indices.filter {
             if case .directory = items[$0].kind { return false }
@@ -212,7 +223,11 @@ public enum ZipWriter {
                         if case .symlink(let target) = item.kind {
                             result = try deflater.addStored(Array(target.utf8))
                         } else {
-                            result = try deflater.add(path: root + "/" + item.path, expectedSize: item.size)
+                            result = try deflater.add(
+                                path: root + "/" + item.path,
+                                expectedSize: item.size,
+                                hasher: try hasher?()
+                            )
                         }
                         shared.store(index: index, result: result, worker: worker)
                     } catch {

@@ -27,6 +27,9 @@ struct ZipEntryRecord: Sendable {
     var dataOffset: UInt64 = 0
     /// For a WinZip AES entry (method 99), the compression method of the encrypted data.
     var aesMethod: UInt16?
+    /// The SHA-256 of the uncompressed bytes that the central directory records
+    /// (`ZipFormat.extraSHA256`), when it records one.
+    var sha256: [UInt8]?
 
     var isEncrypted: Bool { flags & ZipFormat.flagEncrypted != 0 }
     var hasDataDescriptor: Bool { flags & ZipFormat.flagDataDescriptor != 0 }

@@ -29,6 +29,12 @@ enum ZipFormat {
     static let extraZip64: UInt16 = 0x0001
     static let extraUnicodePath: UInt16 = 0x7075
     static let extraWinZipAES: UInt16 = 0x9901
+    /// HotUpdate's own field, in the central directory only: the SHA-256 of the entry's
+    /// uncompressed bytes (32 bytes), written by `ZipWriter` when it is given a hasher.
+    /// Other readers skip it as they skip any field they do not know.
+    static let extraSHA256: UInt16 = 0x4855
+    /// The length of ``extraSHA256``'s data.
+    static let sha256Length = 32
 
     /// "Version made by" hosts whose external attributes carry a Unix mode.
     static let hostUnix: UInt8 = 3

@@ -21,7 +21,9 @@ import Darwin
 /// traditional encryption ("ZipCrypto", with `ExtractOptions.password`),
 /// UTF-8 names (bit 11), Info-ZIP Unicode Path fields, and code page 437 names
 /// (a name not flagged UTF-8 is read as UTF-8 only when the archive was made on
-/// Unix or macOS and the bytes are valid UTF-8, as Info-ZIP's tools write them).
+/// Unix or macOS and the bytes are valid UTF-8, as Info-ZIP's tools write them), and the
+/// per-file SHA-256 ``ZipWriter`` records, reported instead of hashing a file again when
+/// `ExtractOptions.trustsRecordedDigests` is set (the CRC-32 is checked all the same).
 ///
 /// What it refuses, before writing anything:
 /// - `HotUpdateError.Code.notAnArchive`: an empty file, a file without an end record;
@@ -96,7 +98,9 @@ public struct ZipUnarchiver: Unarchiver {
     ///   - archive: The ZIP file.
     ///   - destination: A directory that does not exist or is empty; its parent is created if needed.
     ///   - options: Password, limits, symlink policy, concurrency, and an optional file hasher
-    ///     whose digest of each file's bytes is reported in `ExtractionReport.File.digest`.
+    ///     whose digest of each file's bytes is reported in `ExtractionReport.File.digest`
+    ///     (with `ExtractOptions.trustsRecordedDigests`, the SHA-256 the central directory
+    ///     records for an entry is reported instead of hashing it again).
     ///   - progress: Called after each entry, from worker threads.
     /// - Returns: The files (in archive order), directories and symlinks written.
     /// - Throws: `HotUpdateError` (see the type's documentation); `.invalidArgument` when the
@@ -128,19 +132,60 @@ public struct ZipUnarchiver: Unarchiver {
             return plan
         } run: { file, plan, partial, state, workers in
             // Largest first, so one big file does not finish alone while the other workers idle.
-            let fileIndices = plan.entries.indices.filter { plan.entries[$0].kind == .file }
+            var fileIndices = plan.entries.indices.filter { plan.entries[$0].kind == .file }
                 .sorted { plan.entries[$0].record.uncompressedSize > plan.entries[$1].record.uncompressedSize }
-            await BlockingThreads.run(count: min(workers, fileIndices.count)) { _ in
+            // A large stored file that needs no hashing in order is copied by every worker at once.
+            let sliced = fileIndices.prefix { index in
+                let entry = plan.entries[index]
+                return StoredSlices.applies(to: entry.record, workers: workers)
+                    && (options.fileHasher == nil || Self.trustedDigest(entry.record, options) != nil)
+            }
+            for index in sliced {
+                let entry = plan.entries[index]
+                // The recorded digest stands for the file only when the hasher computes SHA-256.
+                var digest: Digest?
+                if let make = options.fileHasher {
+                    guard let hasher = try? make(), hasher.algorithm == .sha256 else { break }
+                    digest = Self.trustedDigest(entry.record, options)
+                }
+                guard
+                    await StoredSlices.copy(
+                        entry.record,
+                        name: entry.name,
+                        path: entry.path,
+                        mode: entry.mode,
+                        file: file,
+                        partial: partial,
+                        state: state,
+                        workers: workers
+                    )
+                else { return }
+                let record = ExtractionReport.File(
+                    path: entry.path,
+                    size: Int64(entry.record.uncompressedSize),
+                    digest: digest
+                )
+                state.finished(file: (index, record))
+                fileIndices.removeFirst()
+            }
+            let remaining = fileIndices
+            await BlockingThreads.run(count: min(workers, remaining.count)) { _ in
                 Self.work(
                     file: file,
                     plan: plan,
-                    fileIndices: fileIndices,
+                    fileIndices: remaining,
                     partial: partial,
                     options: options,
                     state: state
                 )
             }
         }
+    }
+
+    /// The SHA-256 `record` carries, when the options trust recorded digests.
+    private static func trustedDigest(_ record: ZipEntryRecord, _ options: ExtractOptions) -> Digest? {
+        guard options.trustsRecordedDigests, let bytes = record.sha256 else { return nil }
+        return try? Digest(algorithm: .sha256, bytes: bytes)
     }
 
     /// One worker: takes files until none is left or the extraction stops.
@@ -160,7 +205,10 @@ public struct ZipUnarchiver: Unarchiver {
                 let fd = try partial.createFile(entry.path, mode: entry.mode)
                 var open = true
                 defer { if open { close(fd) } }
-                let hasher = try options.fileHasher?()
+                // A digest the verified archive records spares hashing the file again.
+                let created = try options.fileHasher?()
+                let recorded = created?.algorithm == .sha256 ? Self.trustedDigest(entry.record, options) : nil
+                let hasher = recorded == nil ? created : nil
                 let path = entry.path
                 try reader.read(
                     entry.record,
@@ -179,7 +227,7 @@ public struct ZipUnarchiver: Unarchiver {
                 let record = ExtractionReport.File(
                     path: entry.path,
                     size: Int64(entry.record.uncompressedSize),
-                    digest: hasher?.finalize()
+                    digest: recorded ?? hasher?.finalize()
                 )
                 state.finished(file: (index, record))
             } catch {

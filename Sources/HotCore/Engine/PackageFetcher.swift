@@ -45,8 +45,10 @@ struct PackageFetcher: Sendable {
     var layout: StoreLayout
 
     /// Fetches, verifies and unpacks `descriptor` into the staging entry `owner` holds, hashing
-    /// every file as it is written (``ExtractOptions/fileHasher``); files an unarchiver did not
-    /// hash are hashed after. On failure the staging entry is removed and the error names the package.
+    /// every file as it is written (``ExtractOptions/fileHasher``) unless the archive, checked
+    /// against the manifest's SHA-256, records the file's SHA-256
+    /// (``ExtractOptions/trustsRecordedDigests``); files an unarchiver did not hash are hashed
+    /// after. On failure the staging entry is removed and the error names the package.
     func stage(
         _ descriptor: PackageDescriptor,
         into owner: StagingOwner,
@@ -78,6 +80,10 @@ struct PackageFetcher: Sendable {
             if let unpacked = descriptor.unpackedSize { options.maxTotalBytes = unpacked }
             let verifier = configuration.verifier
             options.fileHasher = { try verifier.makeHasher(for: .sha256) }
+            // The archive matched the manifest's SHA-256 before a byte of it was parsed, so the
+            // per-file SHA-256s it records (hot pack writes them) are as good as the bytes; the
+            // reader still checks every entry's CRC-32. Without a SHA-256 every file is hashed.
+            options.trustsRecordedDigests = descriptor.sha256?.algorithm == .sha256
             let report: ExtractionReport
             do {
                 report = try await configuration.unarchiver.extract(

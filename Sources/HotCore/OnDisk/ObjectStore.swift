@@ -49,23 +49,35 @@ struct ObjectStore: Sendable {
     func adopt(tree: URL, files: [FileList.Entry], distrustExisting: Bool, verifier: any Verifier) throws -> Int {
         var copies = 0
         var fanouts = Set<String>()
+        // Plain paths: building a URL per file cost more than the system calls it leads to.
+        let treePath = tree.path
+        let objectsPath = layout.objectsDirectory.path
         for file in files {
-            let staged = tree.appendingPathComponent(file.path, isDirectory: false)
-            let object = layout.objectURL(sha256: file.sha256)
+            let stagedPath = treePath + "/" + file.path
             let fanout = String(file.sha256.prefix(2))
+            let objectPath = objectsPath + "/" + fanout + "/" + file.sha256
             if fanouts.insert(fanout).inserted {
-                try FileSystem.createDirectory(object.deletingLastPathComponent())
+                try FileSystem.createDirectory(URL(fileURLWithPath: objectsPath + "/" + fanout, isDirectory: true))
             }
-            if let existing = FileInfo(object),
-                !isUsable(existing, object, for: file, hashing: distrustExisting, verifier)
-            {
-                try unlinkFile(object)
-            }
-            if posixLink(staged.path, object.path) == 0 {
-                _ = chmod(object.path, 0o444)
+            // The new content's usual case: no object yet, so link first and look only when one is there.
+            if posixLink(stagedPath, objectPath) == 0 {
+                _ = chmod(objectPath, 0o444)
                 continue
             }
-            let code = errno
+            var code = errno
+            if code == EEXIST {
+                let object = URL(fileURLWithPath: objectPath, isDirectory: false)
+                if let existing = FileInfo(path: objectPath),
+                    !isUsable(existing, object, for: file, hashing: distrustExisting, verifier)
+                {
+                    try unlinkFile(object)
+                    if posixLink(stagedPath, objectPath) == 0 {
+                        _ = chmod(objectPath, 0o444)
+                        continue
+                    }
+                    code = errno
+                }
+            }
             if Self.linkUnsupported(code) {
                 copies += 1
                 continue
@@ -73,6 +85,8 @@ struct ObjectStore: Sendable {
             guard code == EEXIST else {
                 throw posixError(code, "cannot store \(file.path) as object \(file.sha256)")
             }
+            let object = URL(fileURLWithPath: objectPath, isDirectory: false)
+            let staged = URL(fileURLWithPath: stagedPath, isDirectory: false)
             let linked = try link(object, replacing: staged)
             if linked == 0 { continue }
             guard Self.linkUnsupported(linked) else {

@@ -117,6 +117,16 @@ public struct ExtractOptions: Sendable {
     /// When set, every extracted file is hashed while it is written and the digest
     /// reported in ``ExtractionReport/File/digest``.
     public var fileHasher: (@Sendable () throws -> any DigestHasher)?
+    /// Whether a SHA-256 the archive records for an entry may stand for hashing the file
+    /// again, when ``fileHasher`` computes SHA-256 (HotArchive's `ZipWriter` records one per
+    /// file when given a hasher; an unarchiver that reads none hashes as usual).
+    ///
+    /// Set it only for an archive whose own digest has been checked against a signed
+    /// manifest: the recorded digests are then as trustworthy as the archive's bytes. Each
+    /// entry's CRC-32 and size are still checked while it is inflated, so the bytes written
+    /// are the bytes that were packed and hashed; an entry whose CRC-32 fails is refused
+    /// as always.
+    public var trustsRecordedDigests: Bool
 
     /// Creates options. The defaults admit any real resource package and refuse bombs.
     public init(
@@ -128,7 +138,8 @@ public struct ExtractOptions: Sendable {
         compressionRatioFloor: Int64 = 1 << 20,
         symlinks: ExtractOptions.SymlinkPolicy = .refuse,
         concurrency: Int = 0,
-        fileHasher: (@Sendable () throws -> any DigestHasher)? = nil
+        fileHasher: (@Sendable () throws -> any DigestHasher)? = nil,
+        trustsRecordedDigests: Bool = false
     ) {
         self.password = password
         self.maxTotalBytes = maxTotalBytes
@@ -139,6 +150,7 @@ public struct ExtractOptions: Sendable {
         self.symlinks = symlinks
         self.concurrency = concurrency
         self.fileHasher = fileHasher
+        self.trustsRecordedDigests = trustsRecordedDigests
     }
 }
 
