@@ -79,6 +79,9 @@ let package = Package(
         .systemLibrary(
             name: "CHotZstd", pkgConfig: "libzstd",
             providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
+        .systemLibrary(
+            name: "CHotDeflate", pkgConfig: "libdeflate",
+            providers: [.apt(["libdeflate-dev"]), .brew(["libdeflate"])]),
 
         // Abstractions and the engine.
         .target(
@@ -104,6 +107,8 @@ let package = Package(
             dependencies: [
                 "HotCore", "CHotZlib", "CHotZstd",
                 .target(name: "CHotArchive", condition: .when(platforms: nonApple + [.macOS], traits: ["LibArchive"])),
+                // Whole-entry inflate and fast CRC-32 where libdeflate is installed; zlib elsewhere.
+                .target(name: "CHotDeflate", condition: .when(platforms: nonApple + [.macOS])),
             ]),
         .target(
             name: "HotVerify",

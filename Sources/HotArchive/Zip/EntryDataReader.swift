@@ -1,6 +1,10 @@
 import CHotZlib
 import HotCore
 
+#if canImport(CHotDeflate)
+import CHotDeflate
+#endif
+
 /// Decodes entries' data: reads the compressed bytes with `pread`, decrypts
 /// ZipCrypto, inflates raw deflate, and hands out the uncompressed bytes chunk
 /// by chunk, checking the declared size and the CRC-32 (the data descriptor is
@@ -8,8 +12,20 @@ import HotCore
 ///
 /// One reader per thread: it owns two 256 KiB buffers and a zlib stream that
 /// are reused from entry to entry, so memory stays bounded whatever the sizes.
+///
+/// Where libdeflate is linked (`CHotDeflate`), a deflate entry that declares at most
+/// ``wholeEntryLimit`` bytes is decoded in one call into a buffer of exactly its declared
+/// size, and CRC-32 is libdeflate's (carry-less multiply where the processor has it): about
+/// twice zlib's speed on small files. Its checks are the streaming path's: more or fewer bytes
+/// than declared, damaged data and a wrong CRC-32 are refused before a byte is handed out.
+/// Those two buffers grow to the largest such entry read, so a reader holds at most twice the
+/// limit more.
 final class EntryDataReader {
     static let bufferSize = 256 * 1024
+    /// The largest declared size decoded in one call; larger entries stream through zlib.
+    static let defaultWholeEntryLimit: UInt64 = 1 << 20
+
+    private let wholeEntryLimit: UInt64
 
     private let file: ReadOnlyFile
     private let password: [UInt8]?
@@ -18,9 +34,22 @@ final class EntryDataReader {
     private let stream: UnsafeMutablePointer<z_stream>
     private var inflateReady = false
 
-    init(file: ReadOnlyFile, password: String?) {
+    #if canImport(CHotDeflate)
+    /// libdeflate's decoder and the whole-entry buffers, made on first use.
+    private var decompressor: OpaquePointer?
+    private var wholeInput = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+    private var wholeOutput = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+    #endif
+
+    /// - Parameters:
+    ///   - file: The archive.
+    ///   - password: The ZipCrypto password, if any.
+    ///   - wholeEntryLimit: The largest declared size decoded in one call where libdeflate is
+    ///     linked (0: every entry streams through zlib).
+    init(file: ReadOnlyFile, password: String?, wholeEntryLimit: UInt64 = EntryDataReader.defaultWholeEntryLimit) {
         self.file = file
         self.password = password.map { Array($0.utf8) }
+        self.wholeEntryLimit = wholeEntryLimit
         input = .allocate(byteCount: Self.bufferSize, alignment: 16)
         output = .allocate(byteCount: Self.bufferSize, alignment: 16)
         stream = .allocate(capacity: 1)
@@ -33,6 +62,20 @@ final class EntryDataReader {
         stream.deallocate()
         input.deallocate()
         output.deallocate()
+        #if canImport(CHotDeflate)
+        if let decompressor { libdeflate_free_decompressor(decompressor) }
+        wholeInput.deallocate()
+        wholeOutput.deallocate()
+        #endif
+    }
+
+    /// Whether the reader is linked with libdeflate (the whole-entry path exists).
+    static var decodesWholeEntries: Bool {
+        #if canImport(CHotDeflate)
+        true
+        #else
+        false
+        #endif
     }
 
     /// Streams the uncompressed bytes of `entry` to `consume`.
@@ -60,7 +103,7 @@ final class EntryDataReader {
             offset += UInt64(ZipFormat.traditionalEncryptionHeaderLength)
             remaining -= UInt64(ZipFormat.traditionalEncryptionHeaderLength)
         }
-        var crc = UInt32(truncatingIfNeeded: crc32(0, nil, 0))
+        var crc: UInt32 = 0
         var written: UInt64 = 0
         let declared = entry.uncompressedSize
 
@@ -87,13 +130,7 @@ final class EntryDataReader {
                     entry: name
                 )
             }
-            crc = UInt32(
-                truncatingIfNeeded: crc32(
-                    uLong(crc),
-                    bytes.baseAddress?.assumingMemoryBound(to: Bytef.self),
-                    uInt(bytes.count)
-                )
-            )
+            crc = Self.crc32(crc, bytes)
             try consume(bytes)
             written += UInt64(bytes.count)
         }
@@ -110,6 +147,11 @@ final class EntryDataReader {
                 let count = try fill()
                 try emit(UnsafeRawBufferPointer(rebasing: input[0..<count]))
             }
+        } else if decryptor == nil, declared <= wholeEntryLimit, remaining <= wholeEntryLimit + 65_536,
+            let whole = try decodeWhole(entry, name: name, at: offset, compressed: remaining)
+        {
+            if isCancelled() { throw HotUpdateError(.cancelled, "extraction cancelled", subject: name) }
+            try emit(whole)
         } else {
             try inflateData(entry, name: name, remaining: { remaining }, fill: fill, emit: emit)
         }
@@ -138,6 +180,88 @@ final class EntryDataReader {
             )
         }
     }
+
+    /// CRC-32 of `bytes` continuing `crc`: libdeflate's where it is linked, zlib's otherwise.
+    static func crc32(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return crc }
+        #if canImport(CHotDeflate)
+        return libdeflate_crc32(crc, base, bytes.count)
+        #else
+        return UInt32(
+            truncatingIfNeeded: CHotZlib.crc32(uLong(crc), base.assumingMemoryBound(to: Bytef.self), uInt(bytes.count))
+        )
+        #endif
+    }
+
+    /// Decodes a whole unencrypted deflate entry of `compressed` bytes at `offset` into a
+    /// buffer of exactly its declared size, or returns nil where libdeflate is not linked.
+    /// The bytes are valid until the next call; the caller checks their CRC-32.
+    ///
+    /// - Throws: `.corruptArchive` when the data is cut short by the end of the file, is
+    ///   damaged, or decodes to more or fewer bytes than declared.
+    private func decodeWhole(
+        _ entry: ZipEntryRecord,
+        name: String,
+        at offset: UInt64,
+        compressed: UInt64
+    ) throws -> UnsafeRawBufferPointer? {
+        #if canImport(CHotDeflate)
+        let archive = file.displayName
+        let declared = Int(entry.uncompressedSize)
+        let count = Int(compressed)
+        if decompressor == nil {
+            decompressor = libdeflate_alloc_decompressor()
+            guard decompressor != nil else {
+                throw HotUpdateError(.internalInconsistency, "libdeflate could not make a decoder", subject: name)
+            }
+        }
+        Self.grow(&wholeInput, to: count)
+        Self.grow(&wholeOutput, to: declared)
+        let source = UnsafeMutableRawBufferPointer(rebasing: wholeInput[0..<count])
+        guard try file.read(into: source, at: Int64(offset)) == count else {
+            throw ArchiveError.corrupt(archive, "its data is cut short by the end of the file", entry: name)
+        }
+        var produced = 0
+        let status = libdeflate_deflate_decompress(
+            decompressor,
+            wholeInput.baseAddress,
+            count,
+            wholeOutput.baseAddress,
+            declared,
+            &produced
+        )
+        switch status {
+        case LIBDEFLATE_SUCCESS:
+            guard produced == declared else {
+                throw ArchiveError.corrupt(
+                    archive,
+                    "its data inflates to \(produced) bytes, fewer than the \(declared) it declares",
+                    entry: name
+                )
+            }
+            return UnsafeRawBufferPointer(rebasing: wholeOutput[0..<declared])
+        case LIBDEFLATE_INSUFFICIENT_SPACE:
+            throw ArchiveError.corrupt(
+                archive,
+                "its data inflates to more than the \(declared) bytes it declares",
+                entry: name
+            )
+        default:
+            throw ArchiveError.corrupt(archive, "its deflate data is damaged or cut short", entry: name)
+        }
+        #else
+        return nil
+        #endif
+    }
+
+    #if canImport(CHotDeflate)
+    /// Makes `buffer` hold at least `count` bytes (at least one), keeping the larger of the two.
+    private static func grow(_ buffer: inout UnsafeMutableRawBufferPointer, to count: Int) {
+        guard buffer.count < max(count, 1) else { return }
+        buffer.deallocate()
+        buffer = .allocate(byteCount: max(count, 1), alignment: 16)
+    }
+    #endif
 
     /// Refuses entries this reader cannot decode, before any byte is written.
     static func checkReadable(_ entry: ZipEntryRecord, name: String, archive: String, hasPassword: Bool) throws {

@@ -62,7 +62,7 @@ enum StoredSlices {
             while let slice = slices.claim(), !state.isStopping {
                 let start = UInt64(slice) * sliceSize
                 let length = min(sliceSize, size - start)
-                var crc = UInt32(truncatingIfNeeded: crc32(0, nil, 0))
+                var crc: UInt32 = 0
                 var done: UInt64 = 0
                 do {
                     while done < length {
@@ -77,13 +77,7 @@ enum StoredSlices {
                             )
                         }
                         try state.account(count, entry: path)
-                        crc = UInt32(
-                            truncatingIfNeeded: crc32(
-                                uLong(crc),
-                                chunk.baseAddress?.assumingMemoryBound(to: Bytef.self),
-                                uInt(count)
-                            )
-                        )
+                        crc = EntryDataReader.crc32(crc, UnsafeRawBufferPointer(chunk))
                         try writeAll(fd, UnsafeRawBufferPointer(chunk), at: Int64(start + done), path: target)
                         done += UInt64(count)
                     }
