@@ -40,6 +40,22 @@ struct StoreBenchmark: AsyncParsableCommand {
     @Option(help: "The work directory (default: the system's temporary directory).")
     var workDir: String?
 
+    @Option(
+        help: """
+            Keep the large stores in this directory and reuse them on the next run with the same \
+            --packages and --files-per-package (default: a new temporary directory, removed at the end).
+            """)
+    var storeDir: String?
+
+    @Option(help: "The hot executable for the hot resolve rows (default: beside hot-bench, .build/release/hot, PATH).")
+    var hot: String?
+
+    @Flag(help: "Leave out the sync comparison.")
+    var skipSync = false
+
+    @Flag(help: .hidden)
+    var resolveOnly = false
+
     @Flag(help: "Print the tables as Markdown.")
     var markdown = false
 
@@ -56,11 +72,21 @@ struct StoreBenchmark: AsyncParsableCommand {
         let work = parent.appendingPathComponent("hot-bench-store-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: work) }
+        let stores: URL
+        if let storeDir {
+            stores = URL(fileURLWithPath: storeDir, isDirectory: true)
+            try FileManager.default.createDirectory(at: stores, withIntermediateDirectories: true)
+        } else {
+            stores = work
+        }
         do {
             var table = Table([("measurement", .left), ("median", .right), ("fastest", .right), ("goal", .left)])
-            try await measureLargeStore(in: work, into: &table)
-            try await measureSyncs(in: work, into: &table)
+            var growth = Table([])
+            try await measureLargeStore(in: stores, into: &table, growth: &growth)
+            if !skipSync { try await measureSyncs(in: work, into: &table) }
             print(table.render(markdown: markdown))
+            print()
+            print(growth.render(markdown: markdown))
         } catch let error as HotUpdateError {
             FileHandle.standardError.write(Data("hot-bench: error: \(error.detailedDescription())\n".utf8))
             throw ExitCode(1)
@@ -69,28 +95,200 @@ struct StoreBenchmark: AsyncParsableCommand {
 
     // MARK: - The large store
 
-    private func measureLargeStore(in work: URL, into table: inout Table) async throws {
+    /// The package counts whose growth is reported: 1, 10 and `packages` (those not above it).
+    private var growthCounts: [Int] {
+        Array(Set([1, 10, packages].filter { $0 <= packages })).sorted()
+    }
+
+    /// The root of the store of `count` packages.
+    private func storeRoot(_ count: Int, in work: URL) -> URL {
+        work.appendingPathComponent("store-\(count)x\(filesPerPackage)", isDirectory: true)
+    }
+
+    /// Writes the packages and installs a store of each of ``growthCounts`` packages through
+    /// the engine, unless `work` already holds them (a kept `--store-dir`). Returns the names
+    /// an app would ask for, per package.
+    private func prepareStores(in work: URL, into table: inout Table) async throws -> [[String]] {
+        let names = (0..<packages).map { layout(index: $0, files: filesPerPackage).map(\.name) }
+        let marker = work.appendingPathComponent("stores-\(packages)x\(filesPerPackage).complete")
+        if FileManager.default.fileExists(atPath: marker.path) {
+            note("reusing the stores in \(work.path)")
+            return names
+        }
         note("writing \(packages) packages × \(filesPerPackage) files")
         let repository = work.appendingPathComponent("large-repo", isDirectory: true)
-        var names: [[String]] = []
-        var document = ManifestDocument()
+        var entries: [ManifestDocument.Entry] = []
         for index in 0..<packages {
-            let (entry, packageNames) = try writePackage(index: index, files: filesPerPackage, in: repository, fileBytes: 96)
-            document.upsert(entry)
-            names.append(packageNames)
+            entries.append(try writePackage(index: index, files: filesPerPackage, in: repository, fileBytes: 96).0)
         }
-        let manifest = repository.appendingPathComponent("manifest.json")
-        try document.encoded().write(to: manifest)
-
-        note("installing them through the engine (file://)")
-        let root = work.appendingPathComponent("large-store", isDirectory: true)
         let clock = ContinuousClock()
-        let installStart = clock.now
-        let report = try await makeUpdater(root: root, transport: FileTransport(), concurrency: concurrency)
-            .sync(from: StaticManifestSource(url: manifest, transport: FileTransport()))
-        try report.throwIfFailed()
-        let installSeconds = (clock.now - installStart).seconds
-        table.add(["install \(packages) × \(filesPerPackage) files (once)", format(seconds: installSeconds), "", ""])
+        for count in growthCounts {
+            var document = ManifestDocument()
+            for entry in entries.prefix(count) { document.upsert(entry) }
+            let manifest = repository.appendingPathComponent("manifest-\(count).json")
+            try document.encoded().write(to: manifest)
+            note("installing \(count) of them through the engine (file://)")
+            let root = storeRoot(count, in: work)
+            try? FileManager.default.removeItem(at: root)
+            let installStart = clock.now
+            let report = try await makeUpdater(root: root, transport: FileTransport(), concurrency: concurrency)
+                .sync(from: StaticManifestSource(url: manifest, transport: FileTransport()))
+            try report.throwIfFailed()
+            if count == packages {
+                table.add([
+                    "install \(packages) × \(filesPerPackage) files (once)",
+                    format(seconds: (clock.now - installStart).seconds), "", "",
+                ])
+            }
+        }
+        try? FileManager.default.removeItem(at: repository.appendingPathComponent("sources"))
+        try Data().write(to: marker)
+        return names
+    }
+
+    /// What grows with the store: for each of ``growthCounts``, the chain's ready time and
+    /// resolves per second in this process, and in new processes the time from start to the
+    /// first resolve and `hot resolve`, each with its peak RSS.
+    private func measureGrowth(in work: URL, names: [[String]], into table: inout Table, growth: inout Table)
+        async throws
+    {
+        growth = Table([
+            ("packages", .right), ("files", .right), ("chain ready", .right), ("resolves/s", .right),
+            ("start to first resolve", .right), ("its peak RSS", .right), ("hot resolve", .right),
+            ("its peak RSS", .right),
+        ])
+        let hot = hotExecutable()
+        if hot == nil { note("no hot executable found (--hot): hot resolve is not measured") }
+        var hotByCount: [Int: (seconds: Double, rss: Double)] = [:]
+        for count in growthCounts {
+            let root = storeRoot(count, in: work)
+            let (ready, chain) = try await measureChain(root: root)
+            let countNames = Array(names.prefix(count))
+            let rate = try measureResolves(chain: chain, names: countNames)
+            let name = countNames[count - 1][0]
+            let first = try measureChild(["first-resolve", "--root", root.path, name], bench: true, root: root)
+            var row = [
+                "\(count)", "\(count * filesPerPackage)", format(seconds: ready.median), format(rate: rate.median),
+                format(seconds: first.seconds), format(bytes: first.rss),
+            ]
+            if let hot {
+                let resolved = try measureChild([hot, "resolve", name, "--root", root.path], bench: false, root: root)
+                hotByCount[count] = (resolved.seconds, resolved.rss)
+                row += [format(seconds: resolved.seconds), format(bytes: resolved.rss)]
+            } else {
+                row += ["", ""]
+            }
+            growth.add(row)
+            if count == packages {
+                table.add([
+                    "the app's chain ready (name index), \(packages * filesPerPackage) files",
+                    format(seconds: ready.median), format(seconds: ready.fastest),
+                    verdict(ready.median <= 0.020, "≤ 20 ms"),
+                ])
+                table.add([
+                    "resolve through the app's chain of \(packages) packages (resolves/s)", format(rate: rate.median),
+                    format(rate: rate.best), verdict(rate.median >= 5_000_000, "≥ 5,000,000/s"),
+                ])
+                table.add([
+                    "process start to first resolve (new process, to exit)", format(seconds: first.seconds),
+                    format(seconds: first.fastest), "",
+                ])
+                table.add(["peak RSS of that process", format(bytes: first.rss), format(bytes: first.leastRSS), ""])
+            }
+        }
+        if let small = hotByCount[1], let large = hotByCount[packages], packages > 1 {
+            let time = large.seconds / small.seconds
+            let rss = large.rss / small.rss
+            table.add([
+                "hot resolve, \(packages) packages against 1 (time)", String(format: "%.2f×", time),
+                format(seconds: large.seconds) + " / " + format(seconds: small.seconds), verdict(time <= 1.3, "≤ 1.3×"),
+            ])
+            table.add([
+                "hot resolve, \(packages) packages against 1 (peak RSS)", String(format: "%.2f×", rss),
+                format(bytes: large.rss) + " / " + format(bytes: small.rss), verdict(rss <= 1.3, "≤ 1.3×"),
+            ])
+        }
+    }
+
+    /// `AssetResolverChain.make(updater:)` on a freshly opened store, `runs` times: its
+    /// median and fastest time, and the last chain made.
+    private func measureChain(root: URL) async throws -> ((median: Double, fastest: Double), ChainedAssetResolver) {
+        let clock = ContinuousClock()
+        var builds: [Double] = []
+        var chain = ChainedAssetResolver([])
+        for _ in 0..<runs {
+            let updater = makeUpdater(root: root, transport: FileTransport(), concurrency: concurrency)
+            _ = try await updater.installedPackages()  // the store open, measured on its own
+            let start = clock.now
+            chain = try await AssetResolverChain.make(updater: updater, bundle: nil)
+            builds.append((clock.now - start).seconds)
+        }
+        return ((median(builds), builds.min() ?? 0), chain)
+    }
+
+    /// Every name of `names` resolved through `chain`, at least two million per run. The
+    /// names are made before the timed loop, as an app holds its names as constants.
+    private func measureResolves(chain: ChainedAssetResolver, names: [[String]]) throws -> (median: Double, best: Double)
+    {
+        let flat = names.flatMap { $0 }
+        return try measureResolves(runs: runs) {
+            var hits = 0
+            for name in flat where chain.resolve(name) != nil { hits += 1 }
+            return (hits, flat.count)
+        }
+    }
+
+    /// `arguments` run `runs` times in a new process each (hot-bench itself when `bench`):
+    /// the medians of wall time and peak RSS, the fastest time and the least RSS.
+    private func measureChild(_ arguments: [String], bench: Bool, root: URL) throws
+        -> (seconds: Double, rss: Double, fastest: Double, leastRSS: Double)
+    {
+        guard let executable = Bundle.main.executablePath else {
+            throw HotUpdateError(.internalInconsistency, "cannot find hot-bench's own executable")
+        }
+        let launcher = URL(fileURLWithPath: executable).deletingLastPathComponent()
+            .appendingPathComponent("hot-bench-spawn").path
+        let child = ChildProcess(launcher: findExecutable(launcher))
+        let errorLog = root.deletingLastPathComponent().appendingPathComponent("child.err").path
+        let command = bench ? [executable] + arguments : arguments
+        var times: [Double] = []
+        var peaks: [Double] = []
+        for _ in 0..<runs {
+            let outcome = try child.run(command, errorLog: errorLog)
+            guard outcome.succeeded else {
+                throw HotUpdateError(
+                    .internalInconsistency, "'\(command.joined(separator: " "))' failed: \(outcome.errorOutput)")
+            }
+            times.append(outcome.seconds)
+            peaks.append(Double(outcome.peakRSS))
+        }
+        return (median(times), median(peaks), times.min() ?? 0, peaks.min() ?? 0)
+    }
+
+    /// The `hot` executable: `--hot`, else one beside hot-bench, else the repository's release
+    /// build, else the first on `PATH`.
+    private func hotExecutable() -> String? {
+        if let hot { return findExecutable(hot) }
+        var candidates: [String] = []
+        if let executable = Bundle.main.executablePath {
+            candidates.append(URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("hot").path)
+        }
+        candidates.append(FileManager.default.currentDirectoryPath + "/.build/release/hot")
+        for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        return findExecutable("hot")
+    }
+
+    private func measureLargeStore(in work: URL, into table: inout Table, growth: inout Table) async throws {
+        let names = try await prepareStores(in: work, into: &table)
+        let root = storeRoot(packages, in: work)
+        if resolveOnly {
+            // Only the resolves through the app's chain of the large store (for profilers).
+            let (_, chain) = try await measureChain(root: root)
+            let rate = try measureResolves(chain: chain, names: names)
+            table.add(["resolve through the app's chain (resolves/s)", format(rate: rate.median), format(rate: rate.best), ""])
+            return
+        }
+        let clock = ContinuousClock()
 
         var opens: [Double] = []
         var launchChecks: [Double] = []
@@ -117,33 +315,9 @@ struct StoreBenchmark: AsyncParsableCommand {
         ])
 
         // The app's chain (`AssetResolverChain.make(updater:)`): the store's name index,
-        // mapped and queried in place (the file lists only when the index is missing).
-        var chainBuilds: [Double] = []
-        var appChain = ChainedAssetResolver([])
-        for _ in 0..<runs {
-            let updater = makeUpdater(root: root, transport: FileTransport(), concurrency: concurrency)
-            _ = try await updater.installedPackages()  // the store open, measured above
-            let start = clock.now
-            appChain = try await AssetResolverChain.make(updater: updater, bundle: nil)
-            chainBuilds.append((clock.now - start).seconds)
-        }
-        table.add([
-            "the app's chain ready (name index), \(packages * filesPerPackage) files",
-            format(seconds: median(chainBuilds)), format(seconds: chainBuilds.min() ?? 0),
-            verdict(median(chainBuilds) <= 0.020, "≤ 20 ms"),
-        ])
-        let throughChain = try measureResolves(runs: runs) { [appChain] in
-            var hits = 0
-            for packageNames in names {
-                for name in packageNames where appChain.resolve(name) != nil { hits += 1 }
-            }
-            return (hits, packages * filesPerPackage)
-        }
-        table.add([
-            "resolve through the app's chain of \(packages) packages (resolves/s)", format(rate: throughChain.median),
-            format(rate: throughChain.best), verdict(throughChain.median >= 5_000_000, "≥ 5,000,000/s"),
-        ])
-        try measureFirstResolve(root: root, name: names[packages - 1][0], into: &table)
+        // mapped and queried in place (the file lists only when the index is missing), for
+        // each store size.
+        try await measureGrowth(in: work, names: names, into: &table, growth: &growth)
 
         // For comparison: one resolver per package from walking its tree, each asked alone
         // (as resource packs are addressed) and chained without merging.
@@ -187,33 +361,6 @@ struct StoreBenchmark: AsyncParsableCommand {
         table.add([
             "resolve asking \(packages) packages in turn (resolves/s)", format(rate: chained.median),
             format(rate: chained.best), "",
-        ])
-    }
-
-    /// A new process that opens the store, makes the app's chain and resolves `name` (the
-    /// `first-resolve` child): wall time from spawn to exit and its peak RSS, median of `runs`.
-    private func measureFirstResolve(root: URL, name: String, into table: inout Table) throws {
-        guard let bench = Bundle.main.executablePath else { return }
-        let launcher = URL(fileURLWithPath: bench).deletingLastPathComponent().appendingPathComponent("hot-bench-spawn").path
-        let child = ChildProcess(launcher: findExecutable(launcher))
-        let errorLog = root.deletingLastPathComponent().appendingPathComponent("first-resolve.err").path
-        var times: [Double] = []
-        var peaks: [Double] = []
-        for _ in 0..<runs {
-            let outcome = try child.run([bench, "first-resolve", "--root", root.path, name], errorLog: errorLog)
-            guard outcome.succeeded else {
-                throw HotUpdateError(.internalInconsistency, "first-resolve failed: \(outcome.errorOutput)")
-            }
-            times.append(outcome.seconds)
-            peaks.append(Double(outcome.peakRSS))
-        }
-        table.add([
-            "process start to first resolve (new process, to exit)", format(seconds: median(times)),
-            format(seconds: times.min() ?? 0), "",
-        ])
-        table.add([
-            "peak RSS of that process", String(format: "%.1f MB", median(peaks) / 1e6),
-            String(format: "%.1f MB", (peaks.min() ?? 0) / 1e6), "",
         ])
     }
 
@@ -326,20 +473,9 @@ struct StoreBenchmark: AsyncParsableCommand {
         let id = packageID(index)
         let source = repository.appendingPathComponent("sources/\(id)", isDirectory: true)
         var names: [String] = []
-        for file in 0..<files {
-            let folder = "img/\(file % 10)"
-            let path: String
-            switch file % 3 {
-            case 0:
-                path = "\(folder)/\(id)-icon\(file)@3x.png"
-                names.append("\(folder)/\(id)-icon\(file)")
-            case 1:
-                path = "\(folder)/\(id)-icon\(file)@2x.png"
-                names.append("\(folder)/\(id)-icon\(file).png")
-            default:
-                path = "data/\(file % 7)/\(id)-record\(file).json"
-                names.append(path)
-            }
+        for (file, item) in layout(index: index, files: files).enumerated() {
+            let path = item.path
+            names.append(item.name)
             let url = source.appendingPathComponent(path)
             try FileManager.default.createDirectory(
                 at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
@@ -366,6 +502,22 @@ struct StoreBenchmark: AsyncParsableCommand {
         return (entry, names)
     }
 
+    /// The paths of package `index`'s files and the name an app asks for each (the same on
+    /// every run, so kept stores are asked the same names).
+    private func layout(index: Int, files: Int) -> [(path: String, name: String)] {
+        let id = packageID(index)
+        return (0..<files).map { file in
+            let folder = "img/\(file % 10)"
+            switch file % 3 {
+            case 0: return ("\(folder)/\(id)-icon\(file)@3x.png", "\(folder)/\(id)-icon\(file)")
+            case 1: return ("\(folder)/\(id)-icon\(file)@2x.png", "\(folder)/\(id)-icon\(file).png")
+            default:
+                let path = "data/\(file % 7)/\(id)-record\(file).json"
+                return (path, path)
+            }
+        }
+    }
+
     private func makeUpdater(root: URL, transport: any Transport, concurrency: Int) -> Updater {
         Updater(
             configuration: UpdaterConfiguration(
@@ -383,6 +535,10 @@ struct StoreBenchmark: AsyncParsableCommand {
 
     private func format(seconds: Double) -> String {
         seconds < 1 ? String(format: "%.1f ms", seconds * 1000) : String(format: "%.2f s", seconds)
+    }
+
+    private func format(bytes: Double) -> String {
+        String(format: "%.1f MB", bytes / 1e6)
     }
 
     private func format(rate: Double) -> String {
