@@ -9,32 +9,38 @@ struct IndexedStore: Sendable {
     let index: NameIndex
     /// The store's root, as the updater was given it.
     let root: URL
-    /// The directory of each package of the index (`<root>/<version path>`), in index order.
-    let directories: [URL]
-    /// The same with the root's symbolic links resolved (one `realpath` when opened), as
-    /// the resolvers that hand out read-access roots and file URLs need them.
-    let resolvedDirectories: [URL]
+    /// The root with its symbolic links resolved when the store was opened for resolvers
+    /// that hand out read-access roots (one `realpath`), else ``root``.
+    let resolvedRoot: URL
 
     /// The index of `updater`'s store for its current snapshot, or nil when there is none
     /// usable (missing, damaged, of another format, or naming a package whose tree is gone):
     /// the reason is logged on the updater's logger, and the caller falls back to the file
     /// lists or the trees.
     ///
-    /// - Parameter rebuilding: Whether a missing or damaged index is rebuilt in the background.
-    static func open(_ updater: Updater, rebuilding: Bool) async -> IndexedStore? {
+    /// - Parameters:
+    ///   - rebuilding: Whether a missing or damaged index is rebuilt in the background.
+    ///   - resolvingLinks: Whether to resolve the root's symbolic links (``resolvedRoot``).
+    static func open(_ updater: Updater, rebuilding: Bool, resolvingLinks: Bool = false) async -> IndexedStore? {
         guard let index = await updater.nameIndex(rebuildingWhenStale: rebuilding),
             treesPresent(index, root: updater.layout.root, logger: updater.configuration.logger)
         else { return nil }
-        return IndexedStore(index: index, root: updater.layout.root)
+        let root = updater.layout.root
+        return IndexedStore(
+            index: index,
+            root: root,
+            resolvedRoot: resolvingLinks ? root.standardizedFileURL.resolvingSymlinksInPath() : root
+        )
     }
 
-    init(index: NameIndex, root: URL) {
-        self.index = index
-        self.root = root
-        let paths = (0..<index.packageCount).map { index.package($0).path }
-        directories = paths.map { root.appendingPathComponent($0, isDirectory: true) }
-        let resolvedRoot = root.standardizedFileURL.resolvingSymlinksInPath()
-        resolvedDirectories = paths.map { resolvedRoot.appendingPathComponent($0, isDirectory: true) }
+    /// The directory of package `number` (`<root>/<version path>`).
+    func directory(_ number: Int) -> URL {
+        root.appendingPathComponent(index.package(number).path, isDirectory: true)
+    }
+
+    /// The same under ``resolvedRoot``.
+    func resolvedDirectory(_ number: Int) -> URL {
+        resolvedRoot.appendingPathComponent(index.package(number).path, isDirectory: true)
     }
 
     /// The packages of the index, in the order they win names (as
@@ -42,7 +48,7 @@ struct IndexedStore: Sendable {
     var locations: [InstalledPackageLocation] {
         (0..<index.packageCount).map { number in
             let package = index.package(number)
-            return InstalledPackageLocation(id: package.id, version: package.version, directory: directories[number])
+            return InstalledPackageLocation(id: package.id, version: package.version, directory: directory(number))
         }
     }
 

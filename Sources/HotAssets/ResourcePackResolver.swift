@@ -146,7 +146,7 @@ public struct ResourcePackResolver: Sendable {
     ///   - rebuildingIndex: Whether a missing or damaged name index is rebuilt in the
     ///     background (under the store's exclusive lock); false for read-only use.
     public func open(updater: Updater, rebuildingIndex: Bool = true) async -> ResourcePackLibrary {
-        guard let store = await IndexedStore.open(updater, rebuilding: rebuildingIndex) else {
+        guard let store = await IndexedStore.open(updater, rebuilding: rebuildingIndex, resolvingLinks: true) else {
             do {
                 return open(
                     try await updater.installedPackages().map {
@@ -164,7 +164,7 @@ public struct ResourcePackResolver: Sendable {
         where store.contains(package: number, path: ResourcePackIndex.fileName) {
             do {
                 packs.append(
-                    try open(package, root: store.resolvedDirectories[number]) {
+                    try open(package, root: store.resolvedDirectory(number)) {
                         store.contains(package: number, path: $0)
                     }
                 )

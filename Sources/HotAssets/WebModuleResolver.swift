@@ -175,7 +175,7 @@ public struct WebModuleResolver: Sendable {
         inactiveModuleIDs: Set<String> = [],
         rebuildingIndex: Bool = true
     ) async -> WebModuleResolver {
-        if let store = await IndexedStore.open(updater, rebuilding: rebuildingIndex) {
+        if let store = await IndexedStore.open(updater, rebuilding: rebuildingIndex, resolvingLinks: true) {
             return WebModuleResolver(
                 modules: modules,
                 installed: store.locations,
@@ -219,7 +219,7 @@ public struct WebModuleResolver: Sendable {
             guard store.contains(package: number, path: (folder + components).joined(separator: "/")) else {
                 return .online(url, reason: .fileMissing)
             }
-            let packageRoot = store.resolvedDirectories[number]
+            let packageRoot = store.resolvedDirectory(number)
             readAccessRoot = folder.reduce(packageRoot) { $0.appendingPathComponent($1, isDirectory: true) }
             file = components.reduce(readAccessRoot) { $0.appendingPathComponent($1) }
         } else {

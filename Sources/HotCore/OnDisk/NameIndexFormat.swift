@@ -22,7 +22,7 @@ import Foundation
 /// log2 of the path slot count and the number of paths (u32 each), then, 64-byte aligned,
 /// the hash slots of the names and those of the paths (16 bytes each: the key's hash's upper
 /// 32 bits u32, key length u32, key offset u32, file u32; a key length of 0 marks an empty
-/// slot; linear probing, at most 70% full), and the string pool. A key that is a prefix of
+/// slot; linear probing, at most 70% full for names and 80% for paths), and the string pool. A key that is a prefix of
 /// its file's path shares the path's bytes. A name lookup reads one slot (its first 8 bytes
 /// compared in one load) and the key's bytes. The path slots answer which file of a given
 /// package has a given path (its hash folded with the package's number,
@@ -45,10 +45,12 @@ package enum NameIndexFormat {
     /// The hash slots start at a multiple of this (a cache line), so no slot straddles two.
     static let slotAlignment = 64
 
-    /// The number of hash slots for `entries` keys (log2): a power of two at most 70% full.
-    static func slotBits(forEntries entries: Int) -> Int {
+    /// The number of hash slots for `entries` keys (log2): a power of two at most
+    /// `percentFull` full (70% for names, which are asked most and often missed; 80% for
+    /// paths, which are asked by the resolvers that address one package).
+    static func slotBits(forEntries entries: Int, percentFull: Int = 70) -> Int {
         var bits = 4
-        while (1 << bits) * 7 < entries * 10 { bits += 1 }
+        while (1 << bits) * percentFull < entries * 100 { bits += 1 }
         return bits
     }
 
@@ -127,11 +129,15 @@ package enum NameIndexFormat {
         var entries: [(hash: UInt64, keyOffset: UInt32, keyLength: UInt32, file: UInt32)] = []
         var paths: [(hash: UInt64, keyOffset: UInt32, keyLength: UInt32, file: UInt32)] = []
         var seen = Set<String>()
-        for (number, item) in packages.enumerated() {
+        // The packages' strings first, together at the pool's start: opening the index reads
+        // them all, and one page of them is all it touches.
+        for item in packages {
             for text in [item.package.id, item.package.version, item.package.path] {
                 let (offset, length) = intern(text)
                 packageRecords += [offset, length]
             }
+        }
+        for (number, item) in packages.enumerated() {
             let keys = packageKeys(item.files, scales: scales, extensionRanks: ranks)
             // Every file is stored once: first those that win a name, in the order of their
             // names (the files asked together lie together), then the others, so that a
@@ -174,7 +180,7 @@ package enum NameIndexFormat {
             }
         }
         let slotBits = UInt32(Self.slotBits(forEntries: entries.count))
-        let pathSlotBits = UInt32(Self.slotBits(forEntries: paths.count))
+        let pathSlotBits = UInt32(Self.slotBits(forEntries: paths.count, percentFull: 80))
 
         var body = ByteWriter()
         let settingsText = Array(settings(scales: scales, extensionOrder: extensionOrder).utf8)
