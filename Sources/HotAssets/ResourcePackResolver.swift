@@ -73,7 +73,11 @@ public struct ResourcePackResolver: Sendable {
     /// store's name index: whether the package has that regular file) when given, else on
     /// the file system. `root` is the package's directory with symbolic links resolved,
     /// when known.
-    private func open(_ package: InstalledPackageLocation, root: URL?, has: ((String) -> Bool)?) throws
+    private func open(
+        _ package: InstalledPackageLocation,
+        root: URL?,
+        has: ((String) -> Bool)?
+    ) throws
         -> ResourcePack
     {
         do {

@@ -155,7 +155,9 @@ struct NameIndexTests {
         }
     }
 
-    @Test("An index of the older format is refused with a logged reason, names resolve through the file lists, and it is rebuilt")
+    @Test(
+        "An index of the older format is refused with a logged reason, names resolve through the file lists, and it is rebuilt"
+    )
     func olderFormat() async throws {
         try await withTemporaryDirectory { parent in
             let store = IndexedStore(parent: parent)
@@ -175,7 +177,9 @@ struct NameIndexTests {
             let chain = try await AssetResolverChain.make(updater: updater, bundle: nil, rebuildingIndex: false)
             let slow = try await store.slowChain(bundle: nil)
             for name in names { #expect(chain.resolve(name) == slow.resolve(name), "\(name)") }
-            #expect(logs.lines.contains { $0.contains("resolving through the file lists") && $0.contains("format (1)") })
+            #expect(
+                logs.lines.contains { $0.contains("resolving through the file lists") && $0.contains("format (1)") }
+            )
             #expect(try await updater.rebuildNameIndex())
             #expect(try Data(contentsOf: file) == good)
         }

@@ -17,7 +17,8 @@ import Logging
 struct StoreBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "store",
-        abstract: "Measure store open, resolve throughput and concurrent sync with many packages.")
+        abstract: "Measure store open, resolve throughput and concurrent sync with many packages."
+    )
 
     @Option(help: "Packages in the large store.")
     var packages = 100
@@ -44,7 +45,8 @@ struct StoreBenchmark: AsyncParsableCommand {
         help: """
             Keep the large stores in this directory and reuse them on the next run with the same \
             --packages and --files-per-package (default: a new temporary directory, removed at the end).
-            """)
+            """
+    )
     var storeDir: String?
 
     @Option(help: "The hot executable for the hot resolve rows (default: beside hot-bench, .build/release/hot, PATH).")
@@ -67,7 +69,8 @@ struct StoreBenchmark: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let parent = workDir.map { URL(fileURLWithPath: $0, isDirectory: true) }
+        let parent =
+            workDir.map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? FileManager.default.temporaryDirectory
         let work = parent.appendingPathComponent("hot-bench-store-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
@@ -149,7 +152,12 @@ struct StoreBenchmark: AsyncParsableCommand {
     /// What grows with the store: for each of ``growthCounts``, the chain's ready time and
     /// resolves per second in this process, and in new processes the time from start to the
     /// first resolve and `hot resolve`, each with its peak RSS.
-    private func measureGrowth(in work: URL, names: [[String]], into table: inout Table, growth: inout Table)
+    private func measureGrowth(
+        in work: URL,
+        names: [[String]],
+        into table: inout Table,
+        growth: inout Table
+    )
         async throws
     {
         growth = Table([
@@ -159,20 +167,44 @@ struct StoreBenchmark: AsyncParsableCommand {
         ])
         let hot = hotExecutable()
         if hot == nil { note("no hot executable found (--hot): hot resolve is not measured") }
+        // In this process: the chain's ready time and resolves per second, per store size.
+        var inProcess: [Int: (ready: (median: Double, fastest: Double), rate: (median: Double, best: Double))] = [:]
+        for count in growthCounts {
+            let (ready, chain) = try await measureChain(root: storeRoot(count, in: work))
+            inProcess[count] = (ready, try measureResolves(chain: chain, names: Array(names.prefix(count))))
+        }
+        // New processes, the store sizes taken in turn round after round (so that a change of
+        // the machine's load falls on every size alike), at least 11 rounds.
+        let spawner = try childSpawner(errorLog: work.appendingPathComponent("child.err").path)
+        var samples: [String: [ChildOutcome]] = [:]
+        for _ in 0..<max(runs * 2 + 1, 11) {
+            for count in growthCounts {
+                let root = storeRoot(count, in: work)
+                let name = names[count - 1][0]
+                samples["first \(count)", default: []].append(
+                    try spawner([spawner.bench, "first-resolve", "--root", root.path, name])
+                )
+                if let hot {
+                    samples["hot \(count)", default: []].append(
+                        try spawner([hot, "resolve", name, "--root", root.path])
+                    )
+                }
+            }
+        }
+        func summary(_ key: String) -> (seconds: Double, rss: Double, fastest: Double, leastRSS: Double)? {
+            guard let outcomes = samples[key], !outcomes.isEmpty else { return nil }
+            let times = outcomes.map(\.seconds)
+            let peaks = outcomes.map { Double($0.peakRSS) }
+            return (median(times), median(peaks), times.min() ?? 0, peaks.min() ?? 0)
+        }
         var hotByCount: [Int: (seconds: Double, rss: Double)] = [:]
         for count in growthCounts {
-            let root = storeRoot(count, in: work)
-            let (ready, chain) = try await measureChain(root: root)
-            let countNames = Array(names.prefix(count))
-            let rate = try measureResolves(chain: chain, names: countNames)
-            let name = countNames[count - 1][0]
-            let first = try measureChild(["first-resolve", "--root", root.path, name], bench: true, root: root)
+            guard let (ready, rate) = inProcess[count], let first = summary("first \(count)") else { continue }
             var row = [
                 "\(count)", "\(count * filesPerPackage)", format(seconds: ready.median), format(rate: rate.median),
                 format(seconds: first.seconds), format(bytes: first.rss),
             ]
-            if let hot {
-                let resolved = try measureChild([hot, "resolve", name, "--root", root.path], bench: false, root: root)
+            if let resolved = summary("hot \(count)") {
                 hotByCount[count] = (resolved.seconds, resolved.rss)
                 row += [format(seconds: resolved.seconds), format(bytes: resolved.rss)]
             } else {
@@ -228,8 +260,10 @@ struct StoreBenchmark: AsyncParsableCommand {
 
     /// Every name of `names` resolved through `chain`, at least two million per run. The
     /// names are made before the timed loop, as an app holds its names as constants.
-    private func measureResolves(chain: ChainedAssetResolver, names: [[String]]) throws -> (median: Double, best: Double)
-    {
+    private func measureResolves(
+        chain: ChainedAssetResolver,
+        names: [[String]]
+    ) throws -> (median: Double, best: Double) {
         let flat = names.flatMap { $0 }
         return try measureResolves(runs: runs) {
             var hits = 0
@@ -238,31 +272,36 @@ struct StoreBenchmark: AsyncParsableCommand {
         }
     }
 
-    /// `arguments` run `runs` times in a new process each (hot-bench itself when `bench`):
-    /// the medians of wall time and peak RSS, the fastest time and the least RSS.
-    private func measureChild(_ arguments: [String], bench: Bool, root: URL) throws
-        -> (seconds: Double, rss: Double, fastest: Double, leastRSS: Double)
-    {
+    /// Runs one command in a new process (through `hot-bench-spawn` when it is built beside
+    /// hot-bench) and returns how it went, failing when it fails; `bench` is hot-bench itself.
+    private struct ChildSpawner {
+        let bench: String
+        let child: ChildProcess
+        let errorLog: String
+
+        func callAsFunction(_ command: [String]) throws -> ChildOutcome {
+            let outcome = try child.run(command, errorLog: errorLog)
+            guard outcome.succeeded else {
+                throw HotUpdateError(
+                    .internalInconsistency,
+                    "'\(command.joined(separator: " "))' failed: \(outcome.errorOutput)"
+                )
+            }
+            return outcome
+        }
+    }
+
+    private func childSpawner(errorLog: String) throws -> ChildSpawner {
         guard let executable = Bundle.main.executablePath else {
             throw HotUpdateError(.internalInconsistency, "cannot find hot-bench's own executable")
         }
         let launcher = URL(fileURLWithPath: executable).deletingLastPathComponent()
             .appendingPathComponent("hot-bench-spawn").path
-        let child = ChildProcess(launcher: findExecutable(launcher))
-        let errorLog = root.deletingLastPathComponent().appendingPathComponent("child.err").path
-        let command = bench ? [executable] + arguments : arguments
-        var times: [Double] = []
-        var peaks: [Double] = []
-        for _ in 0..<runs {
-            let outcome = try child.run(command, errorLog: errorLog)
-            guard outcome.succeeded else {
-                throw HotUpdateError(
-                    .internalInconsistency, "'\(command.joined(separator: " "))' failed: \(outcome.errorOutput)")
-            }
-            times.append(outcome.seconds)
-            peaks.append(Double(outcome.peakRSS))
-        }
-        return (median(times), median(peaks), times.min() ?? 0, peaks.min() ?? 0)
+        return ChildSpawner(
+            bench: executable,
+            child: ChildProcess(launcher: findExecutable(launcher)),
+            errorLog: errorLog
+        )
     }
 
     /// The `hot` executable: `--hot`, else one beside hot-bench, else the repository's release
@@ -271,7 +310,9 @@ struct StoreBenchmark: AsyncParsableCommand {
         if let hot { return findExecutable(hot) }
         var candidates: [String] = []
         if let executable = Bundle.main.executablePath {
-            candidates.append(URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("hot").path)
+            candidates.append(
+                URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("hot").path
+            )
         }
         candidates.append(FileManager.default.currentDirectoryPath + "/.build/release/hot")
         for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
@@ -285,7 +326,9 @@ struct StoreBenchmark: AsyncParsableCommand {
             // Only the resolves through the app's chain of the large store (for profilers).
             let (_, chain) = try await measureChain(root: root)
             let rate = try measureResolves(chain: chain, names: names)
-            table.add(["resolve through the app's chain (resolves/s)", format(rate: rate.median), format(rate: rate.best), ""])
+            table.add([
+                "resolve through the app's chain (resolves/s)", format(rate: rate.median), format(rate: rate.best), "",
+            ])
             return
         }
         let clock = ContinuousClock()
@@ -330,7 +373,10 @@ struct StoreBenchmark: AsyncParsableCommand {
             }
             resolvers.append(
                 try DirectoryAssetResolver(
-                    directory: package.directory, origin: .package(id: package.id, version: package.version)))
+                    directory: package.directory,
+                    origin: .package(id: package.id, version: package.version)
+                )
+            )
         }
         table.add([
             "index \(packages * filesPerPackage) files by walking the trees (once)",
@@ -366,7 +412,9 @@ struct StoreBenchmark: AsyncParsableCommand {
 
     /// Runs `body` until it has resolved at least `minimum` names per run; resolves per second.
     private func measureResolves(
-        runs: Int, atLeast minimum: Int = 2_000_000, _ body: () -> (hits: Int, asked: Int)
+        runs: Int,
+        atLeast minimum: Int = 2_000_000,
+        _ body: () -> (hits: Int, asked: Int)
     ) throws -> (median: Double, best: Double) {
         let clock = ContinuousClock()
         var rates: [Double] = []
@@ -377,7 +425,9 @@ struct StoreBenchmark: AsyncParsableCommand {
                 let result = body()
                 guard result.hits == result.asked else {
                     throw HotUpdateError(
-                        .internalInconsistency, "\(result.asked - result.hits) of \(result.asked) names did not resolve")
+                        .internalInconsistency,
+                        "\(result.asked - result.hits) of \(result.asked) names did not resolve"
+                    )
                 }
                 asked += result.asked
             }
@@ -404,12 +454,19 @@ struct StoreBenchmark: AsyncParsableCommand {
 
     /// Syncs the small packages one after another and then `concurrency` at once, from nginx
     /// (each connection limited to `rateLimit` bytes per second when given) or from file://.
-    private func measureSyncs(from repository: URL, rateLimit: Int?, in work: URL, into table: inout Table)
+    private func measureSyncs(
+        from repository: URL,
+        rateLimit: Int?,
+        in work: URL,
+        into table: inout Table
+    )
         async throws
     {
         let server: NginxServer?
         do {
-            let locations = rateLimit.map { [NginxServer.Location.rateLimited(prefix: "/packages/", bytesPerSecond: $0)] }
+            let locations = rateLimit.map {
+                [NginxServer.Location.rateLimited(prefix: "/packages/", bytesPerSecond: $0)]
+            }
             server = try await NginxServer.start(root: repository, options: .init(locations: locations ?? []))
         } catch {
             guard rateLimit == nil else {
@@ -419,15 +476,16 @@ struct StoreBenchmark: AsyncParsableCommand {
             note("nginx is not available (\(error)); syncing from file://")
             server = nil
         }
-        let manifestURL = server?.baseURL.appendingPathComponent("manifest.json")
+        let manifestURL =
+            server?.baseURL.appendingPathComponent("manifest.json")
             ?? repository.appendingPathComponent("manifest.json")
         var over = server == nil ? "file://" : "nginx 127.0.0.1"
         if let rateLimit { over += " at \(rateLimit / 1024) KiB/s per connection" }
         func transport() -> any Transport {
             #if canImport(CHotCurl)
-                if server != nil { return CurlTransport() }
+            if server != nil { return CurlTransport() }
             #else
-                if server != nil { return URLSessionTransport() }
+            if server != nil { return URLSessionTransport() }
             #endif
             return FileTransport()
         }
@@ -454,7 +512,8 @@ struct StoreBenchmark: AsyncParsableCommand {
             let ratio = median(seconds) / sequential
             table.add([
                 "sync \(smallPackages) small packages over \(over), \(label)",
-                format(seconds: median(seconds)) + String(format: " (%.2f×)", ratio), format(seconds: seconds.min() ?? 0),
+                format(seconds: median(seconds)) + String(format: " (%.2f×)", ratio),
+                format(seconds: seconds.min() ?? 0),
                 "",
             ])
         }
@@ -467,7 +526,12 @@ struct StoreBenchmark: AsyncParsableCommand {
     /// Writes one package's tree (scale variants of images and some JSON; names and bytes
     /// differ from package to package, so a chain must look past the packages that lack a name), packs it into `repository/packages/`, and returns its manifest entry and the
     /// names an app would ask for.
-    private func writePackage(index: Int, files: Int, in repository: URL, fileBytes: Int) throws
+    private func writePackage(
+        index: Int,
+        files: Int,
+        in repository: URL,
+        fileBytes: Int
+    ) throws
         -> (ManifestDocument.Entry, [String])
     {
         let id = packageID(index)
@@ -478,7 +542,9 @@ struct StoreBenchmark: AsyncParsableCommand {
             names.append(item.name)
             let url = source.appendingPathComponent(path)
             try FileManager.default.createDirectory(
-                at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+                at: url.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             // The name, then seeded random bytes: every file differs and nothing compresses,
             // so an archive is as large as its files.
             var bytes = Data("\(id)/\(path)\n".utf8)
@@ -492,13 +558,18 @@ struct StoreBenchmark: AsyncParsableCommand {
         }
         let archive = repository.appendingPathComponent("packages/\(id)-1.zip")
         try FileManager.default.createDirectory(
-            at: archive.deletingLastPathComponent(), withIntermediateDirectories: true)
+            at: archive.deletingLastPathComponent(),
+            withIntermediateDirectories: true
+        )
         _ = try ZipWriter.write(directory: source, to: archive)
         let verifier = CryptoVerifier()
         let entry = ManifestDocument.Entry(
-            id: id, version: "1", url: "packages/\(id)-1.zip",
+            id: id,
+            version: "1",
+            url: "packages/\(id)-1.zip",
             size: Int64(try Data(contentsOf: archive).count),
-            sha256: try verifier.digest(ofFile: archive, using: .sha256).hex)
+            sha256: try verifier.digest(ofFile: archive, using: .sha256).hex
+        )
         return (entry, names)
     }
 
@@ -521,9 +592,15 @@ struct StoreBenchmark: AsyncParsableCommand {
     private func makeUpdater(root: URL, transport: any Transport, concurrency: Int) -> Updater {
         Updater(
             configuration: UpdaterConfiguration(
-                root: root, transport: transport, unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
-                store: JSONMetadataStore(root: root), maxConcurrentPackages: concurrency,
-                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })))
+                root: root,
+                transport: transport,
+                unarchiver: ZipUnarchiver(),
+                verifier: CryptoVerifier(),
+                store: JSONMetadataStore(root: root),
+                maxConcurrentPackages: concurrency,
+                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+        )
     }
 
     private func median(_ values: [Double]) -> Double {
@@ -580,8 +657,10 @@ extension Duration {
 /// resolve: what an app does before it draws its first asset, timed by the parent.
 struct FirstResolve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "first-resolve", abstract: "Open a store and resolve one name (used by the benchmark).",
-        shouldDisplay: false)
+        commandName: "first-resolve",
+        abstract: "Open a store and resolve one name (used by the benchmark).",
+        shouldDisplay: false
+    )
 
     @Option(help: "The store's root.")
     var root: String
@@ -593,9 +672,14 @@ struct FirstResolve: AsyncParsableCommand {
         let rootURL = URL(fileURLWithPath: root, isDirectory: true)
         let updater = Updater(
             configuration: UpdaterConfiguration(
-                root: rootURL, transport: FileTransport(), unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
+                root: rootURL,
+                transport: FileTransport(),
+                unarchiver: ZipUnarchiver(),
+                verifier: CryptoVerifier(),
                 store: JSONMetadataStore(root: rootURL),
-                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })))
+                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+        )
         let chain = try await AssetResolverChain.make(updater: updater, bundle: nil, rebuildingIndex: false)
         guard chain.resolve(name) != nil else {
             FileHandle.standardError.write(Data("hot-bench first-resolve: \(name) does not resolve\n".utf8))
