@@ -36,27 +36,50 @@ private final class AnswerBox: Sendable {
 /// releases its box and returns the winner's), released when the slots go.
 @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
 private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
-    // The words are only touched atomically; the pointer itself never changes.
+    // The words are only touched atomically; the pointers themselves never change.
     private let words: UnsafeMutablePointer<Atomic<UInt>>
     private let count: Int
+    /// One bit per 512 words (a 4 KiB page of them), set when an answer is kept there: going
+    /// away looks only at the pages used.
+    private let used: UnsafeMutablePointer<Atomic<UInt>>
+    private let usedCount: Int
+    private static let wordsPerPage = 512
 
     init(count: Int) {
         self.count = count
-        words = UnsafeMutablePointer<Atomic<UInt>>.allocate(capacity: max(count, 1))
-        for position in 0..<count {
-            (words + position).initialize(to: Atomic<UInt>(0))
+        // Zeroed by calloc, which hands out a large block as pages not yet touched: the slots
+        // of 100,000 files cost no time and no memory until answers are kept in them. A word
+        // of zeros is `Atomic<UInt>(0)`.
+        guard let raw = calloc(max(count, 1), MemoryLayout<Atomic<UInt>>.stride) else {
+            fatalError("cannot allocate the answer slots of \(count) files")
+        }
+        words = raw.bindMemory(to: Atomic<UInt>.self, capacity: max(count, 1))
+        let pages = (count + Self.wordsPerPage - 1) / Self.wordsPerPage
+        usedCount = max((pages + UInt.bitWidth - 1) / UInt.bitWidth, 1)
+        used = UnsafeMutablePointer<Atomic<UInt>>.allocate(capacity: usedCount)
+        for position in 0..<usedCount {
+            (used + position).initialize(to: Atomic<UInt>(0))
         }
     }
 
     deinit {
-        for position in 0..<count {
-            let bits = words[position].load(ordering: .acquiring)
-            if bits != 0, let pointer = UnsafeRawPointer(bitPattern: bits) {
-                Unmanaged<AnswerBox>.fromOpaque(pointer).release()
+        for mark in 0..<usedCount {
+            var bits = used[mark].load(ordering: .acquiring)
+            while bits != 0 {
+                let page = mark * UInt.bitWidth + bits.trailingZeroBitCount
+                bits &= bits - 1
+                let start = page * Self.wordsPerPage
+                for position in start..<min(start + Self.wordsPerPage, count) {
+                    let word = words[position].load(ordering: .acquiring)
+                    if word != 0, let pointer = UnsafeRawPointer(bitPattern: word) {
+                        Unmanaged<AnswerBox>.fromOpaque(pointer).release()
+                    }
+                }
             }
         }
-        words.deinitialize(count: count)
-        words.deallocate()
+        used.deinitialize(count: usedCount)
+        used.deallocate()
+        free(UnsafeMutableRawPointer(words))
     }
 
     @inline(__always)
@@ -74,7 +97,11 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
             successOrdering: .acquiringAndReleasing,
             failureOrdering: .acquiring
         )
-        if exchanged { return box._withUnsafeGuaranteedRef { $0.asset } }
+        if exchanged {
+            let page = number / Self.wordsPerPage
+            used[page / UInt.bitWidth].bitwiseOr(1 << UInt(page % UInt.bitWidth), ordering: .releasing)
+            return box._withUnsafeGuaranteedRef { $0.asset }
+        }
         box.release()
         guard let pointer = UnsafeRawPointer(bitPattern: winner) else { return make() }
         return Unmanaged<AnswerBox>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.asset }

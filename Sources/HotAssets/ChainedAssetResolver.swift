@@ -25,6 +25,15 @@ public struct ChainedAssetResolver: AssetResolver {
     /// The one merged index when the chain holds only directory resolvers (the usual
     /// chain): resolved without walking `segments`.
     private let sole: [String: ResolvedAsset]?
+    /// The store's name index followed by nothing or by merged directory resolvers (the
+    /// bundle): the chain an app makes from a store with an index, resolved without
+    /// walking `segments` or calling through an existential.
+    private let indexed: IndexedPath?
+
+    private struct IndexedPath: Sendable {
+        let index: StoreIndexResolver
+        let fallback: [String: ResolvedAsset]?
+    }
 
     private enum Segment: Sendable {
         /// The indexes of consecutive directory resolvers, the first one's entry kept per name.
@@ -69,10 +78,30 @@ public struct ChainedAssetResolver: AssetResolver {
         } else {
             sole = nil
         }
+        if let first = segments.first, case .other(let resolver) = first,
+            let index = resolver as? StoreIndexResolver
+        {
+            if segments.count == 1 {
+                indexed = IndexedPath(index: index, fallback: nil)
+            } else if segments.count == 2, case .merged(let fallback) = segments[1] {
+                indexed = IndexedPath(index: index, fallback: fallback)
+            } else {
+                indexed = nil
+            }
+        } else {
+            indexed = nil
+        }
     }
 
     /// Returns the first resolver's answer for `name`, or nil when none has one.
     public func resolve(_ name: String) -> ResolvedAsset? {
+        if let indexed {
+            if let asset = indexed.index.resolve(name) { return asset }
+            guard let fallback = indexed.fallback else { return nil }
+            if let asset = fallback[name] { return asset }
+            guard let normalised = AssetName.normalise(name), normalised != name else { return nil }
+            return fallback[normalised]
+        }
         if let sole {
             if let asset = sole[name] { return asset }
             guard let normalised = AssetName.normalise(name), normalised != name else { return nil }
@@ -253,10 +282,9 @@ extension AssetResolverChain {
     ) async throws -> ChainedAssetResolver {
         let logger = updater.configuration.logger
         if scales.scales == NameIndexFormat.defaultScales, extensionOrder == NameIndexFormat.defaultExtensionOrder,
-            let index = await updater.nameIndex(rebuildingWhenStale: rebuildingIndex),
-            treesPresent(index, root: updater.layout.root, logger: logger)
+            let store = await IndexedStore.open(updater, rebuilding: rebuildingIndex)
         {
-            var resolvers: [any AssetResolver] = [StoreIndexResolver(index: index, root: updater.layout.root)]
+            var resolvers: [any AssetResolver] = [StoreIndexResolver(index: store.index, root: store.root)]
             if let bundle {
                 resolvers.append(
                     try DirectoryAssetResolver(
@@ -312,28 +340,6 @@ extension AssetResolverChain {
             logger: logger
         )
     }
-}
-
-/// Whether the tree of every package of `index` is there (one `stat` per package): a tree
-/// gone without the store knowing would leave names the index gives it pointing at nothing,
-/// and the index cannot say which package comes next for them, so the chain is then built
-/// from the file lists, which leaves that package out.
-private func treesPresent(_ index: NameIndex, root: URL, logger: Logger) -> Bool {
-    let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
-    for number in 0..<index.packageCount {
-        let package = index.package(number)
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: base + package.path, isDirectory: &isDirectory),
-            isDirectory.boolValue
-        else {
-            logger.warning(
-                "a package's tree is gone: resolving through the file lists",
-                metadata: ["package": "\(package.id)", "version": "\(package.version)"]
-            )
-            return false
-        }
-    }
-    return true
 }
 
 /// One result per package, written from `concurrentPerform`'s threads (each slot by one

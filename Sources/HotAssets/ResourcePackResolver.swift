@@ -1,5 +1,6 @@
 import Foundation
 import HotCore
+import Logging
 
 /// A resource pack opened from an installed package: its index, and for every handled type
 /// the name → local file URL of each listed resource.
@@ -65,14 +66,34 @@ public struct ResourcePackResolver: Sendable {
     ///   malformed index), `HotUpdateError.Code.unsafeEntry` (a name that is absolute, has
     ///   `..`, or leads out of the package).
     public func open(_ package: InstalledPackageLocation) throws -> ResourcePack {
+        try open(package, root: nil, has: nil)
+    }
+
+    /// Opens the pack installed as `package`, checking each listed name with `has` (the
+    /// store's name index: whether the package has that regular file) when given, else on
+    /// the file system. `root` is the package's directory with symbolic links resolved,
+    /// when known.
+    private func open(
+        _ package: InstalledPackageLocation,
+        root: URL?,
+        has: ((String) -> Bool)?
+    ) throws
+        -> ResourcePack
+    {
         do {
             let index = try ResourcePackIndex.load(fromPackage: package.directory)
-            let root = package.directory.standardizedFileURL.resolvingSymlinksInPath()
+            let root = root ?? package.directory.standardizedFileURL.resolvingSymlinksInPath()
             var resources: [ResourceType: [String: URL]] = [:]
             for (type, names) in index.names where types.contains(type) {
                 var files: [String: URL] = [:]
                 for name in names {
-                    files[name] = try Self.file(named: name, type: type, in: root)
+                    if let has {
+                        let components = try Self.checkedComponents(of: name, type: type)
+                        guard has(name) else { throw Self.notAFile(name, type: type) }
+                        files[name] = components.reduce(root) { $0.appendingPathComponent(String($1)) }
+                    } else {
+                        files[name] = try Self.file(named: name, type: type, in: root)
+                    }
                 }
                 resources[type] = files
             }
@@ -108,8 +129,59 @@ public struct ResourcePackResolver: Sendable {
         return ResourcePackLibrary(packs: packs, failures: failures)
     }
 
-    /// Checks `name` and returns its file under `root` (already free of symbolic links).
-    static func file(named name: String, type: ResourceType, in root: URL) throws -> URL {
+    /// Opens every resource pack among the packages `updater` has installed and not
+    /// disabled, checking each listed resource against the store's name index: which
+    /// packages carry an `index.json` and whether each listed file is there is answered from
+    /// the mapped index, without a system call per name (each pack's `index.json` is read).
+    ///
+    /// When the store has no usable index for its current snapshot (missing, damaged, of an
+    /// older format, or naming a tree that is gone; the reason is logged on the updater's
+    /// logger), the packs are opened from `Updater.installedPackages()` on the file system,
+    /// as opening a list of packages does; when the store cannot be read at
+    /// all, the library is empty.
+    ///
+    /// ```swift
+    /// let library = await ResourcePackResolver().open(updater: updater)
+    /// if let blend = library.url(for: "blend.jpg", type: .overlay) { show(blend) }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - updater: The updater whose installed packages are opened, most recently installed first.
+    ///   - rebuildingIndex: Whether a missing or damaged name index is rebuilt in the
+    ///     background (under the store's exclusive lock); false for read-only use.
+    public func open(updater: Updater, rebuildingIndex: Bool = true) async -> ResourcePackLibrary {
+        guard let store = await IndexedStore.open(updater, rebuilding: rebuildingIndex, resolvingLinks: true) else {
+            do {
+                return open(
+                    try await updater.installedPackages().map {
+                        InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
+                    }
+                )
+            } catch {
+                updater.configuration.logger.error("the store cannot be read; no resource packs: \(error)")
+                return ResourcePackLibrary(packs: [])
+            }
+        }
+        var packs: [ResourcePack] = []
+        var failures: [String: HotUpdateError] = [:]
+        for (number, package) in store.locations.enumerated()
+        where store.contains(package: number, path: ResourcePackIndex.fileName) {
+            do {
+                packs.append(
+                    try open(package, root: store.resolvedDirectory(number)) {
+                        store.contains(package: number, path: $0)
+                    }
+                )
+            } catch {
+                failures[package.id] = HotUpdateError.wrap(error, as: .fileSystem, "cannot open", packageID: package.id)
+            }
+        }
+        return ResourcePackLibrary(packs: packs, failures: failures)
+    }
+
+    /// The components of resource `name`, checked: relative, without `..`, `.` or empty
+    /// components, a backslash or a NUL.
+    static func checkedComponents(of name: String, type: ResourceType) throws -> [Substring] {
         let components = name.split(separator: "/", omittingEmptySubsequences: false)
         guard !name.isEmpty, !name.hasPrefix("/"), !name.contains("\\"), !name.utf8.contains(0),
             components.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." })
@@ -120,6 +192,21 @@ public struct ResourcePackResolver: Sendable {
                 subject: name
             )
         }
+        return components
+    }
+
+    /// The error for a listed name that is not a file of the package.
+    private static func notAFile(_ name: String, type: ResourceType) -> HotUpdateError {
+        HotUpdateError(
+            .notFound,
+            "\(type) resource '\(name)' listed in index.json is not a file of the package",
+            subject: name
+        )
+    }
+
+    /// Checks `name` and returns its file under `root` (already free of symbolic links).
+    static func file(named name: String, type: ResourceType, in root: URL) throws -> URL {
+        let components = try checkedComponents(of: name, type: type)
         let url = components.reduce(root) { $0.appendingPathComponent(String($1)) }
         let resolved = url.resolvingSymlinksInPath()
         guard resolved.path.hasPrefix(root.path + "/") else {
@@ -128,11 +215,7 @@ public struct ResourcePackResolver: Sendable {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: resolved.path, isDirectory: &isDirectory), !isDirectory.boolValue
         else {
-            throw HotUpdateError(
-                .notFound,
-                "\(type) resource '\(name)' listed in index.json is not a file of the package",
-                subject: name
-            )
+            throw notAFile(name, type: type)
         }
         return url
     }

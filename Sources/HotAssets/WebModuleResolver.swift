@@ -1,5 +1,6 @@
 import Foundation
 import HotCore
+import Logging
 
 /// A web (H5) module: the online address its pages live under, and the package that holds
 /// its offline copy.
@@ -88,15 +89,16 @@ public struct OnlineFallbackReason: Hashable, Sendable, CustomStringConvertible 
 /// default ports are implied, and the base path matches whole segments (`/home` does not
 /// cover `/homepage`); the longest matching base wins.
 ///
-/// The resolver is a value built from a list of installed packages: build a new one after
-/// each sync. Resolution only checks that a file exists; it never touches the network.
+/// The resolver is a value built from the installed packages: build a new one after each
+/// sync. Made from an updater (``make(modules:updater:inactiveModuleIDs:rebuildingIndex:)``),
+/// it checks that a page's file exists in the store's name index, mapped and queried in
+/// place, without a system call; made from a list of packages, or when the store has no
+/// usable index, it checks the file system. It never touches the network.
 ///
 /// ```swift
-/// let resolver = WebModuleResolver(
+/// let resolver = await WebModuleResolver.make(
 ///     modules: [WebModule(id: "10010", onlineBase: URL(string: "https://m.example.com/home/")!)],
-///     installed: try await updater.installedPackages().map {
-///         InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-///     },
+///     updater: updater,
 ///     inactiveModuleIDs: check.inactiveModuleIDs)
 /// switch resolver.resolve(url) {
 /// case .local(let page): webView.loadFileURL(page.fileURL, allowingReadAccessTo: page.readAccessRoot)
@@ -110,6 +112,13 @@ public struct WebModuleResolver: Sendable {
     public let installed: [String: InstalledPackageLocation]
     /// Modules served online whatever is installed.
     public let inactiveModuleIDs: Set<String>
+    /// The store's name index when the resolver was made from an updater whose store has one:
+    /// pages are then checked against it instead of the file system.
+    private let store: IndexedStore?
+
+    /// Whether pages are checked against the store's name index (see
+    /// ``make(modules:updater:inactiveModuleIDs:rebuildingIndex:)``).
+    package var answersFromNameIndex: Bool { store != nil }
 
     /// Creates a resolver.
     ///
@@ -120,6 +129,15 @@ public struct WebModuleResolver: Sendable {
     ///   - inactiveModuleIDs: Modules the server disabled, such as
     ///     `OfflinePackageManifestSource.Check.inactiveModuleIDs`.
     public init(modules: [WebModule], installed: [InstalledPackageLocation], inactiveModuleIDs: Set<String> = []) {
+        self.init(modules: modules, installed: installed, inactiveModuleIDs: inactiveModuleIDs, store: nil)
+    }
+
+    private init(
+        modules: [WebModule],
+        installed: [InstalledPackageLocation],
+        inactiveModuleIDs: Set<String>,
+        store: IndexedStore?
+    ) {
         self.modules = modules.sorted {
             Self.segments(of: $0.onlineBase).count > Self.segments(of: $1.onlineBase).count
         }
@@ -127,6 +145,53 @@ public struct WebModuleResolver: Sendable {
         for package in installed where byID[package.id] == nil { byID[package.id] = package }
         self.installed = byID
         self.inactiveModuleIDs = inactiveModuleIDs
+        self.store = store
+    }
+
+    /// A resolver over the packages `updater` has installed and not disabled, which checks
+    /// pages against the store's name index: opening costs O(packages) and a page costs a
+    /// lookup in the mapped index, however many files the store holds.
+    ///
+    /// When the store has no usable index for its current snapshot (missing, damaged, of an
+    /// older format, or naming a tree that is gone; the reason is logged on the updater's
+    /// logger), the resolver is made from `Updater.installedPackages()` and checks the file
+    /// system, as ``init(modules:installed:inactiveModuleIDs:)`` does; when the store cannot be
+    /// read at all, every page is served online.
+    ///
+    /// ```swift
+    /// let resolver = await WebModuleResolver.make(modules: modules, updater: updater)
+    /// if case .local(let page) = resolver.resolve(url) { webView.loadFileURL(page.fileURL, allowingReadAccessTo: page.readAccessRoot) }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - modules: The web modules the app knows.
+    ///   - updater: The updater whose installed packages serve the modules.
+    ///   - inactiveModuleIDs: Modules the server disabled.
+    ///   - rebuildingIndex: Whether a missing or damaged name index is rebuilt in the
+    ///     background (under the store's exclusive lock); false for read-only use.
+    public static func make(
+        modules: [WebModule],
+        updater: Updater,
+        inactiveModuleIDs: Set<String> = [],
+        rebuildingIndex: Bool = true
+    ) async -> WebModuleResolver {
+        if let store = await IndexedStore.open(updater, rebuilding: rebuildingIndex, resolvingLinks: true) {
+            return WebModuleResolver(
+                modules: modules,
+                installed: store.locations,
+                inactiveModuleIDs: inactiveModuleIDs,
+                store: store
+            )
+        }
+        var installed: [InstalledPackageLocation] = []
+        do {
+            installed = try await updater.installedPackages().map {
+                InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
+            }
+        } catch {
+            updater.configuration.logger.error("the store cannot be read; serving web modules online: \(error)")
+        }
+        return WebModuleResolver(modules: modules, installed: installed, inactiveModuleIDs: inactiveModuleIDs)
     }
 
     /// Where to load `url` from.
@@ -146,16 +211,29 @@ public struct WebModuleResolver: Sendable {
         guard (folder + components).allSatisfy(Self.isSafeComponent) else {
             return .online(url, reason: .unsafePath)
         }
-        let packageRoot = package.directory.standardizedFileURL.resolvingSymlinksInPath()
-        let readAccessRoot = folder.reduce(packageRoot) { $0.appendingPathComponent($1, isDirectory: true) }
-        let file = components.reduce(readAccessRoot) { $0.appendingPathComponent($1) }
-        guard file.resolvingSymlinksInPath().path.hasPrefix(readAccessRoot.path + "/") else {
-            return .online(url, reason: .unsafePath)
-        }
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: file.path, isDirectory: &isDirectory), !isDirectory.boolValue
-        else {
-            return .online(url, reason: .fileMissing)
+        let readAccessRoot: URL
+        let file: URL
+        if let store, let number = store.index.packageNumber(id: module.id) {
+            // The index lists the package's regular files, found without following a link:
+            // a path it has is inside the package.
+            guard store.contains(package: number, path: (folder + components).joined(separator: "/")) else {
+                return .online(url, reason: .fileMissing)
+            }
+            let packageRoot = store.resolvedDirectory(number)
+            readAccessRoot = folder.reduce(packageRoot) { $0.appendingPathComponent($1, isDirectory: true) }
+            file = components.reduce(readAccessRoot) { $0.appendingPathComponent($1) }
+        } else {
+            let packageRoot = package.directory.standardizedFileURL.resolvingSymlinksInPath()
+            readAccessRoot = folder.reduce(packageRoot) { $0.appendingPathComponent($1, isDirectory: true) }
+            file = components.reduce(readAccessRoot) { $0.appendingPathComponent($1) }
+            guard file.resolvingSymlinksInPath().path.hasPrefix(readAccessRoot.path + "/") else {
+                return .online(url, reason: .unsafePath)
+            }
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: file.path, isDirectory: &isDirectory), !isDirectory.boolValue
+            else {
+                return .online(url, reason: .fileMissing)
+            }
         }
         var local = URLComponents(url: file, resolvingAgainstBaseURL: false)
         let online = URLComponents(url: url, resolvingAgainstBaseURL: false)

@@ -154,4 +154,56 @@ struct NameIndexTests {
             }
         }
     }
+
+    @Test(
+        "An index of the older format is refused with a logged reason, names resolve through the file lists, and it is rebuilt"
+    )
+    func olderFormat() async throws {
+        try await withTemporaryDirectory { parent in
+            let store = IndexedStore(parent: parent)
+            try await store.install("older", "1", DirectoryAssetResolverTests.files)
+            let file = try await store.indexFile()
+            let good = try Data(contentsOf: file)
+            // The same bytes claiming format 1, with a header checksum that matches.
+            var older = good
+            older.withUnsafeMutableBytes { raw in
+                raw.storeBytes(of: UInt32(1).littleEndian, toByteOffset: 8, as: UInt32.self)
+                let sum = NameIndexFormat.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<56]))
+                raw.storeBytes(of: sum.littleEndian, toByteOffset: 56, as: UInt64.self)
+            }
+            try older.write(to: file)
+            let logs = LogLines()
+            let updater = store.relaunch(log: logs)
+            let chain = try await AssetResolverChain.make(updater: updater, bundle: nil, rebuildingIndex: false)
+            let slow = try await store.slowChain(bundle: nil)
+            for name in names { #expect(chain.resolve(name) == slow.resolve(name), "\(name)") }
+            #expect(
+                logs.lines.contains { $0.contains("resolving through the file lists") && $0.contains("format (1)") }
+            )
+            #expect(try await updater.rebuildNameIndex())
+            #expect(try Data(contentsOf: file) == good)
+        }
+    }
+
+    @Test("Names of every length from 1 to 40 bytes are found, and names one byte off are not")
+    func everyLength() async throws {
+        try await withTemporaryDirectory { parent in
+            let store = IndexedStore(parent: parent)
+            let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789-_")
+            let stems = (1...40).map { length in String((0..<length).map { alphabet[$0 % alphabet.count] }) }
+            try await store.install("lengths", "1", stems.map { "k/" + $0 })
+            let chain = try await AssetResolverChain.make(updater: store.relaunch(), bundle: nil)
+            let slow = try await store.slowChain(bundle: nil)
+            var asked = 0
+            for stem in stems {
+                let name = "k/" + stem
+                #expect(chain.resolve(name) != nil, "\(name)")
+                for near in [name + "z", String(name.dropLast()) + "#", "j" + name.dropFirst()] {
+                    #expect(chain.resolve(near) == slow.resolve(near), "\(near)")
+                    asked += 1
+                }
+            }
+            #expect(asked == 3 * 40)
+        }
+    }
 }

@@ -17,7 +17,8 @@ import Logging
 struct StoreBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "store",
-        abstract: "Measure store open, resolve throughput and concurrent sync with many packages.")
+        abstract: "Measure store open, resolve throughput and concurrent sync with many packages."
+    )
 
     @Option(help: "Packages in the large store.")
     var packages = 100
@@ -40,6 +41,23 @@ struct StoreBenchmark: AsyncParsableCommand {
     @Option(help: "The work directory (default: the system's temporary directory).")
     var workDir: String?
 
+    @Option(
+        help: """
+            Keep the large stores in this directory and reuse them on the next run with the same \
+            --packages and --files-per-package (default: a new temporary directory, removed at the end).
+            """
+    )
+    var storeDir: String?
+
+    @Option(help: "The hot executable for the hot resolve rows (default: beside hot-bench, .build/release/hot, PATH).")
+    var hot: String?
+
+    @Flag(help: "Leave out the sync comparison.")
+    var skipSync = false
+
+    @Flag(help: .hidden)
+    var resolveOnly = false
+
     @Flag(help: "Print the tables as Markdown.")
     var markdown = false
 
@@ -51,16 +69,27 @@ struct StoreBenchmark: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let parent = workDir.map { URL(fileURLWithPath: $0, isDirectory: true) }
+        let parent =
+            workDir.map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? FileManager.default.temporaryDirectory
         let work = parent.appendingPathComponent("hot-bench-store-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: work) }
+        let stores: URL
+        if let storeDir {
+            stores = URL(fileURLWithPath: storeDir, isDirectory: true)
+            try FileManager.default.createDirectory(at: stores, withIntermediateDirectories: true)
+        } else {
+            stores = work
+        }
         do {
             var table = Table([("measurement", .left), ("median", .right), ("fastest", .right), ("goal", .left)])
-            try await measureLargeStore(in: work, into: &table)
-            try await measureSyncs(in: work, into: &table)
+            var growth = Table([])
+            try await measureLargeStore(in: stores, into: &table, growth: &growth)
+            if !skipSync { try await measureSyncs(in: work, into: &table) }
             print(table.render(markdown: markdown))
+            print()
+            print(growth.render(markdown: markdown))
         } catch let error as HotUpdateError {
             FileHandle.standardError.write(Data("hot-bench: error: \(error.detailedDescription())\n".utf8))
             throw ExitCode(1)
@@ -69,28 +98,240 @@ struct StoreBenchmark: AsyncParsableCommand {
 
     // MARK: - The large store
 
-    private func measureLargeStore(in work: URL, into table: inout Table) async throws {
+    /// The package counts whose growth is reported: 1, 10 and `packages` (those not above it).
+    private var growthCounts: [Int] {
+        Array(Set([1, 10, packages].filter { $0 <= packages })).sorted()
+    }
+
+    /// The root of the store of `count` packages.
+    private func storeRoot(_ count: Int, in work: URL) -> URL {
+        work.appendingPathComponent("store-\(count)x\(filesPerPackage)", isDirectory: true)
+    }
+
+    /// Writes the packages and installs a store of each of ``growthCounts`` packages through
+    /// the engine, unless `work` already holds them (a kept `--store-dir`). Returns the names
+    /// an app would ask for, per package.
+    private func prepareStores(in work: URL, into table: inout Table) async throws -> [[String]] {
+        let names = (0..<packages).map { layout(index: $0, files: filesPerPackage).map(\.name) }
+        let marker = work.appendingPathComponent("stores-\(packages)x\(filesPerPackage).complete")
+        if FileManager.default.fileExists(atPath: marker.path) {
+            note("reusing the stores in \(work.path)")
+            return names
+        }
         note("writing \(packages) packages × \(filesPerPackage) files")
         let repository = work.appendingPathComponent("large-repo", isDirectory: true)
-        var names: [[String]] = []
-        var document = ManifestDocument()
+        var entries: [ManifestDocument.Entry] = []
         for index in 0..<packages {
-            let (entry, packageNames) = try writePackage(index: index, files: filesPerPackage, in: repository, fileBytes: 96)
-            document.upsert(entry)
-            names.append(packageNames)
+            entries.append(try writePackage(index: index, files: filesPerPackage, in: repository, fileBytes: 96).0)
         }
-        let manifest = repository.appendingPathComponent("manifest.json")
-        try document.encoded().write(to: manifest)
-
-        note("installing them through the engine (file://)")
-        let root = work.appendingPathComponent("large-store", isDirectory: true)
         let clock = ContinuousClock()
-        let installStart = clock.now
-        let report = try await makeUpdater(root: root, transport: FileTransport(), concurrency: concurrency)
-            .sync(from: StaticManifestSource(url: manifest, transport: FileTransport()))
-        try report.throwIfFailed()
-        let installSeconds = (clock.now - installStart).seconds
-        table.add(["install \(packages) × \(filesPerPackage) files (once)", format(seconds: installSeconds), "", ""])
+        for count in growthCounts {
+            var document = ManifestDocument()
+            for entry in entries.prefix(count) { document.upsert(entry) }
+            let manifest = repository.appendingPathComponent("manifest-\(count).json")
+            try document.encoded().write(to: manifest)
+            note("installing \(count) of them through the engine (file://)")
+            let root = storeRoot(count, in: work)
+            try? FileManager.default.removeItem(at: root)
+            let installStart = clock.now
+            let report = try await makeUpdater(root: root, transport: FileTransport(), concurrency: concurrency)
+                .sync(from: StaticManifestSource(url: manifest, transport: FileTransport()))
+            try report.throwIfFailed()
+            if count == packages {
+                table.add([
+                    "install \(packages) × \(filesPerPackage) files (once)",
+                    format(seconds: (clock.now - installStart).seconds), "", "",
+                ])
+            }
+        }
+        try? FileManager.default.removeItem(at: repository.appendingPathComponent("sources"))
+        try Data().write(to: marker)
+        return names
+    }
+
+    /// What grows with the store: for each of ``growthCounts``, the chain's ready time and
+    /// resolves per second in this process, and in new processes the time from start to the
+    /// first resolve and `hot resolve`, each with its peak RSS.
+    private func measureGrowth(
+        in work: URL,
+        names: [[String]],
+        into table: inout Table,
+        growth: inout Table
+    )
+        async throws
+    {
+        growth = Table([
+            ("packages", .right), ("files", .right), ("chain ready", .right), ("resolves/s", .right),
+            ("start to first resolve", .right), ("its peak RSS", .right), ("hot resolve", .right),
+            ("its peak RSS", .right),
+        ])
+        let hot = hotExecutable()
+        if hot == nil { note("no hot executable found (--hot): hot resolve is not measured") }
+        // In this process: the chain's ready time and resolves per second, per store size.
+        var inProcess: [Int: (ready: (median: Double, fastest: Double), rate: (median: Double, best: Double))] = [:]
+        for count in growthCounts {
+            let (ready, chain) = try await measureChain(root: storeRoot(count, in: work))
+            inProcess[count] = (ready, try measureResolves(chain: chain, names: Array(names.prefix(count))))
+        }
+        // New processes, the store sizes taken in turn round after round (so that a change of
+        // the machine's load falls on every size alike), at least 11 rounds.
+        let spawner = try childSpawner(errorLog: work.appendingPathComponent("child.err").path)
+        var samples: [String: [ChildOutcome]] = [:]
+        for _ in 0..<max(runs * 2 + 1, 11) {
+            for count in growthCounts {
+                let root = storeRoot(count, in: work)
+                let name = names[count - 1][0]
+                samples["first \(count)", default: []].append(
+                    try spawner([spawner.bench, "first-resolve", "--root", root.path, name])
+                )
+                if let hot {
+                    samples["hot \(count)", default: []].append(
+                        try spawner([hot, "resolve", name, "--root", root.path])
+                    )
+                }
+            }
+        }
+        func summary(_ key: String) -> (seconds: Double, rss: Double, fastest: Double, leastRSS: Double)? {
+            guard let outcomes = samples[key], !outcomes.isEmpty else { return nil }
+            let times = outcomes.map(\.seconds)
+            let peaks = outcomes.map { Double($0.peakRSS) }
+            return (median(times), median(peaks), times.min() ?? 0, peaks.min() ?? 0)
+        }
+        var hotByCount: [Int: (seconds: Double, rss: Double)] = [:]
+        for count in growthCounts {
+            guard let (ready, rate) = inProcess[count], let first = summary("first \(count)") else { continue }
+            var row = [
+                "\(count)", "\(count * filesPerPackage)", format(seconds: ready.median), format(rate: rate.median),
+                format(seconds: first.seconds), format(bytes: first.rss),
+            ]
+            if let resolved = summary("hot \(count)") {
+                hotByCount[count] = (resolved.seconds, resolved.rss)
+                row += [format(seconds: resolved.seconds), format(bytes: resolved.rss)]
+            } else {
+                row += ["", ""]
+            }
+            growth.add(row)
+            if count == packages {
+                table.add([
+                    "the app's chain ready (name index), \(packages * filesPerPackage) files",
+                    format(seconds: ready.median), format(seconds: ready.fastest),
+                    verdict(ready.median <= 0.020, "≤ 20 ms"),
+                ])
+                table.add([
+                    "resolve through the app's chain of \(packages) packages (resolves/s)", format(rate: rate.median),
+                    format(rate: rate.best), verdict(rate.median >= 5_000_000, "≥ 5,000,000/s"),
+                ])
+                table.add([
+                    "process start to first resolve (new process, to exit)", format(seconds: first.seconds),
+                    format(seconds: first.fastest), "",
+                ])
+                table.add(["peak RSS of that process", format(bytes: first.rss), format(bytes: first.leastRSS), ""])
+            }
+        }
+        if let small = hotByCount[1], let large = hotByCount[packages], packages > 1 {
+            let time = large.seconds / small.seconds
+            let rss = large.rss / small.rss
+            table.add([
+                "hot resolve, \(packages) packages against 1 (time)", String(format: "%.2f×", time),
+                format(seconds: large.seconds) + " / " + format(seconds: small.seconds), verdict(time <= 1.3, "≤ 1.3×"),
+            ])
+            table.add([
+                "hot resolve, \(packages) packages against 1 (peak RSS)", String(format: "%.2f×", rss),
+                format(bytes: large.rss) + " / " + format(bytes: small.rss), verdict(rss <= 1.3, "≤ 1.3×"),
+            ])
+        }
+    }
+
+    /// `AssetResolverChain.make(updater:)` on a freshly opened store, `runs` times: its
+    /// median and fastest time, and the last chain made.
+    private func measureChain(root: URL) async throws -> ((median: Double, fastest: Double), ChainedAssetResolver) {
+        let clock = ContinuousClock()
+        var builds: [Double] = []
+        var chain = ChainedAssetResolver([])
+        for _ in 0..<runs {
+            let updater = makeUpdater(root: root, transport: FileTransport(), concurrency: concurrency)
+            _ = try await updater.installedPackages()  // the store open, measured on its own
+            let start = clock.now
+            chain = try await AssetResolverChain.make(updater: updater, bundle: nil)
+            builds.append((clock.now - start).seconds)
+        }
+        return ((median(builds), builds.min() ?? 0), chain)
+    }
+
+    /// Every name of `names` resolved through `chain`, at least two million per run. The
+    /// names are made before the timed loop, as an app holds its names as constants.
+    private func measureResolves(
+        chain: ChainedAssetResolver,
+        names: [[String]]
+    ) throws -> (median: Double, best: Double) {
+        let flat = names.flatMap { $0 }
+        return try measureResolves(runs: runs) {
+            var hits = 0
+            for name in flat where chain.resolve(name) != nil { hits += 1 }
+            return (hits, flat.count)
+        }
+    }
+
+    /// Runs one command in a new process (through `hot-bench-spawn` when it is built beside
+    /// hot-bench) and returns how it went, failing when it fails; `bench` is hot-bench itself.
+    private struct ChildSpawner {
+        let bench: String
+        let child: ChildProcess
+        let errorLog: String
+
+        func callAsFunction(_ command: [String]) throws -> ChildOutcome {
+            let outcome = try child.run(command, errorLog: errorLog)
+            guard outcome.succeeded else {
+                throw HotUpdateError(
+                    .internalInconsistency,
+                    "'\(command.joined(separator: " "))' failed: \(outcome.errorOutput)"
+                )
+            }
+            return outcome
+        }
+    }
+
+    private func childSpawner(errorLog: String) throws -> ChildSpawner {
+        guard let executable = Bundle.main.executablePath else {
+            throw HotUpdateError(.internalInconsistency, "cannot find hot-bench's own executable")
+        }
+        let launcher = URL(fileURLWithPath: executable).deletingLastPathComponent()
+            .appendingPathComponent("hot-bench-spawn").path
+        return ChildSpawner(
+            bench: executable,
+            child: ChildProcess(launcher: findExecutable(launcher)),
+            errorLog: errorLog
+        )
+    }
+
+    /// The `hot` executable: `--hot`, else one beside hot-bench, else the repository's release
+    /// build, else the first on `PATH`.
+    private func hotExecutable() -> String? {
+        if let hot { return findExecutable(hot) }
+        var candidates: [String] = []
+        if let executable = Bundle.main.executablePath {
+            candidates.append(
+                URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("hot").path
+            )
+        }
+        candidates.append(FileManager.default.currentDirectoryPath + "/.build/release/hot")
+        for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        return findExecutable("hot")
+    }
+
+    private func measureLargeStore(in work: URL, into table: inout Table, growth: inout Table) async throws {
+        let names = try await prepareStores(in: work, into: &table)
+        let root = storeRoot(packages, in: work)
+        if resolveOnly {
+            // Only the resolves through the app's chain of the large store (for profilers).
+            let (_, chain) = try await measureChain(root: root)
+            let rate = try measureResolves(chain: chain, names: names)
+            table.add([
+                "resolve through the app's chain (resolves/s)", format(rate: rate.median), format(rate: rate.best), "",
+            ])
+            return
+        }
+        let clock = ContinuousClock()
 
         var opens: [Double] = []
         var launchChecks: [Double] = []
@@ -117,33 +358,9 @@ struct StoreBenchmark: AsyncParsableCommand {
         ])
 
         // The app's chain (`AssetResolverChain.make(updater:)`): the store's name index,
-        // mapped and queried in place (the file lists only when the index is missing).
-        var chainBuilds: [Double] = []
-        var appChain = ChainedAssetResolver([])
-        for _ in 0..<runs {
-            let updater = makeUpdater(root: root, transport: FileTransport(), concurrency: concurrency)
-            _ = try await updater.installedPackages()  // the store open, measured above
-            let start = clock.now
-            appChain = try await AssetResolverChain.make(updater: updater, bundle: nil)
-            chainBuilds.append((clock.now - start).seconds)
-        }
-        table.add([
-            "the app's chain ready (name index), \(packages * filesPerPackage) files",
-            format(seconds: median(chainBuilds)), format(seconds: chainBuilds.min() ?? 0),
-            verdict(median(chainBuilds) <= 0.020, "≤ 20 ms"),
-        ])
-        let throughChain = try measureResolves(runs: runs) { [appChain] in
-            var hits = 0
-            for packageNames in names {
-                for name in packageNames where appChain.resolve(name) != nil { hits += 1 }
-            }
-            return (hits, packages * filesPerPackage)
-        }
-        table.add([
-            "resolve through the app's chain of \(packages) packages (resolves/s)", format(rate: throughChain.median),
-            format(rate: throughChain.best), verdict(throughChain.median >= 5_000_000, "≥ 5,000,000/s"),
-        ])
-        try measureFirstResolve(root: root, name: names[packages - 1][0], into: &table)
+        // mapped and queried in place (the file lists only when the index is missing), for
+        // each store size.
+        try await measureGrowth(in: work, names: names, into: &table, growth: &growth)
 
         // For comparison: one resolver per package from walking its tree, each asked alone
         // (as resource packs are addressed) and chained without merging.
@@ -156,7 +373,10 @@ struct StoreBenchmark: AsyncParsableCommand {
             }
             resolvers.append(
                 try DirectoryAssetResolver(
-                    directory: package.directory, origin: .package(id: package.id, version: package.version)))
+                    directory: package.directory,
+                    origin: .package(id: package.id, version: package.version)
+                )
+            )
         }
         table.add([
             "index \(packages * filesPerPackage) files by walking the trees (once)",
@@ -190,36 +410,11 @@ struct StoreBenchmark: AsyncParsableCommand {
         ])
     }
 
-    /// A new process that opens the store, makes the app's chain and resolves `name` (the
-    /// `first-resolve` child): wall time from spawn to exit and its peak RSS, median of `runs`.
-    private func measureFirstResolve(root: URL, name: String, into table: inout Table) throws {
-        guard let bench = Bundle.main.executablePath else { return }
-        let launcher = URL(fileURLWithPath: bench).deletingLastPathComponent().appendingPathComponent("hot-bench-spawn").path
-        let child = ChildProcess(launcher: findExecutable(launcher))
-        let errorLog = root.deletingLastPathComponent().appendingPathComponent("first-resolve.err").path
-        var times: [Double] = []
-        var peaks: [Double] = []
-        for _ in 0..<runs {
-            let outcome = try child.run([bench, "first-resolve", "--root", root.path, name], errorLog: errorLog)
-            guard outcome.succeeded else {
-                throw HotUpdateError(.internalInconsistency, "first-resolve failed: \(outcome.errorOutput)")
-            }
-            times.append(outcome.seconds)
-            peaks.append(Double(outcome.peakRSS))
-        }
-        table.add([
-            "process start to first resolve (new process, to exit)", format(seconds: median(times)),
-            format(seconds: times.min() ?? 0), "",
-        ])
-        table.add([
-            "peak RSS of that process", String(format: "%.1f MB", median(peaks) / 1e6),
-            String(format: "%.1f MB", (peaks.min() ?? 0) / 1e6), "",
-        ])
-    }
-
     /// Runs `body` until it has resolved at least `minimum` names per run; resolves per second.
     private func measureResolves(
-        runs: Int, atLeast minimum: Int = 2_000_000, _ body: () -> (hits: Int, asked: Int)
+        runs: Int,
+        atLeast minimum: Int = 2_000_000,
+        _ body: () -> (hits: Int, asked: Int)
     ) throws -> (median: Double, best: Double) {
         let clock = ContinuousClock()
         var rates: [Double] = []
@@ -230,7 +425,9 @@ struct StoreBenchmark: AsyncParsableCommand {
                 let result = body()
                 guard result.hits == result.asked else {
                     throw HotUpdateError(
-                        .internalInconsistency, "\(result.asked - result.hits) of \(result.asked) names did not resolve")
+                        .internalInconsistency,
+                        "\(result.asked - result.hits) of \(result.asked) names did not resolve"
+                    )
                 }
                 asked += result.asked
             }
@@ -257,12 +454,19 @@ struct StoreBenchmark: AsyncParsableCommand {
 
     /// Syncs the small packages one after another and then `concurrency` at once, from nginx
     /// (each connection limited to `rateLimit` bytes per second when given) or from file://.
-    private func measureSyncs(from repository: URL, rateLimit: Int?, in work: URL, into table: inout Table)
+    private func measureSyncs(
+        from repository: URL,
+        rateLimit: Int?,
+        in work: URL,
+        into table: inout Table
+    )
         async throws
     {
         let server: NginxServer?
         do {
-            let locations = rateLimit.map { [NginxServer.Location.rateLimited(prefix: "/packages/", bytesPerSecond: $0)] }
+            let locations = rateLimit.map {
+                [NginxServer.Location.rateLimited(prefix: "/packages/", bytesPerSecond: $0)]
+            }
             server = try await NginxServer.start(root: repository, options: .init(locations: locations ?? []))
         } catch {
             guard rateLimit == nil else {
@@ -272,15 +476,16 @@ struct StoreBenchmark: AsyncParsableCommand {
             note("nginx is not available (\(error)); syncing from file://")
             server = nil
         }
-        let manifestURL = server?.baseURL.appendingPathComponent("manifest.json")
+        let manifestURL =
+            server?.baseURL.appendingPathComponent("manifest.json")
             ?? repository.appendingPathComponent("manifest.json")
         var over = server == nil ? "file://" : "nginx 127.0.0.1"
         if let rateLimit { over += " at \(rateLimit / 1024) KiB/s per connection" }
         func transport() -> any Transport {
             #if canImport(CHotCurl)
-                if server != nil { return CurlTransport() }
+            if server != nil { return CurlTransport() }
             #else
-                if server != nil { return URLSessionTransport() }
+            if server != nil { return URLSessionTransport() }
             #endif
             return FileTransport()
         }
@@ -307,7 +512,8 @@ struct StoreBenchmark: AsyncParsableCommand {
             let ratio = median(seconds) / sequential
             table.add([
                 "sync \(smallPackages) small packages over \(over), \(label)",
-                format(seconds: median(seconds)) + String(format: " (%.2f×)", ratio), format(seconds: seconds.min() ?? 0),
+                format(seconds: median(seconds)) + String(format: " (%.2f×)", ratio),
+                format(seconds: seconds.min() ?? 0),
                 "",
             ])
         }
@@ -320,29 +526,25 @@ struct StoreBenchmark: AsyncParsableCommand {
     /// Writes one package's tree (scale variants of images and some JSON; names and bytes
     /// differ from package to package, so a chain must look past the packages that lack a name), packs it into `repository/packages/`, and returns its manifest entry and the
     /// names an app would ask for.
-    private func writePackage(index: Int, files: Int, in repository: URL, fileBytes: Int) throws
+    private func writePackage(
+        index: Int,
+        files: Int,
+        in repository: URL,
+        fileBytes: Int
+    ) throws
         -> (ManifestDocument.Entry, [String])
     {
         let id = packageID(index)
         let source = repository.appendingPathComponent("sources/\(id)", isDirectory: true)
         var names: [String] = []
-        for file in 0..<files {
-            let folder = "img/\(file % 10)"
-            let path: String
-            switch file % 3 {
-            case 0:
-                path = "\(folder)/\(id)-icon\(file)@3x.png"
-                names.append("\(folder)/\(id)-icon\(file)")
-            case 1:
-                path = "\(folder)/\(id)-icon\(file)@2x.png"
-                names.append("\(folder)/\(id)-icon\(file).png")
-            default:
-                path = "data/\(file % 7)/\(id)-record\(file).json"
-                names.append(path)
-            }
+        for (file, item) in layout(index: index, files: files).enumerated() {
+            let path = item.path
+            names.append(item.name)
             let url = source.appendingPathComponent(path)
             try FileManager.default.createDirectory(
-                at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+                at: url.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             // The name, then seeded random bytes: every file differs and nothing compresses,
             // so an archive is as large as its files.
             var bytes = Data("\(id)/\(path)\n".utf8)
@@ -356,22 +558,49 @@ struct StoreBenchmark: AsyncParsableCommand {
         }
         let archive = repository.appendingPathComponent("packages/\(id)-1.zip")
         try FileManager.default.createDirectory(
-            at: archive.deletingLastPathComponent(), withIntermediateDirectories: true)
+            at: archive.deletingLastPathComponent(),
+            withIntermediateDirectories: true
+        )
         _ = try ZipWriter.write(directory: source, to: archive)
         let verifier = CryptoVerifier()
         let entry = ManifestDocument.Entry(
-            id: id, version: "1", url: "packages/\(id)-1.zip",
+            id: id,
+            version: "1",
+            url: "packages/\(id)-1.zip",
             size: Int64(try Data(contentsOf: archive).count),
-            sha256: try verifier.digest(ofFile: archive, using: .sha256).hex)
+            sha256: try verifier.digest(ofFile: archive, using: .sha256).hex
+        )
         return (entry, names)
+    }
+
+    /// The paths of package `index`'s files and the name an app asks for each (the same on
+    /// every run, so kept stores are asked the same names).
+    private func layout(index: Int, files: Int) -> [(path: String, name: String)] {
+        let id = packageID(index)
+        return (0..<files).map { file in
+            let folder = "img/\(file % 10)"
+            switch file % 3 {
+            case 0: return ("\(folder)/\(id)-icon\(file)@3x.png", "\(folder)/\(id)-icon\(file)")
+            case 1: return ("\(folder)/\(id)-icon\(file)@2x.png", "\(folder)/\(id)-icon\(file).png")
+            default:
+                let path = "data/\(file % 7)/\(id)-record\(file).json"
+                return (path, path)
+            }
+        }
     }
 
     private func makeUpdater(root: URL, transport: any Transport, concurrency: Int) -> Updater {
         Updater(
             configuration: UpdaterConfiguration(
-                root: root, transport: transport, unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
-                store: JSONMetadataStore(root: root), maxConcurrentPackages: concurrency,
-                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })))
+                root: root,
+                transport: transport,
+                unarchiver: ZipUnarchiver(),
+                verifier: CryptoVerifier(),
+                store: JSONMetadataStore(root: root),
+                maxConcurrentPackages: concurrency,
+                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+        )
     }
 
     private func median(_ values: [Double]) -> Double {
@@ -383,6 +612,10 @@ struct StoreBenchmark: AsyncParsableCommand {
 
     private func format(seconds: Double) -> String {
         seconds < 1 ? String(format: "%.1f ms", seconds * 1000) : String(format: "%.2f s", seconds)
+    }
+
+    private func format(bytes: Double) -> String {
+        String(format: "%.1f MB", bytes / 1e6)
     }
 
     private func format(rate: Double) -> String {
@@ -424,8 +657,10 @@ extension Duration {
 /// resolve: what an app does before it draws its first asset, timed by the parent.
 struct FirstResolve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "first-resolve", abstract: "Open a store and resolve one name (used by the benchmark).",
-        shouldDisplay: false)
+        commandName: "first-resolve",
+        abstract: "Open a store and resolve one name (used by the benchmark).",
+        shouldDisplay: false
+    )
 
     @Option(help: "The store's root.")
     var root: String
@@ -437,9 +672,14 @@ struct FirstResolve: AsyncParsableCommand {
         let rootURL = URL(fileURLWithPath: root, isDirectory: true)
         let updater = Updater(
             configuration: UpdaterConfiguration(
-                root: rootURL, transport: FileTransport(), unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
+                root: rootURL,
+                transport: FileTransport(),
+                unarchiver: ZipUnarchiver(),
+                verifier: CryptoVerifier(),
                 store: JSONMetadataStore(root: rootURL),
-                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })))
+                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+        )
         let chain = try await AssetResolverChain.make(updater: updater, bundle: nil, rebuildingIndex: false)
         guard chain.resolve(name) != nil else {
             FileHandle.standardError.write(Data("hot-bench first-resolve: \(name) does not resolve\n".utf8))

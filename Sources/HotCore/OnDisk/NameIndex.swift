@@ -29,9 +29,15 @@ package final class NameIndex: @unchecked Sendable {
     private let slotMask: Int
     private let packagesOffset: Int
     private let filesOffset: Int
-    private let entriesOffset: Int
-    private let slotsOffset: Int
-    private let poolOffset: Int
+    /// The first hash slot of the names and of the paths, and the string pool, in the mapping.
+    private let slots: UnsafeRawPointer
+    private let pathSlots: UnsafeRawPointer
+    private let pathSlotMask: Int
+    /// Package id → its number (a few per store: made when the index is opened).
+    private let packageNumbers: [String: Int]
+    private let pool: UnsafeRawPointer
+    /// The pool's length in bytes.
+    private let poolLength: Int
 
     /// A file the index names.
     package struct File: Sendable, Hashable {
@@ -64,6 +70,11 @@ package final class NameIndex: @unchecked Sendable {
             throw HotUpdateError.system("cannot open the name index", errno: code, subject: url.path)
         }
         defer { close(fd) }
+        #if os(Linux)
+        // No read-ahead: the pages read for the checksum enter the page cache one by one
+        // rather than in large folios, which a fault on the mapping would map whole.
+        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM)
+        #endif
         var header = [UInt8](repeating: 0, count: NameIndexFormat.headerSize)
         guard pread(fd, &header, header.count, 0) == header.count else {
             throw HotUpdateError(.storeCorrupt, "the name index is shorter than its header", subject: url.path)
@@ -129,6 +140,11 @@ package final class NameIndex: @unchecked Sendable {
         guard let mapped = mmap(nil, total, PROT_READ, MAP_PRIVATE, fd, 0), mapped != MAP_FAILED else {
             throw HotUpdateError.system("cannot map the name index", errno: errno, subject: url.path)
         }
+        // Lookups touch a few bytes here and there: no read-ahead around a fault, and no
+        // huge mappings (a file in large folios could otherwise be mapped megabytes at a time
+        // for one slot, raising the resident size with the store's size).
+        _ = madvise(mapped, total, Int32(MADV_RANDOM))
+        _ = madvise(mapped, total, Int32(MADV_NOHUGEPAGE))
         let base = UnsafeRawPointer(mapped)
         self.base = base
         self.length = total
@@ -150,13 +166,35 @@ package final class NameIndex: @unchecked Sendable {
         func aligned(_ value: Int) -> Int { (value + 7) & ~7 }
         packagesOffset = aligned(68 + settingsLength)
         filesOffset = aligned(packagesOffset + packageCount * NameIndexFormat.packageRecordSize)
-        entriesOffset = filesOffset + fileCount * NameIndexFormat.fileRecordSize
-        slotsOffset = entriesOffset + entryCount * NameIndexFormat.entryRecordSize
-        poolOffset = aligned(slotsOffset + (slotMask + 1) * 4)
-        guard poolOffset <= total, slotBits < 32 else {
+        let filesEnd = filesOffset + fileCount * NameIndexFormat.fileRecordSize
+        guard slotBits < 32, filesEnd + 8 <= total else {
             munmap(mapped, total)
             throw HotUpdateError(.storeCorrupt, "the name index's sections do not fit the file", subject: url.path)
         }
+        let pathSlotBits = Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: filesEnd, as: UInt32.self)))
+        let pathCount = Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: filesEnd + 4, as: UInt32.self)))
+        pathSlotMask = (1 << min(pathSlotBits, 31)) - 1
+        let slotsOffset = (filesEnd + 8 + NameIndexFormat.slotAlignment - 1) & ~(NameIndexFormat.slotAlignment - 1)
+        let pathSlotsOffset = slotsOffset + (slotMask + 1) * NameIndexFormat.slotSize
+        let poolOffset = pathSlotsOffset + (pathSlotMask + 1) * NameIndexFormat.slotSize
+        guard pathSlotBits < 32, poolOffset <= total, slotMask + 1 > entryCount, pathSlotMask + 1 > pathCount else {
+            munmap(mapped, total)
+            throw HotUpdateError(.storeCorrupt, "the name index's sections do not fit the file", subject: url.path)
+        }
+        slots = base + slotsOffset
+        pathSlots = base + pathSlotsOffset
+        pool = base + poolOffset
+        poolLength = total - poolOffset
+        var numbers: [String: Int] = [:]
+        for number in 0..<packageCount {
+            let record = packagesOffset + number * NameIndexFormat.packageRecordSize
+            let offset = Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: record, as: UInt32.self)))
+            let length = Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: record + 4, as: UInt32.self)))
+            guard offset + length <= poolLength else { continue }
+            let id = String(decoding: UnsafeRawBufferPointer(start: pool + offset, count: length), as: UTF8.self)
+            if numbers[id] == nil { numbers[id] = number }
+        }
+        packageNumbers = numbers
     }
 
     deinit {
@@ -169,9 +207,8 @@ package final class NameIndex: @unchecked Sendable {
 
     /// The string of `length` bytes at `offset` in the pool.
     private func string(_ offset: Int, _ length: Int) -> String {
-        let start = poolOffset + offset
-        guard start >= 0, length >= 0, start + length <= self.length else { return "" }
-        return String(decoding: UnsafeRawBufferPointer(start: base + start, count: length), as: UTF8.self)
+        guard offset >= 0, length >= 0, offset + length <= poolLength else { return "" }
+        return String(decoding: UnsafeRawBufferPointer(start: pool + offset, count: length), as: UTF8.self)
     }
 
     /// The id, version and version path (`packages/<id>/<version>`) of package `number`.
@@ -194,30 +231,112 @@ package final class NameIndex: @unchecked Sendable {
     }
 
     /// The file that wins `name` (in normalised form), or nil.
+    @inline(__always)
     package func lookup(_ name: String) -> Int? {
-        var name = name
-        return name.withUTF8 { lookup(bytes: $0) }
+        // Native strings lend their UTF-8 in place (small ones from the stack); others are
+        // copied once.
+        if let found = name.utf8.withContiguousStorageIfAvailable({ lookup(bytes: UnsafeRawBufferPointer($0)) }) {
+            return found
+        }
+        var copy = name
+        return copy.withUTF8 { lookup(bytes: UnsafeRawBufferPointer($0)) }
     }
 
-    /// The file that wins the name of these UTF-8 bytes, or nil.
-    package func lookup(bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+    /// The file that wins the name of these UTF-8 bytes, or nil: the hash, then the slots
+    /// from the one it picks until an empty one, each compared by its hash tag and key length
+    /// in one 8-byte load, and by the key's bytes when those match.
+    package func lookup(bytes: UnsafeRawBufferPointer) -> Int? {
         guard let address = bytes.baseAddress, !bytes.isEmpty else { return nil }
-        let hash = NameIndexFormat.hash(bytes)
-        let tag = UInt32(truncatingIfNeeded: hash >> 32)
-        var slot = Int(truncatingIfNeeded: hash) & slotMask
         let count = bytes.count
-        while true {
-            let entry = u32(slotsOffset + slot * 4)
-            if entry == 0 { return nil }
-            let record = entriesOffset + (entry - 1) * NameIndexFormat.entryRecordSize
-            if UInt32(u32(record)) == tag, u32(record + 8) == count {
-                let start = poolOffset + u32(record + 4)
-                if start + count <= length, memcmp(base + start, address, count) == 0 {
-                    return u32(record + 12)
+        let hash = NameIndexFormat.hash(bytes)
+        let wanted = (hash >> 32) | (UInt64(truncatingIfNeeded: count) << 32)
+        var slot = Int(truncatingIfNeeded: hash) & slotMask
+        // Bounded by the slot count: an index always has empty slots, but the bytes are
+        // only checksummed, not trusted to be well formed.
+        for _ in 0...slotMask {
+            let record = slots + slot &* NameIndexFormat.slotSize
+            let head = UInt64(littleEndian: record.loadUnaligned(as: UInt64.self))
+            if head == wanted {
+                let offset = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
+                if offset + count <= poolLength, Self.equal(pool + offset, address, count) {
+                    return Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 12, as: UInt32.self)))
                 }
+            } else if head >> 32 == 0 {
+                return nil
             }
-            slot = (slot + 1) & slotMask
+            slot = (slot &+ 1) & slotMask
         }
+        return nil
+    }
+
+    /// Whether `count` bytes at `a` and `b` are equal: 8 bytes at a time (the last word read
+    /// as the last 8 bytes), no call for the short keys names are.
+    @inline(__always)
+    private static func equal(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ count: Int) -> Bool {
+        guard count >= 8 else {
+            var index = 0
+            while index < count {
+                if a.load(fromByteOffset: index, as: UInt8.self) != b.load(fromByteOffset: index, as: UInt8.self) {
+                    return false
+                }
+                index += 1
+            }
+            return true
+        }
+        var offset = 0
+        while offset + 8 < count {
+            if a.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+                != b.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            {
+                return false
+            }
+            offset += 8
+        }
+        return a.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+            == b.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+    }
+
+    /// The number of the package `id`, or nil when the index does not hold it.
+    package func packageNumber(id: String) -> Int? {
+        packageNumbers[id]
+    }
+
+    /// The file of package `package` at `path` (relative to the package's tree, in
+    /// normalised form), or nil when the package has no such file: what the resolvers that
+    /// address one package ask, answered from the path slots without touching the tree.
+    package func file(package: Int, path: String) -> Int? {
+        var path = path
+        return path.withUTF8 { bytes -> Int? in
+            let raw = UnsafeRawBufferPointer(bytes)
+            guard let address = raw.baseAddress, !raw.isEmpty else { return nil }
+            let count = raw.count
+            let hash = NameIndexFormat.pathHash(raw, package: package)
+            let wanted = (hash >> 32) | (UInt64(truncatingIfNeeded: count) << 32)
+            var slot = Int(truncatingIfNeeded: hash) & pathSlotMask
+            for _ in 0...pathSlotMask {
+                let record = pathSlots + slot &* NameIndexFormat.slotSize
+                let head = UInt64(littleEndian: record.loadUnaligned(as: UInt64.self))
+                if head == wanted {
+                    let offset = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
+                    let file = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 12, as: UInt32.self)))
+                    if offset + count <= poolLength, file < fileCount, Self.equal(pool + offset, address, count),
+                        packageOfFile(file) == package
+                    {
+                        return file
+                    }
+                } else if head >> 32 == 0 {
+                    return nil
+                }
+                slot = (slot &+ 1) & pathSlotMask
+            }
+            return nil
+        }
+    }
+
+    /// The package number of file `number`.
+    private func packageOfFile(_ number: Int) -> Int {
+        let record = filesOffset + number * NameIndexFormat.fileRecordSize
+        return Int(UInt16(littleEndian: base.loadUnaligned(fromByteOffset: record + 6, as: UInt16.self)))
     }
 
     /// Every file the index names, for checks: package number and path.

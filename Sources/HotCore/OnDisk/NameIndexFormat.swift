@@ -9,7 +9,7 @@ import Foundation
 /// | offset | field |
 /// |---|---|
 /// | 0 | `HOTNAMES` |
-/// | 8 | format (u32, 1), header size (u32, 64) |
+/// | 8 | format (u32, 2), header size (u32, 64) |
 /// | 16 | the store generation the index belongs to (u64) |
 /// | 24 | body length (u64), body checksum (u64, ``checksum(_:seed:)``) |
 /// | 40 | packages, files, entries (u32 each), log2 of the slot count (u32) |
@@ -18,16 +18,41 @@ import Foundation
 /// then the body, each section 8-byte aligned: the settings the names were worked out with
 /// (u32 length, `3,2,1;png,jpg,…`), the packages (6 × u32: id, version and version path as
 /// offset and length in the string pool), the files (path offset u32, path length u16,
-/// package u16, size u64), the entries (key hash u32, key offset u32, key length u32, file
-/// u32), the hash slots (u32 entry + 1, 0 for empty; linear probing, at most half full), and
-/// the string pool. A key that is a prefix of its file's path shares the path's bytes.
+/// package u16, size u64; every file of every package, those that win a name first), the
+/// log2 of the path slot count and the number of paths (u32 each), then, 64-byte aligned,
+/// the hash slots of the names and those of the paths (16 bytes each: the key's hash's upper
+/// 32 bits u32, key length u32, key offset u32, file u32; a key length of 0 marks an empty
+/// slot; linear probing, at most 70% full for names and 80% for paths), and the string pool. A key that is a prefix of
+/// its file's path shares the path's bytes. A name lookup reads one slot (its first 8 bytes
+/// compared in one load) and the key's bytes. The path slots answer which file of a given
+/// package has a given path (its hash folded with the package's number,
+/// ``pathHash(_:package:)``), for the resolvers that address one package.
+///
+/// Format 2 keeps each entry in its slot (format 1 pointed from 4-byte slots to a separate
+/// entry table, a second dependent load per lookup) and hashes 8 bytes at a time
+/// (``hash(_:)``, where format 1 used byte-wise FNV-1a). An index of another format is
+/// refused when opened, as a damaged one is, and rebuilt.
 package enum NameIndexFormat {
     static let magic: [UInt8] = Array("HOTNAMES".utf8)
-    static let format: UInt32 = 1
+    static let format: UInt32 = 2
     static let headerSize = 64
     static let packageRecordSize = 24
     static let fileRecordSize = 16
-    static let entryRecordSize = 16
+    static let slotSize = 16
+    /// The index is written 64 KiB per call (see `FileSystem.replaceDurably(_:with:chunkSize:)`):
+    /// a lookup then maps at most that much of the file around each page it touches.
+    static let writeChunk = 64 * 1024
+    /// The hash slots start at a multiple of this (a cache line), so no slot straddles two.
+    static let slotAlignment = 64
+
+    /// The number of hash slots for `entries` keys (log2): a power of two at most
+    /// `percentFull` full (70% for names, which are asked most and often missed; 80% for
+    /// paths, which are asked by the resolvers that address one package).
+    static func slotBits(forEntries entries: Int, percentFull: Int = 70) -> Int {
+        var bits = 4
+        while (1 << bits) * percentFull < entries * 100 { bits += 1 }
+        return bits
+    }
 
     /// One package of the index, in the order names are won (first wins).
     package struct Package: Sendable, Hashable {
@@ -102,54 +127,60 @@ package enum NameIndexFormat {
         var packageRecords: [UInt32] = []
         var fileRecords: [(offset: UInt32, length: UInt16, package: UInt16, size: UInt64, path: String)] = []
         var entries: [(hash: UInt64, keyOffset: UInt32, keyLength: UInt32, file: UInt32)] = []
+        var paths: [(hash: UInt64, keyOffset: UInt32, keyLength: UInt32, file: UInt32)] = []
         var seen = Set<String>()
-        for (number, item) in packages.enumerated() {
+        // The packages' strings first, together at the pool's start: opening the index reads
+        // them all, and one page of them is all it touches.
+        for item in packages {
             for text in [item.package.id, item.package.version, item.package.path] {
                 let (offset, length) = intern(text)
                 packageRecords += [offset, length]
             }
+        }
+        for (number, item) in packages.enumerated() {
             let keys = packageKeys(item.files, scales: scales, extensionRanks: ranks)
-            // The files that win a name, each stored once, in a stable order.
+            // Every file is stored once: first those that win a name, in the order of their
+            // names (the files asked together lie together), then the others, so that a
+            // package's own paths can be looked up as well (``NameIndex/file(package:path:)``).
             var filePositions: [Int: UInt32] = [:]
-            for (key, value) in keys.sorted(by: { $0.key < $1.key }) where seen.insert(key).inserted {
-                let fileNumber: UInt32
-                if let known = filePositions[value.file] {
-                    fileNumber = known
-                } else {
-                    let file = item.files[value.file]
-                    let path = value.rank.path
-                    guard path.utf8.count <= Int(UInt16.max) else {
-                        throw HotUpdateError(
-                            .unsupported,
-                            "a path of more than 65,535 bytes cannot be indexed",
-                            packageID: item.package.id,
-                            subject: String(path.prefix(200))
-                        )
-                    }
-                    let (offset, length) = intern(path)
-                    fileNumber = UInt32(fileRecords.count)
-                    fileRecords.append((offset, UInt16(length), UInt16(number), UInt64(max(0, file.size)), path))
-                    filePositions[value.file] = fileNumber
+            func fileNumber(_ position: Int, path: String) throws -> UInt32 {
+                if let known = filePositions[position] { return known }
+                guard path.utf8.count <= Int(UInt16.max) else {
+                    throw HotUpdateError(
+                        .unsupported,
+                        "a path of more than 65,535 bytes cannot be indexed",
+                        packageID: item.package.id,
+                        subject: String(path.prefix(200))
+                    )
                 }
-                let record = fileRecords[Int(fileNumber)]
+                let (offset, length) = intern(path)
+                let fileNumber = UInt32(fileRecords.count)
+                fileRecords.append(
+                    (offset, UInt16(length), UInt16(number), UInt64(max(0, item.files[position].size)), path)
+                )
+                filePositions[position] = fileNumber
+                return fileNumber
+            }
+            for (key, value) in keys.sorted(by: { $0.key < $1.key }) where seen.insert(key).inserted {
+                let file = try fileNumber(value.file, path: value.rank.path)
+                let record = fileRecords[Int(file)]
                 let keyOffset: UInt32
                 if record.path.utf8.starts(with: key.utf8) {
                     keyOffset = record.offset
                 } else {
                     keyOffset = intern(key).0
                 }
-                entries.append((hash(key.utf8), keyOffset, UInt32(key.utf8.count), fileNumber))
+                entries.append((hash(key), keyOffset, UInt32(key.utf8.count), file))
+            }
+            for (position, file) in item.files.enumerated() {
+                guard let path = AssetName.normalise(file.path) else { continue }
+                let file = try fileNumber(position, path: path)
+                let record = fileRecords[Int(file)]
+                paths.append((pathHash(path, package: number), record.offset, UInt32(record.length), file))
             }
         }
-        var slotBits: UInt32 = 4
-        while (1 << slotBits) < entries.count * 2 { slotBits += 1 }
-        let slotMask = (1 << Int(slotBits)) - 1
-        var slots = [UInt32](repeating: 0, count: 1 << Int(slotBits))
-        for (number, entry) in entries.enumerated() {
-            var slot = Int(truncatingIfNeeded: entry.hash) & slotMask
-            while slots[slot] != 0 { slot = (slot + 1) & slotMask }
-            slots[slot] = UInt32(number + 1)
-        }
+        let slotBits = UInt32(Self.slotBits(forEntries: entries.count))
+        let pathSlotBits = UInt32(Self.slotBits(forEntries: paths.count, percentFull: 80))
 
         var body = ByteWriter()
         let settingsText = Array(settings(scales: scales, extensionOrder: extensionOrder).utf8)
@@ -164,13 +195,11 @@ package enum NameIndexFormat {
             body.u16(file.package)
             body.u64(file.size)
         }
-        for entry in entries {
-            body.u32(UInt32(truncatingIfNeeded: entry.hash >> 32))
-            body.u32(entry.keyOffset)
-            body.u32(entry.keyLength)
-            body.u32(entry.file)
-        }
-        for slot in slots { body.u32(slot) }
+        body.u32(pathSlotBits)
+        body.u32(UInt32(paths.count))
+        body.align(to: slotAlignment, from: headerSize)
+        writeSlots(entries, bits: Int(slotBits), into: &body)
+        writeSlots(paths, bits: Int(pathSlotBits), into: &body)
         body.align()
         body.bytes(pool)
         body.align()
@@ -194,6 +223,33 @@ package enum NameIndexFormat {
         return header.data + body.data
     }
 
+    /// Writes the hash slots of `entries`, `1 << bits` of them (linear probing).
+    private static func writeSlots(
+        _ entries: [(hash: UInt64, keyOffset: UInt32, keyLength: UInt32, file: UInt32)],
+        bits: Int,
+        into body: inout ByteWriter
+    ) {
+        let slotMask = (1 << bits) - 1
+        // Entry number + 1 per slot, 0 for empty.
+        var slots = [UInt32](repeating: 0, count: 1 << bits)
+        for (number, entry) in entries.enumerated() {
+            var slot = Int(truncatingIfNeeded: entry.hash) & slotMask
+            while slots[slot] != 0 { slot = (slot + 1) & slotMask }
+            slots[slot] = UInt32(number + 1)
+        }
+        for slot in slots {
+            guard slot != 0 else {
+                body.zeros(slotSize)
+                continue
+            }
+            let entry = entries[Int(slot) - 1]
+            body.u32(UInt32(truncatingIfNeeded: entry.hash >> 32))
+            body.u32(entry.keyLength)
+            body.u32(entry.keyOffset)
+            body.u32(entry.file)
+        }
+    }
+
     /// The same index bytes claiming another generation (the body is unchanged): what a
     /// commit that changes nothing that resolves writes.
     package static func retagged(_ data: Data, generation: Int) -> Data {
@@ -206,18 +262,62 @@ package enum NameIndexFormat {
         return copy
     }
 
-    /// FNV-1a, 64 bits: the hash of keys (short strings).
-    @inline(__always)
-    static func hash<Bytes: Sequence>(_ bytes: Bytes) -> UInt64 where Bytes.Element == UInt8 {
-        var value: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in bytes {
-            value = (value ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
-        }
-        return value
+    /// The hash of file `path` of package `package` in the path table: the path's hash
+    /// folded with the package's number.
+    static func pathHash(_ path: String, package: Int) -> UInt64 {
+        var path = path
+        return path.withUTF8 { pathHash(UnsafeRawBufferPointer($0), package: package) }
     }
 
-    /// A 64-bit checksum of `bytes`, four lanes of 8-byte words mixed by multiplication:
-    /// catches torn and flipped bytes at memory speed (it guards against damage, not attack).
+    /// The hash of a path's UTF-8 bytes in the path table, for package `package`.
+    @inline(__always)
+    package static func pathHash(_ bytes: UnsafeRawBufferPointer, package: Int) -> UInt64 {
+        fold(UInt64(truncatingIfNeeded: package) ^ 0x4528_21E6_38D0_1377, hash(bytes))
+    }
+
+    /// The hash of a key's UTF-8 bytes (``hash(_:)``).
+    static func hash(_ key: String) -> UInt64 {
+        var key = key
+        return key.withUTF8 { hash(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The hash of keys (short strings), 64 bits: 8 bytes at a time, each word folded in with
+    /// a 64 × 64 → 128-bit multiply whose halves are xor-ed (the last partial word read as
+    /// the buffer's last 8 bytes when there are 8 or more), then the length. The low bits pick
+    /// the slot, the upper 32 are kept in it to skip most byte comparisons.
+    @inline(__always)
+    package static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        let count = bytes.count
+        var value: UInt64 = 0x243F_6A88_85A3_08D3
+        var offset = 0
+        while offset + 8 <= count {
+            value = fold(bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian, value)
+            offset += 8
+        }
+        let rest = count - offset
+        if rest > 0 {
+            var word: UInt64
+            if count >= 8 {
+                // The last 8 bytes, shifted so that only the `rest` not yet folded remain.
+                word = bytes.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self).littleEndian >> (64 - 8 * rest)
+            } else {
+                word = 0
+                for index in 0..<rest { word |= UInt64(bytes[index]) << (8 * index) }
+            }
+            value = fold(word, value)
+        }
+        return fold(UInt64(count) ^ 0x1319_8A2E_0370_7344, value)
+    }
+
+    @inline(__always)
+    private static func fold(_ word: UInt64, _ value: UInt64) -> UInt64 {
+        let product = (word ^ 0xA409_3822_299F_31D0).multipliedFullWidth(by: value ^ 0x082E_FA98_EC4E_6C89)
+        return product.high ^ product.low
+    }
+
+    /// A 64-bit checksum of `bytes`, four lanes of 8-byte words, each folded in with a
+    /// multiply of its keyed halves, the word itself and a rotation of its lane: catches torn
+    /// and flipped bytes at memory speed (it guards against damage, not attack).
     package static func checksum(_ bytes: UnsafeRawBufferPointer, seed: UInt64 = 0) -> UInt64 {
         var sum = ChunkedChecksum(seed: seed)
         sum.add(bytes)
@@ -230,6 +330,8 @@ package enum NameIndexFormat {
 struct ChunkedChecksum {
     private let prime1: UInt64 = 0x9E37_79B1_85EB_CA87
     private let prime2: UInt64 = 0xC2B2_AE3D_27D4_EB4F
+    private let prime3: UInt64 = 0x1656_67B1_9E37_79F9
+    private let prime4: UInt64 = 0x85EB_CA77_C2B2_AE63
     private var lanes: (UInt64, UInt64, UInt64, UInt64)
     private var total = 0
     private var tail: [UInt8] = []
@@ -238,9 +340,14 @@ struct ChunkedChecksum {
         lanes = (seed &+ prime1, seed &+ prime2, seed, seed &- prime1)
     }
 
-    @inline(__always) private func round(_ lane: UInt64, _ word: UInt64) -> UInt64 {
-        let mixed = lane &+ word &* prime2
-        return ((mixed << 31) | (mixed >> 33)) &* prime1
+    /// Folds one 8-byte word into a lane with one 32 × 32 → 64-bit multiply of the word's
+    /// halves (keyed, so that a word of zeros counts too), the word itself, and a rotation of
+    /// the lane (so that where a word lies counts): the multiplies do not wait on each other,
+    /// and the checksum runs at about the speed memory is read.
+    @inline(__always) private func round(_ lane: UInt64, _ word: UInt64, _ key: UInt64) -> UInt64 {
+        let keyed = word ^ key
+        let product = (keyed & 0xFFFF_FFFF) &* (keyed >> 32)
+        return ((lane << 23) | (lane >> 41)) &+ product &+ word
     }
 
     /// Adds a chunk; every chunk but the last must be a multiple of 32 bytes long.
@@ -249,10 +356,10 @@ struct ChunkedChecksum {
         let count = bytes.count
         var offset = 0
         while offset + 32 <= count {
-            lanes.0 = round(lanes.0, bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-            lanes.1 = round(lanes.1, bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
-            lanes.2 = round(lanes.2, bytes.loadUnaligned(fromByteOffset: offset + 16, as: UInt64.self))
-            lanes.3 = round(lanes.3, bytes.loadUnaligned(fromByteOffset: offset + 24, as: UInt64.self))
+            lanes.0 = round(lanes.0, bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self), prime1)
+            lanes.1 = round(lanes.1, bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self), prime2)
+            lanes.2 = round(lanes.2, bytes.loadUnaligned(fromByteOffset: offset + 16, as: UInt64.self), prime3)
+            lanes.3 = round(lanes.3, bytes.loadUnaligned(fromByteOffset: offset + 24, as: UInt64.self), prime4)
             offset += 32
         }
         total += count
@@ -262,9 +369,11 @@ struct ChunkedChecksum {
     func finish() -> UInt64 {
         var value = UInt64(total) &+ lanes.0 &+ ((lanes.1 << 7) | (lanes.1 >> 57))
         value = value &+ ((lanes.2 << 12) | (lanes.2 >> 52)) &+ ((lanes.3 << 18) | (lanes.3 >> 46))
-        for byte in tail { value = round(value, UInt64(byte)) }
-        value ^= value >> 29
-        value = value &* prime1
+        for byte in tail { value = round(value, UInt64(byte), prime1) }
+        for _ in 0..<2 {
+            value ^= value >> 29
+            value = value &* prime1
+        }
         return value ^ (value >> 32)
     }
 }
@@ -277,6 +386,12 @@ struct ByteWriter {
     mutating func u32(_ value: UInt32) { withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) } }
     mutating func u64(_ value: UInt64) { withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) } }
     mutating func bytes(_ bytes: [UInt8]) { data.append(contentsOf: bytes) }
+    mutating func zeros(_ count: Int) { data.append(contentsOf: repeatElement(0 as UInt8, count: count)) }
+    /// Pads with zeros until `base + data.count` is a multiple of `alignment`.
+    mutating func align(to alignment: Int, from base: Int) {
+        let padding = (alignment - (base + data.count) % alignment) % alignment
+        if padding > 0 { zeros(padding) }
+    }
     mutating func align() {
         let padding = (8 - data.count % 8) % 8
         if padding > 0 { data.append(contentsOf: [UInt8](repeating: 0, count: padding)) }

@@ -53,7 +53,7 @@ extension StoreLedger {
             guard let data else { return }
             try await FileSystem.offload {
                 try FileSystem.createDirectory(layout.indexDirectory)
-                try FileSystem.replaceDurably(target, with: data)
+                try FileSystem.replaceDurably(target, with: data, chunkSize: NameIndexFormat.writeChunk)
             }
             FaultPoint.reached("after-index")
         } catch {
@@ -151,7 +151,11 @@ extension StoreLedger {
         let data = try await buildNameIndex(Self.indexPackages(of: snapshot), generation: snapshot.generation)
         try await FileSystem.offload {
             try FileSystem.createDirectory(layout.indexDirectory)
-            try FileSystem.replaceDurably(NameIndex.url(in: layout, generation: snapshot.generation), with: data)
+            try FileSystem.replaceDurably(
+                NameIndex.url(in: layout, generation: snapshot.generation),
+                with: data,
+                chunkSize: NameIndexFormat.writeChunk
+            )
         }
         logger.notice("rebuilt the name index", metadata: ["generation": "\(snapshot.generation)"])
         return true

@@ -70,13 +70,29 @@ package enum FileSystem {
     /// written and fsynced, renamed over it, and its directory fsynced. A reader sees the old
     /// content or the new, never a mix; on failure the temporary file is removed.
     ///
+    /// With `chunkSize`, the data is written that many bytes per call: the page cache then
+    /// holds the file in pieces no larger (Linux sizes a written file's folios by the
+    /// writes, and maps a whole folio around a page fault), which keeps a file that is
+    /// mapped and read here and there from being mapped megabytes at a time.
+    ///
     /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file.
-    package static func replaceDurably(_ url: URL, with data: Data) throws {
+    package static func replaceDurably(_ url: URL, with data: Data, chunkSize: Int? = nil) throws {
         let directory = url.deletingLastPathComponent()
         let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).tmp-\(UUID().uuidString)")
         do {
             let writer = try FileWriter(creating: temporary)
-            try writer.write(data)
+            if let chunkSize, chunkSize > 0 {
+                try data.withUnsafeBytes { bytes in
+                    var offset = 0
+                    while offset < bytes.count {
+                        let end = min(offset + chunkSize, bytes.count)
+                        try writer.write(UnsafeRawBufferPointer(rebasing: bytes[offset..<end]))
+                        offset = end
+                    }
+                }
+            } else {
+                try writer.write(data)
+            }
             try writer.close(sync: true)
             try rename(temporary, to: url)
         } catch {
