@@ -206,14 +206,15 @@ struct WebPageBrowserTests {
         )
         let onlineBase = nginx.baseURL.appendingPathComponent("online/home/", isDirectory: true)
         let page = URL(string: "index.html?tab=2", relativeTo: onlineBase)?.absoluteURL ?? onlineBase
+        /// As an app resolves a page: from the store's name index.
         func resolve(inactive: Set<String> = []) async throws -> WebPageLocation {
-            WebModuleResolver(
+            let resolver = await WebModuleResolver.make(
                 modules: [WebModule(id: "10010", onlineBase: onlineBase)],
-                installed: try await updater.installedPackages().map {
-                    InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-                },
+                updater: updater,
                 inactiveModuleIDs: inactive
-            ).resolve(page)
+            )
+            #expect(resolver.answersFromNameIndex)
+            return resolver.resolve(page)
         }
 
         // Version 1, installed in full: the page, its script, style and image come from the package.
