@@ -5,40 +5,7 @@ import HotTesting
 import Logging
 import Testing
 
-/// A store with packages installed through the engine (fake transport and archives, real
-/// files), for the resolvers that open a store's name index.
-private struct PackageStore {
-    let root: URL
-    let updater: Updater
-    let transport = FakeTransport()
-    let verifier = FakeVerifier()
-    let metadata = FakeMetadataStore()
-
-    init(parent: URL) {
-        root = parent.appendingPathComponent("store")
-        updater = relaunchUpdater(root: root, transport: transport, verifier: verifier, metadata: metadata, log: nil)
-    }
-
-    /// A fresh updater over the same store: a new launch, logging to `log`.
-    func relaunch(log: LogLines? = nil) -> Updater {
-        relaunchUpdater(root: root, transport: transport, verifier: verifier, metadata: metadata, log: log)
-    }
-
-    func install(_ id: String, _ files: [String: String]) async throws {
-        let bytes = try FakeArchive.make(files)
-        let url = try #require(URL(string: "https://cdn.test/\(id).zip"))
-        await transport.serve(bytes, at: url)
-        _ = try await updater.install(
-            PackageDescriptor(
-                id: id,
-                version: "1",
-                url: url,
-                size: Int64(bytes.count),
-                sha256: verifier.digest(of: bytes, using: .sha256)
-            )
-        )
-    }
-
+extension EngineStore {
     /// The packages as the engine lists them, for the resolvers made from a list.
     func locations() async throws -> [InstalledPackageLocation] {
         try await updater.installedPackages().map {
@@ -53,31 +20,11 @@ private struct PackageStore {
 
     /// Flips a byte of the current generation's name index, so that it fails its checksum.
     func damageIndex() async throws {
-        let generation = try await updater.currentSnapshot().generation
-        let file = root.appendingPathComponent("index/names-\(generation)")
+        let file = try await indexFile()
         var bytes = try Data(contentsOf: file)
         bytes[bytes.count - 3] ^= 0x5a
         try bytes.write(to: file)
     }
-}
-
-private func relaunchUpdater(
-    root: URL,
-    transport: FakeTransport,
-    verifier: FakeVerifier,
-    metadata: FakeMetadataStore,
-    log: LogLines?
-) -> Updater {
-    Updater(
-        configuration: UpdaterConfiguration(
-            root: root,
-            transport: transport,
-            unarchiver: FakeUnarchiver(),
-            verifier: verifier,
-            store: metadata,
-            logger: Logger(label: "test", factory: { _ in log ?? LogLines() })
-        )
-    )
 }
 
 private let pages = [
@@ -102,9 +49,9 @@ struct IndexedResolversTests {
     @Test("A web module resolver made from the updater answers from the index as one made from the list does")
     func webModulesFromIndex() async throws {
         try await withTemporaryDirectory { parent in
-            let store = PackageStore(parent: parent)
-            try await store.install("web", pages)
-            try await store.install("other", ["index.html": "other"])
+            let store = EngineStore(parent: parent)
+            try await store.install("web", files: pages)
+            try await store.install("other", files: ["index.html": "other"])
             let fromList = WebModuleResolver(modules: [module], installed: try await store.locations())
 
             let indexed = await WebModuleResolver.make(modules: [module], updater: store.relaunch())
@@ -136,8 +83,8 @@ struct IndexedResolversTests {
     @Test("A web module resolver over a damaged index logs why and answers from the file system")
     func webModulesWithDamagedIndex() async throws {
         try await withTemporaryDirectory { parent in
-            let store = PackageStore(parent: parent)
-            try await store.install("web", pages)
+            let store = EngineStore(parent: parent)
+            try await store.install("web", files: pages)
             try await store.damageIndex()
             let logs = LogLines()
             let resolver = await WebModuleResolver.make(
@@ -156,13 +103,13 @@ struct IndexedResolversTests {
     @Test("The resource-pack library opened from the updater checks each listed file in the index")
     func resourcePacksFromIndex() async throws {
         try await withTemporaryDirectory { parent in
-            let store = PackageStore(parent: parent)
+            let store = EngineStore(parent: parent)
             try await store.install(
                 "3000",
-                ["index.json": overlayIndex, "blend.jpg": "blend", "light/1.jpg": "light", "extra.png": "extra"]
+                files: ["index.json": overlayIndex, "blend.jpg": "blend", "light/1.jpg": "light", "extra.png": "extra"]
             )
-            try await store.install("broken", ["index.json": overlayIndex, "blend.jpg": "blend"])
-            try await store.install("plain", ["a.png": "a"])
+            try await store.install("broken", files: ["index.json": overlayIndex, "blend.jpg": "blend"])
+            try await store.install("plain", files: ["a.png": "a"])
             let fromList = ResourcePackResolver().open(try await store.locations())
             #expect(fromList.packs.map(\.packageID) == ["3000"])
             #expect(fromList.failures.keys.sorted() == ["broken"])
@@ -194,8 +141,11 @@ struct IndexedResolversTests {
     @Test("The resource-pack library over a damaged index logs why and opens the packs from the file system")
     func resourcePacksWithDamagedIndex() async throws {
         try await withTemporaryDirectory { parent in
-            let store = PackageStore(parent: parent)
-            try await store.install("3000", ["index.json": overlayIndex, "blend.jpg": "blend", "light/1.jpg": "light"])
+            let store = EngineStore(parent: parent)
+            try await store.install(
+                "3000",
+                files: ["index.json": overlayIndex, "blend.jpg": "blend", "light/1.jpg": "light"]
+            )
             try await store.damageIndex()
             let logs = LogLines()
             let library = await ResourcePackResolver().open(updater: store.relaunch(log: logs), rebuildingIndex: false)

@@ -14,60 +14,14 @@ private let names = [
     "img/icon", "img/icon.png", "img/icon@3x.png", "img/icon@2x", "only-older", "only-older.json", "img/sub/deep",
 ]
 
-/// A store with two packages installed through the engine, newest last.
-private struct IndexedStore {
-    let root: URL
-    let updater: Updater
-    let transport = FakeTransport()
-    let verifier = FakeVerifier()
-    let metadata = FakeMetadataStore()
-
-    init(parent: URL) {
-        root = parent.appendingPathComponent("store")
-        updater = Updater(
-            configuration: UpdaterConfiguration(
-                root: root,
-                transport: transport,
-                unarchiver: FakeUnarchiver(),
-                verifier: verifier,
-                store: metadata
-            )
-        )
-    }
-
-    /// A fresh updater over the same root and metadata: a new launch.
-    func relaunch(log: LogLines? = nil) -> Updater {
-        Updater(
-            configuration: UpdaterConfiguration(
-                root: root,
-                transport: transport,
-                unarchiver: FakeUnarchiver(),
-                verifier: verifier,
-                store: metadata,
-                logger: Logger(label: "test", factory: { _ in log ?? LogLines() })
-            )
-        )
-    }
-
+extension EngineStore {
+    /// Installs `paths` as version `version` of `id`, each file's content naming all three.
     func install(_ id: String, _ version: String, _ paths: [String]) async throws {
-        let bytes = try FakeArchive.make(Dictionary(uniqueKeysWithValues: paths.map { ($0, "\(id)-\(version):\($0)") }))
-        let url = try #require(URL(string: "https://cdn.test/\(id)-\(version).zip"))
-        await transport.serve(bytes, at: url)
-        _ = try await updater.install(
-            PackageDescriptor(
-                id: id,
-                version: version,
-                url: url,
-                size: Int64(bytes.count),
-                sha256: verifier.digest(of: bytes, using: .sha256)
-            )
+        try await install(
+            id,
+            version: version,
+            files: Dictionary(uniqueKeysWithValues: paths.map { ($0, "\(id)-\(version):\($0)") })
         )
-    }
-
-    /// The index file of the store's current generation.
-    func indexFile() async throws -> URL {
-        let generation = try await updater.currentSnapshot().generation
-        return root.appendingPathComponent("index/names-\(generation)")
     }
 
     /// The chain built from the file lists, without the index, to compare with.
@@ -92,7 +46,7 @@ struct NameIndexTests {
     @Test("The chain from the index answers every name as the chain from the file lists, after each change")
     func indexMatchesFileLists() async throws {
         try await withTemporaryDirectory { parent in
-            let store = IndexedStore(parent: parent)
+            let store = EngineStore(parent: parent)
             try await store.install(
                 "older",
                 "1",
@@ -132,7 +86,7 @@ struct NameIndexTests {
     @Test("A damaged or missing index is logged, names resolve through the file lists, and it is rebuilt")
     func damagedIndex() async throws {
         try await withTemporaryDirectory { parent in
-            let store = IndexedStore(parent: parent)
+            let store = EngineStore(parent: parent)
             try await store.install("older", "1", DirectoryAssetResolverTests.files)
             let file = try await store.indexFile()
             let good = try Data(contentsOf: file)
@@ -160,7 +114,7 @@ struct NameIndexTests {
     )
     func olderFormat() async throws {
         try await withTemporaryDirectory { parent in
-            let store = IndexedStore(parent: parent)
+            let store = EngineStore(parent: parent)
             try await store.install("older", "1", DirectoryAssetResolverTests.files)
             let file = try await store.indexFile()
             let good = try Data(contentsOf: file)
@@ -188,7 +142,7 @@ struct NameIndexTests {
     @Test("Names of every length from 1 to 40 bytes are found, and names one byte off are not")
     func everyLength() async throws {
         try await withTemporaryDirectory { parent in
-            let store = IndexedStore(parent: parent)
+            let store = EngineStore(parent: parent)
             let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789-_")
             let stems = (1...40).map { length in String((0..<length).map { alphabet[$0 % alphabet.count] }) }
             try await store.install("lengths", "1", stems.map { "k/" + $0 })
