@@ -96,3 +96,38 @@ struct DeflatePathTests {
         Self.expectNothingLeft(scratch)
     }
 }
+
+/// The reader's CRC-32: libdeflate's where it is linked, zlib's on the platforms without it.
+/// Both are built here and must agree with each other and with the standard check value.
+@Suite("CRC-32 of the ZIP reader")
+struct ReaderCRCTests {
+    @Test("zlib's CRC-32, the fallback, gives the standard value, chunk by chunk as whole")
+    func zlibFallback() {
+        let check = Array("123456789".utf8)
+        #expect(check.withUnsafeBytes { EntryDataReader.zlibCRC32(0, $0) } == 0xCBF4_3926)
+        let data = (0..<100_003).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        let whole = data.withUnsafeBytes { EntryDataReader.zlibCRC32(0, $0) }
+        let chunked = data.withUnsafeBytes { bytes in
+            stride(from: 0, to: bytes.count, by: 4_099).reduce(UInt32(0)) { crc, start in
+                EntryDataReader.zlibCRC32(
+                    crc,
+                    UnsafeRawBufferPointer(rebasing: bytes[start..<min(start + 4_099, bytes.count)])
+                )
+            }
+        }
+        #expect(chunked == whole)
+        #expect(whole == RawZipArchive.crc32(data))
+        #expect(EntryDataReader.zlibCRC32(0x1234_5678, UnsafeRawBufferPointer(start: nil, count: 0)) == 0x1234_5678)
+    }
+
+    @Test("the CRC-32 the reader uses agrees with zlib's")
+    func readerAgreesWithZlib() {
+        let data = (0..<1_000_033).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 17) }
+        data.withUnsafeBytes { bytes in
+            #expect(EntryDataReader.crc32(0, bytes) == EntryDataReader.zlibCRC32(0, bytes))
+            let head = UnsafeRawBufferPointer(rebasing: bytes[0..<333])
+            let tail = UnsafeRawBufferPointer(rebasing: bytes[333...])
+            #expect(EntryDataReader.crc32(EntryDataReader.crc32(0, head), tail) == EntryDataReader.zlibCRC32(0, bytes))
+        }
+    }
+}

@@ -20,7 +20,7 @@ import CHotDeflate
 /// than declared, damaged data and a wrong CRC-32 are refused before a byte is handed out.
 /// Those two buffers grow to the largest such entry read, so a reader holds at most twice the
 /// limit more.
-final class EntryDataReader {
+package final class EntryDataReader {
     static let bufferSize = 256 * 1024
     /// The largest declared size decoded in one call; larger entries stream through zlib.
     static let defaultWholeEntryLimit: UInt64 = 1 << 20
@@ -182,16 +182,30 @@ final class EntryDataReader {
     }
 
     /// CRC-32 of `bytes` continuing `crc`: libdeflate's where it is linked, zlib's otherwise.
-    static func crc32(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
-        guard let base = bytes.baseAddress, !bytes.isEmpty else { return crc }
+    package static func crc32(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         #if canImport(CHotDeflate)
-        return libdeflate_crc32(crc, base, bytes.count)
+        return libdeflateCRC32(crc, bytes)
         #else
+        return zlibCRC32(crc, bytes)
+        #endif
+    }
+
+    /// zlib's CRC-32 of `bytes` continuing `crc`: the reader's on platforms without libdeflate,
+    /// built everywhere so that its tests run here.
+    package static func zlibCRC32(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return crc }
         return UInt32(
             truncatingIfNeeded: CHotZlib.crc32(uLong(crc), base.assumingMemoryBound(to: Bytef.self), uInt(bytes.count))
         )
-        #endif
     }
+
+    #if canImport(CHotDeflate)
+    /// libdeflate's CRC-32 of `bytes` continuing `crc`.
+    package static func libdeflateCRC32(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return crc }
+        return libdeflate_crc32(crc, base, bytes.count)
+    }
+    #endif
 
     /// Decodes a whole unencrypted deflate entry of `compressed` bytes at `offset` into a
     /// buffer of exactly its declared size, or returns nil where libdeflate is not linked.
