@@ -247,24 +247,39 @@ package final class NameIndex: @unchecked Sendable {
     /// in one 8-byte load, and by the key's bytes when those match.
     package func lookup(bytes: UnsafeRawBufferPointer) -> Int? {
         guard let address = bytes.baseAddress, !bytes.isEmpty else { return nil }
-        let count = bytes.count
-        let hash = NameIndexFormat.hash(bytes)
+        return Self.probe(slots, mask: slotMask, hash: NameIndexFormat.hash(bytes), count: bytes.count) {
+            offset,
+            file in
+            offset + bytes.count <= poolLength && Self.equal(pool + offset, address, bytes.count) ? file : nil
+        }
+    }
+
+    /// Walks an open-addressed table of 16-byte slots (hash tag and key length, pool offset,
+    /// file) from the slot `hash` picks until an empty one; `match` is asked about each slot
+    /// whose tag and length are the wanted ones, and its first answer is returned.
+    /// Bounded by the slot count: an index always has empty slots, but the bytes are only
+    /// checksummed, not trusted to be well formed.
+    @inline(__always)
+    private static func probe(
+        _ table: UnsafeRawPointer,
+        mask: Int,
+        hash: UInt64,
+        count: Int,
+        match: (_ offset: Int, _ file: Int) -> Int?
+    ) -> Int? {
         let wanted = (hash >> 32) | (UInt64(truncatingIfNeeded: count) << 32)
-        var slot = Int(truncatingIfNeeded: hash) & slotMask
-        // Bounded by the slot count: an index always has empty slots, but the bytes are
-        // only checksummed, not trusted to be well formed.
-        for _ in 0...slotMask {
-            let record = slots + slot &* NameIndexFormat.slotSize
+        var slot = Int(truncatingIfNeeded: hash) & mask
+        for _ in 0...mask {
+            let record = table + slot &* NameIndexFormat.slotSize
             let head = UInt64(littleEndian: record.loadUnaligned(as: UInt64.self))
             if head == wanted {
                 let offset = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
-                if offset + count <= poolLength, Self.equal(pool + offset, address, count) {
-                    return Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 12, as: UInt32.self)))
-                }
+                let file = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 12, as: UInt32.self)))
+                if let found = match(offset, file) { return found }
             } else if head >> 32 == 0 {
                 return nil
             }
-            slot = (slot &+ 1) & slotMask
+            slot = (slot &+ 1) & mask
         }
         return nil
     }
@@ -311,25 +326,10 @@ package final class NameIndex: @unchecked Sendable {
             guard let address = raw.baseAddress, !raw.isEmpty else { return nil }
             let count = raw.count
             let hash = NameIndexFormat.pathHash(raw, package: package)
-            let wanted = (hash >> 32) | (UInt64(truncatingIfNeeded: count) << 32)
-            var slot = Int(truncatingIfNeeded: hash) & pathSlotMask
-            for _ in 0...pathSlotMask {
-                let record = pathSlots + slot &* NameIndexFormat.slotSize
-                let head = UInt64(littleEndian: record.loadUnaligned(as: UInt64.self))
-                if head == wanted {
-                    let offset = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
-                    let file = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 12, as: UInt32.self)))
-                    if offset + count <= poolLength, file < fileCount, Self.equal(pool + offset, address, count),
-                        packageOfFile(file) == package
-                    {
-                        return file
-                    }
-                } else if head >> 32 == 0 {
-                    return nil
-                }
-                slot = (slot &+ 1) & pathSlotMask
+            return Self.probe(pathSlots, mask: pathSlotMask, hash: hash, count: count) { offset, file in
+                offset + count <= poolLength && file < fileCount && Self.equal(pool + offset, address, count)
+                    && packageOfFile(file) == package ? file : nil
             }
-            return nil
         }
     }
 
