@@ -30,9 +30,24 @@ public struct ChainedAssetResolver: AssetResolver {
     /// walking `segments` or calling through an existential.
     private let indexed: IndexedPath?
 
-    private struct IndexedPath: Sendable {
-        let index: StoreIndexResolver
+    /// A class, so that asking it retains nothing: a struct of references copied out of
+    /// the optional would retain each of them for every name asked.
+    private final class IndexedPath: Sendable {
+        let index: StoreIndexResolver.Storage
         let fallback: [String: ResolvedAsset]?
+
+        init(index: StoreIndexResolver, fallback: [String: ResolvedAsset]?) {
+            self.index = index.storage
+            self.fallback = fallback
+        }
+
+        func resolve(_ name: String) -> ResolvedAsset? {
+            if let asset = index.resolve(name) { return asset }
+            guard let fallback else { return nil }
+            if let asset = fallback[name] { return asset }
+            guard let normalised = AssetName.normalise(name), normalised != name else { return nil }
+            return fallback[normalised]
+        }
     }
 
     private enum Segment: Sendable {
@@ -95,13 +110,7 @@ public struct ChainedAssetResolver: AssetResolver {
 
     /// Returns the first resolver's answer for `name`, or nil when none has one.
     public func resolve(_ name: String) -> ResolvedAsset? {
-        if let indexed {
-            if let asset = indexed.index.resolve(name) { return asset }
-            guard let fallback = indexed.fallback else { return nil }
-            if let asset = fallback[name] { return asset }
-            guard let normalised = AssetName.normalise(name), normalised != name else { return nil }
-            return fallback[normalised]
-        }
+        if let indexed { return indexed.resolve(name) }
         if let sole {
             if let asset = sole[name] { return asset }
             guard let normalised = AssetName.normalise(name), normalised != name else { return nil }

@@ -129,7 +129,7 @@ struct Sign: AsyncParsableCommand {
             body.channel = repository.channel
 
             let envelope = try SignedEnvelope.sign(try body.canonicalBytes(), with: signers, verifier: verifier)
-            let declaredSigners = try envelope.signatures.filter { body.keys[$0.keyid] != nil }.count
+            let declaredSigners = envelope.signatures.filter { body.keys[$0.keyid] != nil }.count
             guard declaredSigners >= body.threshold else {
                 throw HotUpdateError(
                     .signatureInvalid,
