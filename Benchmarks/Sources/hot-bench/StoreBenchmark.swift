@@ -169,9 +169,13 @@ struct StoreBenchmark: AsyncParsableCommand {
         if hot == nil { note("no hot executable found (--hot): hot resolve is not measured") }
         // In this process: the chain's ready time and resolves per second, per store size.
         var inProcess: [Int: (ready: (median: Double, fastest: Double), rate: (median: Double, best: Double))] = [:]
+        var parallel: (median: Double, best: Double, threads: Int)?
         for count in growthCounts {
             let (ready, chain) = try await measureChain(root: storeRoot(count, in: work))
             inProcess[count] = (ready, try measureResolves(chain: chain, names: Array(names.prefix(count))))
+            if count == packages {
+                parallel = try measureParallelResolves(chain: chain, names: Array(names.prefix(count)))
+            }
         }
         // New processes, the store sizes taken in turn round after round (so that a change of
         // the machine's load falls on every size alike), at least 11 rounds.
@@ -221,6 +225,12 @@ struct StoreBenchmark: AsyncParsableCommand {
                     "resolve through the app's chain of \(packages) packages (resolves/s)", format(rate: rate.median),
                     format(rate: rate.best), verdict(rate.median >= 5_000_000, "≥ 5,000,000/s"),
                 ])
+                if let parallel {
+                    table.add([
+                        "the same on \(parallel.threads) threads at once (resolves/s, all together)",
+                        format(rate: parallel.median), format(rate: parallel.best), "",
+                    ])
+                }
                 table.add([
                     "process start to first resolve (new process, to exit)", format(seconds: first.seconds),
                     format(seconds: first.fastest), "",
@@ -270,6 +280,49 @@ struct StoreBenchmark: AsyncParsableCommand {
             for name in flat where chain.resolve(name) != nil { hits += 1 }
             return (hits, flat.count)
         }
+    }
+
+    /// The same names resolved through `chain` by every core at once, each thread its own
+    /// share of the packages (at least two million names per run in all): the resolves per
+    /// second of all threads together, and the thread count.
+    private func measureParallelResolves(
+        chain: ChainedAssetResolver,
+        names: [[String]]
+    ) throws -> (median: Double, best: Double, threads: Int) {
+        let threads = max(ProcessInfo.processInfo.activeProcessorCount, 1)
+        let shares: [[String]] = (0..<threads).map { thread in
+            stride(from: thread, to: names.count, by: threads).flatMap { names[$0] }
+        }
+        let total = shares.reduce(0) { $0 + $1.count }
+        guard total > 0 else { return (0, 0, threads) }
+        let sweeps = max((2_000_000 + total - 1) / total, 1)
+        let clock = ContinuousClock()
+        var rates: [Double] = []
+        for _ in 0..<runs {
+            let missed = Counter()
+            let start = clock.now
+            DispatchQueue.concurrentPerform(iterations: threads) { thread in
+                var misses = 0
+                for _ in 0..<sweeps {
+                    for name in shares[thread] where chain.resolve(name) == nil { misses += 1 }
+                }
+                missed.add(misses)
+            }
+            let elapsed = (clock.now - start).seconds
+            guard missed.value == 0 else {
+                throw HotUpdateError(.internalInconsistency, "\(missed.value) names did not resolve")
+            }
+            rates.append(Double(total * sweeps) / elapsed)
+        }
+        return (median(rates), rates.max() ?? 0, threads)
+    }
+
+    /// A count shared by threads.
+    private final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var total = 0  // guarded by `lock`
+        func add(_ amount: Int) { lock.withLock { total += amount } }
+        var value: Int { lock.withLock { total } }
     }
 
     /// Runs one command in a new process (through `hot-bench-spawn` when it is built beside
@@ -328,6 +381,11 @@ struct StoreBenchmark: AsyncParsableCommand {
             let rate = try measureResolves(chain: chain, names: names)
             table.add([
                 "resolve through the app's chain (resolves/s)", format(rate: rate.median), format(rate: rate.best), "",
+            ])
+            let parallel = try measureParallelResolves(chain: chain, names: names)
+            table.add([
+                "the same on \(parallel.threads) threads at once (resolves/s, all together)",
+                format(rate: parallel.median), format(rate: parallel.best), "",
             ])
             return
         }
