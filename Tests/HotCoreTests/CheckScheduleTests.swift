@@ -139,7 +139,7 @@ struct CheckScheduleTests {
 
     @Test("the last check is persisted, and one in the future is corrected to now")
     func persisted() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("schedule-\(UUID().uuidString)")
+        let directory = ScratchDirectory.parentDirectory.appendingPathComponent("schedule-\(UUID().uuidString)")
         let file = directory.appendingPathComponent("check-schedule.json")
         let clock = ManualClock()
         let counter = CheckCounter()

@@ -19,9 +19,7 @@ struct EngineFixture {
         store: FakeMetadataStore = FakeMetadataStore(),
         launch: LaunchPolicy = LaunchPolicy()
     ) throws {
-        root = FileManager.default.temporaryDirectory
-            .appendingPathComponent("hotcore-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        root = try ScratchDirectory.make("hotcore")
         self.store = store
         updater = Updater(
             configuration: UpdaterConfiguration(

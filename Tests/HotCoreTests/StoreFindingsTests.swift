@@ -183,7 +183,7 @@ struct StoreFindingsTests {
 
     @Test("reading a store that does not exist creates nothing")
     func readingCreatesNothing() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("absent-\(UUID().uuidString)")
+        let root = ScratchDirectory.parentDirectory.appendingPathComponent("absent-\(UUID().uuidString)")
         let updater = Updater(
             configuration: UpdaterConfiguration(
                 root: root,

@@ -41,7 +41,7 @@ struct CollectorServer {
     let root: URL
 
     static func start() async throws -> CollectorServer {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("collector-\(UUID().uuidString)")
+        let root = ScratchDirectory.parentDirectory.appendingPathComponent("collector-\(UUID().uuidString)")
         let bodies = root.appendingPathComponent("bodies")
         let served = root.appendingPathComponent("served")
         try FileManager.default.createDirectory(at: bodies, withIntermediateDirectories: true)

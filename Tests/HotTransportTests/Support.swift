@@ -38,9 +38,7 @@ struct Scratch {
     let url: URL
 
     init() throws {
-        url = FileManager.default.temporaryDirectory
-            .appendingPathComponent("HotTransportTests-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        url = try ScratchDirectory.make("HotTransportTests")
     }
 
     /// Writes `count` random bytes to `name` (subdirectories created) and returns them.

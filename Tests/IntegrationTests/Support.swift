@@ -11,10 +11,7 @@ import Testing
 
 /// A fresh temporary directory per test.
 func makeTemporaryDirectory(_ label: String) throws -> URL {
-    let url = FileManager.default.temporaryDirectory
-        .appendingPathComponent("hot-\(label)-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    return url
+    try ScratchDirectory.make("hot-\(label)")
 }
 
 /// Writes files (relative path → bytes) under `directory`.

@@ -57,7 +57,7 @@ struct TelemetryOffTests {
         #expect(off.updater().configuration.telemetry == nil)
         try await run(repository, on: nginx, client: off) { _ in nil }
         let manifest = "/" + repository.manifestPath
-        var requests = nginx.requests()
+        let requests = nginx.requests()
         #expect(requests.filter { $0.method != "GET" }.isEmpty, "\(requests)")
         #expect(requests.filter { $0.path != manifest && !$0.path.hasPrefix("/packages/") }.isEmpty, "\(requests)")
         #expect(requests.filter { $0.path.hasPrefix("/packages/") }.count == 1)

@@ -7,9 +7,7 @@ struct Scratch {
     let url: URL
 
     init() throws {
-        url = FileManager.default.temporaryDirectory
-            .appendingPathComponent("hotarchive-tests-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        url = try ScratchDirectory.make("hotarchive-tests")
     }
 
     /// A path inside the directory.
