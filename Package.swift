@@ -64,6 +64,8 @@ let package = Package(
     ],
     targets: [
         // System libraries.
+        // <sys/xattr.h>, which the C library's Swift module leaves out: a header, nothing to link.
+        .systemLibrary(name: "CHotXattr"),
         .systemLibrary(
             name: "CHotZlib", pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
@@ -86,7 +88,7 @@ let package = Package(
         // Abstractions and the engine.
         .target(
             name: "HotCore",
-            dependencies: [.product(name: "Logging", package: "swift-log")]),
+            dependencies: ["CHotXattr", .product(name: "Logging", package: "swift-log")]),
 
         // What servers speak: the signed native manifest and its trust state, and the sources for
         // older servers' formats.

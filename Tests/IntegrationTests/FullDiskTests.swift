@@ -168,16 +168,23 @@ enum TemporaryFileSystem {
     /// system refuses (not root, no mount permission in a container), unless `CI` is `true`:
     /// then the refusal is a failure.
     static func mount(at directory: URL, megabytes: Int) async throws -> Bool {
-        let output = try await Subprocess.run(
-            "mount",
-            ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", directory.path]
-        )
+        try await mount(["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", directory.path], what: "a tmpfs")
+    }
+
+    /// Mounts a ramfs at `directory`: hard links, and no extended attributes of the `user`
+    /// namespace. Returns false as ``mount(at:megabytes:)`` does.
+    static func mountRamfs(at directory: URL) async throws -> Bool {
+        try await mount(["-t", "ramfs", "ramfs", directory.path], what: "a ramfs")
+    }
+
+    private static func mount(_ arguments: [String], what: String) async throws -> Bool {
+        let output = try await Subprocess.run("mount", arguments)
         if output.status == 0 { return true }
-        let reason = "mounting a tmpfs was refused (exit \(output.status)): \(output.stderr)"
+        let reason = "mounting \(what) was refused (exit \(output.status)): \(output.stderr)"
         if ProcessInfo.processInfo.environment["CI"] == "true" {
             Issue.record(Comment(rawValue: reason))
         } else {
-            print("full-disk test skipped: \(reason)")
+            print("test skipped: \(reason)")
         }
         return false
     }

@@ -20,6 +20,9 @@ struct StagedPackage: Sendable {
     var files: [FileList.Entry]
     /// Bytes downloaded to stage it: the archive's size, or a delta's.
     var downloaded: Int64 = 0
+    /// Whether the SHA-256s of ``files`` may be the archive's records, taken unhashed
+    /// (``ExtractOptions/trustsRecordedDigests``) rather than hashed here.
+    var digestsClaimed = false
 
     /// Removes the staging entry and lets go of it.
     func discard() {
@@ -107,7 +110,8 @@ struct PackageFetcher: Sendable {
                 sha256: sha256,
                 md5: md5,
                 files: files,
-                downloaded: size
+                downloaded: size,
+                digestsClaimed: options.trustsRecordedDigests
             )
         } catch {
             try? FileSystem.remove(staging)

@@ -437,8 +437,15 @@ extension Updater {
         let verifier = configuration.verifier
         let files = staged.files
         let tree = staged.tree
+        let claimedBy = staged.digestsClaimed ? id : nil
         let copies = try await FileSystem.offload {
-            try objects.adopt(tree: tree, files: files, distrustExisting: distrustingExisting, verifier: verifier)
+            try objects.adopt(
+                tree: tree,
+                files: files,
+                distrustExisting: distrustingExisting,
+                claimedBy: claimedBy,
+                verifier: verifier
+            )
         }
         if copies > 0 {
             logger.notice(

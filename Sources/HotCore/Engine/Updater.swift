@@ -66,7 +66,7 @@ public actor Updater {
     nonisolated let hub = EventHub()
     nonisolated let slots: AsyncSemaphore
     nonisolated var logger: Logger { configuration.logger }
-    nonisolated var objects: ObjectStore { ObjectStore(layout: layout) }
+    nonisolated var objects: ObjectStore { ObjectStore(layout: layout, logger: logger) }
 
     /// Creates an updater. Nothing is read or written until the first call.
     public init(configuration: UpdaterConfiguration) {

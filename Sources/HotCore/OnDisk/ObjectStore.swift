@@ -1,4 +1,6 @@
 import Foundation
+import CHotXattr
+import Logging
 
 #if canImport(Glibc)
 import Glibc
@@ -30,6 +32,8 @@ struct ObjectStore: Sendable {
     }
 
     let layout: StoreLayout
+    /// Where an object found to lie about its content is reported.
+    var logger = Logger(label: "HotUpdate", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// Makes every file of a staged tree an object: a file whose content is new becomes the
     /// object itself (linked under `objects/`, made read-only); a file whose object exists
@@ -39,14 +43,33 @@ struct ObjectStore: Sendable {
     ///   - tree: The unpacked tree, still in staging.
     ///   - files: Its regular files with their SHA-256, as hashed while unpacking.
     ///   - distrustExisting: Hash existing objects before reusing them (a repair does, since
-    ///     the object may be what was damaged); otherwise an object of the right size is trusted.
-    ///   - verifier: Hashes objects when `distrustExisting` is set.
+    ///     the object may be what was damaged); otherwise an object of the right size is trusted,
+    ///     unless another package's claim made it (below).
+    ///   - claimedBy: The package whose `files` carry the SHA-256s its archive records, taken
+    ///     unhashed (``ExtractOptions/trustsRecordedDigests``); nil when every file was hashed
+    ///     here. A file taken on a claim is marked with the package (an extended attribute,
+    ///     set before it is linked, so an object never exists unmarked) and keeps the mark as
+    ///     an object. An object marked by another package, or reused by a package whose files
+    ///     were hashed, is hashed first: if it matches, its mark goes; if not, the new file
+    ///     takes its place and the lie is logged. So a package's claim decides the content of
+    ///     its own files only, never another's. Where the file system keeps no extended
+    ///     attributes, a claimed file is hashed before it becomes an object, and a package
+    ///     whose file does not match its claim is refused.
+    ///   - verifier: Hashes objects when `distrustExisting` is set or a claim is checked.
     /// - Returns: How many files stay plain copies in the tree because the file system would
     ///   not link them (no hard links on it, or an object at its link limit): those are not
     ///   shared, and a repair re-downloads rather than restores them.
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file.
+    /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file;
+    ///   ``HotUpdateError/Code/corruptArchive`` when a claimed file that could not be marked
+    ///   does not hash to its claim.
     @discardableResult
-    func adopt(tree: URL, files: [FileList.Entry], distrustExisting: Bool, verifier: any Verifier) throws -> Int {
+    func adopt(
+        tree: URL,
+        files: [FileList.Entry],
+        distrustExisting: Bool,
+        claimedBy: String? = nil,
+        verifier: any Verifier
+    ) throws -> Int {
         var copies = 0
         var fanouts = Set<String>()
         // Plain paths: building a URL per file cost more than the system calls it leads to.
@@ -59,6 +82,7 @@ struct ObjectStore: Sendable {
             if fanouts.insert(fanout).inserted {
                 try FileSystem.createDirectory(URL(fileURLWithPath: objectsPath + "/" + fanout, isDirectory: true))
             }
+            if let claimedBy { try mark(stagedPath, claimedBy: claimedBy, for: file, verifier) }
             // The new content's usual case: no object yet, so link first and look only when one is there.
             if posixLink(stagedPath, objectPath) == 0 {
                 _ = chmod(objectPath, 0o444)
@@ -68,7 +92,7 @@ struct ObjectStore: Sendable {
             if code == EEXIST {
                 let object = URL(fileURLWithPath: objectPath, isDirectory: false)
                 if let existing = FileInfo(path: objectPath),
-                    !isUsable(existing, object, for: file, hashing: distrustExisting, verifier)
+                    !isUsable(existing, object, for: file, hashing: distrustExisting, claimedBy: claimedBy, verifier)
                 {
                     try unlinkFile(object)
                     if posixLink(stagedPath, objectPath) == 0 {
@@ -103,17 +127,46 @@ struct ObjectStore: Sendable {
         code == EPERM || code == EMLINK || code == EXDEV || code == ENOTSUP || code == EOPNOTSUPP
     }
 
-    /// Whether an existing object can stand for `file`.
+    /// Whether an existing object can stand for `file` of a package whose files are claimed
+    /// by `claimedBy` (nil: hashed): hashed when `hashing` is set or when another claim than
+    /// this package's made it; a claimed object that matches loses its mark.
     private func isUsable(
         _ info: FileInfo,
         _ object: URL,
         for file: FileList.Entry,
         hashing: Bool,
+        claimedBy: String? = nil,
         _ verifier: any Verifier
     ) -> Bool {
         guard info.isRegular, info.size == file.size else { return false }
-        guard hashing else { return true }
-        return (try? verifier.digest(ofFile: object, using: .sha256).hex) == file.sha256
+        let claim = ObjectClaim.read(object.path)
+        if !hashing, claim == nil || claim == claimedBy { return true }
+        guard (try? verifier.digest(ofFile: object, using: .sha256).hex) == file.sha256 else {
+            if let claim {
+                logger.warning(
+                    "an object another package claimed does not hash to its name: replaced",
+                    metadata: ["object": "\(file.sha256)", "claimedBy": "\(claim)"]
+                )
+            }
+            return false
+        }
+        if claim != nil { ObjectClaim.clear(object.path) }
+        return true
+    }
+
+    /// Marks the staged file of `file` as taken on `claimedBy`'s claim, or, where the file
+    /// system keeps no extended attributes, hashes it and refuses a file that does not match.
+    private func mark(_ stagedPath: String, claimedBy: String, for file: FileList.Entry, _ verifier: any Verifier) throws {
+        if ObjectClaim.set(stagedPath, to: claimedBy) { return }
+        let digest = try verifier.digest(ofFile: URL(fileURLWithPath: stagedPath), using: .sha256)
+        guard digest.hex == file.sha256 else {
+            throw HotUpdateError(
+                .corruptArchive,
+                "the archive records a SHA-256 for this file that its content does not have (\(digest.hex))",
+                packageID: claimedBy,
+                subject: file.path
+            )
+        }
     }
 
     /// The object for `file` when it is present and its content hashes to its name; nil otherwise.
@@ -190,6 +243,69 @@ struct ObjectStore: Sendable {
 
     private func posixError(_ code: Int32, _ message: String) -> HotUpdateError {
         HotUpdateError.system(message, errno: code)
+    }
+}
+
+/// The mark of an object taken on a package's claim: an extended attribute naming the
+/// package (`user.hotupdate.claim` on Linux, `com.hotupdate.claim` on Apple platforms).
+enum ObjectClaim {
+    #if canImport(Darwin)
+    static let name = "com.hotupdate.claim"
+    #else
+    static let name = "user.hotupdate.claim"
+    #endif
+
+    /// Marks `path` as claimed by `package`; false when the file system keeps no extended
+    /// attributes there (or refuses this one).
+    static func set(_ path: String, to package: String) -> Bool {
+        let bytes = Array(package.utf8)
+        #if canImport(Darwin)
+        return setxattr(path, name, bytes, bytes.count, 0, 0) == 0
+        #else
+        return setxattr(path, name, bytes, bytes.count, 0) == 0
+        #endif
+    }
+
+    /// The package that claimed `path`, or nil when it carries no claim; an empty string (a
+    /// claim no package makes) when one is there but cannot be read, so that the object is
+    /// hashed.
+    static func read(_ path: String) -> String? {
+        let length = get(path, nil, 0)
+        guard length >= 0 else {
+            let code = errno
+            #if canImport(Darwin)
+            let absent = code == ENOATTR || code == ENOTSUP
+            #else
+            let absent = code == ENODATA || code == ENOTSUP
+            #endif
+            return absent ? nil : ""
+        }
+        var buffer = [UInt8](repeating: 0, count: max(length, 1))
+        let count = buffer.withUnsafeMutableBytes { get(path, $0.baseAddress, $0.count) }
+        guard count >= 0 else { return "" }
+        return String(decoding: buffer[0..<min(count, buffer.count)], as: UTF8.self)
+    }
+
+    private static func get(_ path: String, _ buffer: UnsafeMutableRawPointer?, _ size: Int) -> Int {
+        #if canImport(Darwin)
+        return getxattr(path, name, buffer, size, 0, 0)
+        #else
+        return getxattr(path, name, buffer, size)
+        #endif
+    }
+
+    /// Removes the claim of `path` (a read-only object made writable by its owner for the
+    /// moment it takes).
+    static func clear(_ path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return }
+        _ = chmod(path, (info.st_mode & 0o7777) | S_IWUSR)
+        #if canImport(Darwin)
+        _ = removexattr(path, name, 0)
+        #else
+        _ = removexattr(path, name)
+        #endif
+        _ = chmod(path, info.st_mode & 0o7777)
     }
 }
 
