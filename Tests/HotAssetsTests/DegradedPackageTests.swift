@@ -124,7 +124,8 @@ final class LogLines: LogHandler, @unchecked Sendable {
 
     func log(event: LogEvent) {
         let all = metadata.merging(event.metadata ?? [:]) { $1 }
-        let text = "\(event.message) " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        let text =
+            "\(event.message) " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         lock.withLock { stored.append(text) }
     }
 }

@@ -90,7 +90,9 @@ struct ClaimedDigestTests {
         // The liar keeps what it shipped.
         #expect(try await installedTree(updater, "liar") == ["a.txt": other])
         // And the object under the victim's digest now holds the victim's bytes.
-        let object = root.appendingPathComponent("objects/\(try sha256(honest).hex.prefix(2))/\(try sha256(honest).hex)")
+        let object = root.appendingPathComponent(
+            "objects/\(try sha256(honest).hex.prefix(2))/\(try sha256(honest).hex)"
+        )
         #expect(try Data(contentsOf: object) == honest)
 
         // Installed the other way round, the victim's object stays the victim's.
@@ -114,7 +116,9 @@ struct ClaimedDigestTests {
 
         let packages = try await updater.installedPackages()
         let inodes = try packages.map { package in
-            try FileManager.default.attributesOfItem(atPath: package.directory.appendingPathComponent("img/a.png").path)[
+            try FileManager.default.attributesOfItem(
+                atPath: package.directory.appendingPathComponent("img/a.png").path
+            )[
                 .systemFileNumber
             ] as? UInt64
         }
@@ -123,7 +127,9 @@ struct ClaimedDigestTests {
         #expect(try await installedTree(updater, "second")?["img/a.png"] == shared)
     }
 
-    @Test("Where the file system keeps no extended attributes, a package whose file does not match its record is refused")
+    @Test(
+        "Where the file system keeps no extended attributes, a package whose file does not match its record is refused"
+    )
     func withoutExtendedAttributes() async throws {
         let work = try makeTemporaryDirectory("claims-ramfs")
         let mountPoint = work.appendingPathComponent("ramfs", isDirectory: true)

@@ -1,5 +1,5 @@
-import Foundation
 import CHotXattr
+import Foundation
 import Logging
 
 #if canImport(Glibc)
@@ -156,7 +156,12 @@ struct ObjectStore: Sendable {
 
     /// Marks the staged file of `file` as taken on `claimedBy`'s claim, or, where the file
     /// system keeps no extended attributes, hashes it and refuses a file that does not match.
-    private func mark(_ stagedPath: String, claimedBy: String, for file: FileList.Entry, _ verifier: any Verifier) throws {
+    private func mark(
+        _ stagedPath: String,
+        claimedBy: String,
+        for file: FileList.Entry,
+        _ verifier: any Verifier
+    ) throws {
         if ObjectClaim.set(stagedPath, to: claimedBy) { return }
         let digest = try verifier.digest(ofFile: URL(fileURLWithPath: stagedPath), using: .sha256)
         guard digest.hex == file.sha256 else {
