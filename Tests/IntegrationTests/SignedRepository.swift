@@ -114,7 +114,9 @@ struct SignedClient {
     let root: URL
     var trust: ManifestTrust
     var context = ClientContext()
-    var timeouts = TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5))
+    /// Generous: on a loaded machine nginx on loopback has been seen to send nothing for 5 s;
+    /// the tests of stalls and trickles set their own short windows.
+    var timeouts = TransportRequest.Timeouts(connect: .seconds(10), lowSpeedWindow: .seconds(20))
     var maxManifestBytes: Int64 = 1 << 20
     var now: @Sendable () -> Date = { Date() }
 
