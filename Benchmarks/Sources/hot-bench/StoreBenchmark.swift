@@ -283,8 +283,9 @@ struct StoreBenchmark: AsyncParsableCommand {
     }
 
     /// The same names resolved through `chain` by every core at once, each thread its own
-    /// share of the packages (at least two million names per run in all): the resolves per
-    /// second of all threads together, and the thread count.
+    /// share of the packages, timed as ``measureResolves(runs:atLeast:_:)`` times one thread
+    /// (each round a sweep of all shares): the resolves per second of all threads together,
+    /// and the thread count.
     private func measureParallelResolves(
         chain: ChainedAssetResolver,
         names: [[String]]
@@ -294,27 +295,16 @@ struct StoreBenchmark: AsyncParsableCommand {
             stride(from: thread, to: names.count, by: threads).flatMap { names[$0] }
         }
         let total = shares.reduce(0) { $0 + $1.count }
-        guard total > 0 else { return (0, 0, threads) }
-        let sweeps = max((2_000_000 + total - 1) / total, 1)
-        let clock = ContinuousClock()
-        var rates: [Double] = []
-        for _ in 0..<runs {
+        let rate = try measureResolves(runs: runs) {
             let missed = Counter()
-            let start = clock.now
             DispatchQueue.concurrentPerform(iterations: threads) { thread in
                 var misses = 0
-                for _ in 0..<sweeps {
-                    for name in shares[thread] where chain.resolve(name) == nil { misses += 1 }
-                }
+                for name in shares[thread] where chain.resolve(name) == nil { misses += 1 }
                 missed.add(misses)
             }
-            let elapsed = (clock.now - start).seconds
-            guard missed.value == 0 else {
-                throw HotUpdateError(.internalInconsistency, "\(missed.value) names did not resolve")
-            }
-            rates.append(Double(total * sweeps) / elapsed)
+            return (total - missed.value, total)
         }
-        return (median(rates), rates.max() ?? 0, threads)
+        return (rate.median, rate.best, threads)
     }
 
     /// A count shared by threads.

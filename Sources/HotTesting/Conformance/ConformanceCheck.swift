@@ -123,12 +123,11 @@ struct Violation: Error {
 enum Conformance {
     /// Runs `body` with a fresh directory, removed afterwards (write permission restored first).
     static func withScratch<T>(_ suite: String, _ body: (URL) async throws -> T) async throws -> T {
-        let url = FileManager.default.temporaryDirectory
-            .appendingPathComponent("\(suite)Conformance-\(UUID().uuidString)", isDirectory: true)
+        let url: URL
         do {
-            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+            url = try ScratchDirectory.make("\(suite)Conformance")
         } catch {
-            throw Violation("the suite cannot create its scratch directory \(url.path): \(error)")
+            throw Violation("the suite cannot create its scratch directory: \(error)")
         }
         defer { remove(url) }
         return try await body(url)
