@@ -295,9 +295,17 @@ func runExample(_ arguments: Arguments) async throws {
     case .failure(let error):
         print("cancel 3002: \(describe(error)); available: \(await updater.isAvailable("3002"))")
     }
-    // Two screens ask again; one leaves, the other still gets the pack.
-    let leaving = Task { try await updater.install(large) }
+    // Two screens ask again; one leaves, the other still gets the pack. The one that stays
+    // asks first and its download has begun before the other asks and leaves, so the
+    // leaving caller never owns the flight alone.
+    let requestsBefore = await counter.count(large.url.lastPathComponent)
     let staying = Task { try await updater.install(large) }
+    waited = 0
+    while await counter.count(large.url.lastPathComponent) == requestsBefore, waited < 2000 {
+        try await Task.sleep(for: .milliseconds(5))
+        waited += 1
+    }
+    let leaving = Task { try await updater.install(large) }
     leaving.cancel()
     let leavingResult = await leaving.result
     let kept = try await staying.value
