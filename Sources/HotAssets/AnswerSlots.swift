@@ -9,8 +9,9 @@ import Synchronization
 /// answer (its `URL` and origin) is made the first time its file is asked for and kept, so a
 /// name asked again costs the index lookup and one load. Shared by the copies of a resolver.
 protocol AnswerSlots: AnyObject, Sendable {
-    /// The answer kept for file `number`, or the one `make` returns, kept from now on.
-    func answer(_ number: Int, make: () -> ResolvedAsset) -> ResolvedAsset
+    /// The answer kept for file `number`, or the one `make` returns, kept from now on (nil,
+    /// when `make` has none, is not kept).
+    func answer(_ number: Int, make: () -> ResolvedAsset?) -> ResolvedAsset?
 }
 
 /// The slots for `count` files: lock-free where the system has `Synchronization`'s
@@ -83,13 +84,14 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
     }
 
     @inline(__always)
-    func answer(_ number: Int, make: () -> ResolvedAsset) -> ResolvedAsset {
+    func answer(_ number: Int, make: () -> ResolvedAsset?) -> ResolvedAsset? {
         precondition(number >= 0 && number < count, "a file number outside the index")
         let bits = words[number].load(ordering: .acquiring)
         if bits != 0, let pointer = UnsafeRawPointer(bitPattern: bits) {
             return Unmanaged<AnswerBox>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.asset }
         }
-        let box = Unmanaged.passRetained(AnswerBox(make()))
+        guard let made = make() else { return nil }
+        let box = Unmanaged.passRetained(AnswerBox(made))
         let mine = UInt(bitPattern: box.toOpaque())
         let (exchanged, winner) = words[number].compareExchange(
             expected: 0,
@@ -103,7 +105,7 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
             return box._withUnsafeGuaranteedRef { $0.asset }
         }
         box.release()
-        guard let pointer = UnsafeRawPointer(bitPattern: winner) else { return make() }
+        guard let pointer = UnsafeRawPointer(bitPattern: winner) else { return made }
         return Unmanaged<AnswerBox>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.asset }
     }
 }
@@ -119,9 +121,9 @@ private final class LockedAnswerSlots: AnswerSlots, @unchecked Sendable {
         answers = Array(repeating: nil, count: count)
     }
 
-    func answer(_ number: Int, make: () -> ResolvedAsset) -> ResolvedAsset {
+    func answer(_ number: Int, make: () -> ResolvedAsset?) -> ResolvedAsset? {
         if let known = lock.withLock({ answers[number] }) { return known }
-        let made = make()
+        guard let made = make() else { return nil }
         return lock.withLock {
             if let known = answers[number] { return known }
             answers[number] = made

@@ -293,7 +293,9 @@ extension AssetResolverChain {
         if scales.scales == NameIndexFormat.defaultScales, extensionOrder == NameIndexFormat.defaultExtensionOrder,
             let store = await IndexedStore.open(updater, rebuilding: rebuildingIndex)
         {
-            var resolvers: [any AssetResolver] = [StoreIndexResolver(index: store.index, root: store.root)]
+            var resolvers: [any AssetResolver] = [
+                StoreIndexResolver(index: store.index, root: store.root, damage: store.damage)
+            ]
             if let bundle {
                 resolvers.append(
                     try DirectoryAssetResolver(

@@ -7,6 +7,8 @@ import Logging
 /// mapped index without reading a file list or the trees.
 struct IndexedStore: Sendable {
     let index: NameIndex
+    /// Where a damaged block found by a lookup is reported.
+    let damage: IndexDamage
     /// The store's root, as the updater was given it.
     let root: URL
     /// The root with its symbolic links resolved when the store was opened for resolvers
@@ -28,6 +30,7 @@ struct IndexedStore: Sendable {
         let root = updater.layout.root
         return IndexedStore(
             index: index,
+            damage: IndexDamage(updater: updater, rebuilding: rebuilding),
             root: root,
             resolvedRoot: resolvingLinks ? root.standardizedFileURL.resolvingSymlinksInPath() : root
         )
@@ -52,9 +55,27 @@ struct IndexedStore: Sendable {
         }
     }
 
-    /// Whether package `number` has a regular file at `path` (relative to its tree).
+    /// Whether package `number` has a regular file at `path` (relative to its tree): from
+    /// the index, or, once the index is found damaged, from the tree (a regular file, not a
+    /// link, whose real path is inside the package's).
     func contains(package number: Int, path: String) -> Bool {
-        index.file(package: number, path: path) != nil
+        do throws(HotUpdateError) {
+            return try index.file(package: number, path: path) != nil
+        } catch {
+            damage.report(error)
+            let directory = directory(number).path
+            let file = directory + "/" + path
+            guard TreeNames.isRegularFile(file), let real = Self.realPath(file), let inside = Self.realPath(directory)
+            else { return false }
+            return real.hasPrefix(inside + "/")
+        }
+    }
+
+    /// `path` with its links resolved, or nil when it cannot be.
+    private static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 }
 

@@ -10,14 +10,18 @@ import HotCore
 /// empty answer slot per file. Each answer is made once (its URL) and kept in its file's
 /// slot, so a name asked again costs a lookup and one atomic load, with no lock.
 ///
+/// When a lookup finds a block of the index damaged, the damage is reported (logged, and the
+/// index rebuilt for the next reader when allowed), and from then on names are answered
+/// from the package trees (``TreeNames``), as the index would have answered them.
+///
 /// Everything it holds is in one object, so that a copy of the resolver, and a call
 /// through it, retains one reference at most: on the path of a name asked again, the only
 /// reference counted is the answer's own.
 struct StoreIndexResolver: AssetResolver {
     let storage: Storage
 
-    init(index: NameIndex, root: URL) {
-        storage = Storage(index: index, root: root)
+    init(index: NameIndex, root: URL, damage: IndexDamage) {
+        storage = Storage(index: index, root: root, damage: damage)
     }
 
     /// The index queried.
@@ -33,9 +37,13 @@ struct StoreIndexResolver: AssetResolver {
         private let prefixes: [String]
         private let origins: [ResolvedAsset.Origin]
         private let answers: any AnswerSlots
+        private let damage: IndexDamage
+        /// The answers once the index is found damaged.
+        private let trees: TreeNames
 
-        init(index: NameIndex, root: URL) {
+        init(index: NameIndex, root: URL, damage: IndexDamage) {
             self.index = index
+            self.damage = damage
             let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
             var prefixes: [String] = []
             var origins: [ResolvedAsset.Origin] = []
@@ -47,21 +55,42 @@ struct StoreIndexResolver: AssetResolver {
             self.prefixes = prefixes
             self.origins = origins
             answers = makeAnswerSlots(count: index.fileCount)
+            trees = TreeNames(
+                packages: Array(zip(prefixes, origins)),
+                scales: index.scales,
+                extensionOrder: index.extensionOrder
+            )
         }
 
         func resolve(_ name: String) -> ResolvedAsset? {
-            var found = index.lookup(name)
-            if found == nil {
-                guard let normalised = AssetName.normalise(name), normalised != name else { return nil }
-                found = index.lookup(normalised)
+            do throws(HotUpdateError) {
+                var found = try index.lookup(name)
+                if found == nil {
+                    guard let normalised = AssetName.normalise(name), normalised != name else { return nil }
+                    found = try index.lookup(normalised)
+                }
+                guard let number = found, number < index.fileCount, !prefixes.isEmpty else { return nil }
+                // A kept answer was made from blocks already checked.
+                var failure: HotUpdateError?
+                let asset = answers.answer(number) {
+                    do throws(HotUpdateError) {
+                        return try answer(number)
+                    } catch {
+                        failure = error
+                        return nil
+                    }
+                }
+                if let failure { throw failure }
+                return asset
+            } catch {
+                damage.report(error)
+                return trees.resolve(name)
             }
-            guard let number = found, number < index.fileCount, !prefixes.isEmpty else { return nil }
-            return answers.answer(number) { answer(number) }
         }
 
         /// The answer for file `number`, made.
-        private func answer(_ number: Int) -> ResolvedAsset {
-            let file = index.file(number)
+        private func answer(_ number: Int) throws(HotUpdateError) -> ResolvedAsset {
+            let file = try index.file(number)
             let package = min(file.package, prefixes.count - 1)
             return ResolvedAsset(
                 url: URL(fileURLWithPath: prefixes[package] + file.path, isDirectory: false),

@@ -18,6 +18,34 @@ extension EngineStore {
         try FileManager.default.removeItem(at: root.appendingPathComponent("filelists"))
     }
 
+    /// Flips a byte in every 16 KiB block of the current generation's name index that lies
+    /// within its hash slots (names and paths, see `NameIndexFormat`), which opening does
+    /// not read: the index opens, and the first lookup finds it damaged.
+    func damageIndexSlots() async throws {
+        let file = try await indexFile()
+        var bytes = try Data(contentsOf: file)
+        func u32(_ offset: Int) -> Int {
+            bytes.withUnsafeBytes {
+                Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+            }
+        }
+        func aligned(_ value: Int, _ alignment: Int) -> Int { (value + alignment - 1) / alignment * alignment }
+        let packagesOffset = aligned(68 + u32(64), 8)
+        let filesOffset = aligned(packagesOffset + u32(40) * 24, 8)
+        let filesEnd = filesOffset + u32(44) * 16
+        let slotsOffset = aligned(filesEnd + 8, 64)
+        let poolOffset = slotsOffset + (1 << u32(52)) * 16 + (1 << u32(filesEnd)) * 16
+        let block = 16 * 1024
+        var flipped = 0
+        for start in stride(from: 64, to: poolOffset, by: block)
+        where start >= slotsOffset && start + block <= poolOffset {
+            bytes[start + block / 2] ^= 0x5a
+            flipped += 1
+        }
+        #expect(flipped >= 2, "the slots span \(flipped) whole blocks")
+        try bytes.write(to: file)
+    }
+
     /// Flips a byte of the current generation's name index, so that it fails its checksum.
     func damageIndex() async throws {
         let file = try await indexFile()
@@ -97,6 +125,33 @@ struct IndexedResolversTests {
             let fromList = WebModuleResolver(modules: [module], installed: try await store.locations())
             for url in urls { #expect(resolver.resolve(url) == fromList.resolve(url), "\(url)") }
             #expect(resolver.resolve(urls[1]).url.isFileURL)
+        }
+    }
+
+    @Test(
+        "A web module resolver over an index found damaged after it opened answers from the package tree, as before, and logs why once"
+    )
+    func webModulesWithIndexDamagedLater() async throws {
+        try await withTemporaryDirectory { parent in
+            let store = EngineStore(parent: parent)
+            var files = pages
+            for number in 0..<1_500 { files["assets/\(number % 30)/file\(number).png"] = "\(number)" }
+            try await store.install("web", files: files)
+            let fromList = WebModuleResolver(modules: [module], installed: try await store.locations())
+            try await store.damageIndexSlots()
+            let logs = LogLines()
+            let resolver = await WebModuleResolver.make(
+                modules: [module],
+                updater: store.relaunch(log: logs),
+                rebuildingIndex: false
+            )
+            #expect(resolver.answersFromNameIndex)
+            for url in urls { #expect(resolver.resolve(url) == fromList.resolve(url), "\(url)") }
+            #expect(resolver.resolve(urls[1]).url.isFileURL)
+            #expect(
+                logs.lines.filter { $0.contains("resolving through the package trees") }.count == 1,
+                "\(logs.lines)"
+            )
         }
     }
 

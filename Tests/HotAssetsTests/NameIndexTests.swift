@@ -110,6 +110,70 @@ struct NameIndexTests {
     }
 
     @Test(
+        "A block damaged inside the index is found by the lookup that reads it: names then resolve from the package trees, as before, and the index is rebuilt"
+    )
+    func damagedBlock() async throws {
+        try await withTemporaryDirectory { parent in
+            let store = EngineStore(parent: parent)
+            try await store.install("older", "1", DirectoryAssetResolverTests.files)
+            // Enough files for an index of many blocks (16 KiB each): a scaled image, a
+            // plain one and a JSON file in each of 20 folders.
+            var many: [String] = []
+            for file in 0..<1_500 {
+                switch file % 3 {
+                case 0: many.append("img/\(file % 20)/icon\(file)@2x.png")
+                case 1: many.append("img/\(file % 20)/icon\(file).png")
+                default: many.append("data/\(file % 20)/record\(file).json")
+                }
+            }
+            try await store.install("newer", "1", many)
+            let asked =
+                names
+                + many.flatMap { path -> [String] in
+                    let stem = path.split(separator: "@").first.map(String.init) ?? path
+                    return [path, stem.replacingOccurrences(of: ".png", with: ""), stem + ".png"]
+                }
+            let file = try await store.indexFile()
+            let good = try Data(contentsOf: file)
+            let generation = try await store.updater.currentSnapshot().generation
+            let layout = StoreLayout(root: store.root)
+            let blocks = (good.count - 64) / (16 * 1024)
+            #expect(blocks >= 12, "the index has \(blocks) blocks")
+            // In the name slots, the path slots and the keys: blocks opening does not read.
+            for fraction in [0.35, 0.55, 0.95] {
+                let label = "a byte flipped \(Int(fraction * 100))% into the file"
+                var damaged = good
+                damaged[Int(Double(good.count) * fraction)] ^= 0x5a
+                try damaged.write(to: file)
+
+                // Opening reads the header, the block table and the packages, not the rest.
+                let opened = try NameIndex(layout: layout, generation: generation)
+                #expect(opened.isDamaged == false, "\(label)")
+                #expect(throws: HotUpdateError.self, "\(label)") { try opened.verifyAll() }
+                #expect(opened.isDamaged, "\(label)")
+
+                let logs = LogLines()
+                let updater = store.relaunch(log: logs)
+                let chain = try await AssetResolverChain.make(updater: updater, bundle: nil, rebuildingIndex: false)
+                #expect(!logs.lines.contains { $0.contains("resolving through the file lists") }, "\(label)")
+                let slow = try await store.slowChain(bundle: nil)
+                for name in asked { #expect(chain.resolve(name) == slow.resolve(name), "\(name) with \(label)") }
+                #expect(
+                    logs.lines.filter { $0.contains("resolving through the package trees") && $0.contains("block") }
+                        .count == 1,
+                    "\(label): \(logs.lines)"
+                )
+                // The store now reads the index as damaged, and rebuilds it.
+                let again = try await AssetResolverChain.make(updater: updater, bundle: nil, rebuildingIndex: false)
+                #expect(logs.lines.contains { $0.contains("resolving through the file lists") }, "\(label)")
+                for name in asked.prefix(50) { #expect(again.resolve(name) == slow.resolve(name), "\(name)") }
+                #expect(try await updater.rebuildNameIndex(), "\(label)")
+                #expect(try Data(contentsOf: file) == good, "\(label)")
+            }
+        }
+    }
+
+    @Test(
         "An index of the older format is refused with a logged reason, names resolve through the file lists, and it is rebuilt"
     )
     func olderFormat() async throws {

@@ -3,7 +3,7 @@ import HotCore
 import HotStore
 
 /// The name index's invariant after any run, however it ended: when the store's current
-/// generation has an index, it opens (header, generation, checksum), names exactly the
+/// generation has an index, it opens (header, generation, block table) and every block passes its checksum, names exactly the
 /// packages that resolve (active, enabled, undamaged, newest first), and every file it names
 /// is a regular file of that package's active version. A generation without an index is
 /// allowed (names then resolve through the file lists); an index that lies is not.
@@ -44,7 +44,13 @@ enum NameIndexInvariant {
         if Set(indexed) != Set(active.map(\.id)) {
             problems.append("the name index holds \(indexed.sorted()), the store resolves \(active.map(\.id).sorted())")
         }
-        for file in index.allFiles() {
+        let files: [NameIndex.File]
+        do {
+            files = try index.allFiles()  // every block checked first
+        } catch {
+            return problems + ["the name index of generation \(snapshot.generation) fails its checksums: \(error)"]
+        }
+        for file in files {
             let package = index.package(file.package)
             let path = root.appendingPathComponent(package.path).appendingPathComponent(file.path).path
             var info = stat()

@@ -6,17 +6,29 @@ import Glibc
 import Darwin
 #endif
 
+#if canImport(Synchronization)
+import Synchronization
+#endif
+
 /// The store's name index, mapped read-only and queried in place: a lookup hashes the name,
 /// probes the slots and compares bytes; nothing is loaded into Swift collections (see
 /// ``NameIndexFormat`` for the layout).
 ///
-/// Opening checks the header, the generation it belongs to and the body's checksum (read in
-/// chunks with `pread`, so the check does not keep the file's pages in the process), then
-/// maps the file.
+/// Opening checks the header, the generation it belongs to and the block table, and the
+/// blocks it reads itself (the settings and the packages): what it costs does not grow with
+/// the number of files. Every other block is checked the first time a lookup reads it (one
+/// atomic load per block read afterwards). A block that fails its checksum marks the whole
+/// index damaged: the lookup that found it, and every one after it, throws
+/// ``HotUpdateError/Code/storeCorrupt``, and callers answer from the package trees instead.
+/// Where the system lacks `Synchronization`'s atomics, the whole body is checked when the
+/// index is opened.
 package final class NameIndex: @unchecked Sendable {
-    // Immutable after init; the mapping is read-only and private to this object.
+    // Immutable after init; the mapping is read-only and private to this object. The checked
+    // blocks are recorded atomically (`CheckedBlocks`).
     private let base: UnsafeRawPointer
     private let length: Int
+    /// The index file, for messages.
+    private let path: String
     /// The store generation the index belongs to.
     package let generation: Int
     /// The number of packages, files and names.
@@ -29,6 +41,12 @@ package final class NameIndex: @unchecked Sendable {
     private let slotMask: Int
     private let packagesOffset: Int
     private let filesOffset: Int
+    /// Where the body ends in the mapping (the block table follows).
+    private let bodyEnd: Int
+    /// Each block's checksum, read and checked when the index was opened.
+    private let blockSums: [UInt64]
+    /// Which blocks have been checked; nil when every block was checked at open.
+    private let checked: (any CheckedBlocks)?
     /// The first hash slot of the names and of the paths, and the string pool, in the mapping.
     private let slots: UnsafeRawPointer
     private let pathSlots: UnsafeRawPointer
@@ -71,8 +89,8 @@ package final class NameIndex: @unchecked Sendable {
         }
         defer { close(fd) }
         #if os(Linux)
-        // No read-ahead: the pages read for the checksum enter the page cache one by one
-        // rather than in large folios, which a fault on the mapping would map whole.
+        // No read-ahead: the pages a lookup reads enter the page cache one by one rather than
+        // in large folios, which a fault on the mapping would map whole.
         _ = posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM)
         #endif
         var header = [UInt8](repeating: 0, count: NameIndexFormat.headerSize)
@@ -104,39 +122,38 @@ package final class NameIndex: @unchecked Sendable {
             )
         }
         let bodyLength = Int(truncatingIfNeeded: u64(24))
+        let blockCount = NameIndexFormat.blockCount(bodyLength: bodyLength)
+        let total = NameIndexFormat.headerSize + bodyLength + blockCount * 8
         var info = stat()
-        guard fstat(fd, &info) == 0, Int(info.st_size) == NameIndexFormat.headerSize + bodyLength, bodyLength > 0 else {
+        guard bodyLength > 0, bodyLength < Int(UInt32.max), fstat(fd, &info) == 0, Int(info.st_size) == total else {
             throw HotUpdateError(.storeCorrupt, "the name index is truncated", subject: url.path)
         }
-        // The body's checksum, read in chunks: the pages pass through one buffer.
-        var sum = ChunkedChecksum()
-        let chunk = 256 * 1024
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 8)
-        defer { buffer.deallocate() }
-        var offset = 0
-        while offset < bodyLength {
-            let want = min(chunk, bodyLength - offset)
+        // The block table, read once and kept: the checksums a block is checked against are
+        // the ones checked here, whatever happens to the file afterwards.
+        var table = [UInt64](repeating: 0, count: blockCount)
+        let tableBytes = blockCount * 8
+        let read = table.withUnsafeMutableBytes { raw -> Int in
             var got = 0
-            while got < want {
-                let read = pread(
+            while got < tableBytes {
+                let count = pread(
                     fd,
-                    buffer.baseAddress! + got,
-                    want - got,
-                    off_t(NameIndexFormat.headerSize + offset + got)
+                    raw.baseAddress! + got,
+                    tableBytes - got,
+                    off_t(NameIndexFormat.headerSize + bodyLength + got)
                 )
-                guard read > 0 else {
-                    throw HotUpdateError(.storeCorrupt, "the name index cannot be read to its end", subject: url.path)
-                }
-                got += read
+                guard count > 0 else { break }
+                got += count
             }
-            sum.add(UnsafeRawBufferPointer(rebasing: buffer[0..<want]))
-            offset += want
+            return got
         }
-        guard sum.finish() == u64(32) else {
-            throw HotUpdateError(.storeCorrupt, "the name index fails its checksum", subject: url.path)
+        guard read == tableBytes,
+            table.withUnsafeBytes({ NameIndexFormat.checksum($0) }) == u64(32)
+        else {
+            throw HotUpdateError(.storeCorrupt, "the name index's block table is damaged", subject: url.path)
         }
+        let blockSums = table.map { UInt64(littleEndian: $0) }
+        self.blockSums = blockSums
 
-        let total = NameIndexFormat.headerSize + bodyLength
         guard let mapped = mmap(nil, total, PROT_READ, MAP_PRIVATE, fd, 0), mapped != MAP_FAILED else {
             throw HotUpdateError.system("cannot map the name index", errno: errno, subject: url.path)
         }
@@ -146,54 +163,113 @@ package final class NameIndex: @unchecked Sendable {
         _ = madvise(mapped, total, Int32(MADV_RANDOM))
         _ = madvise(mapped, total, Int32(MADV_NOHUGEPAGE))
         let base = UnsafeRawPointer(mapped)
-        self.base = base
-        self.length = total
-        self.generation = generation
-        packageCount = u32(40)
-        fileCount = u32(44)
-        entryCount = u32(48)
+        let bodyEnd = NameIndexFormat.headerSize + bodyLength
+        let checked = makeCheckedBlocks(count: blockCount)
+        let sums = blockSums
+        // The bytes opening reads are checked before they are read; every block at once when
+        // blocks cannot be recorded as checked one by one.
+        func check(_ start: Int, _ end: Int) throws {
+            let upTo = checked == nil ? bodyEnd : min(max(end, start + 1), bodyEnd)
+            let from = checked == nil ? NameIndexFormat.headerSize : start
+            if let block = Self.damagedBlock(from, upTo, base: base, bodyEnd: bodyEnd, sums: sums, checked: checked) {
+                throw HotUpdateError(
+                    .storeCorrupt,
+                    "the name index fails its checksum (block \(block))",
+                    subject: url.path
+                )
+            }
+        }
+        func load32(_ offset: Int) -> Int {
+            Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+        }
+        let packageCount = u32(40)
+        let fileCount = u32(44)
+        let entryCount = u32(48)
         let slotBits = u32(52)
-        slotMask = (1 << slotBits) - 1
-
-        let settingsLength = Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: 64, as: UInt32.self)))
+        let settingsLength: Int
+        do {
+            try check(NameIndexFormat.headerSize, NameIndexFormat.headerSize + 4)
+            settingsLength = load32(NameIndexFormat.headerSize)
+        } catch {
+            munmap(mapped, total)
+            throw error
+        }
+        func aligned(_ value: Int) -> Int { (value + 7) & ~7 }
+        let packagesOffset = aligned(68 + settingsLength)
+        let filesOffset = aligned(packagesOffset + packageCount * NameIndexFormat.packageRecordSize)
+        let filesEnd = filesOffset + fileCount * NameIndexFormat.fileRecordSize
+        guard slotBits < 32, settingsLength < bodyLength, filesEnd + 8 <= bodyEnd else {
+            munmap(mapped, total)
+            throw HotUpdateError(.storeCorrupt, "the name index's sections do not fit the file", subject: url.path)
+        }
+        do {
+            try check(NameIndexFormat.headerSize, filesOffset)
+            try check(filesEnd, filesEnd + 8)
+        } catch {
+            munmap(mapped, total)
+            throw error
+        }
         let settings = String(
-            decoding: UnsafeRawBufferPointer(start: base + 68, count: min(settingsLength, total - 68)),
+            decoding: UnsafeRawBufferPointer(start: base + 68, count: settingsLength),
             as: UTF8.self
         )
         let halves = settings.split(separator: ";", omittingEmptySubsequences: false)
         scales = halves.first.map { $0.split(separator: ",").compactMap { Int($0) } } ?? []
         extensionOrder = halves.count > 1 ? halves[1].split(separator: ",").map(String.init) : []
-        func aligned(_ value: Int) -> Int { (value + 7) & ~7 }
-        packagesOffset = aligned(68 + settingsLength)
-        filesOffset = aligned(packagesOffset + packageCount * NameIndexFormat.packageRecordSize)
-        let filesEnd = filesOffset + fileCount * NameIndexFormat.fileRecordSize
-        guard slotBits < 32, filesEnd + 8 <= total else {
-            munmap(mapped, total)
-            throw HotUpdateError(.storeCorrupt, "the name index's sections do not fit the file", subject: url.path)
-        }
-        let pathSlotBits = Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: filesEnd, as: UInt32.self)))
-        let pathCount = Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: filesEnd + 4, as: UInt32.self)))
-        pathSlotMask = (1 << min(pathSlotBits, 31)) - 1
+        let slotMask = (1 << slotBits) - 1
+        let pathSlotBits = load32(filesEnd)
+        let pathCount = load32(filesEnd + 4)
+        let pathSlotMask = (1 << min(pathSlotBits, 31)) - 1
         let slotsOffset = (filesEnd + 8 + NameIndexFormat.slotAlignment - 1) & ~(NameIndexFormat.slotAlignment - 1)
         let pathSlotsOffset = slotsOffset + (slotMask + 1) * NameIndexFormat.slotSize
         let poolOffset = pathSlotsOffset + (pathSlotMask + 1) * NameIndexFormat.slotSize
-        guard pathSlotBits < 32, poolOffset <= total, slotMask + 1 > entryCount, pathSlotMask + 1 > pathCount else {
+        guard pathSlotBits < 32, poolOffset <= bodyEnd, slotMask + 1 > entryCount, pathSlotMask + 1 > pathCount else {
             munmap(mapped, total)
             throw HotUpdateError(.storeCorrupt, "the name index's sections do not fit the file", subject: url.path)
         }
-        slots = base + slotsOffset
-        pathSlots = base + pathSlotsOffset
-        pool = base + poolOffset
-        poolLength = total - poolOffset
+        let poolLength = bodyEnd - poolOffset
+        // The packages' strings, together at the pool's start.
+        var stringsEnd = 0
+        for field in stride(from: 0, to: packageCount * 6, by: 2) {
+            let record = packagesOffset + field * 4
+            let end = load32(record) + load32(record + 4)
+            if end <= poolLength { stringsEnd = max(stringsEnd, end) }
+        }
+        do {
+            try check(poolOffset, poolOffset + stringsEnd)
+        } catch {
+            munmap(mapped, total)
+            throw error
+        }
         var numbers: [String: Int] = [:]
         for number in 0..<packageCount {
             let record = packagesOffset + number * NameIndexFormat.packageRecordSize
-            let offset = Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: record, as: UInt32.self)))
-            let length = Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: record + 4, as: UInt32.self)))
+            let offset = load32(record)
+            let length = load32(record + 4)
             guard offset + length <= poolLength else { continue }
-            let id = String(decoding: UnsafeRawBufferPointer(start: pool + offset, count: length), as: UTF8.self)
+            let id = String(
+                decoding: UnsafeRawBufferPointer(start: base + poolOffset + offset, count: length),
+                as: UTF8.self
+            )
             if numbers[id] == nil { numbers[id] = number }
         }
+        self.base = base
+        self.length = total
+        self.path = url.path
+        self.generation = generation
+        self.bodyEnd = bodyEnd
+        self.checked = checked
+        self.packageCount = packageCount
+        self.fileCount = fileCount
+        self.entryCount = entryCount
+        self.slotMask = slotMask
+        self.packagesOffset = packagesOffset
+        self.filesOffset = filesOffset
+        self.pathSlotMask = pathSlotMask
+        slots = base + slotsOffset
+        pathSlots = base + pathSlotsOffset
+        pool = base + poolOffset
+        self.poolLength = poolLength
         packageNumbers = numbers
     }
 
@@ -222,8 +298,15 @@ package final class NameIndex: @unchecked Sendable {
     }
 
     /// File `number`.
-    package func file(_ number: Int) -> File {
+    ///
+    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` when the index is damaged.
+    package func file(_ number: Int) throws(HotUpdateError) -> File {
         let record = filesOffset + number * NameIndexFormat.fileRecordSize
+        try check(record, NameIndexFormat.fileRecordSize)
+        try check(
+            (pool - base) + u32(record),
+            Int(UInt16(littleEndian: base.loadUnaligned(fromByteOffset: record + 4, as: UInt16.self)))
+        )
         let pathLength = Int(UInt16(littleEndian: base.loadUnaligned(fromByteOffset: record + 4, as: UInt16.self)))
         let package = Int(UInt16(littleEndian: base.loadUnaligned(fromByteOffset: record + 6, as: UInt16.self)))
         let size = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: record + 8, as: UInt64.self))
@@ -231,26 +314,42 @@ package final class NameIndex: @unchecked Sendable {
     }
 
     /// The file that wins `name` (in normalised form), or nil.
+    ///
+    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` when the index is damaged.
     @inline(__always)
-    package func lookup(_ name: String) -> Int? {
+    package func lookup(_ name: String) throws(HotUpdateError) -> Int? {
         // Native strings lend their UTF-8 in place (small ones from the stack); others are
         // copied once.
-        if let found = name.utf8.withContiguousStorageIfAvailable({ lookup(bytes: UnsafeRawBufferPointer($0)) }) {
-            return found
+        let found = name.utf8.withContiguousStorageIfAvailable { bytes -> Result<Int?, HotUpdateError> in
+            do throws(HotUpdateError) {
+                return .success(try lookup(bytes: UnsafeRawBufferPointer(bytes)))
+            } catch {
+                return .failure(error)
+            }
         }
+        if let found { return try found.get() }
         var copy = name
-        return copy.withUTF8 { lookup(bytes: UnsafeRawBufferPointer($0)) }
+        return try copy.withUTF8 { bytes -> Result<Int?, HotUpdateError> in
+            do throws(HotUpdateError) {
+                return .success(try lookup(bytes: UnsafeRawBufferPointer(bytes)))
+            } catch {
+                return .failure(error)
+            }
+        }.get()
     }
 
     /// The file that wins the name of these UTF-8 bytes, or nil: the hash, then the slots
     /// from the one it picks until an empty one, each compared by its hash tag and key length
     /// in one 8-byte load, and by the key's bytes when those match.
-    package func lookup(bytes: UnsafeRawBufferPointer) -> Int? {
+    package func lookup(bytes: UnsafeRawBufferPointer) throws(HotUpdateError) -> Int? {
         guard let address = bytes.baseAddress, !bytes.isEmpty else { return nil }
-        return Self.probe(slots, mask: slotMask, hash: NameIndexFormat.hash(bytes), count: bytes.count) {
+        let poolStart = (pool - base)
+        return try probe(slots, mask: slotMask, hash: NameIndexFormat.hash(bytes), count: bytes.count) {
             offset,
-            file in
-            offset + bytes.count <= poolLength && Self.equal(pool + offset, address, bytes.count) ? file : nil
+            file throws(HotUpdateError) in
+            guard offset + bytes.count <= poolLength else { return nil }
+            try check(poolStart + offset, bytes.count)
+            return Self.equal(pool + offset, address, bytes.count) ? file : nil
         }
     }
 
@@ -260,22 +359,24 @@ package final class NameIndex: @unchecked Sendable {
     /// Bounded by the slot count: an index always has empty slots, but the bytes are only
     /// checksummed, not trusted to be well formed.
     @inline(__always)
-    private static func probe(
+    private func probe(
         _ table: UnsafeRawPointer,
         mask: Int,
         hash: UInt64,
         count: Int,
-        match: (_ offset: Int, _ file: Int) -> Int?
-    ) -> Int? {
+        match: (_ offset: Int, _ file: Int) throws(HotUpdateError) -> Int?
+    ) throws(HotUpdateError) -> Int? {
         let wanted = (hash >> 32) | (UInt64(truncatingIfNeeded: count) << 32)
         var slot = Int(truncatingIfNeeded: hash) & mask
+        let tableStart = (table - base)
         for _ in 0...mask {
+            try check(tableStart + slot &* NameIndexFormat.slotSize, NameIndexFormat.slotSize)
             let record = table + slot &* NameIndexFormat.slotSize
             let head = UInt64(littleEndian: record.loadUnaligned(as: UInt64.self))
             if head == wanted {
                 let offset = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
                 let file = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 12, as: UInt32.self)))
-                if let found = match(offset, file) { return found }
+                if let found = try match(offset, file) { return found }
             } else if head >> 32 == 0 {
                 return nil
             }
@@ -319,28 +420,181 @@ package final class NameIndex: @unchecked Sendable {
     /// The file of package `package` at `path` (relative to the package's tree, in
     /// normalised form), or nil when the package has no such file: what the resolvers that
     /// address one package ask, answered from the path slots without touching the tree.
-    package func file(package: Int, path: String) -> Int? {
+    ///
+    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` when the index is damaged.
+    package func file(package: Int, path: String) throws(HotUpdateError) -> Int? {
         var path = path
-        return path.withUTF8 { bytes -> Int? in
-            let raw = UnsafeRawBufferPointer(bytes)
-            guard let address = raw.baseAddress, !raw.isEmpty else { return nil }
-            let count = raw.count
-            let hash = NameIndexFormat.pathHash(raw, package: package)
-            return Self.probe(pathSlots, mask: pathSlotMask, hash: hash, count: count) { offset, file in
-                offset + count <= poolLength && file < fileCount && Self.equal(pool + offset, address, count)
-                    && packageOfFile(file) == package ? file : nil
-            }
-        }
+        let poolStart = (pool - base)
+        return try path.withUTF8 { bytes -> Result<Int?, HotUpdateError> in
+            do throws(HotUpdateError) {
+                let raw = UnsafeRawBufferPointer(bytes)
+                guard let address = raw.baseAddress, !raw.isEmpty else { return .success(nil) }
+                let count = raw.count
+                let hash = NameIndexFormat.pathHash(raw, package: package)
+                return .success(
+                    try probe(pathSlots, mask: pathSlotMask, hash: hash, count: count) {
+                        offset,
+                        file throws(HotUpdateError) in
+                        guard offset + count <= poolLength, file < fileCount else { return nil }
+                        try check(poolStart + offset, count)
+                        guard Self.equal(pool + offset, address, count) else { return nil }
+                        return try packageOfFile(file) == package ? file : nil
+                    }
+                )
+            } catch { return .failure(error) }
+        }.get()
     }
 
     /// The package number of file `number`.
-    private func packageOfFile(_ number: Int) -> Int {
+    private func packageOfFile(_ number: Int) throws(HotUpdateError) -> Int {
         let record = filesOffset + number * NameIndexFormat.fileRecordSize
+        try check(record, NameIndexFormat.fileRecordSize)
         return Int(UInt16(littleEndian: base.loadUnaligned(fromByteOffset: record + 6, as: UInt16.self)))
     }
 
     /// Every file the index names, for checks: package number and path.
-    package func allFiles() -> [File] {
-        (0..<fileCount).map(file)
+    ///
+    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` when the index is damaged.
+    package func allFiles() throws(HotUpdateError) -> [File] {
+        try verifyAll()
+        var files: [File] = []
+        files.reserveCapacity(fileCount)
+        for number in 0..<fileCount { files.append(try file(number)) }
+        return files
+    }
+
+    /// Whether a block of the index has failed its checksum: a damaged index answers
+    /// nothing more, and the store rebuilds it.
+    package var isDamaged: Bool { checked?.isDamaged ?? false }
+
+    /// Checks every block not checked yet (what a lookup would check as it reads them).
+    ///
+    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` naming the first block that fails.
+    package func verifyAll() throws(HotUpdateError) {
+        try check(NameIndexFormat.headerSize, bodyEnd - NameIndexFormat.headerSize)
+    }
+
+    /// Checks the blocks holding `count` bytes at `offset` of the mapping, unless checked
+    /// before: one atomic load per block once it has been checked.
+    @inline(__always)
+    private func check(_ offset: Int, _ count: Int) throws(HotUpdateError) {
+        guard let checked else { return }
+        if checked.isDamaged { throw damage(nil) }
+        let first = (offset - NameIndexFormat.headerSize) >> NameIndexFormat.blockShift
+        let last = (offset + max(count, 1) - 1 - NameIndexFormat.headerSize) >> NameIndexFormat.blockShift
+        var block = first
+        while block <= last {
+            if !checked.isChecked(block) {
+                if let failed = Self.damagedBlock(
+                    offset,
+                    offset + max(count, 1),
+                    base: base,
+                    bodyEnd: bodyEnd,
+                    sums: blockSums,
+                    checked: checked
+                ) {
+                    throw damage(failed)
+                }
+                return
+            }
+            block += 1
+        }
+    }
+
+    /// The error a damaged index gives.
+    private func damage(_ block: Int?) -> HotUpdateError {
+        HotUpdateError(
+            .storeCorrupt,
+            block.map { "the name index fails its checksum (block \($0))" } ?? "the name index is damaged",
+            subject: path
+        )
+    }
+
+    /// Checks the blocks holding bytes `start..<end` of the mapping (clamped to the body)
+    /// that are not checked yet, marking each that passes; the first that fails marks the
+    /// index damaged and is returned.
+    private static func damagedBlock(
+        _ start: Int,
+        _ end: Int,
+        base: UnsafeRawPointer,
+        bodyEnd: Int,
+        sums: [UInt64],
+        checked: (any CheckedBlocks)?
+    ) -> Int? {
+        let header = NameIndexFormat.headerSize
+        guard start < bodyEnd, end > start else { return nil }
+        let first = max(start - header, 0) >> NameIndexFormat.blockShift
+        let last = min((min(end, bodyEnd) - 1 - header) >> NameIndexFormat.blockShift, sums.count - 1)
+        guard first <= last else { return nil }
+        for block in first...last {
+            if let checked, checked.isChecked(block) { continue }
+            let from = header + (block << NameIndexFormat.blockShift)
+            let bytes = UnsafeRawBufferPointer(
+                start: base + from,
+                count: min(NameIndexFormat.blockSize, bodyEnd - from)
+            )
+            guard NameIndexFormat.blockChecksum(bytes, number: block) == sums[block] else {
+                checked?.markDamaged()
+                return block
+            }
+            checked?.markChecked(block)
+        }
+        return nil
     }
 }
+
+/// Which blocks of a ``NameIndex`` have passed their checksum, and whether one has failed:
+/// shared by every thread that reads the index.
+protocol CheckedBlocks: AnyObject, Sendable {
+    func isChecked(_ block: Int) -> Bool
+    func markChecked(_ block: Int)
+    var isDamaged: Bool { get }
+    func markDamaged()
+}
+
+/// The record for `count` blocks, or nil where the system lacks `Synchronization`'s atomics
+/// (the index then checks every block when it is opened).
+func makeCheckedBlocks(count: Int) -> (any CheckedBlocks)? {
+    #if canImport(Synchronization)
+    if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+        return AtomicCheckedBlocks(count: count)
+    }
+    #endif
+    return nil
+}
+
+#if canImport(Synchronization)
+/// One bit per block in atomic words, and a damage flag: a block is marked checked (with
+/// release ordering) only after its checksum matched, and read with acquire ordering.
+@available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
+private final class AtomicCheckedBlocks: CheckedBlocks, @unchecked Sendable {
+    // Touched only atomically; the pointer itself never changes.
+    private let words: UnsafeMutablePointer<Atomic<UInt64>>
+    private let wordCount: Int
+    private let damaged = Atomic<Bool>(false)
+
+    init(count: Int) {
+        wordCount = max((count + 63) / 64, 1)
+        words = UnsafeMutablePointer<Atomic<UInt64>>.allocate(capacity: wordCount)
+        for position in 0..<wordCount { (words + position).initialize(to: Atomic<UInt64>(0)) }
+    }
+
+    deinit {
+        words.deinitialize(count: wordCount)
+        words.deallocate()
+    }
+
+    @inline(__always)
+    func isChecked(_ block: Int) -> Bool {
+        words[block >> 6].load(ordering: .acquiring) & (1 << UInt64(block & 63)) != 0
+    }
+
+    func markChecked(_ block: Int) {
+        words[block >> 6].bitwiseOr(1 << UInt64(block & 63), ordering: .releasing)
+    }
+
+    var isDamaged: Bool { damaged.load(ordering: .relaxed) }
+
+    func markDamaged() { damaged.store(true, ordering: .relaxed) }
+}
+#endif

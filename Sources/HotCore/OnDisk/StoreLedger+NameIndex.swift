@@ -43,7 +43,7 @@ extension StoreLedger {
             if Self.indexPackages(of: previous) == packages {
                 let previousURL = NameIndex.url(in: layout, generation: previous.generation)
                 data = try? await FileSystem.offload { () -> Data? in
-                    _ = try NameIndex(layout: layout, generation: previous.generation)  // checks it
+                    try NameIndex(layout: layout, generation: previous.generation).verifyAll()
                     return NameIndexFormat.retagged(try Data(contentsOf: previousURL), generation: generation)
                 }
             }
@@ -113,12 +113,19 @@ extension StoreLedger {
         }
         defer { lock.release() }
         let snapshot = try await current(under: lock)
-        if let mapped = mappedNameIndex, mapped.generation == snapshot.generation {
+        let damaged = mappedNameIndex.map { $0.generation == snapshot.generation && $0.isDamaged } ?? false
+        if let mapped = mappedNameIndex, mapped.generation == snapshot.generation, !damaged {
             return (snapshot, mapped, nil)
         }
         let layout = self.layout
         do {
-            let index = try await FileSystem.offload { try NameIndex(layout: layout, generation: snapshot.generation) }
+            // After a lookup found the mapped index damaged, only a rebuilt one is taken, and
+            // it is checked whole first.
+            let index = try await FileSystem.offload {
+                let index = try NameIndex(layout: layout, generation: snapshot.generation)
+                if damaged { try index.verifyAll() }
+                return index
+            }
             mappedNameIndex = index
             return (snapshot, index, nil)
         } catch let error as HotUpdateError {
@@ -145,9 +152,12 @@ extension StoreLedger {
         defer { lock.release() }
         let snapshot = try await current(under: lock)
         let layout = self.layout
-        if (try? await FileSystem.offload { try NameIndex(layout: layout, generation: snapshot.generation) }) != nil {
-            return false
-        }
+        let sound =
+            (try? await FileSystem.offload { () -> Bool in
+                try NameIndex(layout: layout, generation: snapshot.generation).verifyAll()
+                return true
+            }) ?? false
+        if sound { return false }
         let data = try await buildNameIndex(Self.indexPackages(of: snapshot), generation: snapshot.generation)
         try await FileSystem.offload {
             try FileSystem.createDirectory(layout.indexDirectory)
