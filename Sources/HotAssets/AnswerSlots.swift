@@ -9,9 +9,11 @@ import Synchronization
 /// answer (its `URL` and origin) is made the first time its file is asked for and kept, so a
 /// name asked again costs the index lookup and one load. Shared by the copies of a resolver.
 protocol AnswerSlots: AnyObject, Sendable {
-    /// The answer kept for file `number`, or the one `make` returns, kept from now on (nil,
-    /// when `make` has none, is not kept).
-    func answer(_ number: Int, make: () -> ResolvedAsset?) -> ResolvedAsset?
+    /// The answer kept for file `number`, if one was.
+    func kept(_ number: Int) -> ResolvedAsset?
+    /// Keeps `asset` for file `number` unless another thread kept one first; returns the one
+    /// kept.
+    func keep(_ asset: ResolvedAsset, for number: Int) -> ResolvedAsset
 }
 
 /// The slots for `count` files: lock-free where the system has `Synchronization`'s
@@ -84,14 +86,16 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
     }
 
     @inline(__always)
-    func answer(_ number: Int, make: () -> ResolvedAsset?) -> ResolvedAsset? {
+    func kept(_ number: Int) -> ResolvedAsset? {
         precondition(number >= 0 && number < count, "a file number outside the index")
         let bits = words[number].load(ordering: .acquiring)
-        if bits != 0, let pointer = UnsafeRawPointer(bitPattern: bits) {
-            return Unmanaged<AnswerBox>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.asset }
-        }
-        guard let made = make() else { return nil }
-        let box = Unmanaged.passRetained(AnswerBox(made))
+        guard bits != 0, let pointer = UnsafeRawPointer(bitPattern: bits) else { return nil }
+        return Unmanaged<AnswerBox>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.asset }
+    }
+
+    func keep(_ asset: ResolvedAsset, for number: Int) -> ResolvedAsset {
+        precondition(number >= 0 && number < count, "a file number outside the index")
+        let box = Unmanaged.passRetained(AnswerBox(asset))
         let mine = UInt(bitPattern: box.toOpaque())
         let (exchanged, winner) = words[number].compareExchange(
             expected: 0,
@@ -102,10 +106,10 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
         if exchanged {
             let page = number / Self.wordsPerPage
             used[page / UInt.bitWidth].bitwiseOr(1 << UInt(page % UInt.bitWidth), ordering: .releasing)
-            return box._withUnsafeGuaranteedRef { $0.asset }
+            return asset
         }
         box.release()
-        guard let pointer = UnsafeRawPointer(bitPattern: winner) else { return made }
+        guard let pointer = UnsafeRawPointer(bitPattern: winner) else { return asset }
         return Unmanaged<AnswerBox>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.asset }
     }
 }
@@ -121,13 +125,15 @@ private final class LockedAnswerSlots: AnswerSlots, @unchecked Sendable {
         answers = Array(repeating: nil, count: count)
     }
 
-    func answer(_ number: Int, make: () -> ResolvedAsset?) -> ResolvedAsset? {
-        if let known = lock.withLock({ answers[number] }) { return known }
-        guard let made = make() else { return nil }
-        return lock.withLock {
+    func kept(_ number: Int) -> ResolvedAsset? {
+        lock.withLock { answers[number] }
+    }
+
+    func keep(_ asset: ResolvedAsset, for number: Int) -> ResolvedAsset {
+        lock.withLock {
             if let known = answers[number] { return known }
-            answers[number] = made
-            return made
+            answers[number] = asset
+            return asset
         }
     }
 }

@@ -63,27 +63,26 @@ struct StoreIndexResolver: AssetResolver {
         }
 
         func resolve(_ name: String) -> ResolvedAsset? {
-            do throws(HotUpdateError) {
-                var found = try index.lookup(name)
-                if found == nil {
-                    guard let normalised = AssetName.normalise(name), normalised != name else { return nil }
-                    found = try index.lookup(normalised)
-                }
-                guard let number = found, number < index.fileCount, !prefixes.isEmpty else { return nil }
+            var found = index.find(name)
+            if found == .none {
+                guard let normalised = AssetName.normalise(name), normalised != name else { return nil }
+                found = index.find(normalised)
+            }
+            switch found {
+            case .file(let number):
+                guard number < index.fileCount, !prefixes.isEmpty else { return nil }
                 // A kept answer was made from blocks already checked.
-                var failure: HotUpdateError?
-                let asset = answers.answer(number) {
-                    do throws(HotUpdateError) {
-                        return try answer(number)
-                    } catch {
-                        failure = error
-                        return nil
-                    }
+                if let kept = answers.kept(number) { return kept }
+                do throws(HotUpdateError) {
+                    return answers.keep(try answer(number), for: number)
+                } catch {
+                    damage.report(error)
+                    return trees.resolve(name)
                 }
-                if let failure { throw failure }
-                return asset
-            } catch {
-                damage.report(error)
+            case .none:
+                return nil
+            case .damaged:
+                damage.report(index.damageError())
                 return trees.resolve(name)
             }
         }

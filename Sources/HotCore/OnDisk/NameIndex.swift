@@ -46,7 +46,7 @@ package final class NameIndex: @unchecked Sendable {
     /// Each block's checksum, read and checked when the index was opened.
     private let blockSums: [UInt64]
     /// Which blocks have been checked; nil when every block was checked at open.
-    private let checked: (any CheckedBlocks)?
+    private let checked: CheckedBlocks?
     /// The first hash slot of the names and of the paths, and the string pool, in the mapping.
     private let slots: UnsafeRawPointer
     private let pathSlots: UnsafeRawPointer
@@ -164,7 +164,7 @@ package final class NameIndex: @unchecked Sendable {
         _ = madvise(mapped, total, Int32(MADV_NOHUGEPAGE))
         let base = UnsafeRawPointer(mapped)
         let bodyEnd = NameIndexFormat.headerSize + bodyLength
-        let checked = makeCheckedBlocks(count: blockCount)
+        let checked = CheckedBlocks.make(count: blockCount)
         let sums = blockSums
         // The bytes opening reads are checked before they are read; every block at once when
         // blocks cannot be recorded as checked one by one.
@@ -192,6 +192,7 @@ package final class NameIndex: @unchecked Sendable {
             settingsLength = load32(NameIndexFormat.headerSize)
         } catch {
             munmap(mapped, total)
+            checked?.free()
             throw error
         }
         func aligned(_ value: Int) -> Int { (value + 7) & ~7 }
@@ -200,6 +201,7 @@ package final class NameIndex: @unchecked Sendable {
         let filesEnd = filesOffset + fileCount * NameIndexFormat.fileRecordSize
         guard slotBits < 32, settingsLength < bodyLength, filesEnd + 8 <= bodyEnd else {
             munmap(mapped, total)
+            checked?.free()
             throw HotUpdateError(.storeCorrupt, "the name index's sections do not fit the file", subject: url.path)
         }
         do {
@@ -207,6 +209,7 @@ package final class NameIndex: @unchecked Sendable {
             try check(filesEnd, filesEnd + 8)
         } catch {
             munmap(mapped, total)
+            checked?.free()
             throw error
         }
         let settings = String(
@@ -225,6 +228,7 @@ package final class NameIndex: @unchecked Sendable {
         let poolOffset = pathSlotsOffset + (pathSlotMask + 1) * NameIndexFormat.slotSize
         guard pathSlotBits < 32, poolOffset <= bodyEnd, slotMask + 1 > entryCount, pathSlotMask + 1 > pathCount else {
             munmap(mapped, total)
+            checked?.free()
             throw HotUpdateError(.storeCorrupt, "the name index's sections do not fit the file", subject: url.path)
         }
         let poolLength = bodyEnd - poolOffset
@@ -239,6 +243,7 @@ package final class NameIndex: @unchecked Sendable {
             try check(poolOffset, poolOffset + stringsEnd)
         } catch {
             munmap(mapped, total)
+            checked?.free()
             throw error
         }
         var numbers: [String: Int] = [:]
@@ -275,6 +280,7 @@ package final class NameIndex: @unchecked Sendable {
 
     deinit {
         munmap(UnsafeMutableRawPointer(mutating: base), length)
+        checked?.free()
     }
 
     @inline(__always) private func u32(_ offset: Int) -> Int {
@@ -302,15 +308,39 @@ package final class NameIndex: @unchecked Sendable {
     /// - Throws: ``HotUpdateError/Code/storeCorrupt`` when the index is damaged.
     package func file(_ number: Int) throws(HotUpdateError) -> File {
         let record = filesOffset + number * NameIndexFormat.fileRecordSize
-        try check(record, NameIndexFormat.fileRecordSize)
-        try check(
-            (pool - base) + u32(record),
-            Int(UInt16(littleEndian: base.loadUnaligned(fromByteOffset: record + 4, as: UInt16.self)))
-        )
+        guard isChecked(record, NameIndexFormat.fileRecordSize) else { throw damageError() }
         let pathLength = Int(UInt16(littleEndian: base.loadUnaligned(fromByteOffset: record + 4, as: UInt16.self)))
+        guard isChecked((pool - base) + u32(record), pathLength) else { throw damageError() }
         let package = Int(UInt16(littleEndian: base.loadUnaligned(fromByteOffset: record + 6, as: UInt16.self)))
         let size = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: record + 8, as: UInt64.self))
         return File(package: package, path: string(u32(record), pathLength), size: Int64(truncatingIfNeeded: size))
+    }
+
+    /// What the lookups inside return besides a file number (no error is made on their path).
+    private static let absent = -1
+    private static let damaged = -2
+
+    /// What a name finds in the index, without an error on the way: for the resolvers'
+    /// hot path.
+    package enum Found: Sendable, Equatable {
+        /// The file that wins the name.
+        case file(Int)
+        /// No file answers to the name.
+        case none
+        /// A block the lookup read fails its checksum (``isDamaged`` is now true).
+        case damaged
+    }
+
+    /// The file that wins `name` (in normalised form), none, or damage found on the way.
+    @inline(__always)
+    package func find(_ name: String) -> Found {
+        let found =
+            name.utf8.withContiguousStorageIfAvailable { find(UnsafeRawBufferPointer($0)) }
+            ?? {
+                var copy = name
+                return copy.withUTF8 { find(UnsafeRawBufferPointer($0)) }
+            }()
+        return found >= 0 ? .file(found) : found == Self.damaged ? .damaged : .none
     }
 
     /// The file that wins `name` (in normalised form), or nil.
@@ -320,36 +350,41 @@ package final class NameIndex: @unchecked Sendable {
     package func lookup(_ name: String) throws(HotUpdateError) -> Int? {
         // Native strings lend their UTF-8 in place (small ones from the stack); others are
         // copied once.
-        let found = name.utf8.withContiguousStorageIfAvailable { bytes -> Result<Int?, HotUpdateError> in
-            do throws(HotUpdateError) {
-                return .success(try lookup(bytes: UnsafeRawBufferPointer(bytes)))
-            } catch {
-                return .failure(error)
-            }
-        }
-        if let found { return try found.get() }
-        var copy = name
-        return try copy.withUTF8 { bytes -> Result<Int?, HotUpdateError> in
-            do throws(HotUpdateError) {
-                return .success(try lookup(bytes: UnsafeRawBufferPointer(bytes)))
-            } catch {
-                return .failure(error)
-            }
-        }.get()
+        let found =
+            name.utf8.withContiguousStorageIfAvailable { find(UnsafeRawBufferPointer($0)) }
+            ?? {
+                var copy = name
+                return copy.withUTF8 { find(UnsafeRawBufferPointer($0)) }
+            }()
+        return try answer(found)
     }
 
     /// The file that wins the name of these UTF-8 bytes, or nil: the hash, then the slots
     /// from the one it picks until an empty one, each compared by its hash tag and key length
     /// in one 8-byte load, and by the key's bytes when those match.
+    ///
+    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` when the index is damaged.
     package func lookup(bytes: UnsafeRawBufferPointer) throws(HotUpdateError) -> Int? {
-        guard let address = bytes.baseAddress, !bytes.isEmpty else { return nil }
-        let poolStart = (pool - base)
-        return try probe(slots, mask: slotMask, hash: NameIndexFormat.hash(bytes), count: bytes.count) {
-            offset,
-            file throws(HotUpdateError) in
-            guard offset + bytes.count <= poolLength else { return nil }
-            try check(poolStart + offset, bytes.count)
-            return Self.equal(pool + offset, address, bytes.count) ? file : nil
+        try answer(find(bytes))
+    }
+
+    /// A file number, or nil, or the error of a damaged index.
+    @inline(__always)
+    private func answer(_ found: Int) throws(HotUpdateError) -> Int? {
+        if found >= 0 { return found }
+        if found == Self.damaged { throw damageError() }
+        return nil
+    }
+
+    /// ``lookup(bytes:)``'s work: a file number, ``absent`` or ``damaged``.
+    @inline(__always)
+    private func find(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard let address = bytes.baseAddress, !bytes.isEmpty else { return Self.absent }
+        let poolStart = pool - base
+        return probe(slots, mask: slotMask, hash: NameIndexFormat.hash(bytes), count: bytes.count) { offset, file in
+            guard offset + bytes.count <= poolLength else { return Self.absent }
+            guard isChecked(poolStart + offset, bytes.count) else { return Self.damaged }
+            return Self.equal(pool + offset, address, bytes.count) ? file : Self.absent
         }
     }
 
@@ -364,25 +399,28 @@ package final class NameIndex: @unchecked Sendable {
         mask: Int,
         hash: UInt64,
         count: Int,
-        match: (_ offset: Int, _ file: Int) throws(HotUpdateError) -> Int?
-    ) throws(HotUpdateError) -> Int? {
+        match: (_ offset: Int, _ file: Int) -> Int
+    ) -> Int {
         let wanted = (hash >> 32) | (UInt64(truncatingIfNeeded: count) << 32)
         var slot = Int(truncatingIfNeeded: hash) & mask
-        let tableStart = (table - base)
+        let tableStart = table - base
         for _ in 0...mask {
-            try check(tableStart + slot &* NameIndexFormat.slotSize, NameIndexFormat.slotSize)
+            guard isChecked(tableStart + slot &* NameIndexFormat.slotSize, NameIndexFormat.slotSize) else {
+                return Self.damaged
+            }
             let record = table + slot &* NameIndexFormat.slotSize
             let head = UInt64(littleEndian: record.loadUnaligned(as: UInt64.self))
             if head == wanted {
                 let offset = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
                 let file = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 12, as: UInt32.self)))
-                if let found = try match(offset, file) { return found }
+                let found = match(offset, file)
+                if found != Self.absent { return found }
             } else if head >> 32 == 0 {
-                return nil
+                return Self.absent
             }
             slot = (slot &+ 1) & mask
         }
-        return nil
+        return Self.absent
     }
 
     /// Whether `count` bytes at `a` and `b` are equal: 8 bytes at a time (the last word read
@@ -424,32 +462,23 @@ package final class NameIndex: @unchecked Sendable {
     /// - Throws: ``HotUpdateError/Code/storeCorrupt`` when the index is damaged.
     package func file(package: Int, path: String) throws(HotUpdateError) -> Int? {
         var path = path
-        let poolStart = (pool - base)
-        return try path.withUTF8 { bytes -> Result<Int?, HotUpdateError> in
-            do throws(HotUpdateError) {
-                let raw = UnsafeRawBufferPointer(bytes)
-                guard let address = raw.baseAddress, !raw.isEmpty else { return .success(nil) }
-                let count = raw.count
-                let hash = NameIndexFormat.pathHash(raw, package: package)
-                return .success(
-                    try probe(pathSlots, mask: pathSlotMask, hash: hash, count: count) {
-                        offset,
-                        file throws(HotUpdateError) in
-                        guard offset + count <= poolLength, file < fileCount else { return nil }
-                        try check(poolStart + offset, count)
-                        guard Self.equal(pool + offset, address, count) else { return nil }
-                        return try packageOfFile(file) == package ? file : nil
-                    }
-                )
-            } catch { return .failure(error) }
-        }.get()
-    }
-
-    /// The package number of file `number`.
-    private func packageOfFile(_ number: Int) throws(HotUpdateError) -> Int {
-        let record = filesOffset + number * NameIndexFormat.fileRecordSize
-        try check(record, NameIndexFormat.fileRecordSize)
-        return Int(UInt16(littleEndian: base.loadUnaligned(fromByteOffset: record + 6, as: UInt16.self)))
+        let poolStart = pool - base
+        let found = path.withUTF8 { bytes -> Int in
+            let raw = UnsafeRawBufferPointer(bytes)
+            guard let address = raw.baseAddress, !raw.isEmpty else { return Self.absent }
+            let count = raw.count
+            let hash = NameIndexFormat.pathHash(raw, package: package)
+            return probe(pathSlots, mask: pathSlotMask, hash: hash, count: count) { offset, file in
+                guard offset + count <= poolLength, file < fileCount else { return Self.absent }
+                guard isChecked(poolStart + offset, count) else { return Self.damaged }
+                guard Self.equal(pool + offset, address, count) else { return Self.absent }
+                let record = filesOffset + file * NameIndexFormat.fileRecordSize
+                guard isChecked(record, NameIndexFormat.fileRecordSize) else { return Self.damaged }
+                let owner = Int(UInt16(littleEndian: base.loadUnaligned(fromByteOffset: record + 6, as: UInt16.self)))
+                return owner == package ? file : Self.absent
+            }
+        }
+        return try answer(found)
     }
 
     /// Every file the index names, for checks: package number and path.
@@ -463,49 +492,48 @@ package final class NameIndex: @unchecked Sendable {
         return files
     }
 
-    /// Whether a block of the index has failed its checksum: a damaged index answers
-    /// nothing more, and the store rebuilds it.
-    package var isDamaged: Bool { checked?.isDamaged ?? false }
+    /// Whether a block of the index has failed its checksum: the store then reads the index
+    /// as damaged, and rebuilds it.
+    package var isDamaged: Bool { checked?.damagedBlock != nil }
 
     /// Checks every block not checked yet (what a lookup would check as it reads them).
     ///
     /// - Throws: ``HotUpdateError/Code/storeCorrupt`` naming the first block that fails.
     package func verifyAll() throws(HotUpdateError) {
-        try check(NameIndexFormat.headerSize, bodyEnd - NameIndexFormat.headerSize)
+        guard isChecked(NameIndexFormat.headerSize, bodyEnd - NameIndexFormat.headerSize) else { throw damageError() }
     }
 
-    /// Checks the blocks holding `count` bytes at `offset` of the mapping, unless checked
-    /// before: one atomic load per block once it has been checked.
+    /// Whether the blocks holding `count` bytes at `offset` of the mapping pass their
+    /// checksums: one atomic load when the bytes lie in one block checked before, else each
+    /// block not checked yet is checked now.
     @inline(__always)
-    private func check(_ offset: Int, _ count: Int) throws(HotUpdateError) {
-        guard let checked else { return }
-        if checked.isDamaged { throw damage(nil) }
-        let first = (offset - NameIndexFormat.headerSize) >> NameIndexFormat.blockShift
-        let last = (offset + max(count, 1) - 1 - NameIndexFormat.headerSize) >> NameIndexFormat.blockShift
-        var block = first
-        while block <= last {
-            if !checked.isChecked(block) {
-                if let failed = Self.damagedBlock(
-                    offset,
-                    offset + max(count, 1),
-                    base: base,
-                    bodyEnd: bodyEnd,
-                    sums: blockSums,
-                    checked: checked
-                ) {
-                    throw damage(failed)
-                }
-                return
-            }
-            block += 1
-        }
+    private func isChecked(_ offset: Int, _ count: Int) -> Bool {
+        guard let checked else { return true }
+        let first = (offset &- NameIndexFormat.headerSize) >> NameIndexFormat.blockShift
+        let last = (offset &+ count &- 1 &- NameIndexFormat.headerSize) >> NameIndexFormat.blockShift
+        if first == last, checked.isChecked(first) { return true }
+        return checkBlocks(offset, count)
     }
 
-    /// The error a damaged index gives.
-    private func damage(_ block: Int?) -> HotUpdateError {
+    @inline(never)
+    private func checkBlocks(_ offset: Int, _ count: Int) -> Bool {
+        Self.damagedBlock(
+            offset,
+            offset + max(count, 1),
+            base: base,
+            bodyEnd: bodyEnd,
+            sums: blockSums,
+            checked: checked
+        )
+            == nil
+    }
+
+    /// The error a damaged index gives, naming the block found failing.
+    package func damageError() -> HotUpdateError {
         HotUpdateError(
             .storeCorrupt,
-            block.map { "the name index fails its checksum (block \($0))" } ?? "the name index is damaged",
+            checked?.damagedBlock.map { "the name index fails its checksum (block \($0))" }
+                ?? "the name index is damaged",
             subject: path
         )
     }
@@ -519,7 +547,7 @@ package final class NameIndex: @unchecked Sendable {
         base: UnsafeRawPointer,
         bodyEnd: Int,
         sums: [UInt64],
-        checked: (any CheckedBlocks)?
+        checked: CheckedBlocks?
     ) -> Int? {
         let header = NameIndexFormat.headerSize
         guard start < bodyEnd, end > start else { return nil }
@@ -534,7 +562,7 @@ package final class NameIndex: @unchecked Sendable {
                 count: min(NameIndexFormat.blockSize, bodyEnd - from)
             )
             guard NameIndexFormat.blockChecksum(bytes, number: block) == sums[block] else {
-                checked?.markDamaged()
+                checked?.markDamaged(block)
                 return block
             }
             checked?.markChecked(block)
@@ -543,58 +571,86 @@ package final class NameIndex: @unchecked Sendable {
     }
 }
 
-/// Which blocks of a ``NameIndex`` have passed their checksum, and whether one has failed:
-/// shared by every thread that reads the index.
-protocol CheckedBlocks: AnyObject, Sendable {
-    func isChecked(_ block: Int) -> Bool
-    func markChecked(_ block: Int)
-    var isDamaged: Bool { get }
-    func markDamaged()
-}
-
-/// The record for `count` blocks, or nil where the system lacks `Synchronization`'s atomics
-/// (the index then checks every block when it is opened).
-func makeCheckedBlocks(count: Int) -> (any CheckedBlocks)? {
-    #if canImport(Synchronization)
-    if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
-        return AtomicCheckedBlocks(count: count)
-    }
-    #endif
-    return nil
-}
-
-#if canImport(Synchronization)
-/// One bit per block in atomic words, and a damage flag: a block is marked checked (with
-/// release ordering) only after its checksum matched, and read with acquire ordering.
-@available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
-private final class AtomicCheckedBlocks: CheckedBlocks, @unchecked Sendable {
-    // Touched only atomically; the pointer itself never changes.
-    private let words: UnsafeMutablePointer<Atomic<UInt64>>
+/// Which blocks of a ``NameIndex`` have passed their checksum, and the first that failed:
+/// atomic words in memory the index owns and frees, shared by every thread that reads the
+/// index, read on the lookup path without counting a reference. A block is marked checked
+/// (release ordering) only after its checksum matched, and read with acquire ordering.
+struct CheckedBlocks: @unchecked Sendable {
+    // `Atomic<UInt64>` words, touched only atomically: one bit per block, then one word
+    // holding the failed block's number plus one (0 while none has failed).
+    private let words: UnsafeMutableRawPointer
     private let wordCount: Int
-    private let damaged = Atomic<Bool>(false)
 
-    init(count: Int) {
-        wordCount = max((count + 63) / 64, 1)
-        words = UnsafeMutablePointer<Atomic<UInt64>>.allocate(capacity: wordCount)
-        for position in 0..<wordCount { (words + position).initialize(to: Atomic<UInt64>(0)) }
+    private init(words: UnsafeMutableRawPointer, wordCount: Int) {
+        self.words = words
+        self.wordCount = wordCount
     }
 
-    deinit {
-        words.deinitialize(count: wordCount)
-        words.deallocate()
+    /// The record for `count` blocks, or nil where the system lacks `Synchronization`'s
+    /// atomics (the index then checks every block when it is opened).
+    static func make(count: Int) -> CheckedBlocks? {
+        #if canImport(Synchronization)
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+            let wordCount = max((count + 63) / 64, 1)
+            let words = UnsafeMutablePointer<Atomic<UInt64>>.allocate(capacity: wordCount + 1)
+            for position in 0...wordCount { (words + position).initialize(to: Atomic<UInt64>(0)) }
+            return CheckedBlocks(words: UnsafeMutableRawPointer(words), wordCount: wordCount)
+        }
+        #endif
+        return nil
+    }
+
+    /// Releases the words (when the index goes).
+    func free() {
+        #if canImport(Synchronization)
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+            let typed = words.assumingMemoryBound(to: Atomic<UInt64>.self)
+            typed.deinitialize(count: wordCount + 1)
+            typed.deallocate()
+        }
+        #endif
     }
 
     @inline(__always)
     func isChecked(_ block: Int) -> Bool {
-        words[block >> 6].load(ordering: .acquiring) & (1 << UInt64(block & 63)) != 0
+        #if canImport(Synchronization)
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+            let typed = words.assumingMemoryBound(to: Atomic<UInt64>.self)
+            return typed[block >> 6].load(ordering: .acquiring) & (1 << UInt64(block & 63)) != 0
+        }
+        #endif
+        return false
     }
 
     func markChecked(_ block: Int) {
-        words[block >> 6].bitwiseOr(1 << UInt64(block & 63), ordering: .releasing)
+        #if canImport(Synchronization)
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+            let typed = words.assumingMemoryBound(to: Atomic<UInt64>.self)
+            typed[block >> 6].bitwiseOr(1 << UInt64(block & 63), ordering: .releasing)
+        }
+        #endif
     }
 
-    var isDamaged: Bool { damaged.load(ordering: .relaxed) }
+    /// The first block found failing, if any.
+    var damagedBlock: Int? {
+        #if canImport(Synchronization)
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+            let value = words.assumingMemoryBound(to: Atomic<UInt64>.self)[wordCount].load(ordering: .relaxed)
+            return value == 0 ? nil : Int(value - 1)
+        }
+        #endif
+        return nil
+    }
 
-    func markDamaged() { damaged.store(true, ordering: .relaxed) }
+    func markDamaged(_ block: Int) {
+        #if canImport(Synchronization)
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+            _ = words.assumingMemoryBound(to: Atomic<UInt64>.self)[wordCount].compareExchange(
+                expected: 0,
+                desired: UInt64(block + 1),
+                ordering: .relaxed
+            )
+        }
+        #endif
+    }
 }
-#endif
