@@ -64,7 +64,7 @@ struct StoreIndexResolver: AssetResolver {
 
         func resolve(_ name: String) -> ResolvedAsset? {
             var found = index.find(name)
-            if found == .none {
+            if case .none = found {
                 guard let normalised = AssetName.normalise(name), normalised != name else { return nil }
                 found = index.find(normalised)
             }

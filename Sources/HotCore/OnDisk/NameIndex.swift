@@ -405,9 +405,8 @@ package final class NameIndex: @unchecked Sendable {
         var slot = Int(truncatingIfNeeded: hash) & mask
         let tableStart = table - base
         for _ in 0...mask {
-            guard isChecked(tableStart + slot &* NameIndexFormat.slotSize, NameIndexFormat.slotSize) else {
-                return Self.damaged
-            }
+            // A slot never straddles two blocks (both sizes divide the slots' alignment).
+            guard isChecked(slotAt: tableStart + slot &* NameIndexFormat.slotSize) else { return Self.damaged }
             let record = table + slot &* NameIndexFormat.slotSize
             let head = UInt64(littleEndian: record.loadUnaligned(as: UInt64.self))
             if head == wanted {
@@ -513,6 +512,14 @@ package final class NameIndex: @unchecked Sendable {
         let last = (offset &+ count &- 1 &- NameIndexFormat.headerSize) >> NameIndexFormat.blockShift
         if first == last, checked.isChecked(first) { return true }
         return checkBlocks(offset, count)
+    }
+
+    /// ``isChecked(_:_:)`` for a 16-byte slot, which lies in one block.
+    @inline(__always)
+    private func isChecked(slotAt offset: Int) -> Bool {
+        guard let checked else { return true }
+        if checked.isChecked((offset &- NameIndexFormat.headerSize) >> NameIndexFormat.blockShift) { return true }
+        return checkBlocks(offset, NameIndexFormat.slotSize)
     }
 
     @inline(never)
