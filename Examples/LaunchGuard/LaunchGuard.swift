@@ -18,11 +18,11 @@ import HotVerify
 import Logging
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// The example's command line.
@@ -37,7 +37,8 @@ struct LaunchGuardCommand: AsyncParsableCommand {
             process before the launch is confirmed: the next run rolls it back, blocks it and \
             runs the version before it. Otherwise the launch is confirmed and the store synced \
             from the manifest; a new version takes effect at the next run.
-            """)
+            """
+    )
 
     @Option(help: ArgumentHelp("The signed manifest's URL (http, https or file).", valueName: "url"))
     var manifest: String
@@ -73,9 +74,15 @@ struct LaunchGuardCommand: AsyncParsableCommand {
         logger.logLevel = .critical
         let updater = Updater(
             configuration: UpdaterConfiguration(
-                root: rootURL, transport: transport, unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
-                store: JSONMetadataStore(root: rootURL), logger: logger,
-                launch: LaunchPolicy(guarded: ["app"])))
+                root: rootURL,
+                transport: transport,
+                unarchiver: ZipUnarchiver(),
+                verifier: CryptoVerifier(),
+                store: JSONMetadataStore(root: rootURL),
+                logger: logger,
+                launch: LaunchPolicy(guarded: ["app"])
+            )
+        )
 
         // 1. Begin the launch before loading any code: an unconfirmed trial of an earlier
         //    launch is rolled back and blocked here; a version waiting is made active.
@@ -104,11 +111,19 @@ struct LaunchGuardCommand: AsyncParsableCommand {
 
         // 4. Check for updates; what is installed now waits for the next launch.
         let source = SignedManifestSource(
-            url: manifestURL, transport: transport, verifier: CryptoVerifier(), trust: .signed(by: keys),
-            storeRoot: rootURL, context: ClientContext(appVersion: "1.0"), logger: logger)
+            url: manifestURL,
+            transport: transport,
+            verifier: CryptoVerifier(),
+            trust: .signed(by: keys),
+            storeRoot: rootURL,
+            context: ClientContext(appVersion: "1.0"),
+            logger: logger
+        )
         let report = try await updater.sync(from: source)
         let waiting = Dictionary(
-            try await updater.waitingVersions().map { ($0.id, $0.version) }, uniquingKeysWith: { first, _ in first })
+            try await updater.waitingVersions().map { ($0.id, $0.version) },
+            uniquingKeysWith: { first, _ in first }
+        )
         for outcome in report.packages {
             var line = "\(outcome.id): \(outcome.change), active \(outcome.activeVersion ?? "bundle")"
             if let version = waiting[outcome.id] { line += ", \(version) waits for the next launch" }

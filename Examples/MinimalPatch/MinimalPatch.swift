@@ -33,18 +33,23 @@ enum TransportName: String, CaseIterable, ExpressibleByArgument {
 struct MinimalPatchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "MinimalPatch",
-        abstract: "Sync a patch from a repository's manifest, then resolve images cache-first with the bundle as fallback.",
+        abstract:
+            "Sync a patch from a repository's manifest, then resolve images cache-first with the bundle as fallback.",
         discussion: """
             <manifest-url> is a repository's manifest.json, signed with `hot sign` by the key whose public half \
             is given with --trust; with --patch-info it is the older single {"url": …, "md5": …} patch info.
-            """)
+            """
+    )
 
     @Argument(help: ArgumentHelp("The manifest's URL (http, https or file).", valueName: "manifest-url"))
     var manifest: String
 
     @Option(
         help: ArgumentHelp(
-            "A public key (PEM) the manifest's signature must come from; repeat for more.", valueName: "key.pub"))
+            "A public key (PEM) the manifest's signature must come from; repeat for more.",
+            valueName: "key.pub"
+        )
+    )
     var trust: [String] = []
 
     @Flag(help: "Accept an unsigned manifest (a development repository).")
@@ -55,7 +60,10 @@ struct MinimalPatchCommand: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "The store's directory (default: MinimalPatch-store in the temporary directory).", valueName: "dir"))
+            "The store's directory (default: MinimalPatch-store in the temporary directory).",
+            valueName: "dir"
+        )
+    )
     var root: String?
 
     @Option(help: "The transport (default: file for file:// URLs, curl otherwise).")
@@ -64,7 +72,9 @@ struct MinimalPatchCommand: AsyncParsableCommand {
     func validate() throws {
         guard manifestURL != nil else { throw ValidationError("'\(manifest)' is not a URL") }
         guard patchInfo || allowUnsigned || !trust.isEmpty else {
-            throw ValidationError("a signed manifest needs --trust KEY.pub (or --allow-unsigned for a development repository)")
+            throw ValidationError(
+                "a signed manifest needs --trust KEY.pub (or --allow-unsigned for a development repository)"
+            )
         }
     }
 
@@ -92,7 +102,9 @@ struct Arguments {
     var allowUnsigned: Bool
 
     init(_ command: MinimalPatchCommand) throws {
-        guard let url = command.manifestURL else { throw ExampleError(description: "'\(command.manifest)' is not a URL") }
+        guard let url = command.manifestURL else {
+            throw ExampleError(description: "'\(command.manifest)' is not a URL")
+        }
         manifest = url
         root =
             command.root.map { URL(fileURLWithPath: $0, isDirectory: true) }
@@ -122,31 +134,49 @@ func runExample(_ command: MinimalPatchCommand) async throws {
     logger.logLevel = .warning
     let updater = Updater(
         configuration: UpdaterConfiguration(
-            root: arguments.root, transport: transport, unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: arguments.root), logger: logger))
+            root: arguments.root,
+            transport: transport,
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
+            store: JSONMetadataStore(root: arguments.root),
+            logger: logger
+        )
+    )
 
     // 1. At launch: what is current? Download, check and install what changed.
     let source: any ManifestSource =
         arguments.patchInfo
         ? PatchInfoManifestSource(url: arguments.manifest, transport: transport)
         : SignedManifestSource(
-            url: arguments.manifest, transport: transport, verifier: CryptoVerifier(),
+            url: arguments.manifest,
+            transport: transport,
+            verifier: CryptoVerifier(),
             trust: arguments.allowUnsigned ? .unsignedDevelopment(keys: arguments.trust) : .signed(by: arguments.trust),
-            storeRoot: arguments.root, context: ClientContext(appVersion: "1.0"), logger: logger)
+            storeRoot: arguments.root,
+            context: ClientContext(appVersion: "1.0"),
+            logger: logger
+        )
     print("checking \(arguments.manifest.absoluteString)")
     let report = try await updater.sync(from: source)
     for outcome in report.packages {
         if let error = outcome.error {
-            print("  \(outcome.id): \(outcome.change) failed, still on \(outcome.activeVersion ?? "the bundle"): \(error)")
+            print(
+                "  \(outcome.id): \(outcome.change) failed, still on \(outcome.activeVersion ?? "the bundle"): \(error)"
+            )
         } else {
-            print("  \(outcome.id): \(outcome.change), active \(outcome.activeVersion ?? "none") (\(outcome.bytesDownloaded) bytes)")
+            print(
+                "  \(outcome.id): \(outcome.change), active \(outcome.activeVersion ?? "none") (\(outcome.bytesDownloaded) bytes)"
+            )
         }
     }
 
     // 2. Whenever the app draws: the installed patch first, the bundle second.
     //    Built from the store's file lists: no directory walk.
     let resolver = try await AssetResolverChain.make(
-        updater: updater, bundle: bundle, scales: ScalePreference([3, 2, 1]))
+        updater: updater,
+        bundle: bundle,
+        scales: ScalePreference([3, 2, 1])
+    )
     for name in ["sub/sample", "logo.png", "config.json"] {
         guard let asset = resolver.resolve(name) else {
             print("  \(name): not found")

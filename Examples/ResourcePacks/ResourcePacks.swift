@@ -35,14 +35,18 @@ struct ResourcePacksCommand: AsyncParsableCommand {
         discussion: """
             <catalog-url> is an http(s):// or file:// URL of packs.json, as `make-repository` (beside this \
             example's source) publishes it. One pack ships inside the app (bundle:///packs/starter.zip).
-            """)
+            """
+    )
 
     @Argument(help: ArgumentHelp("The catalog's URL (http, https or file).", valueName: "catalog-url"))
     var catalog: String
 
     @Option(
         help: ArgumentHelp(
-            "The store's directory (default: ResourcePacks-store in the temporary directory).", valueName: "dir"))
+            "The store's directory (default: ResourcePacks-store in the temporary directory).",
+            valueName: "dir"
+        )
+    )
     var root: String?
 
     @Option(help: "How many screens ask for the same pack at once.")
@@ -76,7 +80,8 @@ struct Arguments {
     init(_ command: ResourcePacksCommand) throws {
         guard let url = command.catalogURL else { throw ExampleError(description: "'\(command.catalog)' is not a URL") }
         catalog = url
-        root = (command.root.map { URL(fileURLWithPath: $0, isDirectory: true) }
+        root =
+            (command.root.map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("ResourcePacks-store"))
             .standardizedFileURL
         requests = command.requests
@@ -101,8 +106,13 @@ struct Catalog: Decodable {
                 throw ExampleError(description: "pack \(entry.id): '\(entry.url)' is not a URL")
             }
             result[entry.id] = try PackageDescriptor(
-                id: entry.id, version: entry.version, url: url, size: entry.size,
-                sha256: try Digest(algorithm: .sha256, hex: entry.sha256), password: packPasswords[entry.id])
+                id: entry.id,
+                version: entry.version,
+                url: url,
+                size: entry.size,
+                sha256: try Digest(algorithm: .sha256, hex: entry.sha256),
+                password: packPasswords[entry.id]
+            )
         }
         return result
     }
@@ -187,15 +197,24 @@ func runExample(_ arguments: Arguments) async throws {
         throw ExampleError(description: "the example's bundle is missing from its resources")
     }
     let counter = FetchCounter()
-    let routing = SchemeRoutingTransport(http: SchemeRoutingTransport.platformHTTP(), file: FileTransport(bundleRoot: bundle))
+    let routing = SchemeRoutingTransport(
+        http: SchemeRoutingTransport.platformHTTP(),
+        file: FileTransport(bundleRoot: bundle)
+    )
     let transport = CountingTransport(inner: routing, counter: counter)
     var logger = Logger(label: "ResourcePacks")
     logger.logLevel = .error
     let root = arguments.root
     let updater = Updater(
         configuration: UpdaterConfiguration(
-            root: root, transport: transport, unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: root), logger: logger))
+            root: root,
+            transport: transport,
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
+            store: JSONMetadataStore(root: root),
+            logger: logger
+        )
+    )
 
     // Progress and states, from every pack, as the app's UI would show them.
     let log = EventLog()
@@ -229,7 +248,8 @@ func runExample(_ arguments: Arguments) async throws {
     }
     print(
         "\(requests) concurrent requests for 3000: \(await counter.count(overlays.url.lastPathComponent)) download, "
-            + "every caller got \(directories.map { relative($0, to: root) }.sorted().joined(separator: ", "))")
+            + "every caller got \(directories.map { relative($0, to: root) }.sorted().joined(separator: ", "))"
+    )
 
     // 2. An encrypted pack: the wrong password fails it and installs nothing.
     var wrong = fonts
@@ -262,7 +282,8 @@ func runExample(_ arguments: Arguments) async throws {
     let stored = both.reduce(Int64(0)) { seen.insert($1.inode).inserted ? $0 + $1.size : $0 }
     print(
         "3000 + 3001: \(both.count) files, \(logical) bytes in their trees, \(stored) bytes stored "
-            + "(\(both.count - seen.count) shared files stored once, \(logical - stored) bytes saved)")
+            + "(\(both.count - seen.count) shared files stored once, \(logical - stored) bytes saved)"
+    )
 
     // 5. Name → local file URL for each type, from each pack's index.json.
     let locations = installed.map { InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory) }
@@ -280,7 +301,8 @@ func runExample(_ arguments: Arguments) async throws {
     print("available: 3000 \(await updater.isAvailable("3000")), 3002 \(await updater.isAvailable("3002"))")
     print(
         "available: 3000/blend.jpg \(await updater.isAvailable(resource: "blend.jpg", in: "3000")), "
-            + "3000/missing.jpg \(await updater.isAvailable(resource: "missing.jpg", in: "3000"))")
+            + "3000/missing.jpg \(await updater.isAvailable(resource: "missing.jpg", in: "3000"))"
+    )
 
     // 7. Cancel one pack while it downloads: nothing half-installed, and a later request starts afresh.
     let first = Task { try await updater.install(large) }
@@ -311,7 +333,8 @@ func runExample(_ arguments: Arguments) async throws {
     let kept = try await staying.value
     print(
         "3002 again: the caller that left got \((try? leavingResult.get()) == nil ? "cancelled" : "the pack"), "
-            + "the other got \(relative(kept.directory, to: root)); available: \(await updater.isAvailable("3002"))")
+            + "the other got \(relative(kept.directory, to: root)); available: \(await updater.isAvailable("3002"))"
+    )
 
     // 8. Self-repair: a file deleted behind the app's back comes back from objects/, no download.
     guard let sepia = library.pack(packageID: "3001")?.url(for: "sepia.png", type: .filter) else {
@@ -326,14 +349,16 @@ func runExample(_ arguments: Arguments) async throws {
     let same = (try? Data(contentsOf: sepia)) == original
     print(
         "repair 3001: restored \(repair.restored.joined(separator: ", ")), downloads \(await counter.count(filters.url.lastPathComponent) - downloadsBefore), "
-            + "identical \(same), healthy \(repair.after.isHealthy)")
+            + "identical \(same), healthy \(repair.after.isHealthy)"
+    )
 
     // 9. Delete one pack: only what nothing else links is freed; the pack sharing files stays whole.
     let freed = try await updater.remove(packageID: "3000")
     let afterDelete = try await updater.verify(packageID: "3001", depth: .full)
     print(
         "delete 3000: \(freed.objectsRemoved) objects, \(freed.bytesFreed) bytes freed; "
-            + "3001 healthy \(afterDelete.isHealthy) (\(afterDelete.filesChecked) files hashed)")
+            + "3001 healthy \(afterDelete.isHealthy) (\(afterDelete.filesChecked) files hashed)"
+    )
 
     print("states:")
     let snapshot = try await updater.currentSnapshot()

@@ -30,7 +30,8 @@ struct ScriptPatchesCommand: AsyncParsableCommand {
         discussion: """
             <patch-list-url> is an http(s):// or file:// URL of patches.json, as `make-patch-list` (beside \
             this example's source) publishes it.
-            """)
+            """
+    )
 
     @Argument(help: ArgumentHelp("The patch list's URL (http, https or file).", valueName: "patch-list-url"))
     var patchList: String
@@ -38,15 +39,22 @@ struct ScriptPatchesCommand: AsyncParsableCommand {
     @Option(
         help: ArgumentHelp(
             "The patch server's RSA public key (PEM) the list must be signed by; repeat for more.",
-            valueName: "server-public-key.pem"))
+            valueName: "server-public-key.pem"
+        )
+    )
     var key: [String] = []
 
     @Option(
         help: ArgumentHelp(
-            "The store's directory (default: ScriptPatches-store in the temporary directory).", valueName: "dir"))
+            "The store's directory (default: ScriptPatches-store in the temporary directory).",
+            valueName: "dir"
+        )
+    )
     var root: String?
 
-    @Option(help: ArgumentHelp("Also install a developer's patch from this folder, without a server.", valueName: "folder"))
+    @Option(
+        help: ArgumentHelp("Also install a developer's patch from this folder, without a server.", valueName: "folder")
+    )
     var debugPatch: String?
 
     func validate() throws {
@@ -76,12 +84,16 @@ struct Arguments {
     var debugPatch: URL?
 
     init(_ command: ScriptPatchesCommand) throws {
-        guard let url = command.patchListURL else { throw ExampleError(description: "'\(command.patchList)' is not a URL") }
+        guard let url = command.patchListURL else {
+            throw ExampleError(description: "'\(command.patchList)' is not a URL")
+        }
         patchList = url
         root =
             command.root.map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("ScriptPatches-store")
-        keys = try command.key.map { PublicKey(scheme: .rsaPKCS1Raw, pem: try String(contentsOfFile: $0, encoding: .utf8)) }
+        keys = try command.key.map {
+            PublicKey(scheme: .rsaPKCS1Raw, pem: try String(contentsOfFile: $0, encoding: .utf8))
+        }
         debugPatch = command.debugPatch.map { URL(fileURLWithPath: $0, isDirectory: true) }
     }
 }
@@ -151,8 +163,14 @@ func runExample(_ arguments: Arguments) async throws {
     // whatever it does not name.
     let patches = Updater(
         configuration: UpdaterConfiguration(
-            root: arguments.root, transport: transport, unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: arguments.root), logger: logger))
+            root: arguments.root,
+            transport: transport,
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
+            store: JSONMetadataStore(root: arguments.root),
+            logger: logger
+        )
+    )
     let engine = ScriptEngine()
 
     // 1. At launch, before the network: every installed patch, in the list's order.
@@ -162,7 +180,11 @@ func runExample(_ arguments: Arguments) async throws {
     // 2. Sync with the signed patch list; only new and updated patches are activated.
     print("checking \(arguments.patchList.absoluteString)")
     let source = SignedPatchListManifestSource(
-        url: arguments.patchList, transport: transport, verifier: CryptoVerifier(), trustedKeys: arguments.keys)
+        url: arguments.patchList,
+        transport: transport,
+        verifier: CryptoVerifier(),
+        trustedKeys: arguments.keys
+    )
     let (report, activations) = try await patches.syncPatches(from: source, activator: engine)
     for outcome in report.packages {
         if let error = outcome.error {

@@ -43,14 +43,18 @@ struct WebOfflinePackagesCommand: AsyncParsableCommand {
         discussion: """
             <check-url> is the server's check endpoint (http or https, answering a POST), or a file:// URL of \
             a recorded answer (check.json, as `make-repository` beside this example's source writes it).
-            """)
+            """
+    )
 
     @Argument(help: ArgumentHelp("The check endpoint's URL (http, https or file).", valueName: "check-url"))
     var check: String
 
     @Option(
         help: ArgumentHelp(
-            "The store's directory (default: WebOfflinePackages-store in the temporary directory).", valueName: "dir"))
+            "The store's directory (default: WebOfflinePackages-store in the temporary directory).",
+            valueName: "dir"
+        )
+    )
     var root: String?
 
     @Option(help: ArgumentHelp("The app code the request reports.", valueName: "code"))
@@ -61,7 +65,11 @@ struct WebOfflinePackagesCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("open"),
-        help: ArgumentHelp("A page to open; repeat for more (default: a few pages of the two modules).", valueName: "url"))
+        help: ArgumentHelp(
+            "A page to open; repeat for more (default: a few pages of the two modules).",
+            valueName: "url"
+        )
+    )
     var pages: [String] = []
 
     func validate() throws {
@@ -98,10 +106,15 @@ struct Arguments {
     init(_ command: WebOfflinePackagesCommand) throws {
         guard let url = command.checkURL else { throw ExampleError(description: "'\(command.check)' is not a URL") }
         check = url
-        root = (command.root.map { URL(fileURLWithPath: $0, isDirectory: true) }
+        root =
+            (command.root.map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("WebOfflinePackages-store"))
             .standardizedFileURL
-        app = OfflinePackageManifestSource.App(appCode: command.appCode, appVersion: command.appVersion, platform: "ios")
+        app = OfflinePackageManifestSource.App(
+            appCode: command.appCode,
+            appVersion: command.appVersion,
+            platform: "ios"
+        )
         pages = try (command.pages.isEmpty ? defaultPages : command.pages).map { page in
             guard let url = WebOfflinePackagesCommand.url(page) else {
                 throw ExampleError(description: "--open '\(page)' is not a URL")
@@ -125,21 +138,35 @@ func runExample(_ arguments: Arguments) async throws {
     let root = arguments.root
     let updater = Updater(
         configuration: UpdaterConfiguration(
-            root: root, transport: transport, unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: root), logger: logger))
+            root: root,
+            transport: transport,
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
+            store: JSONMetadataStore(root: root),
+            logger: logger
+        )
+    )
 
     // 1. Tell the server what is installed; install what it answers; disable what it turns off.
     let source = OfflinePackageManifestSource(
-        url: arguments.check, transport: transport, app: arguments.app,
-        snapshot: { try await updater.currentSnapshot() }, moduleIDs: Set(webModules.map(\.id)))
+        url: arguments.check,
+        transport: transport,
+        app: arguments.app,
+        snapshot: { try await updater.currentSnapshot() },
+        moduleIDs: Set(webModules.map(\.id))
+    )
     let reported = OfflinePackageManifestSource.installedModules(
-        in: try await updater.currentSnapshot(), only: Set(webModules.map(\.id)))
+        in: try await updater.currentSnapshot(),
+        only: Set(webModules.map(\.id))
+    )
     print("check \(arguments.check.absoluteString)")
     print("  posted \(String(decoding: try source.requestBody(reporting: reported), as: UTF8.self))")
     let report = try await updater.sync(from: source)
     for outcome in report.packages {
         if let error = outcome.error {
-            print("  module \(outcome.id): \(outcome.change) failed, still on \(outcome.activeVersion ?? "the web"): \(error)")
+            print(
+                "  module \(outcome.id): \(outcome.change) failed, still on \(outcome.activeVersion ?? "the web"): \(error)"
+            )
         } else {
             print("  module \(outcome.id): \(outcome.change), version \(outcome.activeVersion ?? "-")")
         }
@@ -158,7 +185,9 @@ func runExample(_ arguments: Arguments) async throws {
             var file = relative(local.fileURL, to: root)
             if let query = local.fileURL.query { file += "?\(query)" }
             if let fragment = local.fileURL.fragment { file += "#\(fragment)" }
-            print("open \(page.absoluteString) -> local \(file) (read access \(relative(local.readAccessRoot, to: root)))")
+            print(
+                "open \(page.absoluteString) -> local \(file) (read access \(relative(local.readAccessRoot, to: root)))"
+            )
         case .online(let url, let reason):
             print("open \(page.absoluteString) -> online \(url.absoluteString) (\(reason))")
         }

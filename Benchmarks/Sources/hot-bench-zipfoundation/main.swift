@@ -12,7 +12,9 @@ guard arguments.count == 3 else {
 let start = DispatchTime.now().uptimeNanoseconds
 do {
     try FileManager.default.unzipItem(
-        at: URL(fileURLWithPath: arguments[1]), to: URL(fileURLWithPath: arguments[2], isDirectory: true))
+        at: URL(fileURLWithPath: arguments[1]),
+        to: URL(fileURLWithPath: arguments[2], isDirectory: true)
+    )
     print(DispatchTime.now().uptimeNanoseconds - start)
 } catch {
     FileHandle.standardError.write(Data("hot-bench-zipfoundation: \(error)\n".utf8))

@@ -1,3 +1,6 @@
+import Foundation
+import HotCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,8 +8,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
-import HotCore
 
 /// A file system to measure on: a parent folder where the scratch tree goes.
 struct FileSystemTarget: Sendable {
@@ -32,7 +33,11 @@ final class Benchmark {
     private let child: ChildProcess
 
     init(
-        sizes: [CorpusSpec], runs: Int, packRuns: Int, tools: [String], markdown: Bool,
+        sizes: [CorpusSpec],
+        runs: Int,
+        packRuns: Int,
+        tools: [String],
+        markdown: Bool,
         fileSystems: [FileSystemTarget]
     ) throws {
         self.sizes = sizes
@@ -64,20 +69,27 @@ final class Benchmark {
     /// Runs everything and prints the report on stdout (progress goes to stderr).
     func run() throws {
         cleanup.installSignalHandlers()
-        report.header(machine: Machine.description(), tools: toolVersions(), startup: startupCosts(), settings: [
-            "corpora: \(sizes.map { "\($0.name) (\($0.title))" }.joined(separator: ", "))",
-            "extraction: \(runs) timed runs per tool, round-robin, after one checked warm-up run",
-            packRuns > 0
-                ? "packing: \(packRuns) timed runs per packer, round-robin"
-                : "packing: not measured (--pack-runs 0)",
-            child.launcher == nil
-                ? "peak RSS: ru_maxrss from wait4, tools spawned directly (hot-bench-spawn is missing), so every "
-                    + "reading includes hot-bench's own footprint"
-                : "peak RSS: ru_maxrss from wait4 of each tool, spawned from hot-bench-spawn (a small C launcher)",
-            "file systems: "
-                + fileSystems.map { "\($0.name) = \($0.parent) (\(Machine.fileSystemType(of: $0.parent) ?? "unknown"))" }
-                .joined(separator: ", "),
-        ])
+        report.header(
+            machine: Machine.description(),
+            tools: toolVersions(),
+            startup: startupCosts(),
+            settings: [
+                "corpora: \(sizes.map { "\($0.name) (\($0.title))" }.joined(separator: ", "))",
+                "extraction: \(runs) timed runs per tool, round-robin, after one checked warm-up run",
+                packRuns > 0
+                    ? "packing: \(packRuns) timed runs per packer, round-robin"
+                    : "packing: not measured (--pack-runs 0)",
+                child.launcher == nil
+                    ? "peak RSS: ru_maxrss from wait4, tools spawned directly (hot-bench-spawn is missing), so every "
+                        + "reading includes hot-bench's own footprint"
+                    : "peak RSS: ru_maxrss from wait4 of each tool, spawned from hot-bench-spawn (a small C launcher)",
+                "file systems: "
+                    + fileSystems.map {
+                        "\($0.name) = \($0.parent) (\(Machine.fileSystemType(of: $0.parent) ?? "unknown"))"
+                    }
+                    .joined(separator: ", "),
+            ]
+        )
         var goals: [(String, [Goal])] = []
         for target in fileSystems {
             let scratch = target.parent + "/hot-bench-\(getpid())-\(UUID().uuidString.prefix(8))"
@@ -105,8 +117,14 @@ final class Benchmark {
         progress("[\(target.name) \(spec.name)] generating the corpus")
         var started = monotonicSeconds()
         let corpus = try Corpus.generate(spec, at: URL(fileURLWithPath: base + "/corpus", isDirectory: true))
-        progress(String(format: "  %d files, %.1f MB in %.1f s", corpus.files.count,
-                        Double(corpus.totalBytes) / mebibyte, monotonicSeconds() - started))
+        progress(
+            String(
+                format: "  %d files, %.1f MB in %.1f s",
+                corpus.files.count,
+                Double(corpus.totalBytes) / mebibyte,
+                monotonicSeconds() - started
+            )
+        )
 
         progress("[\(target.name) \(spec.name)] packing with ZipWriter")
         let archive = base + "/corpus.zip"
@@ -115,20 +133,34 @@ final class Benchmark {
         let made = try child.run(packers[0].command(corpus.root.path, archive), errorLog: errorLog)
         guard made.succeeded else {
             throw HotUpdateError(
-                .fileSystem, "ZipWriter could not pack the \(spec.name) corpus: \(made.errorOutput)", subject: archive)
+                .fileSystem,
+                "ZipWriter could not pack the \(spec.name) corpus: \(made.errorOutput)",
+                subject: archive
+            )
         }
         var archiveBytes = fileSize(archive)
-        progress(String(format: "  %.1f MB archive in %.2f s", Double(archiveBytes) / mebibyte, monotonicSeconds() - started))
+        progress(
+            String(format: "  %.1f MB archive in %.2f s", Double(archiveBytes) / mebibyte, monotonicSeconds() - started)
+        )
         var archiveNote = "by ZipWriter (level 6)"
         if let problem = try testArchive(archive, errorLog: errorLog) {
             // A broken archive would fail every extractor: measure on Info-ZIP's instead, and say so.
             let replacement = base + "/corpus-zip.zip"
-            let packed = findExecutable("zip") == nil ? nil : try child.run(
-                ["zip", "-r", "-q", replacement, "."], directory: corpus.root.path, errorLog: errorLog)
+            let packed =
+                findExecutable("zip") == nil
+                ? nil
+                : try child.run(
+                    ["zip", "-r", "-q", replacement, "."],
+                    directory: corpus.root.path,
+                    errorLog: errorLog
+                )
             guard let packed, packed.succeeded, try testArchive(replacement, errorLog: errorLog) == nil else {
                 throw HotUpdateError(
-                    .corruptArchive, "ZipWriter's archive of the \(spec.name) corpus is broken (\(problem)) "
-                        + "and no other could be made", subject: archive)
+                    .corruptArchive,
+                    "ZipWriter's archive of the \(spec.name) corpus is broken (\(problem)) "
+                        + "and no other could be made",
+                    subject: archive
+                )
             }
             progress("  ZipWriter's archive fails `unzip -tq`: \(problem); extracting zip -r -q's archive instead")
             unlink(archive)
@@ -143,18 +175,32 @@ final class Benchmark {
         let heading = "\(target.name) · \(spec.name): \(spec.title)"
         let detail = [
             String(
-                format: "corpus: %@ files, %.1f MB, fnv64 %@", corpus.files.count.grouped,
-                Double(corpus.totalBytes) / mebibyte, corpus.fingerprint),
+                format: "corpus: %@ files, %.1f MB, fnv64 %@",
+                corpus.files.count.grouped,
+                Double(corpus.totalBytes) / mebibyte,
+                corpus.fingerprint
+            ),
             String(
-                format: "archive: %.1f MB, %@, fnv64 %@", Double(archiveBytes) / mebibyte, archiveNote,
-                Fingerprint.ofFile(archive) ?? "unreadable"),
+                format: "archive: %.1f MB, %@, fnv64 %@",
+                Double(archiveBytes) / mebibyte,
+                archiveNote,
+                Fingerprint.ofFile(archive) ?? "unreadable"
+            ),
             "file system: \(target.parent) (\(Machine.fileSystemType(of: target.parent) ?? "unknown"))"
                 + (target.syncs ? ", sync before each timed run" : ""),
         ]
         let goals = Goal.evaluate(extraction, tools: extractors, fileSystem: target.name, large: spec == .large)
         report.section(
-            heading: heading, detail: detail, extraction: extraction, tools: extractors, runs: runs,
-            packing: packing, packers: packers, packRuns: packRuns, goals: goals)
+            heading: heading,
+            detail: detail,
+            extraction: extraction,
+            tools: extractors,
+            runs: runs,
+            packing: packing,
+            packers: packers,
+            packRuns: packRuns,
+            goals: goals
+        )
         return goals
     }
 
@@ -172,7 +218,12 @@ final class Benchmark {
     }
 
     /// Times every packer, round-robin; reports each one's archive size.
-    private func measurePacking(_ corpus: Corpus, target: FileSystemTarget, base: String, errorLog: String) throws
+    private func measurePacking(
+        _ corpus: Corpus,
+        target: FileSystemTarget,
+        base: String,
+        errorLog: String
+    ) throws
         -> [(result: ToolResult, archiveBytes: Int64)]
     {
         var results: [ToolResult] = packers.map { tool in
@@ -188,8 +239,10 @@ final class Benchmark {
                 let output = base + "/pack-\(tool.id).zip"
                 if target.syncs { sync() }
                 let outcome = try child.run(
-                    tool.command(corpus.root.path, output), directory: tool.directory(corpus.root.path),
-                    errorLog: errorLog)
+                    tool.command(corpus.root.path, output),
+                    directory: tool.directory(corpus.root.path),
+                    errorLog: errorLog
+                )
                 if outcome.succeeded {
                     samples.add(outcome)
                     results[index] = .measured(samples)
@@ -206,7 +259,11 @@ final class Benchmark {
     /// One checked warm-up run per extractor, then `runs` timed rounds, each tool once per
     /// round, the starting tool rotating from round to round.
     private func measureExtraction(
-        _ corpus: Corpus, archive: String, target: FileSystemTarget, base: String, errorLog: String
+        _ corpus: Corpus,
+        archive: String,
+        target: FileSystemTarget,
+        base: String,
+        errorLog: String
     ) throws -> [ToolResult] {
         var results: [ToolResult] = extractors.map { tool in
             missing[tool.id].map { .unavailable($0) } ?? .measured(Samples())
@@ -218,7 +275,8 @@ final class Benchmark {
             progress(
                 round == 0
                     ? "[\(target.name) \(corpus.spec.name)] extraction, checked warm-up"
-                    : "[\(target.name) \(corpus.spec.name)] extraction, round \(round) of \(runs)")
+                    : "[\(target.name) \(corpus.spec.name)] extraction, round \(round) of \(runs)"
+            )
             for step in 0..<extractors.count {
                 let index = (step + round) % extractors.count
                 guard case .measured(var samples) = results[index] else { continue }
@@ -227,8 +285,10 @@ final class Benchmark {
                 try makeDirectory(destination)
                 if target.syncs { sync() }
                 let outcome = try child.run(
-                    tool.command(archive, destination, corpus.root.path), errorLog: errorLog,
-                    standardOutput: tool.reportsWork ? workLog : nil)
+                    tool.command(archive, destination, corpus.root.path),
+                    errorLog: errorLog,
+                    standardOutput: tool.reportsWork ? workLog : nil
+                )
                 if !outcome.succeeded {
                     results[index] = .failed("exit \(outcome.status): \(oneLine(outcome.errorOutput))")
                 } else if round == 0 {
@@ -289,7 +349,9 @@ final class Benchmark {
                 samples.add(outcome)
             }
             if !samples.isEmpty {
-                parts.append(String(format: "%@ %.1f ms / %.1f MB", name, samples.medianMilliseconds, samples.peakMegabytes))
+                parts.append(
+                    String(format: "%@ %.1f ms / %.1f MB", name, samples.medianMilliseconds, samples.peakMegabytes)
+                )
             }
         }
         return parts
@@ -300,7 +362,8 @@ final class Benchmark {
     private static func pythonInterpreter() -> String? {
         guard findExecutable("python3") != nil else { return nil }
         let scratch = FileManager.default.temporaryDirectory.path
-        guard let path = ChildProcess.capture(["python3", "-c", "import sys; print(sys.executable)"], scratch: scratch),
+        guard
+            let path = ChildProcess.capture(["python3", "-c", "import sys; print(sys.executable)"], scratch: scratch),
             !path.isEmpty, findExecutable(path) != nil
         else { return nil }
         return path

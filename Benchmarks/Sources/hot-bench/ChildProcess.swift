@@ -1,3 +1,6 @@
+import Foundation
+import HotCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,8 +8,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
-import HotCore
 
 /// How one child process went: wall time from spawn to exit, its own peak RSS, its exit.
 struct ChildOutcome: Sendable {
@@ -36,7 +37,10 @@ struct ChildProcess: Sendable {
 
     /// Runs `arguments` and waits for it; see ``spawn(_:directory:errorLog:standardOutput:)``.
     func run(
-        _ arguments: [String], directory: String? = nil, errorLog: String, standardOutput: String? = nil
+        _ arguments: [String],
+        directory: String? = nil,
+        errorLog: String,
+        standardOutput: String? = nil
     ) throws -> ChildOutcome {
         guard let launcher else {
             return try Self.spawn(arguments, directory: directory, errorLog: errorLog, standardOutput: standardOutput)
@@ -52,12 +56,17 @@ struct ChildProcess: Sendable {
             let status = Int32(fields[2])
         else {
             throw HotUpdateError(
-                .fileSystem, "running '\(arguments.joined(separator: " "))' failed: \(outer.errorOutput)",
-                subject: arguments.first)
+                .fileSystem,
+                "running '\(arguments.joined(separator: " "))' failed: \(outer.errorOutput)",
+                subject: arguments.first
+            )
         }
         return ChildOutcome(
-            seconds: Double(nanoseconds) / 1e9, peakRSS: peak, status: status,
-            errorOutput: status == 0 ? "" : Self.readPrefix(of: errorLog, limit: 4096))
+            seconds: Double(nanoseconds) / 1e9,
+            peakRSS: peak,
+            status: status,
+            errorOutput: status == 0 ? "" : Self.readPrefix(of: errorLog, limit: 4096)
+        )
     }
 
     /// Runs `arguments` (the first one found on `PATH` unless it holds a `/`) and waits for it.
@@ -73,7 +82,10 @@ struct ChildProcess: Sendable {
     ///   - standardOutput: A file path for the child's stdout; `/dev/null` when nil.
     /// - Throws: ``HotUpdateError/Code/fileSystem`` when the process cannot be started.
     static func spawn(
-        _ arguments: [String], directory: String? = nil, errorLog: String, standardOutput: String? = nil
+        _ arguments: [String],
+        directory: String? = nil,
+        errorLog: String,
+        standardOutput: String? = nil
     ) throws -> ChildOutcome {
         guard let program = arguments.first else {
             throw HotUpdateError(.invalidArgument, "no program to run")
@@ -89,12 +101,19 @@ struct ChildProcess: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(
-            &actions, 1, standardOutput ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            &actions,
+            1,
+            standardOutput ?? "/dev/null",
+            O_WRONLY | O_CREAT | O_TRUNC,
+            0o600
+        )
         posix_spawn_file_actions_addopen(&actions, 2, errorLog, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         if let directory {
             guard let addChdir = addChdirAction else {
                 throw HotUpdateError(
-                    .unsupported, "this C library cannot set a child's working directory (for '\(program)')")
+                    .unsupported,
+                    "this C library cannot set a child's working directory (for '\(program)')"
+                )
             }
             _ = addChdir(&actions, directory)
         }
@@ -119,7 +138,10 @@ struct ChildProcess: Sendable {
         let code = posix_spawnp(&pid, program, &actions, &attributes, argv, environ)
         guard code == 0 else {
             throw HotUpdateError(
-                .fileSystem, "starting '\(program)' failed: \(String(cString: strerror(code)))", subject: program)
+                .fileSystem,
+                "starting '\(program)' failed: \(String(cString: strerror(code)))",
+                subject: program
+            )
         }
         var status: Int32 = 0
         var usage = rusage()
@@ -140,18 +162,23 @@ struct ChildProcess: Sendable {
             exitStatus = 128 + (status & 0x7f)
         }
         return ChildOutcome(
-            seconds: seconds, peakRSS: peak, status: exitStatus,
-            errorOutput: exitStatus == 0 ? "" : readPrefix(of: errorLog, limit: 4096))
+            seconds: seconds,
+            peakRSS: peak,
+            status: exitStatus,
+            errorOutput: exitStatus == 0 ? "" : readPrefix(of: errorLog, limit: 4096)
+        )
     }
 
     #if canImport(Darwin)
-    private typealias AddChdir = @convention(c) (
-        UnsafeMutablePointer<posix_spawn_file_actions_t?>, UnsafePointer<CChar>
-    ) -> Int32
+    private typealias AddChdir =
+        @convention(c) (
+            UnsafeMutablePointer<posix_spawn_file_actions_t?>, UnsafePointer<CChar>
+        ) -> Int32
     #else
-    private typealias AddChdir = @convention(c) (
-        UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>
-    ) -> Int32
+    private typealias AddChdir =
+        @convention(c) (
+            UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>
+        ) -> Int32
     #endif
 
     /// `posix_spawn_file_actions_addchdir_np` (glibc 2.29+, macOS 10.15+), looked up at run

@@ -1,3 +1,6 @@
+import Foundation
+import HotCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,8 +8,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
-import HotCore
 
 /// One of the benchmark's resource trees: its size, file count and seed.
 struct CorpusSpec: Sendable, Hashable {
@@ -89,7 +90,9 @@ struct Corpus: Sendable {
             if !folder.isEmpty && !created.contains(folder) {
                 do {
                     try FileManager.default.createDirectory(
-                        at: root.appendingPathComponent(folder, isDirectory: true), withIntermediateDirectories: true)
+                        at: root.appendingPathComponent(folder, isDirectory: true),
+                        withIntermediateDirectories: true
+                    )
                 } catch {
                     throw HotUpdateError.wrap(error, as: .fileSystem, "creating corpus folder '\(folder)'")
                 }
@@ -118,7 +121,11 @@ struct Corpus: Sendable {
             fingerprint.add(bytes)
         }
         return Corpus(
-            spec: spec, root: root, files: files.sorted { $0.path < $1.path }, fingerprint: fingerprint.hex)
+            spec: spec,
+            root: root,
+            files: files.sorted { $0.path < $1.path },
+            fingerprint: fingerprint.hex
+        )
     }
 
     private static func writeFile(_ bytes: [UInt8], to path: String) throws {

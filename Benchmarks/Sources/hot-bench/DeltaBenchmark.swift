@@ -14,7 +14,8 @@ import Logging
 struct DeltaBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delta",
-        abstract: "Measure updates fetched as deltas: 1% and 10% of a 3,000-file package changed, and a 5 MB script with 10% of its lines changed.",
+        abstract:
+            "Measure updates fetched as deltas: 1% and 10% of a 3,000-file package changed, and a 5 MB script with 10% of its lines changed.",
         discussion: """
             Each scenario packs version 1 and version 2 with ZipWriter, writes the delta with DeltaWriter \
             (whole files and zstd patches), serves both from nginx on 127.0.0.1, installs version 1 in a fresh \
@@ -22,7 +23,8 @@ struct DeltaBenchmark: AsyncParsableCommand {
             counted in nginx's access log. The range column is what fetching the changed entries out of the \
             full ZIP would cost: their local headers and data plus the central directory, counted from the \
             archive itself (a lower bound: response headers of the range requests are not counted).
-            """)
+            """
+    )
 
     @Option(help: "Timed syncs per scenario and method.")
     var runs: Int = 3
@@ -52,15 +54,18 @@ struct DeltaBenchmark: AsyncParsableCommand {
         for name in scenarios.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
             let scenario = work.appendingPathComponent(name == "1%" ? "one" : name == "10%" ? "ten" : name)
             switch name {
-            case "1%": try await measure(name: "3,000 files, 30 changed + 1 added + 1 removed", in: scenario, into: &table) {
-                try Self.makeCorpus(changed: 30, in: $0)
-            }
-            case "10%": try await measure(name: "3,000 files, 300 changed + 1 added + 1 removed", in: scenario, into: &table) {
-                try Self.makeCorpus(changed: 300, in: $0)
-            }
-            case "bundle": try await measure(name: "5 MB script, 10% of its lines changed", in: scenario, into: &table) {
-                try Self.makeBundle(in: $0)
-            }
+            case "1%":
+                try await measure(name: "3,000 files, 30 changed + 1 added + 1 removed", in: scenario, into: &table) {
+                    try Self.makeCorpus(changed: 30, in: $0)
+                }
+            case "10%":
+                try await measure(name: "3,000 files, 300 changed + 1 added + 1 removed", in: scenario, into: &table) {
+                    try Self.makeCorpus(changed: 300, in: $0)
+                }
+            case "bundle":
+                try await measure(name: "5 MB script, 10% of its lines changed", in: scenario, into: &table) {
+                    try Self.makeBundle(in: $0)
+                }
             default: throw ValidationError("unknown scenario '\(name)' (use 1%, 10%, bundle)")
             }
         }
@@ -108,7 +113,9 @@ struct DeltaBenchmark: AsyncParsableCommand {
         paths.append("added.js")
         return Trees(v1: v1, v2: v2, changed: paths) { _, alone, downloaded in
             let goal = Double(alone) * 1.05 + 256 * 1024
-            return (String(format: "≤ 1.05 × alone + 256 KiB = %@", format(bytes: Int64(goal))), Double(downloaded) <= goal)
+            return (
+                String(format: "≤ 1.05 × alone + 256 KiB = %@", format(bytes: Int64(goal))), Double(downloaded) <= goal
+            )
         }
     }
 
@@ -124,7 +131,10 @@ struct DeltaBenchmark: AsyncParsableCommand {
         try Data(bytes).write(to: v1.appendingPathComponent("bundle.js"))
         try changeLines(of: Data(bytes), random: &random).write(to: v2.appendingPathComponent("bundle.js"))
         return Trees(v1: v1, v2: v2, changed: ["bundle.js"]) { full, _, downloaded in
-            (String(format: "≤ 15%% of the package = %@", format(bytes: full * 15 / 100)), downloaded * 100 <= full * 15)
+            (
+                String(format: "≤ 15%% of the package = %@", format(bytes: full * 15 / 100)),
+                downloaded * 100 <= full * 15
+            )
         }
     }
 
@@ -154,7 +164,12 @@ struct DeltaBenchmark: AsyncParsableCommand {
         return Data(out)
     }
 
-    private func measure(name: String, in work: URL, into table: inout Table, make: (URL) throws -> Trees)
+    private func measure(
+        name: String,
+        in work: URL,
+        into table: inout Table,
+        make: (URL) throws -> Trees
+    )
         async throws
     {
         note("\(name): generating")
@@ -169,25 +184,38 @@ struct DeltaBenchmark: AsyncParsableCommand {
             let summary = try ZipWriter.write(directory: tree, to: archive)
             entries.append(
                 ManifestDocument.Entry(
-                    id: "web", version: version, url: "packages/web-\(version).zip", size: summary.archiveBytes,
-                    sha256: try verifier.digest(ofFile: archive, using: .sha256).hex))
+                    id: "web",
+                    version: version,
+                    url: "packages/web-\(version).zip",
+                    size: summary.archiveBytes,
+                    sha256: try verifier.digest(ofFile: archive, using: .sha256).hex
+                )
+            )
         }
         note("\(name): writing the delta")
         let deltaURL = packages.appendingPathComponent("web-1-to-2.delta")
         let clock = ContinuousClock()
         let started = clock.now
         let summary = try DeltaWriter.write(
-            packageID: "web", base: DeltaWriter.Side(version: "1", sha256: entries[0].sha256, directory: trees.v1),
-            target: DeltaWriter.Side(version: "2", sha256: entries[1].sha256, directory: trees.v2), to: deltaURL,
-            verifier: verifier)
+            packageID: "web",
+            base: DeltaWriter.Side(version: "1", sha256: entries[0].sha256, directory: trees.v1),
+            target: DeltaWriter.Side(version: "2", sha256: entries[1].sha256, directory: trees.v2),
+            to: deltaURL,
+            verifier: verifier
+        )
         let writing = (clock.now - started)
         note(
             "\(name): delta \(format(bytes: summary.archiveBytes)) in \(writing): \(summary.wholeFiles) whole, "
-                + "\(summary.patchedFiles) patched, \(summary.reusedFiles) reused, \(summary.removedPaths) removed")
+                + "\(summary.patchedFiles) patched, \(summary.reusedFiles) reused, \(summary.removedPaths) removed"
+        )
         entries[1].deltas = [
             DeltaEntry(
-                from: "1", fromSHA256: entries[0].sha256, url: "packages/web-1-to-2.delta", size: summary.archiveBytes,
-                sha256: try verifier.digest(ofFile: deltaURL, using: .sha256).hex)
+                from: "1",
+                fromSHA256: entries[0].sha256,
+                url: "packages/web-1-to-2.delta",
+                size: summary.archiveBytes,
+                sha256: try verifier.digest(ofFile: deltaURL, using: .sha256).hex
+            )
         ]
         try ManifestDocument(packages: [entries[0]]).encoded().write(to: repository.appendingPathComponent("v1.json"))
         try ManifestDocument(packages: [entries[1]]).encoded().write(to: repository.appendingPathComponent("v2.json"))
@@ -197,13 +225,17 @@ struct DeltaBenchmark: AsyncParsableCommand {
         for path in trees.changed {
             let destination = alone.appendingPathComponent(path)
             try FileManager.default.createDirectory(
-                at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+                at: destination.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             try FileManager.default.copyItem(at: trees.v2.appendingPathComponent(path), to: destination)
         }
         let aloneBytes = try ZipWriter.write(directory: alone, to: work.appendingPathComponent("alone.zip"))
             .archiveBytes
         let range = try RangeEstimate.bytes(
-            of: packages.appendingPathComponent("web-2.zip"), entries: Set(trees.changed))
+            of: packages.appendingPathComponent("web-2.zip"),
+            entries: Set(trees.changed)
+        )
 
         let server = try await NginxServer.start(root: repository)
         var deltaSeconds: [Double] = []
@@ -223,12 +255,16 @@ struct DeltaBenchmark: AsyncParsableCommand {
                     guard report.packages.first?.delta?.fallback == nil, report.packages.first?.delta != nil else {
                         throw HotUpdateError(.internalInconsistency, "the sync did not use the delta: \(report)")
                     }
-                    deltaSeconds.append(Double(seconds.components.seconds) + Double(seconds.components.attoseconds) / 1e18)
+                    deltaSeconds.append(
+                        Double(seconds.components.seconds) + Double(seconds.components.attoseconds) / 1e18
+                    )
                     if run == 0 {
                         downloaded = server.requests().dropFirst(before).reduce(0) { $0 + $1.bodyBytesSent }
                     }
                 } else {
-                    fullSeconds.append(Double(seconds.components.seconds) + Double(seconds.components.attoseconds) / 1e18)
+                    fullSeconds.append(
+                        Double(seconds.components.seconds) + Double(seconds.components.attoseconds) / 1e18
+                    )
                 }
                 try? FileManager.default.removeItem(at: root)
             }
@@ -247,14 +283,21 @@ struct DeltaBenchmark: AsyncParsableCommand {
 
     private func source(_ server: NginxServer, _ name: String) -> StaticManifestSource {
         StaticManifestSource(
-            url: server.baseURL.appendingPathComponent(name), transport: CurlTransport(),
-            logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() }))
+            url: server.baseURL.appendingPathComponent(name),
+            transport: CurlTransport(),
+            logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
     }
 
     private func makeUpdater(root: URL, usesDeltas: Bool) -> Updater {
         var configuration = UpdaterConfiguration(
-            root: root, transport: CurlTransport(), unarchiver: ZipUnarchiver(), verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: root), logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() }))
+            root: root,
+            transport: CurlTransport(),
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
+            store: JSONMetadataStore(root: root),
+            logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
         configuration.usesDeltas = usesDeltas
         configuration.patcher = ZstdPatcher()
         return Updater(configuration: configuration)
@@ -263,7 +306,8 @@ struct DeltaBenchmark: AsyncParsableCommand {
     private func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         guard !sorted.isEmpty else { return 0 }
-        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        return sorted.count % 2 == 1
+            ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 
     private func note(_ message: String) {
@@ -272,7 +316,8 @@ struct DeltaBenchmark: AsyncParsableCommand {
 }
 
 private func format(bytes: Int64) -> String {
-    bytes >= 1 << 20 ? String(format: "%.2f MB", Double(bytes) / 1_048_576) : String(format: "%.1f KB", Double(bytes) / 1024)
+    bytes >= 1 << 20
+        ? String(format: "%.2f MB", Double(bytes) / 1_048_576) : String(format: "%.1f KB", Double(bytes) / 1024)
 }
 
 /// What fetching some entries out of a ZIP with range requests costs: the central directory
@@ -283,8 +328,9 @@ enum RangeEstimate {
         let data = try Data(contentsOf: archive)
         func u16(_ at: Int) -> Int { Int(data[at]) | Int(data[at + 1]) << 8 }
         func u32(_ at: Int) -> Int { u16(at) | u16(at + 2) << 16 }
-        guard let end = stride(from: data.count - 22, through: max(0, data.count - 65_557), by: -1)
-            .first(where: { u32($0) == 0x0605_4b50 })
+        guard
+            let end = stride(from: data.count - 22, through: max(0, data.count - 65_557), by: -1)
+                .first(where: { u32($0) == 0x0605_4b50 })
         else { throw HotUpdateError(.notAnArchive, "no end of central directory", subject: archive.path) }
         let directorySize = u32(end + 12)
         var cursor = u32(end + 16)

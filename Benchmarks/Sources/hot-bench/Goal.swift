@@ -47,9 +47,13 @@ struct Goal: Sendable {
         if large {
             let statement = "ZipUnarchiver peak RSS < 64 MB"
             if let zip = samples("zip") {
-                goals.append(Goal(
-                    statement: statement, measured: String(format: "%.1f MB", zip.peakMegabytes),
-                    met: zip.peakMegabytes < 64))
+                goals.append(
+                    Goal(
+                        statement: statement,
+                        measured: String(format: "%.1f MB", zip.peakMegabytes),
+                        met: zip.peakMegabytes < 64
+                    )
+                )
             } else {
                 goals.append(Goal(statement: statement, measured: "not measured", met: nil))
             }

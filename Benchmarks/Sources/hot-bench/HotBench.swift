@@ -18,13 +18,16 @@ struct HotBench: AsyncParsableCommand {
             Measure.self, Extract.self, Pack.self, Idle.self, MakeCorpus.self, StoreBenchmark.self, DeltaBenchmark.self,
             ResumeBenchmark.self, InstallBenchmark.self, SyncOne.self, FirstResolve.self,
         ],
-        defaultSubcommand: Measure.self)
+        defaultSubcommand: Measure.self
+    )
 }
 
 /// The benchmark itself (the default subcommand).
 struct Measure: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "measure", abstract: "Run the benchmark (the default).")
+        commandName: "measure",
+        abstract: "Run the benchmark (the default)."
+    )
 
     @Option(help: "Corpora to use, comma-separated: small (20 MB / 300 files), large (200 MB / 3,000 files).")
     var sizes: String = "small,large"
@@ -55,13 +58,20 @@ struct Measure: AsyncParsableCommand {
         guard packRuns >= 0 else { throw ValidationError("--pack-runs cannot be negative") }
         _ = try parsedSizes()
         _ = try parsedTools()
-        if skipTmpfs && skipDisk { throw ValidationError("--skip-tmpfs and --skip-disk together leave nothing to measure") }
+        if skipTmpfs && skipDisk {
+            throw ValidationError("--skip-tmpfs and --skip-disk together leave nothing to measure")
+        }
     }
 
     func run() async throws {
         let benchmark = try Benchmark(
-            sizes: parsedSizes(), runs: runs, packRuns: packRuns, tools: parsedTools(), markdown: markdown,
-            fileSystems: fileSystems())
+            sizes: parsedSizes(),
+            runs: runs,
+            packRuns: packRuns,
+            tools: parsedTools(),
+            markdown: markdown,
+            fileSystems: fileSystems()
+        )
         do {
             try benchmark.run()
         } catch let error as HotUpdateError {
@@ -101,7 +111,8 @@ struct Measure: AsyncParsableCommand {
             }
         }
         if !skipDisk {
-            let parent = workDir.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+            let parent =
+                workDir.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
                 ?? FileManager.default.temporaryDirectory.standardizedFileURL.path
             targets.append(FileSystemTarget(name: "disk", parent: parent, syncs: true))
         }

@@ -27,13 +27,22 @@ struct Report {
         list(machine)
         if !tools.isEmpty { list(tools) }
         var lines = settings
-        if !startup.isEmpty { lines.append("process start-up alone (median of 5, peak RSS): " + startup.joined(separator: ", ")) }
+        if !startup.isEmpty {
+            lines.append("process start-up alone (median of 5, peak RSS): " + startup.joined(separator: ", "))
+        }
         list(lines)
     }
 
     func section(
-        heading text: String, detail: [String], extraction: [ToolResult], tools: [ExtractionTool], runs: Int,
-        packing: [(result: ToolResult, archiveBytes: Int64)]?, packers: [PackingTool], packRuns: Int, goals: [Goal]
+        heading text: String,
+        detail: [String],
+        extraction: [ToolResult],
+        tools: [ExtractionTool],
+        runs: Int,
+        packing: [(result: ToolResult, archiveBytes: Int64)]?,
+        packers: [PackingTool],
+        packRuns: Int,
+        goals: [Goal]
     ) {
         heading(text, level: 3)
         list(detail)
@@ -64,7 +73,9 @@ struct Report {
             var notes: [String] = []
             for (tool, entry) in zip(packers, packing) {
                 var cells = row(tool.label, entry.result, reference: zipCLI, notes: &notes)
-                cells.append(entry.result.samples == nil ? "" : String(format: "%.1f", Double(entry.archiveBytes) / mebibyte))
+                cells.append(
+                    entry.result.samples == nil ? "" : String(format: "%.1f", Double(entry.archiveBytes) / mebibyte)
+                )
                 table.add(cells)
             }
             emit(table.render(markdown: markdown))
@@ -89,9 +100,11 @@ struct Report {
     private func row(_ label: String, _ result: ToolResult, reference: Samples?, notes: inout [String]) -> [String] {
         switch result {
         case .measured(let samples):
-            let ratio = reference.map { String(format: "%.2f", samples.medianMilliseconds / $0.medianMilliseconds) } ?? "–"
+            let ratio =
+                reference.map { String(format: "%.2f", samples.medianMilliseconds / $0.medianMilliseconds) } ?? "–"
             return [
-                label, String(format: "%.1f", samples.medianMilliseconds), String(format: "%.1f", samples.minimumMilliseconds),
+                label, String(format: "%.1f", samples.medianMilliseconds),
+                String(format: "%.1f", samples.minimumMilliseconds),
                 ratio, String(format: "%.1f", samples.peakMegabytes),
             ]
         case .failed(let why):

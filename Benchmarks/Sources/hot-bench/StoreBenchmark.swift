@@ -552,7 +552,9 @@ struct StoreBenchmark: AsyncParsableCommand {
         // previous run's writes and deletions flushed first): neither inherits the other's
         // write-back, and a change of the machine's load falls on both alike.
         let ways = [("one after another", 1), ("\(concurrency) at once", concurrency)]
-        note("syncing \(smallPackages) small packages over \(over), \(ways.map(\.0).joined(separator: " and ")) in turn")
+        note(
+            "syncing \(smallPackages) small packages over \(over), \(ways.map(\.0).joined(separator: " and ")) in turn"
+        )
         var timings: [(String, [Double])] = ways.map { ($0.0, []) }
         for run in 0..<runs {
             for (position, (_, width)) in ways.enumerated() {

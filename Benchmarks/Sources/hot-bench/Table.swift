@@ -22,7 +22,9 @@ struct Table {
         }
         var widths = headers.map(\.count)
         for row in rows {
-            for (index, cell) in row.enumerated() where index < widths.count { widths[index] = max(widths[index], cell.count) }
+            for (index, cell) in row.enumerated() where index < widths.count {
+                widths[index] = max(widths[index], cell.count)
+            }
         }
         func line(_ cells: [String]) -> String {
             cells.enumerated().map { index, cell in

@@ -30,12 +30,24 @@ struct ExtractionTool: Sendable {
     ///   - zipFoundation: The `hot-bench-zipfoundation` executable's path.
     static func all(bench: String, python: String, zipFoundation: String) -> [ExtractionTool] {
         [
-            ExtractionTool(id: "zip", label: "HotArchive ZipUnarchiver", program: bench, check: .bytes, reportsWork: true) {
-                a, d, _ in
+            ExtractionTool(
+                id: "zip",
+                label: "HotArchive ZipUnarchiver",
+                program: bench,
+                check: .bytes,
+                reportsWork: true
+            ) {
+                a,
+                d,
+                _ in
                 [bench, "extract", "--backend", "zip", a, d]
             },
             ExtractionTool(
-                id: "libarchive", label: "HotArchive LibArchiveUnarchiver", program: bench, check: .bytes, reportsWork: true
+                id: "libarchive",
+                label: "HotArchive LibArchiveUnarchiver",
+                program: bench,
+                check: .bytes,
+                reportsWork: true
             ) { a, d, _ in
                 [bench, "extract", "--backend", "libarchive", a, d]
             },
@@ -49,7 +61,10 @@ struct ExtractionTool: Sendable {
                 [python, "-c", "import zipfile,sys; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])", a, d]
             },
             ExtractionTool(
-                id: "zipfoundation", label: "ZIPFoundation unzipItem", program: zipFoundation, check: .listAndSizes,
+                id: "zipfoundation",
+                label: "ZIPFoundation unzipItem",
+                program: zipFoundation,
+                check: .listAndSizes,
                 reportsWork: true
             ) { a, d, _ in
                 [zipFoundation, a, d]
@@ -76,17 +91,26 @@ struct PackingTool: Sendable {
     static func all(bench: String) -> [PackingTool] {
         [
             PackingTool(
-                id: "zipwriter", label: "HotArchive ZipWriter", program: bench, directory: { _ in nil }
-            ) { tree, archive in
-                [bench, "pack", tree, archive]
-            },
-            PackingTool(id: "zip", label: "zip -r -q", program: "zip", directory: { $0 }) { _, archive in
-                ["zip", "-r", "-q", archive, "."]
-            },
-            PackingTool(id: "bsdtar", label: "bsdtar -a -cf", program: "bsdtar", directory: { _ in nil }) {
-                tree, archive in
-                ["bsdtar", "-a", "-cf", archive, "-C", tree, "."]
-            },
+                id: "zipwriter",
+                label: "HotArchive ZipWriter",
+                program: bench,
+                directory: { _ in nil },
+                command: { tree, archive in [bench, "pack", tree, archive] }
+            ),
+            PackingTool(
+                id: "zip",
+                label: "zip -r -q",
+                program: "zip",
+                directory: { $0 },
+                command: { _, archive in ["zip", "-r", "-q", archive, "."] }
+            ),
+            PackingTool(
+                id: "bsdtar",
+                label: "bsdtar -a -cf",
+                program: "bsdtar",
+                directory: { _ in nil },
+                command: { tree, archive in ["bsdtar", "-a", "-cf", archive, "-C", tree, "."] }
+            ),
         ]
     }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,7 +7,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
 
 /// Compares an extracted tree with the corpus it came from.
 enum TreeCheck {
@@ -17,10 +18,14 @@ enum TreeCheck {
         var strays: [String] = []
         walk(directory, prefix: "", into: &found, strays: &strays)
         var problems: [String] = []
-        if !strays.isEmpty { problems.append("not regular files or folders: \(strays.prefix(3).joined(separator: ", "))") }
+        if !strays.isEmpty {
+            problems.append("not regular files or folders: \(strays.prefix(3).joined(separator: ", "))")
+        }
         let expected = Dictionary(uniqueKeysWithValues: corpus.files.map { ($0.path, $0.size) })
         let missing = corpus.files.map(\.path).filter { found[$0] == nil }
-        if !missing.isEmpty { problems.append("\(missing.count) missing (\(missing.prefix(3).joined(separator: ", ")))") }
+        if !missing.isEmpty {
+            problems.append("\(missing.count) missing (\(missing.prefix(3).joined(separator: ", ")))")
+        }
         let extra = found.keys.filter { expected[$0] == nil }.sorted()
         if !extra.isEmpty { problems.append("\(extra.count) extra (\(extra.prefix(3).joined(separator: ", ")))") }
         let wrongSize = corpus.files.filter { file in found[file.path].map { $0 != file.size } ?? false }.map(\.path)
@@ -38,7 +43,12 @@ enum TreeCheck {
         return problems.isEmpty ? nil : problems.joined(separator: "; ")
     }
 
-    private static func walk(_ directory: String, prefix: String, into found: inout [String: Int64], strays: inout [String]) {
+    private static func walk(
+        _ directory: String,
+        prefix: String,
+        into found: inout [String: Int64],
+        strays: inout [String]
+    ) {
         guard let handle = opendir(directory) else {
             strays.append(prefix.isEmpty ? "(unreadable root)" : prefix)
             return
