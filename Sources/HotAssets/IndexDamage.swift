@@ -5,7 +5,8 @@ import Logging
 /// What the resolvers reading the store's name index do when a lookup finds a block of it
 /// damaged (its checksum is checked the first time a lookup reads it): the damage is logged
 /// once and, when the caller allowed it, the index is rebuilt in the background for the next
-/// reader; names are answered from the package trees meanwhile.
+/// reader; names whose lookup reads a damaged block are answered from the package trees
+/// meanwhile.
 final class IndexDamage: @unchecked Sendable {
     private let logger: Logger
     private let rebuild: (@Sendable () -> Void)?
@@ -82,7 +83,9 @@ struct TreeNames: Sendable {
             var best: AssetKeyRank?
             for entry in entries where entry.utf8.starts(with: stem.utf8) {
                 let path = folder + entry
-                guard Self.isRegularFile(package.prefix + path), let normalised = AssetName.normalise(path) else {
+                guard FileSystem.isRegularFile(atPath: package.prefix + path),
+                    let normalised = AssetName.normalise(path)
+                else {
                     continue
                 }
                 let (entryFolder, entryName) = AssetName.split(normalised)
@@ -106,11 +109,5 @@ struct TreeNames: Sendable {
             }
         }
         return nil
-    }
-
-    /// Whether `path` is a regular file, not followed if it is a link.
-    static func isRegularFile(_ path: String) -> Bool {
-        var info = stat()
-        return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
     }
 }

@@ -65,7 +65,8 @@ struct IndexedStore: Sendable {
             damage.report(error)
             let directory = directory(number).path
             let file = directory + "/" + path
-            guard TreeNames.isRegularFile(file), let real = Self.realPath(file), let inside = Self.realPath(directory)
+            guard FileSystem.isRegularFile(atPath: file), let real = Self.realPath(file),
+                let inside = Self.realPath(directory)
             else { return false }
             return real.hasPrefix(inside + "/")
         }

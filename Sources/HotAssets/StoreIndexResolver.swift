@@ -11,8 +11,9 @@ import HotCore
 /// slot, so a name asked again costs a lookup and one atomic load, with no lock.
 ///
 /// When a lookup finds a block of the index damaged, the damage is reported (logged, and the
-/// index rebuilt for the next reader when allowed), and from then on names are answered
-/// from the package trees (``TreeNames``), as the index would have answered them.
+/// index rebuilt for the next reader when allowed), and every name whose lookup reads a
+/// damaged block is answered from the package trees (``TreeNames``), as the index would
+/// have answered it; blocks that passed their checksum go on answering.
 ///
 /// Everything it holds is in one object, so that a copy of the resolver, and a call
 /// through it, retains one reference at most: on the path of a name asked again, the only

@@ -17,9 +17,10 @@ import Synchronization
 /// Opening checks the header, the generation it belongs to and the block table, and the
 /// blocks it reads itself (the settings and the packages): what it costs does not grow with
 /// the number of files. Every other block is checked the first time a lookup reads it (one
-/// atomic load per block read afterwards). A block that fails its checksum marks the whole
-/// index damaged: the lookup that found it, and every one after it, throws
-/// ``HotUpdateError/Code/storeCorrupt``, and callers answer from the package trees instead.
+/// atomic load per block read afterwards). A block that fails its checksum marks the index
+/// damaged (``isDamaged``, which the store reads as a reason to rebuild it): a lookup that
+/// reads that block answers ``Found/damaged`` or throws ``HotUpdateError/Code/storeCorrupt``
+/// (it fails again each time), and callers answer from the package trees instead.
 /// Where the system lacks `Synchronization`'s atomics, the whole body is checked when the
 /// index is opened.
 package final class NameIndex: @unchecked Sendable {
@@ -165,6 +166,14 @@ package final class NameIndex: @unchecked Sendable {
         let base = UnsafeRawPointer(mapped)
         let bodyEnd = NameIndexFormat.headerSize + bodyLength
         let checked = CheckedBlocks.make(count: blockCount)
+        // Until the index is whole, a throw gives the mapping and the words back.
+        var opened = false
+        defer {
+            if !opened {
+                munmap(mapped, total)
+                checked?.free()
+            }
+        }
         let sums = blockSums
         // The bytes opening reads are checked before they are read; every block at once when
         // blocks cannot be recorded as checked one by one.
@@ -186,32 +195,17 @@ package final class NameIndex: @unchecked Sendable {
         let fileCount = u32(44)
         let entryCount = u32(48)
         let slotBits = u32(52)
-        let settingsLength: Int
-        do {
-            try check(NameIndexFormat.headerSize, NameIndexFormat.headerSize + 4)
-            settingsLength = load32(NameIndexFormat.headerSize)
-        } catch {
-            munmap(mapped, total)
-            checked?.free()
-            throw error
-        }
+        try check(NameIndexFormat.headerSize, NameIndexFormat.headerSize + 4)
+        let settingsLength = load32(NameIndexFormat.headerSize)
         func aligned(_ value: Int) -> Int { (value + 7) & ~7 }
         let packagesOffset = aligned(68 + settingsLength)
         let filesOffset = aligned(packagesOffset + packageCount * NameIndexFormat.packageRecordSize)
         let filesEnd = filesOffset + fileCount * NameIndexFormat.fileRecordSize
         guard slotBits < 32, settingsLength < bodyLength, filesEnd + 8 <= bodyEnd else {
-            munmap(mapped, total)
-            checked?.free()
             throw HotUpdateError(.storeCorrupt, "the name index's sections do not fit the file", subject: url.path)
         }
-        do {
-            try check(NameIndexFormat.headerSize, filesOffset)
-            try check(filesEnd, filesEnd + 8)
-        } catch {
-            munmap(mapped, total)
-            checked?.free()
-            throw error
-        }
+        try check(NameIndexFormat.headerSize, filesOffset)
+        try check(filesEnd, filesEnd + 8)
         let settings = String(
             decoding: UnsafeRawBufferPointer(start: base + 68, count: settingsLength),
             as: UTF8.self
@@ -227,8 +221,6 @@ package final class NameIndex: @unchecked Sendable {
         let pathSlotsOffset = slotsOffset + (slotMask + 1) * NameIndexFormat.slotSize
         let poolOffset = pathSlotsOffset + (pathSlotMask + 1) * NameIndexFormat.slotSize
         guard pathSlotBits < 32, poolOffset <= bodyEnd, slotMask + 1 > entryCount, pathSlotMask + 1 > pathCount else {
-            munmap(mapped, total)
-            checked?.free()
             throw HotUpdateError(.storeCorrupt, "the name index's sections do not fit the file", subject: url.path)
         }
         let poolLength = bodyEnd - poolOffset
@@ -239,13 +231,7 @@ package final class NameIndex: @unchecked Sendable {
             let end = load32(record) + load32(record + 4)
             if end <= poolLength { stringsEnd = max(stringsEnd, end) }
         }
-        do {
-            try check(poolOffset, poolOffset + stringsEnd)
-        } catch {
-            munmap(mapped, total)
-            checked?.free()
-            throw error
-        }
+        try check(poolOffset, poolOffset + stringsEnd)
         var numbers: [String: Int] = [:]
         for number in 0..<packageCount {
             let record = packagesOffset + number * NameIndexFormat.packageRecordSize
@@ -276,6 +262,7 @@ package final class NameIndex: @unchecked Sendable {
         pool = base + poolOffset
         self.poolLength = poolLength
         packageNumbers = numbers
+        opened = true
     }
 
     deinit {
@@ -334,20 +321,6 @@ package final class NameIndex: @unchecked Sendable {
     /// The file that wins `name` (in normalised form), none, or damage found on the way.
     @inline(__always)
     package func find(_ name: String) -> Found {
-        let found =
-            name.utf8.withContiguousStorageIfAvailable { find(UnsafeRawBufferPointer($0)) }
-            ?? {
-                var copy = name
-                return copy.withUTF8 { find(UnsafeRawBufferPointer($0)) }
-            }()
-        return found >= 0 ? .file(found) : found == Self.damaged ? .damaged : .none
-    }
-
-    /// The file that wins `name` (in normalised form), or nil.
-    ///
-    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` when the index is damaged.
-    @inline(__always)
-    package func lookup(_ name: String) throws(HotUpdateError) -> Int? {
         // Native strings lend their UTF-8 in place (small ones from the stack); others are
         // copied once.
         let found =
@@ -356,16 +329,7 @@ package final class NameIndex: @unchecked Sendable {
                 var copy = name
                 return copy.withUTF8 { find(UnsafeRawBufferPointer($0)) }
             }()
-        return try answer(found)
-    }
-
-    /// The file that wins the name of these UTF-8 bytes, or nil: the hash, then the slots
-    /// from the one it picks until an empty one, each compared by its hash tag and key length
-    /// in one 8-byte load, and by the key's bytes when those match.
-    ///
-    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` when the index is damaged.
-    package func lookup(bytes: UnsafeRawBufferPointer) throws(HotUpdateError) -> Int? {
-        try answer(find(bytes))
+        return found >= 0 ? .file(found) : found == Self.damaged ? .damaged : .none
     }
 
     /// A file number, or nil, or the error of a damaged index.
@@ -376,7 +340,10 @@ package final class NameIndex: @unchecked Sendable {
         return nil
     }
 
-    /// ``lookup(bytes:)``'s work: a file number, ``absent`` or ``damaged``.
+    /// The file that wins the name of these UTF-8 bytes: the hash, then the slots from the
+    /// one it picks until an empty one, each compared by its hash tag and key length in one
+    /// 8-byte load, and by the key's bytes when those match. A file number, ``absent`` or
+    /// ``damaged``.
     @inline(__always)
     private func find(_ bytes: UnsafeRawBufferPointer) -> Int {
         guard let address = bytes.baseAddress, !bytes.isEmpty else { return Self.absent }

@@ -43,6 +43,12 @@ package enum FileSystem {
         return lstat(url.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFLNK
     }
 
+    /// Whether `path` exists and is a regular file (not following a final symlink).
+    package static func isRegularFile(atPath path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+    }
+
     /// Whether `url` exists and is a directory (not following a final symlink).
     package static func isDirectory(_ url: URL) -> Bool {
         var info = stat()
