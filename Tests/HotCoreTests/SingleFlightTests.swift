@@ -57,6 +57,21 @@ struct SingleFlightTests {
         #expect(try await fixture.contents(of: "filters", "a.png") == "alpha")
     }
 
+    @Test("a caller cancelled before it asks gets CancellationError, even for a version already installed")
+    func cancelledBeforeAsking() async throws {
+        let fixture = try EngineFixture()
+        let offered = try await fixture.publish("filters", "1", ["a.png": "alpha"])
+        let updater = fixture.updater
+        _ = try await updater.install(offered)
+        let caller = Task {
+            while !Task.isCancelled { await Task.yield() }
+            return try await updater.install(offered)
+        }
+        caller.cancel()
+        await #expect(throws: CancellationError.self) { try await caller.value }
+        #expect(await fixture.transport.requestCount(for: offered.url) == 1)
+    }
+
     @Test("cancel(packageID:) stops the work for every caller, leaves nothing, and the next request starts afresh")
     func cancelPackage() async throws {
         let fixture = try EngineFixture()

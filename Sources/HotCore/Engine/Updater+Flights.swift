@@ -59,7 +59,11 @@ extension Updater {
     /// _ = try await b
     /// ```
     public func install(_ descriptor: PackageDescriptor) async throws -> InstalledPackage {
+        // A caller cancelled before it asks, or while the store is read, gets no answer even
+        // when the version is already installed.
+        try Task.checkCancellation()
         let snapshot = try await open()
+        try Task.checkCancellation()
         if let record = snapshot.packages[descriptor.id], let active = record.active,
             UpdatePlan.isSame(descriptor, active), record.state != .fileMissing, record.state != .digestMismatch
         {
