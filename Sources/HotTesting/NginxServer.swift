@@ -78,6 +78,9 @@ public final class NginxServer: @unchecked Sendable {
         public var executable: URL?
         /// How long to wait for the server to accept connections.
         public var startTimeout: Duration
+        /// The port to listen on; nil picks a free one (and picks again when another process
+        /// takes it first).
+        public var port: Int?
 
         /// Creates options.
         ///
@@ -85,10 +88,17 @@ public final class NginxServer: @unchecked Sendable {
         ///   - locations: Extra `location` blocks.
         ///   - executable: The nginx executable, or nil to search for it.
         ///   - startTimeout: How long to wait for the server to accept connections.
-        public init(locations: [Location] = [], executable: URL? = nil, startTimeout: Duration = .seconds(15)) {
+        ///   - port: The port, or nil for a free one.
+        public init(
+            locations: [Location] = [],
+            executable: URL? = nil,
+            startTimeout: Duration = .seconds(15),
+            port: Int? = nil
+        ) {
             self.locations = locations
             self.executable = executable
             self.startTimeout = startTimeout
+            self.port = port
         }
     }
 
@@ -142,8 +152,9 @@ public final class NginxServer: @unchecked Sendable {
     public static func start(root: URL, options: Options = Options()) async throws -> NginxServer {
         let executable = try options.executable ?? findExecutable()
         var lastError: HotUpdateError?
-        // Another process may take the free port between probing and nginx binding it: retry.
-        for _ in 0..<5 {
+        // Another process may take the free port between probing and nginx binding it: retry
+        // (a port given in the options is not picked again).
+        for _ in 0..<(options.port == nil ? 5 : 1) {
             do {
                 return try await launch(executable: executable, root: root, options: options)
             } catch let error as HotUpdateError where error.code == .transportFailed && error.message.contains("in use")
@@ -244,7 +255,7 @@ public final class NginxServer: @unchecked Sendable {
                     withIntermediateDirectories: true
                 )
             }
-            let port = try freePort()
+            let port = try options.port ?? freePort()
             let config = configuration(root: root.standardizedFileURL, work: work, port: port, options: options)
             try config.write(to: work.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
             let server = try spawn(executable: executable, work: work, port: port)
@@ -350,8 +361,11 @@ public final class NginxServer: @unchecked Sendable {
     private func waitUntilAccepting(timeout: Duration) async throws {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
+        let pidFile = workDirectory.appendingPathComponent("nginx.pid").path
         while true {
-            if Self.canConnect(port: port) { return }
+            // nginx writes its pid file once it has bound its port: before that, a connection
+            // may reach another server on the same port while this one still tries to bind.
+            if FileManager.default.fileExists(atPath: pidFile), Self.canConnect(port: port) { return }
             if !process.isRunning || clock.now >= deadline {
                 let log =
                     errorLog()
