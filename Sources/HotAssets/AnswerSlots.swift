@@ -7,13 +7,15 @@ import Synchronization
 
 /// The answers a ``StoreIndexResolver`` has made, one slot per file of the index: each
 /// answer (its `URL` and origin) is made the first time its file is asked for and kept, so a
-/// name asked again costs the index lookup and one load. Shared by the copies of a resolver.
+/// name asked again costs the index lookup and one load, and hands out the kept answer
+/// unretained (the slots keep every answer alive until they go). Shared by the copies of a
+/// resolver.
 protocol AnswerSlots: AnyObject, Sendable {
     /// The answer kept for file `number`, if one was.
-    func kept(_ number: Int) -> ResolvedAsset?
-    /// Keeps `asset` for file `number` unless another thread kept one first; returns the one
-    /// kept.
-    func keep(_ asset: ResolvedAsset, for number: Int) -> ResolvedAsset
+    func kept(_ number: Int) -> Unmanaged<KeptAnswer>?
+    /// Keeps `answer` for file `number` unless another thread kept one first; returns the
+    /// one kept.
+    func keep(_ answer: KeptAnswer, for number: Int) -> Unmanaged<KeptAnswer>
 }
 
 /// The slots for `count` files: lock-free where the system has `Synchronization`'s
@@ -27,14 +29,8 @@ func makeAnswerSlots(count: Int) -> any AnswerSlots {
     return LockedAnswerSlots(count: count)
 }
 
-/// One kept answer.
-private final class AnswerBox: Sendable {
-    let asset: ResolvedAsset
-    init(_ asset: ResolvedAsset) { self.asset = asset }
-}
-
 #if canImport(Synchronization)
-/// A preallocated array of atomic words, each 0 or a retained ``AnswerBox``: read with
+/// A preallocated array of atomic words, each 0 or a retained `KeptAnswer`: read with
 /// one acquiring load, filled with one compare-and-exchange (a thread that loses the race
 /// releases its box and returns the winner's), released when the slots go.
 @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
@@ -75,7 +71,7 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
                 for position in start..<min(start + Self.wordsPerPage, count) {
                     let word = words[position].load(ordering: .acquiring)
                     if word != 0, let pointer = UnsafeRawPointer(bitPattern: word) {
-                        Unmanaged<AnswerBox>.fromOpaque(pointer).release()
+                        Unmanaged<KeptAnswer>.fromOpaque(pointer).release()
                     }
                 }
             }
@@ -86,16 +82,16 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
     }
 
     @inline(__always)
-    func kept(_ number: Int) -> ResolvedAsset? {
+    func kept(_ number: Int) -> Unmanaged<KeptAnswer>? {
         precondition(number >= 0 && number < count, "a file number outside the index")
         let bits = words[number].load(ordering: .acquiring)
         guard bits != 0, let pointer = UnsafeRawPointer(bitPattern: bits) else { return nil }
-        return Unmanaged<AnswerBox>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.asset }
+        return Unmanaged<KeptAnswer>.fromOpaque(pointer)
     }
 
-    func keep(_ asset: ResolvedAsset, for number: Int) -> ResolvedAsset {
+    func keep(_ answer: KeptAnswer, for number: Int) -> Unmanaged<KeptAnswer> {
         precondition(number >= 0 && number < count, "a file number outside the index")
-        let box = Unmanaged.passRetained(AnswerBox(asset))
+        let box = Unmanaged.passRetained(answer)
         let mine = UInt(bitPattern: box.toOpaque())
         let (exchanged, winner) = words[number].compareExchange(
             expected: 0,
@@ -106,11 +102,14 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
         if exchanged {
             let page = number / Self.wordsPerPage
             used[page / UInt.bitWidth].bitwiseOr(1 << UInt(page % UInt.bitWidth), ordering: .releasing)
-            return asset
+            return box
         }
+        // Another thread kept one first (a failed exchange never stores 0 back).
         box.release()
-        guard let pointer = UnsafeRawPointer(bitPattern: winner) else { return asset }
-        return Unmanaged<AnswerBox>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.asset }
+        guard let pointer = UnsafeRawPointer(bitPattern: winner) else {
+            preconditionFailure("an answer slot was emptied while its slots live")
+        }
+        return Unmanaged<KeptAnswer>.fromOpaque(pointer)
     }
 }
 #endif
@@ -118,22 +117,23 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
 /// The same behind a lock, for systems without `Synchronization`'s atomics.
 private final class LockedAnswerSlots: AnswerSlots, @unchecked Sendable {
     private let lock = NSLock()
-    // Guarded by `lock`.
-    private var answers: [ResolvedAsset?]
+    // Guarded by `lock`; an answer stays until the slots go, which keeps the unretained
+    // references handed out alive.
+    private var answers: [KeptAnswer?]
 
     init(count: Int) {
         answers = Array(repeating: nil, count: count)
     }
 
-    func kept(_ number: Int) -> ResolvedAsset? {
-        lock.withLock { answers[number] }
+    func kept(_ number: Int) -> Unmanaged<KeptAnswer>? {
+        lock.withLock { answers[number].map { Unmanaged.passUnretained($0) } }
     }
 
-    func keep(_ asset: ResolvedAsset, for number: Int) -> ResolvedAsset {
+    func keep(_ answer: KeptAnswer, for number: Int) -> Unmanaged<KeptAnswer> {
         lock.withLock {
-            if let known = answers[number] { return known }
-            answers[number] = asset
-            return asset
+            if let known = answers[number] { return Unmanaged.passUnretained(known) }
+            answers[number] = answer
+            return Unmanaged.passUnretained(answer)
         }
     }
 }

@@ -72,10 +72,11 @@ struct StoreIndexResolver: AssetResolver {
             switch found {
             case .file(let number):
                 guard number < index.fileCount, !prefixes.isEmpty else { return nil }
-                // A kept answer was made from blocks already checked.
-                if let kept = answers.kept(number) { return kept }
+                // A kept answer was made from blocks already checked. The asset reads it in
+                // place: resolving makes no URL and retains this storage alone.
+                if let kept = answers.kept(number) { return ResolvedAsset(kept: kept, owner: self) }
                 do throws(HotUpdateError) {
-                    return answers.keep(try answer(number), for: number)
+                    return ResolvedAsset(kept: answers.keep(try answer(number), for: number), owner: self)
                 } catch {
                     damage.report(error)
                     return trees.resolve(name)
@@ -89,10 +90,10 @@ struct StoreIndexResolver: AssetResolver {
         }
 
         /// The answer for file `number`, made.
-        private func answer(_ number: Int) throws(HotUpdateError) -> ResolvedAsset {
+        private func answer(_ number: Int) throws(HotUpdateError) -> KeptAnswer {
             let file = try index.file(number)
             let package = min(file.package, prefixes.count - 1)
-            return ResolvedAsset(
+            return KeptAnswer(
                 url: URL(fileURLWithPath: prefixes[package] + file.path, isDirectory: false),
                 origin: origins[package]
             )
