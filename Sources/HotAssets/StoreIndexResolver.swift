@@ -8,7 +8,10 @@ import HotCore
 ///
 /// Opening costs O(packages): one origin and one directory prefix per package, and one
 /// empty answer slot per file. Each answer is made once (its URL) and kept in its file's
-/// slot, so a name asked again costs a lookup and one atomic load, with no lock.
+/// slot, so a name asked again costs a lookup and one atomic load, with no lock, and the
+/// asset returned reads the kept answer in place (``ResolvedAsset/url`` and
+/// ``ResolvedAsset/origin``) rather than copying it: resolving touches neither the answer
+/// nor its `URL`.
 ///
 /// When a lookup finds a block of the index damaged, the damage is reported (logged, and the
 /// index rebuilt for the next reader when allowed), and every name whose lookup reads a
@@ -17,7 +20,8 @@ import HotCore
 ///
 /// Everything it holds is in one object, so that a copy of the resolver, and a call
 /// through it, retains one reference at most: on the path of a name asked again, the only
-/// reference counted is the answer's own.
+/// reference counted is that object, which each asset returned retains to keep its answer
+/// alive.
 struct StoreIndexResolver: AssetResolver {
     let storage: Storage
 

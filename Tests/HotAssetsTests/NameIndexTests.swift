@@ -83,6 +83,38 @@ struct NameIndexTests {
         }
     }
 
+    @Test(
+        "An answer from the index reads the kept URL and origin, equals and hashes as a made one, outlives its chain, and changes alone"
+    )
+    func keptAnswers() async throws {
+        try await withTemporaryDirectory { parent in
+            let store = EngineStore(parent: parent)
+            try await store.install("older", "1", ["sub/sample@2x.png", "config.json"])
+            var chain: ChainedAssetResolver? = try await AssetResolverChain.make(updater: store.relaunch(), bundle: nil)
+            // The first answer for a file is made and kept, the second reads the kept one.
+            let first = try #require(chain?.resolve("sub/sample"))
+            let second = try #require(chain?.resolve("sub/sample.png"))
+            let other = try #require(chain?.resolve("config.json"))
+            chain = nil
+            // The chain is gone: the assets keep what they read alive.
+            #expect(tag(of: second) == "older-1:sub/sample@2x.png")
+            #expect(second.url.path.hasSuffix("/sub/sample@2x.png"))
+            #expect(second.origin == .package(id: "older", version: "1"))
+            let made = ResolvedAsset(url: second.url, origin: second.origin)
+            #expect(first == second && second == made && made == second && first != other)
+            #expect(Set([first, second, made]).count == 1 && Set([first, other]).count == 2)
+            #expect(second.description == made.description)
+            #expect(second.description.contains("sub/sample@2x.png") && second.description.contains("older"))
+            // Changing a copy changes the copy alone.
+            var changed = second
+            changed.origin = .bundle
+            #expect(changed.origin == .bundle && changed.url == second.url)
+            #expect(second.origin == .package(id: "older", version: "1") && changed != second)
+            changed.url = other.url
+            #expect(changed.url == other.url && changed.origin == .bundle && second.url != other.url)
+        }
+    }
+
     @Test("A damaged or missing index is logged, names resolve through the file lists, and it is rebuilt")
     func damagedIndex() async throws {
         try await withTemporaryDirectory { parent in
