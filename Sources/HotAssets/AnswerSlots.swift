@@ -19,11 +19,13 @@ protocol AnswerSlots: AnyObject, Sendable {
 }
 
 /// The slots for `count` files: lock-free where the system has `Synchronization`'s
-/// atomics, else behind a lock.
-func makeAnswerSlots(count: Int) -> any AnswerSlots {
+/// atomics, else (or when `locked`, which tests ask for) behind a lock.
+func makeAnswerSlots(count: Int, locked: Bool = false) -> any AnswerSlots {
     #if canImport(Synchronization)
-    if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
-        return AtomicAnswerSlots(count: count)
+    if !locked {
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+            return AtomicAnswerSlots(count: count)
+        }
     }
     #endif
     return LockedAnswerSlots(count: count)
