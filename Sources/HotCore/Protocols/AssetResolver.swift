@@ -50,6 +50,8 @@ public struct ResolvedAsset: Sendable, Hashable, CustomStringConvertible {
         answer = .kept(kept, owner: owner)
     }
 
+    /// Whether the two assets name the same file from the same origin, whichever shape each
+    /// has (two that read the same kept answer are equal without reading it).
     public static func == (lhs: ResolvedAsset, rhs: ResolvedAsset) -> Bool {
         if case .kept(let left, _) = lhs.answer, case .kept(let right, _) = rhs.answer,
             left.toOpaque() == right.toOpaque()
@@ -59,6 +61,7 @@ public struct ResolvedAsset: Sendable, Hashable, CustomStringConvertible {
         return lhs.url == rhs.url && lhs.origin == rhs.origin
     }
 
+    /// Hashes the URL and origin, which `==` compares.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(url)
         hasher.combine(origin)
