@@ -34,7 +34,7 @@ func makeAnswerSlots(count: Int, locked: Bool = false) -> any AnswerSlots {
 #if canImport(Synchronization)
 /// A preallocated array of atomic words, each 0 or a retained `KeptAnswer`: read with
 /// one acquiring load, filled with one compare-and-exchange (a thread that loses the race
-/// releases its box and returns the winner's), released when the slots go.
+/// releases its retain and returns the winner's), released when the slots go.
 @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
 private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
     // The words are only touched atomically; the pointers themselves never change.
@@ -93,8 +93,8 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
 
     func keep(_ answer: KeptAnswer, for number: Int) -> Unmanaged<KeptAnswer> {
         precondition(number >= 0 && number < count, "a file number outside the index")
-        let box = Unmanaged.passRetained(answer)
-        let mine = UInt(bitPattern: box.toOpaque())
+        let retained = Unmanaged.passRetained(answer)
+        let mine = UInt(bitPattern: retained.toOpaque())
         let (exchanged, winner) = words[number].compareExchange(
             expected: 0,
             desired: mine,
@@ -104,10 +104,10 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
         if exchanged {
             let page = number / Self.wordsPerPage
             used[page / UInt.bitWidth].bitwiseOr(1 << UInt(page % UInt.bitWidth), ordering: .releasing)
-            return box
+            return retained
         }
         // Another thread kept one first (a failed exchange never stores 0 back).
-        box.release()
+        retained.release()
         guard let pointer = UnsafeRawPointer(bitPattern: winner) else {
             preconditionFailure("an answer slot was emptied while its slots live")
         }

@@ -45,7 +45,8 @@ public struct ResolvedAsset: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// An asset that reads `kept`, which `owner` keeps alive for as long as it lives.
-    /// Inlinable: the resolvers of other modules make one for every name they answer.
+    /// Inlinable: the resolvers of other modules make one for every name they answer
+    /// (measured: about 5% of a resolve at 100,000 names when it was a call).
     @inlinable package init(kept: Unmanaged<KeptAnswer>, owner: any AnyObject & Sendable) {
         answer = .kept(kept, owner: owner)
     }
