@@ -84,7 +84,7 @@ struct NameIndexTests {
     }
 
     @Test(
-        "An answer from the index reads the kept URL and origin, equals and hashes as a made one, outlives its chain, and changes alone"
+        "An answer from the index reads the kept URL and origin, equals and hashes as a made one, outlives its chain, and changes alone; an optional asset is two words"
     )
     func keptAnswers() async throws {
         try await withTemporaryDirectory { parent in
@@ -112,6 +112,12 @@ struct NameIndexTests {
             #expect(second.origin == .package(id: "older", version: "1") && changed != second)
             changed.url = other.url
             #expect(changed.url == other.url && changed.origin == .bundle && second.url != other.url)
+            var remade = made
+            remade.url = other.url
+            #expect(made.url == second.url && remade.url == other.url && remade.origin == made.origin)
+            // Both kinds are two words, whatever `URL` holds: an optional asset is returned
+            // in registers and dropped with one release.
+            #expect(MemoryLayout<ResolvedAsset?>.size == 2 * MemoryLayout<Int>.size)
         }
     }
 

@@ -2,64 +2,53 @@ import Foundation
 
 /// A resolved asset: a local file and where it came from.
 ///
-/// A value type with two shapes inside. One holds its URL and origin. The other, which the
-/// store's name index hands out for a file it has answered before, holds a reference to
-/// that answer, kept by the resolver: resolving then copies two words and makes no URL,
-/// and ``url`` and ``origin`` read the kept answer (the same `URL` every time). The two
-/// shapes are equal when their URLs and origins are.
+/// A value type of two words: a reference to the answer it reads (its URL and origin), and
+/// the object that keeps that answer alive. An asset made with ``init(url:origin:)`` keeps
+/// its own answer. One that the store's name index hands out for a file it has answered
+/// before reads the answer the resolver keeps, and keeps the resolver's storage: resolving
+/// then copies two words, counts one reference and makes no URL, and ``url`` and ``origin``
+/// read the kept answer (the same `URL` every time).
+///
+/// Every stored property has a layout known where the asset is used, so an optional asset
+/// is returned in two registers and dropped with one release; a `URL` held inline would
+/// make each copy and each drop a call through the type's metadata.
 public struct ResolvedAsset: Sendable, Hashable, CustomStringConvertible {
     /// The file.
     public var url: URL {
-        get {
-            switch answer {
-            case .made(let url, _): url
-            case .kept(let kept, _): kept._withUnsafeGuaranteedRef { $0.url }
-            }
-        }
-        set { answer = .made(newValue, origin) }
+        get { answer._withUnsafeGuaranteedRef { $0.url } }
+        set { self = ResolvedAsset(url: newValue, origin: origin) }
     }
 
     /// Where it came from.
     public var origin: ResolvedAsset.Origin {
-        get {
-            switch answer {
-            case .made(_, let origin): origin
-            case .kept(let kept, _): kept._withUnsafeGuaranteedRef { $0.origin }
-            }
-        }
-        set { answer = .made(url, newValue) }
+        get { answer._withUnsafeGuaranteedRef { $0.origin } }
+        set { self = ResolvedAsset(url: url, origin: newValue) }
     }
 
-    @usableFromInline var answer: Answer
-
-    @usableFromInline enum Answer: Sendable {
-        case made(URL, ResolvedAsset.Origin)
-        /// A kept answer, unretained, and the object that keeps it alive, retained: one
-        /// reference counted for the whole answer.
-        case kept(Unmanaged<KeptAnswer>, owner: any AnyObject & Sendable)
-    }
+    /// The answer read, unretained: `owner` keeps it alive.
+    @usableFromInline let answer: Unmanaged<KeptAnswer>
+    /// The answer itself, or the object that keeps it (one reference counted for both).
+    @usableFromInline let owner: any AnyObject & Sendable
 
     /// Creates a resolved asset.
     public init(url: URL, origin: ResolvedAsset.Origin) {
-        answer = .made(url, origin)
+        let made = KeptAnswer(url: url, origin: origin)
+        answer = Unmanaged.passUnretained(made)
+        owner = made
     }
 
     /// An asset that reads `kept`, which `owner` keeps alive for as long as it lives.
     /// Inlinable: the resolvers of other modules make one for every name they answer
     /// (measured: about 5% of a resolve at 100,000 names when it was a call).
     @inlinable package init(kept: Unmanaged<KeptAnswer>, owner: any AnyObject & Sendable) {
-        answer = .kept(kept, owner: owner)
+        answer = kept
+        self.owner = owner
     }
 
-    /// Whether the two assets name the same file from the same origin, whichever shape each
-    /// has (two that read the same kept answer are equal without reading it).
+    /// Whether the two assets name the same file from the same origin, however each was
+    /// made (two that read the same answer are equal without reading it).
     public static func == (lhs: ResolvedAsset, rhs: ResolvedAsset) -> Bool {
-        if case .kept(let left, _) = lhs.answer, case .kept(let right, _) = rhs.answer,
-            left.toOpaque() == right.toOpaque()
-        {
-            return true
-        }
-        return lhs.url == rhs.url && lhs.origin == rhs.origin
+        lhs.answer.toOpaque() == rhs.answer.toOpaque() || (lhs.url == rhs.url && lhs.origin == rhs.origin)
     }
 
     /// Hashes the URL and origin, which `==` compares.
@@ -68,13 +57,14 @@ public struct ResolvedAsset: Sendable, Hashable, CustomStringConvertible {
         hasher.combine(origin)
     }
 
-    /// The URL and origin, whichever shape holds them.
+    /// The URL and origin.
     public var description: String {
         "ResolvedAsset(url: \(url), origin: \(origin))"
     }
 }
 
-/// An answer a resolver made once and keeps, for the ``ResolvedAsset``s that read it.
+/// An answer, made once: an asset's own, or one a resolver keeps for the ``ResolvedAsset``s
+/// that read it.
 @usableFromInline package final class KeptAnswer: Sendable {
     package let url: URL
     package let origin: ResolvedAsset.Origin
