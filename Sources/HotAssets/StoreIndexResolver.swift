@@ -38,6 +38,8 @@ struct StoreIndexResolver: AssetResolver {
 
     final class Storage: Sendable {
         let index: NameIndex
+        /// The index's file count.
+        private let fileCount: Int
         /// `<root>/<version path>/` of each package of the index.
         private let prefixes: [String]
         private let origins: [ResolvedAsset.Origin]
@@ -48,6 +50,7 @@ struct StoreIndexResolver: AssetResolver {
 
         init(index: NameIndex, root: URL, damage: IndexDamage) {
             self.index = index
+            fileCount = index.fileCount
             self.damage = damage
             let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
             var prefixes: [String] = []
@@ -67,7 +70,20 @@ struct StoreIndexResolver: AssetResolver {
             )
         }
 
+        /// A name asked again: the index's file for it, and the answer kept for that file,
+        /// read in place (the asset retains this storage alone and makes no URL). Anything
+        /// else (a first answer, a name to normalise, none, damage) takes `resolveFirst`.
         func resolve(_ name: String) -> ResolvedAsset? {
+            if case .file(let number) = index.find(name), number < fileCount, let kept = answers.kept(number) {
+                return ResolvedAsset(kept: kept, owner: self)
+            }
+            return resolveFirst(name)
+        }
+
+        /// `resolve` for every case but a kept answer, out of line so that the path of a name
+        /// asked again stays short.
+        @inline(never)
+        private func resolveFirst(_ name: String) -> ResolvedAsset? {
             var found = index.find(name)
             if case .none = found {
                 guard let normalised = AssetName.normalise(name), normalised != name else { return nil }
@@ -75,9 +91,8 @@ struct StoreIndexResolver: AssetResolver {
             }
             switch found {
             case .file(let number):
-                guard number < index.fileCount, !prefixes.isEmpty else { return nil }
-                // A kept answer was made from blocks already checked. The asset reads it in
-                // place: resolving makes no URL and retains this storage alone.
+                guard number < fileCount, !prefixes.isEmpty else { return nil }
+                // A kept answer was made from blocks already checked.
                 if let kept = answers.kept(number) { return ResolvedAsset(kept: kept, owner: self) }
                 do throws(HotUpdateError) {
                     return ResolvedAsset(kept: answers.keep(try answer(number), for: number), owner: self)
