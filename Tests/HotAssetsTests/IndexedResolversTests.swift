@@ -24,17 +24,9 @@ extension EngineStore {
     func damageIndexSlots() async throws {
         let file = try await indexFile()
         var bytes = try Data(contentsOf: file)
-        func u32(_ offset: Int) -> Int {
-            bytes.withUnsafeBytes {
-                Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
-            }
-        }
-        func aligned(_ value: Int, _ alignment: Int) -> Int { (value + alignment - 1) / alignment * alignment }
-        let packagesOffset = aligned(68 + u32(64), 8)
-        let filesOffset = aligned(packagesOffset + u32(40) * 24, 8)
-        let filesEnd = filesOffset + u32(44) * 16
-        let slotsOffset = aligned(filesEnd + 8, 64)
-        let poolOffset = slotsOffset + (1 << u32(52)) * 16 + (1 << u32(filesEnd)) * 16
+        let sections = nameIndexSections(bytes)
+        let slotsOffset = sections.nameSlots.lowerBound
+        let poolOffset = sections.pool.lowerBound
         let block = 16 * 1024
         var flipped = 0
         for start in stride(from: 64, to: poolOffset, by: block)

@@ -175,13 +175,23 @@ struct NameIndexTests {
             let good = try Data(contentsOf: file)
             let generation = try await store.updater.currentSnapshot().generation
             let layout = StoreLayout(root: store.root)
-            let blocks = (good.count - 64) / (16 * 1024)
-            #expect(blocks >= 12, "the index has \(blocks) blocks")
-            // In the name slots, the path slots and the keys: blocks opening does not read.
-            for fraction in [0.35, 0.55, 0.95] {
-                let label = "a byte flipped \(Int(fraction * 100))% into the file"
+            // A third and two thirds into the name slots, and three quarters into the string
+            // pool, among the keys: blocks opening does not read, and lookups do.
+            let sections = nameIndexSections(good)
+            let block = 16 * 1024
+            let places = [
+                ("a third into the name slots", sections.nameSlots.lowerBound + sections.nameSlots.count / 3),
+                ("two thirds into the name slots", sections.nameSlots.lowerBound + sections.nameSlots.count * 2 / 3),
+                ("three quarters into the keys", sections.pool.lowerBound + sections.pool.count * 3 / 4),
+            ]
+            // Three blocks apart from each other and from the pool's first block (the package
+            // strings, which opening reads).
+            let blocks = Set(([sections.pool.lowerBound] + places.map(\.1)).map { ($0 - 64) / block })
+            #expect(blocks.count == 4, "\(sections)")
+            for (place, offset) in places {
+                let label = "a byte flipped \(place)"
                 var damaged = good
-                damaged[Int(Double(good.count) * fraction)] ^= 0x5a
+                damaged[offset] ^= 0x5a
                 try damaged.write(to: file)
 
                 // Opening reads the header, the block table and the packages, not the rest.
@@ -220,10 +230,10 @@ struct NameIndexTests {
             try await store.install("older", "1", DirectoryAssetResolverTests.files)
             let file = try await store.indexFile()
             let good = try Data(contentsOf: file)
-            // The same bytes claiming format 1, with a header checksum that matches.
+            // The same bytes claiming format 3, with a header checksum that matches.
             var older = good
             older.withUnsafeMutableBytes { raw in
-                raw.storeBytes(of: UInt32(1).littleEndian, toByteOffset: 8, as: UInt32.self)
+                raw.storeBytes(of: UInt32(3).littleEndian, toByteOffset: 8, as: UInt32.self)
                 let sum = NameIndexFormat.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<56]))
                 raw.storeBytes(of: sum.littleEndian, toByteOffset: 56, as: UInt64.self)
             }
@@ -234,14 +244,14 @@ struct NameIndexTests {
             let slow = try await store.slowChain(bundle: nil)
             for name in names { #expect(chain.resolve(name) == slow.resolve(name), "\(name)") }
             #expect(
-                logs.lines.contains { $0.contains("resolving through the file lists") && $0.contains("format (1)") }
+                logs.lines.contains { $0.contains("resolving through the file lists") && $0.contains("format (3)") }
             )
             #expect(try await updater.rebuildNameIndex())
             #expect(try Data(contentsOf: file) == good)
         }
     }
 
-    @Test("Names of every length from 1 to 40 bytes are found, and names one byte off are not")
+    @Test("Names of every length from 1 to 40 bytes are found, and names one byte off or too long for a slot are not")
     func everyLength() async throws {
         try await withTemporaryDirectory { parent in
             let store = EngineStore(parent: parent)
@@ -260,6 +270,9 @@ struct NameIndexTests {
                 }
             }
             #expect(asked == 3 * 40)
+            // Longer than a name slot can hold: none, without a read past the slots.
+            let long = "k/" + String(repeating: "a", count: NameIndexFormat.maxKeyLength)
+            #expect(chain.resolve(long) == nil && slow.resolve(long) == nil)
         }
     }
 }

@@ -32,3 +32,20 @@ func tag(of asset: ResolvedAsset?) -> String? {
 func run(_ arguments: [String]) async throws {
     try await Subprocess.check(arguments[0], Array(arguments.dropFirst()))
 }
+
+/// Where the name slots, the path slots and the string pool lie in the bytes of a name
+/// index (offsets from the file's start; see `NameIndexFormat`).
+func nameIndexSections(_ bytes: Data) -> (nameSlots: Range<Int>, pathSlots: Range<Int>, pool: Range<Int>) {
+    func u32(_ offset: Int) -> Int {
+        bytes.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self))) }
+    }
+    func aligned(_ value: Int, _ alignment: Int) -> Int { (value + alignment - 1) / alignment * alignment }
+    let packagesOffset = aligned(68 + u32(64), 8)
+    let filesOffset = aligned(packagesOffset + u32(40) * 24, 8)
+    let filesEnd = filesOffset + u32(44) * 16
+    let slotsOffset = aligned(filesEnd + 8, 64)
+    let pathSlotsOffset = slotsOffset + (1 << u32(52)) * NameIndexFormat.nameSlotSize
+    let poolOffset = pathSlotsOffset + (1 << u32(filesEnd)) * NameIndexFormat.pathSlotSize
+    let bodyEnd = 64 + u32(24)
+    return (slotsOffset..<pathSlotsOffset, pathSlotsOffset..<poolOffset, poolOffset..<bodyEnd)
+}

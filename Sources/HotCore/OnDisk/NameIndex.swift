@@ -218,8 +218,8 @@ package final class NameIndex: @unchecked Sendable {
         let pathCount = load32(filesEnd + 4)
         let pathSlotMask = (1 << min(pathSlotBits, 31)) - 1
         let slotsOffset = (filesEnd + 8 + NameIndexFormat.slotAlignment - 1) & ~(NameIndexFormat.slotAlignment - 1)
-        let pathSlotsOffset = slotsOffset + (slotMask + 1) * NameIndexFormat.slotSize
-        let poolOffset = pathSlotsOffset + (pathSlotMask + 1) * NameIndexFormat.slotSize
+        let pathSlotsOffset = slotsOffset + (slotMask + 1) * NameIndexFormat.nameSlotSize
+        let poolOffset = pathSlotsOffset + (pathSlotMask + 1) * NameIndexFormat.pathSlotSize
         guard pathSlotBits < 32, poolOffset <= bodyEnd, slotMask + 1 > entryCount, pathSlotMask + 1 > pathCount else {
             throw HotUpdateError(.storeCorrupt, "the name index's sections do not fit the file", subject: url.path)
         }
@@ -340,23 +340,48 @@ package final class NameIndex: @unchecked Sendable {
         return nil
     }
 
-    /// The file that wins the name of these UTF-8 bytes: the hash, then the slots from the
-    /// one it picks until an empty one, each compared by its hash tag and key length in one
-    /// 8-byte load, and by the key's bytes when those match. A file number, ``absent`` or
-    /// ``damaged``.
+    /// The file that wins the name of these UTF-8 bytes: the hash, then the name slots from
+    /// the one it picks until an empty one, each compared by its hash tag and key length in
+    /// one 8-byte load, and by the key's bytes when those match (the file's number lies just
+    /// before them). A file number, ``absent`` or ``damaged``.
     @inline(__always)
     private func find(_ bytes: UnsafeRawBufferPointer) -> Int {
-        guard let address = bytes.baseAddress, !bytes.isEmpty else { return Self.absent }
-        let poolStart = pool - base
-        return probe(slots, mask: slotMask, hash: NameIndexFormat.hash(bytes), count: bytes.count) { offset, file in
-            guard offset + bytes.count <= poolLength else { return Self.absent }
-            guard isChecked(poolStart + offset, bytes.count) else { return Self.damaged }
-            return Self.equal(pool + offset, address, bytes.count) ? file : Self.absent
+        guard let address = bytes.baseAddress, !bytes.isEmpty, bytes.count <= NameIndexFormat.maxKeyLength else {
+            return Self.absent
         }
+        let count = bytes.count
+        let hash = NameIndexFormat.hash(bytes)
+        let wanted = (hash >> 44) << 12 | UInt64(truncatingIfNeeded: count)
+        let poolStart = pool - base
+        let tableStart = slots - base
+        var slot = Int(truncatingIfNeeded: hash) & slotMask
+        // Bounded by the slot count: an index always has empty slots, but the bytes are only
+        // checksummed, not trusted to be well formed.
+        for _ in 0...slotMask {
+            // A slot never straddles two blocks (its size divides the slots' alignment).
+            let position = tableStart + slot &* NameIndexFormat.nameSlotSize
+            guard isChecked(slotAt: position, NameIndexFormat.nameSlotSize) else { return Self.damaged }
+            let value = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+            if value >> 32 == wanted {
+                let offset = Int(truncatingIfNeeded: value & 0xFFFF_FFFF)
+                if offset >= 4, offset + count <= poolLength {
+                    guard isChecked(poolStart + offset - 4, count + 4) else { return Self.damaged }
+                    if Self.equal(pool + offset, address, count) {
+                        return Int(
+                            UInt32(littleEndian: pool.loadUnaligned(fromByteOffset: offset - 4, as: UInt32.self))
+                        )
+                    }
+                }
+            } else if value == 0 {
+                return Self.absent
+            }
+            slot = (slot &+ 1) & slotMask
+        }
+        return Self.absent
     }
 
-    /// Walks an open-addressed table of 16-byte slots (hash tag and key length, pool offset,
-    /// file) from the slot `hash` picks until an empty one; `match` is asked about each slot
+    /// Walks the path table, open-addressed with 16-byte slots (hash tag and path length, pool
+    /// offset, file), from the slot `hash` picks until an empty one; `match` is asked about each slot
     /// whose tag and length are the wanted ones, and its first answer is returned.
     /// Bounded by the slot count: an index always has empty slots, but the bytes are only
     /// checksummed, not trusted to be well formed.
@@ -372,9 +397,10 @@ package final class NameIndex: @unchecked Sendable {
         var slot = Int(truncatingIfNeeded: hash) & mask
         let tableStart = table - base
         for _ in 0...mask {
-            // A slot never straddles two blocks (both sizes divide the slots' alignment).
-            guard isChecked(slotAt: tableStart + slot &* NameIndexFormat.slotSize) else { return Self.damaged }
-            let record = table + slot &* NameIndexFormat.slotSize
+            // A slot never straddles two blocks (its size divides the slots' alignment).
+            let position = tableStart + slot &* NameIndexFormat.pathSlotSize
+            guard isChecked(slotAt: position, NameIndexFormat.pathSlotSize) else { return Self.damaged }
+            let record = table + slot &* NameIndexFormat.pathSlotSize
             let head = UInt64(littleEndian: record.loadUnaligned(as: UInt64.self))
             if head == wanted {
                 let offset = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
@@ -481,12 +507,12 @@ package final class NameIndex: @unchecked Sendable {
         return checkBlocks(offset, count)
     }
 
-    /// ``isChecked(_:_:)`` for a 16-byte slot, which lies in one block.
+    /// ``isChecked(_:_:)`` for a slot of `size` bytes, which lies in one block.
     @inline(__always)
-    private func isChecked(slotAt offset: Int) -> Bool {
+    private func isChecked(slotAt offset: Int, _ size: Int) -> Bool {
         guard let checked else { return true }
         if checked.isChecked((offset &- NameIndexFormat.headerSize) >> NameIndexFormat.blockShift) { return true }
-        return checkBlocks(offset, NameIndexFormat.slotSize)
+        return checkBlocks(offset, size)
     }
 
     @inline(never)

@@ -9,7 +9,7 @@ import Foundation
 /// | offset | field |
 /// |---|---|
 /// | 0 | `HOTNAMES` |
-/// | 8 | format (u32, 3), header size (u32, 64) |
+/// | 8 | format (u32, 4), header size (u32, 64) |
 /// | 16 | the store generation the index belongs to (u64) |
 /// | 24 | body length (u64), checksum of the block table (u64, ``checksum(_:seed:)``) |
 /// | 40 | packages, files, entries (u32 each), log2 of the slot count (u32) |
@@ -20,13 +20,17 @@ import Foundation
 /// offset and length in the string pool), the files (path offset u32, path length u16,
 /// package u16, size u64; every file of every package, those that win a name first), the
 /// log2 of the path slot count and the number of paths (u32 each), then, 64-byte aligned,
-/// the hash slots of the names and those of the paths (16 bytes each: the key's hash's upper
-/// 32 bits u32, key length u32, key offset u32, file u32; a key length of 0 marks an empty
-/// slot; linear probing, at most 70% full for names and 80% for paths), and the string pool. A key that is a prefix of
-/// its file's path shares the path's bytes. A name lookup reads one slot (its first 8 bytes
-/// compared in one load) and the key's bytes. The path slots answer which file of a given
-/// package has a given path (its hash folded with the package's number,
-/// ``pathHash(_:package:)``), for the resolvers that address one package.
+/// the hash slots of the names (8 bytes each, a u64: the key's hash's upper 20 bits, key
+/// length in 12 bits, key offset in the pool in 32; 0 marks an empty slot), those of the
+/// paths (16 bytes each: the path's hash's upper 32 bits u32, path length u32, path offset
+/// u32, file u32; a length of 0 marks an empty slot), both with linear probing, at most 70%
+/// full for names and 80% for paths, and the string pool. Every path in the pool, and every
+/// key stored apart, follows its file's number (u32): a key that is a prefix of its file's
+/// path shares the path's bytes and reads the same number. A name lookup reads one slot (its
+/// tag and length compared in one load) and the line of the key's bytes, where the file's
+/// number lies too. The path slots answer which file of a given package has a given path
+/// (its hash folded with the package's number, ``pathHash(_:package:)``), for the resolvers
+/// that address one package.
 ///
 /// After the body, the block table: one checksum (u64) per ``blockSize`` bytes of the body
 /// (the last block may be shorter), block `n`'s seeded with `n`. Opening checks the header
@@ -34,17 +38,24 @@ import Foundation
 /// the same whatever the store holds, and a damaged block is found before a byte of it is
 /// believed.
 ///
-/// Format 3 checks the body block by block where format 2 checked it whole when it was
+/// Format 4 keeps 8-byte name slots and each file's number beside its key, where format 3 kept
+/// the number in 16-byte slots (8 MB of name slots at 100,000 files instead of 4). Format 3
+/// checks the body block by block where format 2 checked it whole when it was
 /// opened (16 MB for 100,000 files, read on every launch), and format 2 kept each entry in
 /// its slot where format 1 pointed from 4-byte slots to a separate entry table. An index of
 /// another format is refused when opened, as a damaged one is, and rebuilt.
 package enum NameIndexFormat {
     static let magic: [UInt8] = Array("HOTNAMES".utf8)
-    static let format: UInt32 = 3
+    static let format: UInt32 = 4
     static let headerSize = 64
     static let packageRecordSize = 24
     static let fileRecordSize = 16
-    static let slotSize = 16
+    /// The bytes of a name slot and of a path slot.
+    package static let nameSlotSize = 8
+    package static let pathSlotSize = 16
+    /// The longest key a name slot can hold (12 bits of length): longer than any path a
+    /// system opens.
+    package static let maxKeyLength = 4_095
     /// The index is written 64 KiB per call (see `FileSystem.replaceDurably(_:with:chunkSize:)`):
     /// a lookup then maps at most that much of the file around each page it touches.
     static let writeChunk = 64 * 1024
@@ -126,7 +137,7 @@ package enum NameIndexFormat {
     /// Encodes the index of `packages` (first wins) with their file lists.
     ///
     /// - Throws: ``HotUpdateError/Code/unsupported`` beyond the format's limits (65,535
-    ///   packages, paths of 65,535 bytes, 4 GiB).
+    ///   packages, paths of 65,535 bytes, names of 4,095 bytes, 4 GiB).
     package static func encode(
         generation: Int,
         packages: [(package: Package, files: [FileList.Entry])],
@@ -142,6 +153,11 @@ package enum NameIndexFormat {
             let offset = UInt32(truncatingIfNeeded: pool.count)
             pool.append(contentsOf: text.utf8)
             return (offset, UInt32(truncatingIfNeeded: text.utf8.count))
+        }
+        /// A path or a key, after the number of its file.
+        func intern(_ text: String, file: UInt32) -> (UInt32, UInt32) {
+            withUnsafeBytes(of: file.littleEndian) { pool.append(contentsOf: $0) }
+            return intern(text)
         }
         var packageRecords: [UInt32] = []
         var fileRecords: [(offset: UInt32, length: UInt16, package: UInt16, size: UInt64, path: String)] = []
@@ -172,8 +188,8 @@ package enum NameIndexFormat {
                         subject: String(path.prefix(200))
                     )
                 }
-                let (offset, length) = intern(path)
                 let fileNumber = UInt32(fileRecords.count)
+                let (offset, length) = intern(path, file: fileNumber)
                 fileRecords.append(
                     (offset, UInt16(length), UInt16(number), UInt64(max(0, item.files[position].size)), path)
                 )
@@ -181,13 +197,21 @@ package enum NameIndexFormat {
                 return fileNumber
             }
             for (key, value) in keys.sorted(by: { $0.key < $1.key }) where seen.insert(key).inserted {
+                guard key.utf8.count <= maxKeyLength else {
+                    throw HotUpdateError(
+                        .unsupported,
+                        "a name of more than 4,095 bytes cannot be indexed",
+                        packageID: item.package.id,
+                        subject: String(key.prefix(200))
+                    )
+                }
                 let file = try fileNumber(value.file, path: value.rank.path)
                 let record = fileRecords[Int(file)]
                 let keyOffset: UInt32
                 if record.path.utf8.starts(with: key.utf8) {
                     keyOffset = record.offset
                 } else {
-                    keyOffset = intern(key).0
+                    keyOffset = intern(key, file: file).0
                 }
                 entries.append((hash(key), keyOffset, UInt32(key.utf8.count), file))
             }
@@ -217,8 +241,15 @@ package enum NameIndexFormat {
         body.u32(pathSlotBits)
         body.u32(UInt32(paths.count))
         body.align(to: slotAlignment, from: headerSize)
-        writeSlots(entries, bits: Int(slotBits), into: &body)
-        writeSlots(paths, bits: Int(pathSlotBits), into: &body)
+        writeSlots(entries, bits: Int(slotBits), into: &body, size: nameSlotSize) { entry, body in
+            body.u64((entry.hash >> 44) << 44 | UInt64(entry.keyLength) << 32 | UInt64(entry.keyOffset))
+        }
+        writeSlots(paths, bits: Int(pathSlotBits), into: &body, size: pathSlotSize) { entry, body in
+            body.u32(UInt32(truncatingIfNeeded: entry.hash >> 32))
+            body.u32(entry.keyLength)
+            body.u32(entry.keyOffset)
+            body.u32(entry.file)
+        }
         body.align()
         body.bytes(pool)
         body.align()
@@ -251,11 +282,16 @@ package enum NameIndexFormat {
         return header.data + body.data + blocks.data
     }
 
-    /// Writes the hash slots of `entries`, `1 << bits` of them (linear probing).
+    /// Writes the hash slots of `entries`, `1 << bits` of them (linear probing), each of
+    /// `size` bytes written by `slot` (an empty one as zeros).
     private static func writeSlots(
         _ entries: [(hash: UInt64, keyOffset: UInt32, keyLength: UInt32, file: UInt32)],
         bits: Int,
-        into body: inout ByteWriter
+        into body: inout ByteWriter,
+        size: Int,
+        slot write: (
+            _ entry: (hash: UInt64, keyOffset: UInt32, keyLength: UInt32, file: UInt32), _ body: inout ByteWriter
+        ) -> Void
     ) {
         let slotMask = (1 << bits) - 1
         // Entry number + 1 per slot, 0 for empty.
@@ -267,14 +303,10 @@ package enum NameIndexFormat {
         }
         for slot in slots {
             guard slot != 0 else {
-                body.zeros(slotSize)
+                body.zeros(size)
                 continue
             }
-            let entry = entries[Int(slot) - 1]
-            body.u32(UInt32(truncatingIfNeeded: entry.hash >> 32))
-            body.u32(entry.keyLength)
-            body.u32(entry.keyOffset)
-            body.u32(entry.file)
+            write(entries[Int(slot) - 1], &body)
         }
     }
 
