@@ -46,6 +46,9 @@ func nameIndexSections(_ bytes: Data) -> (nameSlots: Range<Int>, pathSlots: Rang
     let slotsOffset = aligned(filesEnd + 8, 64)
     let pathSlotsOffset = slotsOffset + (1 << u32(52)) * NameIndexFormat.nameSlotSize
     let poolOffset = pathSlotsOffset + (1 << u32(filesEnd)) * NameIndexFormat.pathSlotSize
-    let bodyEnd = 64 + u32(24)
+    let bodyLength = bytes.withUnsafeBytes {
+        UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+    }
+    let bodyEnd = 64 + Int(bodyLength)
     return (slotsOffset..<pathSlotsOffset, pathSlotsOffset..<poolOffset, poolOffset..<bodyEnd)
 }

@@ -161,8 +161,8 @@ package enum NameIndexFormat {
         }
         var packageRecords: [UInt32] = []
         var fileRecords: [(offset: UInt32, length: UInt16, package: UInt16, size: UInt64, path: String)] = []
-        var entries: [(hash: UInt64, keyOffset: UInt32, keyLength: UInt32, file: UInt32)] = []
-        var paths: [(hash: UInt64, keyOffset: UInt32, keyLength: UInt32, file: UInt32)] = []
+        var entries: [SlotEntry] = []
+        var paths: [SlotEntry] = []
         var seen = Set<String>()
         // The packages' strings first, together at the pool's start: opening the index reads
         // them all, and one page of them is all it touches.
@@ -282,16 +282,18 @@ package enum NameIndexFormat {
         return header.data + body.data + blocks.data
     }
 
+    /// A key (a name, or a path of one package) as its slot holds it: its hash, where its
+    /// bytes lie in the pool, and the file it leads to.
+    private typealias SlotEntry = (hash: UInt64, keyOffset: UInt32, keyLength: UInt32, file: UInt32)
+
     /// Writes the hash slots of `entries`, `1 << bits` of them (linear probing), each of
     /// `size` bytes written by `slot` (an empty one as zeros).
     private static func writeSlots(
-        _ entries: [(hash: UInt64, keyOffset: UInt32, keyLength: UInt32, file: UInt32)],
+        _ entries: [SlotEntry],
         bits: Int,
         into body: inout ByteWriter,
         size: Int,
-        slot write: (
-            _ entry: (hash: UInt64, keyOffset: UInt32, keyLength: UInt32, file: UInt32), _ body: inout ByteWriter
-        ) -> Void
+        slot write: (_ entry: SlotEntry, _ body: inout ByteWriter) -> Void
     ) {
         let slotMask = (1 << bits) - 1
         // Entry number + 1 per slot, 0 for empty.
