@@ -1,16 +1,26 @@
-import CHotZstd
 import Foundation
 import HotCore
+
+#if Zstd && canImport(CHotZstd)
+import CHotZstd
+#endif
 
 /// Binary patches in zstd's patch-from format (`zstd --patch-from=BASE`): the target
 /// compressed with the base as its dictionary prefix, in one frame that records the
 /// target's size.
 ///
-/// Memory: both sides hold the base, the target and the patch in memory. Applying needs at
-/// most base + 2 × target + patch bytes (the output buffer and zstd's window over it), and
-/// files larger than ``maxFileBytes`` (64 MiB by default) are refused before anything is
-/// read, so a client's peak is bounded by about 4 × ``maxFileBytes``. Making a patch at level
-/// 19 with long-distance matching needs several times the window (the publisher's side).
+/// Applying runs ``ZstdDecoder``, HotArchive's own decoder, on every platform. Making a patch
+/// needs libzstd's encoder: it is there where the `Zstd` trait is on (Linux and the other
+/// platforms that install libzstd, by default), which is where publishers run `hot pack`.
+/// Elsewhere, ``canMakePatches`` is false and ``makePatch(base:target:)`` throws
+/// `HotUpdateError.Code.unsupported`; applying works everywhere.
+///
+/// Memory: both sides hold the base, the target and the patch in memory. Applying needs
+/// base + target + patch bytes (the result is decoded in place, the base is read where it
+/// lies), and files larger than ``maxFileBytes`` (64 MiB by default) are refused before
+/// anything is read, so a client's peak is bounded by about 3 × ``maxFileBytes``. Making a
+/// patch at level 19 with long-distance matching needs several times the window (the
+/// publisher's side).
 ///
 /// ```swift
 /// let patcher = ZstdPatcher()
@@ -31,6 +41,21 @@ public struct ZstdPatcher: BinaryPatcher {
         self.level = level
     }
 
+    /// Whether this build can make patches: true where libzstd's encoder is linked (the
+    /// `Zstd` trait, on by default off Apple platforms). Applying needs no library.
+    public static var canMakePatches: Bool {
+        #if Zstd && canImport(CHotZstd)
+        true
+        #else
+        false
+        #endif
+    }
+
+    static let noEncoder = HotUpdateError(
+        .unsupported,
+        "this build cannot make binary patches: making them needs libzstd's encoder (the Zstd trait, on Linux); applying them needs nothing"
+    )
+
     /// The window log that covers `size` bytes of base plus target, within zstd's default limit.
     static func windowLog(for size: Int) -> Int32 {
         var log: Int32 = 10
@@ -41,11 +66,13 @@ public struct ZstdPatcher: BinaryPatcher {
     /// A patch turning `base` into `target`.
     ///
     /// - Throws: `HotUpdateError.Code.limitExceeded` for a file over ``maxFileBytes``,
-    ///   `HotUpdateError.Code.internalInconsistency` when zstd fails.
+    ///   `HotUpdateError.Code.internalInconsistency` when zstd fails,
+    ///   `HotUpdateError.Code.unsupported` where ``canMakePatches`` is false.
     public func makePatch(base: Data, target: Data) throws -> Data {
         guard Int64(base.count) <= maxFileBytes, Int64(target.count) <= maxFileBytes else {
             throw HotUpdateError(.limitExceeded, "a file over \(maxFileBytes) bytes is not patched")
         }
+        #if Zstd && canImport(CHotZstd)
         guard let context = ZSTD_createCCtx() else {
             throw HotUpdateError(.internalInconsistency, "zstd cannot allocate a compression context")
         }
@@ -73,18 +100,26 @@ public struct ZstdPatcher: BinaryPatcher {
             }
         }
         return Data(output[0..<written])
+        #else
+        throw Self.noEncoder
+        #endif
     }
 
     /// `data` compressed alone at ``level``: what a patch is measured against.
     ///
-    /// - Throws: `HotUpdateError.Code.internalInconsistency` when zstd fails.
+    /// - Throws: `HotUpdateError.Code.internalInconsistency` when zstd fails,
+    ///   `HotUpdateError.Code.unsupported` where ``canMakePatches`` is false.
     public func compressedSize(of data: Data) throws -> Int {
+        #if Zstd && canImport(CHotZstd)
         var output = [UInt8](repeating: 0, count: ZSTD_compressBound(data.count))
         return try data.withUnsafeBytes { input in
             try output.withUnsafeMutableBytes { out in
                 try check(ZSTD_compress(out.baseAddress, out.count, input.baseAddress, input.count, level), "compress")
             }
         }
+        #else
+        throw Self.noEncoder
+        #endif
     }
 
     /// `base` patched by `patch`, which must produce exactly `expectedSize` bytes.
@@ -95,42 +130,45 @@ public struct ZstdPatcher: BinaryPatcher {
         guard Int64(base.count) <= maxFileBytes, expectedSize <= maxFileBytes, expectedSize >= 0 else {
             throw HotUpdateError(.limitExceeded, "a file over \(maxFileBytes) bytes is not patched")
         }
-        let declared = patch.withUnsafeBytes { ZSTD_getFrameContentSize($0.baseAddress, $0.count) }
-        guard hot_zstd_content_size_known(declared) != 0, declared == UInt64(expectedSize) else {
-            throw HotUpdateError(.corruptArchive, "the patch does not declare the listed size \(expectedSize)")
-        }
-        guard let context = ZSTD_createDCtx() else {
-            throw HotUpdateError(.internalInconsistency, "zstd cannot allocate a decompression context")
-        }
-        defer { ZSTD_freeDCtx(context) }
-        // Room for one byte more than expected, so a patch that produces more is caught.
-        var output = [UInt8](repeating: 0, count: Int(expectedSize) + 1)
-        let produced: Int = try base.withUnsafeBytes { baseBytes in
-            try patch.withUnsafeBytes { patchBytes in
-                try output.withUnsafeMutableBytes { out in
-                    try corrupt(ZSTD_DCtx_setParameter(context, ZSTD_d_windowLogMax, 27))
-                    try corrupt(ZSTD_DCtx_refPrefix(context, baseBytes.baseAddress, baseBytes.count))
-                    var input = ZSTD_inBuffer(src: patchBytes.baseAddress, size: patchBytes.count, pos: 0)
-                    var buffer = ZSTD_outBuffer(dst: out.baseAddress, size: out.count, pos: 0)
-                    while try corrupt(ZSTD_decompressStream(context, &buffer, &input)) != 0 {
-                        guard buffer.pos < buffer.size else {
-                            throw HotUpdateError(.corruptArchive, "the patch produces more than \(expectedSize) bytes")
-                        }
-                        guard input.pos < input.size else {
-                            throw HotUpdateError(.corruptArchive, "the patch ends before its frame does")
-                        }
-                    }
-                    guard input.pos == input.size else {
-                        throw HotUpdateError(.corruptArchive, "the patch has bytes after its frame")
-                    }
-                    return buffer.pos
-                }
+        return try patch.withUnsafeBytes { patchBytes in
+            try base.withUnsafeBytes { baseBytes in
+                try Self.decode(patch: patchBytes, base: baseBytes, expectedSize: expectedSize)
             }
         }
-        guard produced == Int(expectedSize) else {
-            throw HotUpdateError(.corruptArchive, "the patch produces \(produced) bytes, the list says \(expectedSize)")
+    }
+
+    /// The patch decoded against `base` into exactly `expectedSize` bytes.
+    static func decode(
+        patch: UnsafeRawBufferPointer,
+        base: UnsafeRawBufferPointer,
+        expectedSize: Int64
+    ) throws -> Data {
+        // One frame that declares the size the signed file list gives: anything else is
+        // refused before memory is taken for the result.
+        let header: ZstdFrameHeader
+        do {
+            header = try ZstdFrameHeader(patch)
+        } catch let error as HotUpdateError {
+            throw HotUpdateError(.corruptArchive, "the patch is not a zstd frame", cause: error)
         }
-        return Data(output[0..<produced])
+        guard header.contentSize == UInt64(expectedSize) else {
+            throw HotUpdateError(.corruptArchive, "the patch does not declare the listed size \(expectedSize)")
+        }
+        let limits = ZstdDecoder.Limits(maxWindowBytes: 1 << 27, maxOutputBytes: expectedSize)
+        let frames = ZstdFrames(input: patch, prefix: base, limits: limits)
+        let result: Data
+        do {
+            result = try frames.decodeAllToData(singleFrame: true)
+        } catch let error as HotUpdateError where error.code != .corruptArchive {
+            throw HotUpdateError(.corruptArchive, "the patch does not apply", cause: error)
+        }
+        guard result.count == Int(expectedSize) else {
+            throw HotUpdateError(
+                .corruptArchive,
+                "the patch produces \(result.count) bytes, the list says \(expectedSize)"
+            )
+        }
+        return result
     }
 
     public func apply(patch: URL, base: URL, to output: URL, expectedSize: Int64) throws {
@@ -146,9 +184,10 @@ public struct ZstdPatcher: BinaryPatcher {
         }
         let result: Data
         do {
+            // Mapped, not read: the pages of the base that matches never reach stay on disk.
             result = try applied(
                 patch: Data(contentsOf: patch),
-                base: Data(contentsOf: base),
+                base: Data(contentsOf: base, options: .alwaysMapped),
                 expectedSize: expectedSize
             )
         } catch let error as HotUpdateError {
@@ -161,6 +200,7 @@ public struct ZstdPatcher: BinaryPatcher {
         try writer.close(sync: false)
     }
 
+    #if Zstd && canImport(CHotZstd)
     @discardableResult
     private func check(_ code: Int, _ what: String) throws -> Int {
         if ZSTD_isError(code) != 0 {
@@ -171,15 +211,5 @@ public struct ZstdPatcher: BinaryPatcher {
         }
         return code
     }
-
-    @discardableResult
-    private func corrupt(_ code: Int) throws -> Int {
-        if ZSTD_isError(code) != 0 {
-            throw HotUpdateError(
-                .corruptArchive,
-                "the patch does not apply: \(String(cString: ZSTD_getErrorName(code)))"
-            )
-        }
-        return code
-    }
+    #endif
 }
