@@ -31,11 +31,13 @@ public struct ZstdDecoder: Sendable {
         /// The largest window a frame may declare, in bytes. zstd's decoder refuses windows
         /// over 128 MiB (`--long=27`) unless told otherwise; so does this one by default.
         public var maxWindowBytes: Int
-        /// The most bytes the input may decode to, all frames together.
+        /// The most bytes the input may decode to, all frames together: 1 GiB by default, so
+        /// that a few kilobytes of RLE blocks cannot fill memory or a disk. Raise it for
+        /// larger content.
         public var maxOutputBytes: Int64
 
         /// Creates limits.
-        public init(maxWindowBytes: Int = 1 << 27, maxOutputBytes: Int64 = .max) {
+        public init(maxWindowBytes: Int = 1 << 27, maxOutputBytes: Int64 = 1 << 30) {
             self.maxWindowBytes = maxWindowBytes
             self.maxOutputBytes = maxOutputBytes
         }
