@@ -17,7 +17,8 @@ struct ZstdPatcherTests {
     }
 
     @Test(
-        "a patch of a script with one line in ten changed applies back exactly and is far smaller than the file compressed alone"
+        "a patch of a script with one line in ten changed applies back exactly and is far smaller than the file compressed alone",
+        .enabled(if: ZstdPatcher.canMakePatches, "this build cannot make patches (the Zstd trait is off)")
     )
     func roundTrip() throws {
         let patcher = ZstdPatcher()
@@ -29,7 +30,10 @@ struct ZstdPatcherTests {
         #expect(patch.count * 2 <= alone)
     }
 
-    @Test("a patch is refused against another base, for another size, truncated, or over the size limit")
+    @Test(
+        "a patch is refused against another base, for another size, truncated, or over the size limit",
+        .enabled(if: ZstdPatcher.canMakePatches, "this build cannot make patches (the Zstd trait is off)")
+    )
     func refusals() throws {
         let patcher = ZstdPatcher()
         let base = Self.script(lines: 2_000, changed: false)
@@ -51,5 +55,26 @@ struct ZstdPatcherTests {
             try small.applied(patch: patch, base: base, expectedSize: size)
         }
         #expect(error?.code == .limitExceeded)
+    }
+
+    @Test("a patch made by the zstd tool applies in every build; making one needs the Zstd trait")
+    func toolPatch() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let base = Self.script(lines: 3_000, changed: false)
+        let target = Self.script(lines: 3_000, changed: true)
+        let baseFile = scratch.path("base.js")
+        try base.write(to: baseFile)
+        let patch = try await ZstdTool.compress(target, ["-19", "--patch-from=\(baseFile.path)"], in: scratch)
+        let patcher = ZstdPatcher()
+        #expect(try patcher.applied(patch: patch, base: base, expectedSize: Int64(target.count)) == target)
+        let error = #expect(throws: HotUpdateError.self) {
+            try patcher.applied(patch: patch, base: base, expectedSize: Int64(target.count) + 1)
+        }
+        #expect(error?.code == .corruptArchive)
+        if !ZstdPatcher.canMakePatches {
+            let refusal = #expect(throws: HotUpdateError.self) { try patcher.makePatch(base: base, target: target) }
+            #expect(refusal?.code == .unsupported)
+        }
     }
 }
