@@ -2,7 +2,10 @@
 import PackageDescription
 
 /// Platforms where the C libraries come from the system (apt, pkg-config).
-/// Apple platforms use their own frameworks where the system lacks a library.
+/// Apple platforms link only what their SDKs ship (zlib, libcurl on macOS, the system
+/// frameworks) and swift-crypto: the libraries no Apple SDK has (libzstd, libdeflate,
+/// libarchive, libcrypto) are conditioned on these platforms, whatever the traits.
+/// `scripts/link-audit` checks it.
 let nonApple: [Platform] = [.linux, .android, .windows, .openbsd, .wasi]
 
 /// The command-line parser of `hot` and the examples.
@@ -19,6 +22,9 @@ let swiftCrypto: [Target.Dependency] = ["Crypto", "_CryptoExtras"].flatMap { pro
         .product(name: product, package: "swift-crypto", condition: .when(platforms: nonApple, traits: ["SwiftCrypto"])),
     ]
 }
+
+/// The traits on unless a build says otherwise: every C library its platform has.
+let defaultTraits: Set<String> = ["LibArchive", "Curl", "Zstd", "Deflate", "Libcrypto"]
 
 let package = Package(
     name: "HotUpdate",
@@ -39,21 +45,34 @@ let package = Package(
         .executable(name: "WebOfflinePackages", targets: ["WebOfflinePackages"]),
         .executable(name: "LaunchGuard", targets: ["LaunchGuard"]),
     ],
+    // Each trait that links a C library applies only where the platform has it: the default
+    // traits change nothing on Apple platforms but libcurl on macOS. Without the defaults and
+    // with `SwiftCrypto` (`--disable-default-traits --traits SwiftCrypto`), Linux builds what
+    // Apple platforms build: zlib, swift-crypto, URLSession.
     traits: [
         .trait(
             name: "LibArchive",
-            description: "LibArchiveUnarchiver: ZIP entries in methods our reader lacks (bzip2, LZMA, zstd, xz, AES) decoded by libarchive (links libarchive)."),
+            description: "LibArchiveUnarchiver: ZIP entries in methods our reader lacks (bzip2, LZMA, zstd, xz, AES) decoded by libarchive (links libarchive; not on Apple platforms)."),
         .trait(
             name: "Curl",
-            description: "CurlTransport: HTTP over libcurl (links libcurl); without it HTTP goes through URLSession."),
+            description: "CurlTransport: HTTP over libcurl (links libcurl; Linux and macOS); without it HTTP goes through URLSession."),
+        .trait(
+            name: "Zstd",
+            description: "ZstdPatcher.makePatch: binary patches made by libzstd's encoder, for `hot pack` (links libzstd; not on Apple platforms). Applying patches needs no library."),
+        .trait(
+            name: "Deflate",
+            description: "The ZIP reader decodes small deflate entries whole and computes CRC-32 with libdeflate (links libdeflate; not on Apple platforms); zlib without it."),
+        .trait(
+            name: "Libcrypto",
+            description: "HotVerify over libcrypto (OpenSSL 3; not on Apple platforms, which use swift-crypto). SwiftCrypto wins when both are on; with neither, off Apple platforms, CryptoVerifier and CryptoSigner throw `unsupported`."),
         .trait(
             name: "SwiftCrypto",
-            description: "HotVerify over swift-crypto (the code Apple platforms run) instead of libcrypto on Linux."),
+            description: "HotVerify over swift-crypto (the code Apple platforms run) instead of libcrypto off Apple platforms."),
         .trait(
             name: "defaults",
             description: "The default traits under a name that can stand beside others: `--traits defaults,SwiftCrypto`.",
-            enabledTraits: ["LibArchive", "Curl"]),
-        .default(enabledTraits: ["LibArchive", "Curl"]),
+            enabledTraits: defaultTraits),
+        .default(enabledTraits: defaultTraits),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -107,16 +126,18 @@ let package = Package(
         .target(
             name: "HotArchive",
             dependencies: [
-                "HotCore", "CHotZlib", "CHotZstd",
-                .target(name: "CHotArchive", condition: .when(platforms: nonApple + [.macOS], traits: ["LibArchive"])),
-                // Whole-entry inflate and fast CRC-32 where libdeflate is installed; zlib elsewhere.
-                .target(name: "CHotDeflate", condition: .when(platforms: nonApple + [.macOS])),
+                "HotCore", "CHotZlib",
+                .target(name: "CHotArchive", condition: .when(platforms: nonApple, traits: ["LibArchive"])),
+                // The patch encoder (`hot pack`); patches are applied by HotArchive's own decoder.
+                .target(name: "CHotZstd", condition: .when(platforms: nonApple, traits: ["Zstd"])),
+                // Whole-entry inflate and fast CRC-32; zlib's streaming inflate without it.
+                .target(name: "CHotDeflate", condition: .when(platforms: nonApple, traits: ["Deflate"])),
             ]),
         .target(
             name: "HotVerify",
             dependencies: [
                 "HotCore", "HotManifest",
-                .target(name: "CHotCrypto", condition: .when(platforms: nonApple)),
+                .target(name: "CHotCrypto", condition: .when(platforms: nonApple, traits: ["Libcrypto"])),
             ] + swiftCrypto),
         .target(name: "HotStore", dependencies: ["HotCore"]),
         .target(

@@ -23,7 +23,8 @@ public struct KeyKind: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Signs with a private key: the publisher's half of ``CryptoVerifier``, over the same library
-/// (libcrypto by default on Linux; swift-crypto on Apple platforms and with the `SwiftCrypto` trait).
+/// (libcrypto by default on Linux, the `Libcrypto` trait; swift-crypto on Apple platforms and with
+/// the `SwiftCrypto` trait).
 ///
 /// Keys are PEM PKCS#8 (`-----BEGIN PRIVATE KEY-----`), as `openssl genpkey` writes them;
 /// signatures verify with `openssl pkeyutl -verify` and with ``CryptoVerifier`` of either

@@ -2,8 +2,10 @@ import Foundation
 import HotCore
 
 /// Computes digests and checks signatures with the platform's crypto library:
-/// libcrypto (OpenSSL 3) by default on Linux; swift-crypto on Apple platforms (where it is
-/// CryptoKit) and, with the package's `SwiftCrypto` trait, on Linux too.
+/// libcrypto (OpenSSL 3) by default on Linux (the package's `Libcrypto` trait); swift-crypto on
+/// Apple platforms (where it is CryptoKit) and, with the package's `SwiftCrypto` trait, on Linux
+/// too. A Linux build with neither trait has no crypto library: every call throws
+/// `HotUpdateError.Code.unsupported`.
 ///
 /// Digests: MD5 (for older servers) and SHA-256. Signatures: Ed25519,
 /// RSA PKCS#1 v1.5 with SHA-256, RSA-PSS with SHA-256, MGF1-SHA-256 and a 32-byte salt,

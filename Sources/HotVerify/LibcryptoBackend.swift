@@ -1,6 +1,6 @@
-// The default backend on Linux and the other platforms with OpenSSL 3; Apple platforms and the
-// `SwiftCrypto` trait use SwiftCryptoBackend.swift instead.
-#if !SwiftCrypto && !canImport(Darwin) && canImport(CHotCrypto)
+// The default backend on Linux and the other platforms with OpenSSL 3 (the `Libcrypto` trait, on
+// by default); Apple platforms and the `SwiftCrypto` trait use SwiftCryptoBackend.swift instead.
+#if Libcrypto && !SwiftCrypto && !canImport(Darwin) && canImport(CHotCrypto)
 import CHotCrypto
 import Foundation
 import HotCore

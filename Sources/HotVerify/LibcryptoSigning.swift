@@ -1,4 +1,4 @@
-#if !SwiftCrypto && !canImport(Darwin) && canImport(CHotCrypto)
+#if Libcrypto && !SwiftCrypto && !canImport(Darwin) && canImport(CHotCrypto)
 import CHotCrypto
 import Foundation
 import HotCore

@@ -9,6 +9,17 @@ struct DeltaBuilder {
     var files: RepositoryFiles
     var channel: String?
 
+    /// Said once, before the first delta, by a build that cannot make binary patches.
+    static let noPatchesNote =
+        "hot: this build cannot make binary patches (they need libzstd's encoder: the package trait 'Zstd', "
+        + "on by default off Apple platforms); its deltas hold each changed file whole"
+
+    /// The delta writer's options: binary patches where libzstd's encoder is linked, none elsewhere
+    /// (a patcher that cannot make patches would fail the delta).
+    static var deltaOptions: DeltaWriter.Options {
+        DeltaWriter.Options(patcher: ZstdPatcher.canMakePatches ? ZstdPatcher() : nil)
+    }
+
     /// Writes `packages/<id>-<base>-to-<version>-<sha>.delta` for each of the last `count`
     /// releases of `package` other than `target` whose archive is in the repository, and
     /// returns their manifest entries. A base that cannot be read is skipped with a note.
@@ -29,6 +40,7 @@ struct DeltaBuilder {
         }
         var entries: [DeltaEntry] = []
         let verifier = CryptoVerifier()
+        var noted = false
         for base in bases {
             let archive = files.packagesDirectory.appendingPathComponent(
                 URL(fileURLWithPath: base.url).lastPathComponent
@@ -44,12 +56,17 @@ struct DeltaBuilder {
             _ = try await ZipUnarchiver().extract(archive, to: work, options: options, progress: { _ in })
             let temporary = files.packagesDirectory.appendingPathComponent(".\(id)-\(UUID().uuidString).delta")
             defer { try? FileSystem.remove(temporary) }
+            if !ZstdPatcher.canMakePatches, !noted {
+                printNote(Self.noPatchesNote)
+                noted = true
+            }
             let summary = try DeltaWriter.write(
                 packageID: id,
                 base: DeltaWriter.Side(version: base.version, sha256: base.sha256, directory: work),
                 target: DeltaWriter.Side(version: target.version, sha256: target.sha256, directory: targetTree),
                 to: temporary,
-                verifier: verifier
+                verifier: verifier,
+                options: Self.deltaOptions
             )
             guard summary.archiveBytes < target.size else {
                 printNote("no delta from \(id) \(base.version): it would not be smaller than the package")

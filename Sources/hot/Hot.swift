@@ -16,7 +16,7 @@ struct Hot: AsyncParsableCommand {
     )
 
     /// `hot publish` speaks S3 through libcurl, where libcurl is linked.
-    #if canImport(CHotCurl)
+    #if Curl && canImport(CHotCurl)
     static let publishing: [any ParsableCommand.Type] = [Publish.self]
     #else
     static let publishing: [any ParsableCommand.Type] = []

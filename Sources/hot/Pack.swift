@@ -17,8 +17,9 @@ struct Pack: AsyncParsableCommand {
             in the channel's manifest (size, sha256, md5) and released unless --no-release is \
             given. Delta packages against the last --deltas releases (5 by default) are written \
             beside it and listed with the version: clients holding one of those releases download \
-            only the changed files, or zstd patches of them. The manifest is left unsigned: run \
-            `hot sign` before publishing.
+            only the changed files, or zstd patches of them (made where hot links libzstd, the \
+            package trait 'Zstd'; a hot without it says so once and stores changed files whole). \
+            The manifest is left unsigned: run `hot sign` before publishing.
             """
     )
 

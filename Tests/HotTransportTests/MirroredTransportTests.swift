@@ -1,4 +1,4 @@
-#if canImport(CHotCurl)
+#if Curl && canImport(CHotCurl)
 import Foundation
 import HotCore
 import HotTesting

@@ -6,7 +6,7 @@ import Testing
 
 /// The HTTP transports every HTTP test runs against.
 enum HTTPTransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
-    #if canImport(CHotCurl)
+    #if Curl && canImport(CHotCurl)
     case curl
     #endif
     case urlSession
@@ -15,7 +15,7 @@ enum HTTPTransportKind: String, CaseIterable, CustomTestStringConvertible, Senda
 
     func make() -> any Transport {
         switch self {
-        #if canImport(CHotCurl)
+        #if Curl && canImport(CHotCurl)
         case .curl: CurlTransport()
         #endif
         case .urlSession: URLSessionTransport()

@@ -14,7 +14,7 @@ import Testing
         try await check.run()
     }
 
-    #if canImport(CHotCurl)
+    #if Curl && canImport(CHotCurl)
     static let curl = TransportConformance(serve: TransportConformance.nginx) { CurlTransport() }
 
     @Test(arguments: curl.checks)

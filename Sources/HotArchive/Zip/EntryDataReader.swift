@@ -1,7 +1,7 @@
 import CHotZlib
 import HotCore
 
-#if canImport(CHotDeflate)
+#if Deflate && canImport(CHotDeflate)
 import CHotDeflate
 #endif
 
@@ -13,9 +13,9 @@ import CHotDeflate
 /// One reader per thread: it owns two 256 KiB buffers and a zlib stream that
 /// are reused from entry to entry, so memory stays bounded whatever the sizes.
 ///
-/// Where libdeflate is linked (`CHotDeflate`), a deflate entry that declares at most
-/// ``wholeEntryLimit`` bytes is decoded in one call into a buffer of exactly its declared
-/// size, and CRC-32 is libdeflate's (carry-less multiply where the processor has it): about
+/// Where libdeflate is linked (the `Deflate` trait, off Apple platforms), a deflate entry that
+/// declares at most ``wholeEntryLimit`` bytes is decoded in one call into a buffer of exactly its
+/// declared size, and CRC-32 is libdeflate's (carry-less multiply where the processor has it): about
 /// twice zlib's speed on small files. Its checks are the streaming path's: more or fewer bytes
 /// than declared, damaged data and a wrong CRC-32 are refused before a byte is handed out.
 /// Those two buffers grow to the largest such entry read, so a reader holds at most twice the
@@ -34,7 +34,7 @@ package final class EntryDataReader {
     private let stream: UnsafeMutablePointer<z_stream>
     private var inflateReady = false
 
-    #if canImport(CHotDeflate)
+    #if Deflate && canImport(CHotDeflate)
     /// libdeflate's decoder and the whole-entry buffers, made on first use.
     private var decompressor: OpaquePointer?
     private var wholeInput = UnsafeMutableRawBufferPointer(start: nil, count: 0)
@@ -62,7 +62,7 @@ package final class EntryDataReader {
         stream.deallocate()
         input.deallocate()
         output.deallocate()
-        #if canImport(CHotDeflate)
+        #if Deflate && canImport(CHotDeflate)
         if let decompressor { libdeflate_free_decompressor(decompressor) }
         wholeInput.deallocate()
         wholeOutput.deallocate()
@@ -71,7 +71,7 @@ package final class EntryDataReader {
 
     /// Whether the reader is linked with libdeflate (the whole-entry path exists).
     static var decodesWholeEntries: Bool {
-        #if canImport(CHotDeflate)
+        #if Deflate && canImport(CHotDeflate)
         true
         #else
         false
@@ -183,7 +183,7 @@ package final class EntryDataReader {
 
     /// CRC-32 of `bytes` continuing `crc`: libdeflate's where it is linked, zlib's otherwise.
     package static func crc32(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
-        #if canImport(CHotDeflate)
+        #if Deflate && canImport(CHotDeflate)
         return libdeflateCRC32(crc, bytes)
         #else
         return zlibCRC32(crc, bytes)
@@ -199,7 +199,7 @@ package final class EntryDataReader {
         )
     }
 
-    #if canImport(CHotDeflate)
+    #if Deflate && canImport(CHotDeflate)
     /// libdeflate's CRC-32 of `bytes` continuing `crc`.
     package static func libdeflateCRC32(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return crc }
@@ -219,7 +219,7 @@ package final class EntryDataReader {
         at offset: UInt64,
         compressed: UInt64
     ) throws -> UnsafeRawBufferPointer? {
-        #if canImport(CHotDeflate)
+        #if Deflate && canImport(CHotDeflate)
         let archive = file.displayName
         let declared = Int(entry.uncompressedSize)
         let count = Int(compressed)
@@ -268,7 +268,7 @@ package final class EntryDataReader {
         #endif
     }
 
-    #if canImport(CHotDeflate)
+    #if Deflate && canImport(CHotDeflate)
     /// Makes `buffer` hold at least `count` bytes (at least one), keeping the larger of the two.
     private static func grow(_ buffer: inout UnsafeMutableRawBufferPointer, to count: Int) {
         guard buffer.count < max(count, 1) else { return }

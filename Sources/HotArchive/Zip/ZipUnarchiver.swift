@@ -10,7 +10,8 @@ import Darwin
 #endif
 
 /// HotArchive's own ZIP reader, over zlib's raw inflate (libdeflate, where it is linked, decodes deflate
-/// entries of up to 1 MiB whole and computes CRC-32).
+/// entries of up to 1 MiB whole and computes CRC-32: the `Deflate` trait, on by default off Apple
+/// platforms, whose SDKs lack libdeflate).
 ///
 /// It reads the archive with `pread` from one descriptor shared by all workers,
 /// extracts entries in parallel (one 256 KiB input and output buffer and one

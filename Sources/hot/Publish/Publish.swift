@@ -1,4 +1,4 @@
-#if canImport(CHotCurl)
+#if Curl && canImport(CHotCurl)
 import ArgumentParser
 import Foundation
 import HotCore
