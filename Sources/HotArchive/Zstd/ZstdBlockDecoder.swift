@@ -68,10 +68,17 @@ final class ZstdBlockDecoder {
     /// Decodes the compressed block of `size` bytes at `source` into `span`.
     ///
     /// - Returns: The bytes written from `span.start`.
-    func decodeCompressed(_ source: UnsafePointer<UInt8>, size: Int, into span: ZstdOutputSpan) throws -> Int {
+    /// - Parameter blockLimit: The frame's largest block: 128 KiB, or its window when smaller.
+    func decodeCompressed(
+        _ source: UnsafePointer<UInt8>,
+        size: Int,
+        blockLimit: Int,
+        into span: ZstdOutputSpan
+    ) throws -> Int {
         let literalsUsed: Int
         let literalCount: Int
-        (literalsUsed, literalCount) = try decodeLiterals(source, size: size)
+        (literalsUsed, literalCount) = try decodeLiterals(source, size: size, blockLimit: blockLimit)
+        guard literalCount <= span.end - span.start else { throw Self.pastEnd(span) }
         return try decodeSequences(
             source + literalsUsed,
             size: size - literalsUsed,
@@ -84,7 +91,7 @@ final class ZstdBlockDecoder {
 
     /// Reads the literals section into ``literals``: returns the bytes it took and the
     /// literals' count.
-    private func decodeLiterals(_ source: UnsafePointer<UInt8>, size: Int) throws -> (Int, Int) {
+    private func decodeLiterals(_ source: UnsafePointer<UInt8>, size: Int, blockLimit: Int) throws -> (Int, Int) {
         guard size >= 1 else { throw zstdCorrupt("a compressed block is empty") }
         let first = Int(source[0])
         let type = first & 3
@@ -106,7 +113,7 @@ final class ZstdBlockDecoder {
                 headerSize = 1
                 count = first >> 3
             }
-            guard count <= Self.maxBlockSize else { throw zstdCorrupt("a block has more than 128 KiB of literals") }
+            guard count <= blockLimit else { throw zstdCorrupt("a block has more literals than a block may hold") }
             if type == 0 {
                 guard headerSize + count <= size else { throw zstdCorrupt("raw literals run past their block") }
                 literals.update(from: source + headerSize, count: count)
@@ -124,7 +131,10 @@ final class ZstdBlockDecoder {
         for index in 0..<headerSize { header |= Int(source[index]) << (8 * index) }
         let count = (header >> 4) & ((1 << width) - 1)
         let compressed = (header >> (4 + width)) & ((1 << width) - 1)
-        guard count <= Self.maxBlockSize else { throw zstdCorrupt("a block has more than 128 KiB of literals") }
+        guard count <= blockLimit else { throw zstdCorrupt("a block has more literals than a block may hold") }
+        guard sizeFormat == 0 || count >= 6 else {
+            throw zstdCorrupt("four Huffman streams need at least 6 literals, the block has \(count)")
+        }
         guard headerSize + compressed <= size else { throw zstdCorrupt("Huffman literals run past their block") }
         var stream = source + headerSize
         var streamSize = compressed

@@ -148,6 +148,7 @@ struct ZstdFrames {
         try buffer.startFrame(window: window, contentSize: header.contentSize.map { Int($0) }, emit: emit)
         var hasher = XXHash64()
         var offset = header.size
+        let blockLimit = min(window, ZstdBlockDecoder.maxBlockSize)
         let remainingLimit = { allowed - Int64(buffer.frameBytes) }
         while true {
             guard input.count - offset >= 3 else { throw zstdCorrupt("the input ends inside a frame") }
@@ -159,8 +160,12 @@ struct ZstdFrames {
             guard type != 3 else { throw zstdCorrupt("a block has the reserved type") }
             let taken = type == 1 ? 1 : size
             guard taken <= input.count - offset else { throw zstdCorrupt("a block runs past the input") }
-            guard size <= ZstdBlockDecoder.maxBlockSize else { throw zstdCorrupt("a block is over 128 KiB") }
-            var formatBound = ZstdBlockDecoder.maxBlockSize
+            // A block takes, and decodes to, at most the frame's largest block: 128 KiB, or the
+            // window when smaller (RFC 8878 §3.1.1.2.3).
+            guard size <= blockLimit else {
+                throw zstdCorrupt("a block of \(size) bytes is over the frame's block size of \(blockLimit)")
+            }
+            var formatBound = blockLimit
             if let content = header.contentSize { formatBound = min(formatBound, Int(content) - buffer.frameBytes) }
             let limitBound = Int(min(remainingLimit(), Int64(Int.max)))
             let bound = min(formatBound, limitBound)
@@ -172,7 +177,7 @@ struct ZstdFrames {
                 guard size <= bound else {
                     throw size > limitBound
                         ? HotUpdateError(.limitExceeded, "zstd: the input decodes to more bytes than the limit allows")
-                        : zstdCorrupt("a block decodes past its frame's content size")
+                        : zstdCorrupt("a block decodes past its frame's content size or block size")
                 }
                 if type == 0 {
                     start.update(from: source + offset, count: size)
@@ -188,7 +193,7 @@ struct ZstdFrames {
                     endIsOutputLimit: limitBound < formatBound,
                     dictionary: buffer.hasSlid ? nil : dictionary
                 )
-                written = try blocks.decodeCompressed(source + offset, size: size, into: span)
+                written = try blocks.decodeCompressed(source + offset, size: size, blockLimit: blockLimit, into: span)
             }
             if header.hasChecksum { hasher.update(start, count: written) }
             buffer.advance(written)

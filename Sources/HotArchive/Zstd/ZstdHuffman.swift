@@ -55,6 +55,7 @@ struct HuffmanTable {
         var bits = try BackwardBits(base + distribution.bytesUsed, count: streamSize)
         var first = bits.read(distribution.accuracyLog)
         var second = bits.read(distribution.accuracyLog)
+        guard bits.reload() != .overflow else { throw zstdCorrupt("Huffman weights' states run past their stream") }
         var count = 0
         // Two states take turns; when a state's update reads past the stream, the other
         // state's symbol is the last one (zstd's reference decoder).

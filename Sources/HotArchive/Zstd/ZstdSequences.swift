@@ -122,7 +122,7 @@ extension ZstdBlockDecoder {
     static func pastEnd(_ span: ZstdOutputSpan) -> HotUpdateError {
         span.endIsOutputLimit
             ? HotUpdateError(.limitExceeded, "zstd: the input decodes to more bytes than the limit allows")
-            : zstdCorrupt("a block decodes past 128 KiB or past its frame's content size")
+            : zstdCorrupt("a block decodes past its frame's block size or content size")
     }
 
     /// A match that starts in the dictionary, before the frame's first byte.
