@@ -8,8 +8,10 @@ import Logging
 /// parts coexist.
 ///
 /// ```swift
+/// // Application Support, excluded from backup; never Caches (see ``StoreLocation``).
+/// let root = try StoreLocation.applicationSupport(subdirectory: "HotUpdate")
 /// let configuration = UpdaterConfiguration(
-///     root: cachesDirectory.appendingPathComponent("hot"),
+///     root: root,
 ///     transport: CurlTransport(),
 ///     unarchiver: ZipUnarchiver(),
 ///     verifier: CryptoVerifier(),
