@@ -5,17 +5,25 @@ import HotCore
 import Synchronization
 #endif
 
+/// An answer of the store's index, made once: the asset handed out for a file.
+final class KeptAnswer: Sendable {
+    let asset: ResolvedAsset
+
+    init(url: URL, origin: ResolvedAsset.Origin) {
+        asset = ResolvedAsset(url: url, origin: origin)
+    }
+}
+
 /// The answers a ``StoreIndexResolver`` has made, one slot per file of the index: each
 /// answer (its `URL` and origin) is made the first time its file is asked for and kept, so a
-/// name asked again costs the index lookup and one load, and hands out the kept answer
-/// unretained (the slots keep every answer alive until they go). Shared by the copies of a
-/// resolver.
+/// name asked again costs the index lookup, one load and a copy of the asset (the slots keep
+/// every answer until they go). Shared by the copies of a resolver.
 protocol AnswerSlots: AnyObject, Sendable {
     /// The answer kept for file `number`, if one was.
-    func kept(_ number: Int) -> Unmanaged<KeptAnswer>?
+    func kept(_ number: Int) -> KeptAnswer?
     /// Keeps `answer` for file `number` unless another thread kept one first; returns the
     /// one kept.
-    func keep(_ answer: KeptAnswer, for number: Int) -> Unmanaged<KeptAnswer>
+    func keep(_ answer: KeptAnswer, for number: Int) -> KeptAnswer
 }
 
 /// The slots for `count` files: lock-free where the system has `Synchronization`'s
@@ -84,14 +92,16 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
     }
 
     @inline(__always)
-    func kept(_ number: Int) -> Unmanaged<KeptAnswer>? {
+    func kept(_ number: Int) -> KeptAnswer? {
         precondition(number >= 0 && number < count, "a file number outside the index")
         let bits = words[number].load(ordering: .acquiring)
         guard bits != 0, let pointer = UnsafeRawPointer(bitPattern: bits) else { return nil }
-        return Unmanaged<KeptAnswer>.fromOpaque(pointer)
+        // The slot holds a retain until the slots go: the answer is alive, and is returned
+        // retained once more for the caller.
+        return Unmanaged<KeptAnswer>.fromOpaque(pointer).takeUnretainedValue()
     }
 
-    func keep(_ answer: KeptAnswer, for number: Int) -> Unmanaged<KeptAnswer> {
+    func keep(_ answer: KeptAnswer, for number: Int) -> KeptAnswer {
         precondition(number >= 0 && number < count, "a file number outside the index")
         let retained = Unmanaged.passRetained(answer)
         let mine = UInt(bitPattern: retained.toOpaque())
@@ -104,14 +114,14 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
         if exchanged {
             let page = number / Self.wordsPerPage
             used[page / UInt.bitWidth].bitwiseOr(1 << UInt(page % UInt.bitWidth), ordering: .releasing)
-            return retained
+            return answer
         }
         // Another thread kept one first (a failed exchange never stores 0 back).
         retained.release()
         guard let pointer = UnsafeRawPointer(bitPattern: winner) else {
             preconditionFailure("an answer slot was emptied while its slots live")
         }
-        return Unmanaged<KeptAnswer>.fromOpaque(pointer)
+        return Unmanaged<KeptAnswer>.fromOpaque(pointer).takeUnretainedValue()
     }
 }
 #endif
@@ -119,23 +129,22 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
 /// The same behind a lock, for systems without `Synchronization`'s atomics.
 private final class LockedAnswerSlots: AnswerSlots, @unchecked Sendable {
     private let lock = NSLock()
-    // Guarded by `lock`; an answer stays until the slots go, which keeps the unretained
-    // references handed out alive.
+    // Guarded by `lock`; an answer stays until the slots go.
     private var answers: [KeptAnswer?]
 
     init(count: Int) {
         answers = Array(repeating: nil, count: count)
     }
 
-    func kept(_ number: Int) -> Unmanaged<KeptAnswer>? {
-        lock.withLock { answers[number].map { Unmanaged.passUnretained($0) } }
+    func kept(_ number: Int) -> KeptAnswer? {
+        lock.withLock { answers[number] }
     }
 
-    func keep(_ answer: KeptAnswer, for number: Int) -> Unmanaged<KeptAnswer> {
+    func keep(_ answer: KeptAnswer, for number: Int) -> KeptAnswer {
         lock.withLock {
-            if let known = answers[number] { return Unmanaged.passUnretained(known) }
+            if let known = answers[number] { return known }
             answers[number] = answer
-            return Unmanaged.passUnretained(answer)
+            return answer
         }
     }
 }

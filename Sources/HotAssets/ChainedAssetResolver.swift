@@ -29,13 +29,9 @@ public struct ChainedAssetResolver: AssetResolver {
     /// bundle): the chain an app makes from a store with an index, resolved without
     /// walking `segments` or calling through an existential.
     private let indexed: IndexedPath?
-    /// `indexed`, unretained: asked through `_withUnsafeGuaranteedRef`, so a name asked
-    /// retains and releases nothing of the chain (`indexed` keeps it alive). Retaining one
-    /// object per name cost two atomic operations on a line every thread shares.
-    private let indexedPath: Unmanaged<IndexedPath>?
 
-    /// A class, so that asking it retains nothing: a struct of references copied out of
-    /// the optional would retain each of them for every name asked.
+    /// A class, so that asking it retains one reference: a struct of references copied out
+    /// of the optional would retain each of them for every name asked.
     private final class IndexedPath: Sendable {
         let index: StoreIndexResolver.Storage
         let fallback: [String: ResolvedAsset]?
@@ -110,12 +106,11 @@ public struct ChainedAssetResolver: AssetResolver {
         } else {
             indexed = nil
         }
-        indexedPath = indexed.map { Unmanaged.passUnretained($0) }
     }
 
     /// Returns the first resolver's answer for `name`, or nil when none has one.
     public func resolve(_ name: String) -> ResolvedAsset? {
-        if let indexedPath { return indexedPath._withUnsafeGuaranteedRef { $0.resolve(name) } }
+        if let indexed { return indexed.resolve(name) }
         if let sole {
             if let asset = sole[name] { return asset }
             guard let normalised = AssetName.normalise(name), normalised != name else { return nil }

@@ -8,10 +8,8 @@ import HotCore
 ///
 /// Opening costs O(packages): one origin and one directory prefix per package, and one
 /// empty answer slot per file. Each answer is made once (its URL) and kept in its file's
-/// slot, so a name asked again costs a lookup and one atomic load, with no lock, and the
-/// asset returned reads the kept answer in place (``ResolvedAsset/url`` and
-/// ``ResolvedAsset/origin``) rather than copying it: resolving touches neither the answer
-/// nor its `URL`.
+/// slot, so a name asked again costs a lookup, one atomic load, with no lock, and a copy of
+/// the kept asset.
 ///
 /// When a lookup finds a block of the index damaged, the damage is reported (logged, and the
 /// index rebuilt for the next reader when allowed), and every name whose lookup reads a
@@ -19,9 +17,7 @@ import HotCore
 /// have answered it; blocks that passed their checksum go on answering.
 ///
 /// Everything it holds is in one object, so that a copy of the resolver, and a call
-/// through it, retains one reference at most: on the path of a name asked again, the only
-/// reference counted is that object, which each asset returned retains to keep its answer
-/// alive.
+/// through it, retains one reference at most.
 struct StoreIndexResolver: AssetResolver {
     let storage: Storage
 
@@ -70,12 +66,12 @@ struct StoreIndexResolver: AssetResolver {
             )
         }
 
-        /// A name asked again: the index's file for it, and the answer kept for that file,
-        /// read in place (the asset retains this storage alone and makes no URL). Anything
-        /// else (a first answer, a name to normalise, none, damage) takes `resolveFirst`.
+        /// A name asked again: the index's file for it, and the answer kept for that file.
+        /// Anything else (a first answer, a name to normalise, none, damage) takes
+        /// `resolveFirst`.
         func resolve(_ name: String) -> ResolvedAsset? {
             if case .file(let number) = index.find(name), number < fileCount, let kept = answers.kept(number) {
-                return ResolvedAsset(kept: kept, owner: self)
+                return kept.asset
             }
             return resolveFirst(name)
         }
@@ -93,9 +89,9 @@ struct StoreIndexResolver: AssetResolver {
             case .file(let number):
                 guard number < fileCount, !prefixes.isEmpty else { return nil }
                 // A kept answer was made from blocks already checked.
-                if let kept = answers.kept(number) { return ResolvedAsset(kept: kept, owner: self) }
+                if let kept = answers.kept(number) { return kept.asset }
                 do throws(HotUpdateError) {
-                    return ResolvedAsset(kept: answers.keep(try answer(number), for: number), owner: self)
+                    return answers.keep(try answer(number), for: number).asset
                 } catch {
                     damage.report(error)
                     return trees.resolve(name)
