@@ -34,7 +34,8 @@ public enum DeltaWriter {
 
     /// Options for ``DeltaWriter/write(packageID:base:target:to:verifier:options:)``.
     public struct Options: Sendable {
-        /// Makes binary patches; nil stores every changed file whole.
+        /// Makes binary patches; nil stores every changed file whole. By default a patcher
+        /// where this build can make patches (``ZstdPatcher/canMakePatches``), nil elsewhere.
         public var patcher: ZstdPatcher?
         /// Files smaller than this are stored whole.
         public var minPatchBytes: Int64
@@ -45,7 +46,7 @@ public enum DeltaWriter {
 
         /// Creates options.
         public init(
-            patcher: ZstdPatcher? = ZstdPatcher(),
+            patcher: ZstdPatcher? = ZstdPatcher.canMakePatches ? ZstdPatcher() : nil,
             minPatchBytes: Int64 = 4096,
             maxPatchRatio: Double = 0.5,
             zip: ZipWriter.Options = ZipWriter.Options()
