@@ -69,6 +69,9 @@ let package = Package(
             name: "SwiftCrypto",
             description: "HotVerify over swift-crypto (the code Apple platforms run) instead of libcrypto off Apple platforms."),
         .trait(
+            name: "FaultPoints",
+            description: "Named fault points for the kill tests: the process aborts where HOT_ABORT_AT says. Off by default; scripts/test and scripts/kill-harness turn it on. A build without it holds no fault point and never reads HOT_ABORT_AT."),
+        .trait(
             name: "defaults",
             description: "The default traits under a name that can stand beside others: `--traits defaults,SwiftCrypto`.",
             enabledTraits: defaultTraits),

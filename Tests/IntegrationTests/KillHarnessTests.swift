@@ -85,7 +85,10 @@ struct KillHarnessTests {
         )
     }
 
-    @Test("an abort at every fault point of every operation leaves a consistent store")
+    @Test(
+        "an abort at every fault point of every operation leaves a consistent store",
+        .enabled(if: FaultPointBuild.testsRun, FaultPointBuild.skipReason)
+    )
     func namedPoints() async throws {
         let rig = try await KillRig()
         var aborts = 0

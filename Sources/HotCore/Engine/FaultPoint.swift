@@ -3,6 +3,10 @@ import Foundation
 /// Named points in the engine where a test can make the process die, to check that a crash
 /// at that moment leaves a store the next open repairs.
 ///
+/// Only in builds with the package's `FaultPoints` trait (`scripts/test` and
+/// `scripts/kill-harness` turn it on): elsewhere ``reached(_:)`` is empty, and neither the
+/// library nor `hot` holds the variable's name.
+///
 /// When the environment variable `HOT_ABORT_AT` names a point, the process calls `abort()`
 /// as soon as it reaches that point; `HOT_ABORT_AT=name:N` aborts the N-th time it is reached
 /// (a sync commits more than once). The variable is read once, on the first call. When it is
@@ -24,6 +28,7 @@ import Foundation
 /// HOT_ABORT_AT=mid-commit:2 hot sync --root store --manifest http://127.0.0.1:8080/manifest.json
 /// ```
 package enum FaultPoint {
+    #if FaultPoints
     /// The point to abort at and how many times it is passed first.
     private struct Target {
         var name: String
@@ -62,4 +67,9 @@ package enum FaultPoint {
             return value
         }
     }
+    #else
+    /// Does nothing: this build has no fault points (the `FaultPoints` trait is off).
+    @inline(__always)
+    package static func reached(_ name: StaticString) {}
+    #endif
 }
