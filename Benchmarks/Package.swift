@@ -34,11 +34,15 @@ let package = Package(
             name: "hot-bench",
             dependencies: [
                 hot("HotCore"), hot("HotManifest"), hot("HotArchive"), hot("HotAssets"), hot("HotStore"),
-                hot("HotTransport"), hot("HotVerify"), hot("HotTesting"), "hot-bench-spawn",
+                hot("HotTransport"), hot("HotVerify"), hot("HotTesting"), "hot-bench-spawn", "CBenchZstd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // libzstd, the reference `hot-bench zstd` measures HotArchive's zstd decoder against.
+        .systemLibrary(
+            name: "CBenchZstd", pkgConfig: "libzstd",
+            providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
         // Spawns each measured tool from a small process, so its peak RSS is its own.
         .executableTarget(name: "hot-bench-spawn"),
         // ZIPFoundation's extractor is an executable of its own, so hot-bench's rows for our

@@ -16,7 +16,8 @@ struct HotBench: AsyncParsableCommand {
             """,
         subcommands: [
             Measure.self, Extract.self, Pack.self, Idle.self, MakeCorpus.self, StoreBenchmark.self, DeltaBenchmark.self,
-            ResumeBenchmark.self, InstallBenchmark.self, SyncOne.self, FirstResolve.self,
+            ResumeBenchmark.self, InstallBenchmark.self, SyncOne.self, FirstResolve.self, ZstdBenchmark.self,
+            ZstdDecodeChild.self,
         ],
         defaultSubcommand: Measure.self
     )
