@@ -30,6 +30,8 @@ let package = Package(
     name: "HotUpdate",
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
     products: [
+        // The standard parts under one import, and the AppUpdater preset.
+        .library(name: "HotUpdate", targets: ["HotUpdate"]),
         .library(name: "HotCore", targets: ["HotCore"]),
         .library(name: "HotManifest", targets: ["HotManifest"]),
         .library(name: "HotTransport", targets: ["HotTransport"]),
@@ -147,6 +149,11 @@ let package = Package(
             name: "HotAssets", dependencies: ["HotCore", .product(name: "Logging", package: "swift-log")]),
         .target(name: "HotTesting", dependencies: ["HotCore"]),
 
+        // The umbrella: re-exports the standard parts; AppUpdater builds an updater from them.
+        .target(
+            name: "HotUpdate",
+            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"]),
+
         // The publisher's and operator's tool.
         .executableTarget(
             name: "hot",
@@ -213,7 +220,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", "HotTesting",
+                "HotUpdate", "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", "HotTesting",
                 .product(name: "Logging", package: "swift-log"),
             ]),
     ]

@@ -8,14 +8,14 @@ import HotCore
 /// No Apple SDK ships libzstd, so HotArchive decodes zstd itself and runs the same code on
 /// every platform; libzstd stays on publishers' machines, where `hot pack` makes patches.
 ///
-/// Hostile input is refused with a clear ``HotCore/HotUpdateError`` and never costs more
+/// Hostile input is refused with a clear `HotUpdateError` and never costs more
 /// memory than its limits allow:
 /// - a frame's declared window and content size are checked against ``Limits`` before any
 ///   memory is taken for them;
 /// - every length, offset, table and bit stream is checked as it is read
-///   (``HotCore/HotUpdateError/Code/corruptArchive``);
+///   (`HotUpdateError.Code.corruptArchive`);
 /// - a frame's content checksum (XXH64) is verified
-///   (``HotCore/HotUpdateError/Code/checksumMismatch``).
+///   (`HotUpdateError.Code.checksumMismatch`).
 ///
 /// Memory: decoding to a sink keeps about twice the frame's window (at most
 /// ``Limits/maxWindowBytes``) beside the input; decoding to `Data` holds the result.
@@ -62,10 +62,10 @@ public struct ZstdDecoder: Sendable {
     ///   - input: One or more frames, back to back.
     ///   - dictionary: The dictionary or raw prefix the frames were compressed with.
     ///   - output: Receives the decoded bytes.
-    /// - Throws: ``HotCore/HotUpdateError/Code/corruptArchive`` for input that is not
-    ///   zstd or breaks the format, ``HotCore/HotUpdateError/Code/limitExceeded`` for a
-    ///   window or output over ``limits``, ``HotCore/HotUpdateError/Code/checksumMismatch``
-    ///   when a frame's checksum differs, ``HotCore/HotUpdateError/Code/invalidArgument``
+    /// - Throws: `HotUpdateError.Code.corruptArchive` for input that is not
+    ///   zstd or breaks the format, `HotUpdateError.Code.limitExceeded` for a
+    ///   window or output over ``limits``, `HotUpdateError.Code.checksumMismatch`
+    ///   when a frame's checksum differs, `HotUpdateError.Code.invalidArgument`
     ///   when a frame names a dictionary other than `dictionary`; and whatever `output`
     ///   throws.
     public func decode(
