@@ -7,13 +7,18 @@ import Testing
 /// signed repository served by nginx on 127.0.0.1.
 @Suite("AppUpdater")
 struct AppUpdaterTests {
-    @Test("one import and one line: syncs a signed repository, resolves from the package, then the bundle")
-    func syncsAndResolves() async throws {
-        let key = try CryptoSigner.generate()
+    /// A repository of one package, `app` 1, signed by `key`, served by nginx.
+    static func serve(signedBy key: CryptoSigner) async throws -> (SignedRepository, NginxServer) {
         let repository = try SignedRepository(keys: [key])
         try repository.pack(releaseFiles("1"), id: "app", version: "1")
         try repository.sign(with: [key])
-        let server = try await NginxServer.start(root: repository.directory)
+        return (repository, try await NginxServer.start(root: repository.directory))
+    }
+
+    @Test("one import and one line: syncs a signed repository, resolves from the package, then the bundle")
+    func syncsAndResolves() async throws {
+        let key = try CryptoSigner.generate()
+        let (repository, server) = try await Self.serve(signedBy: key)
         defer { Task { await server.stop() } }
         let root = try makeTemporaryDirectory("app-updater")
 
@@ -33,12 +38,8 @@ struct AppUpdaterTests {
 
     @Test("a manifest signed by a key it was not given is refused and installs nothing")
     func refusesOtherKeys() async throws {
-        let key = try CryptoSigner.generate()
         let other = try CryptoSigner.generate()
-        let repository = try SignedRepository(keys: [key])
-        try repository.pack(releaseFiles("1"), id: "app", version: "1")
-        try repository.sign(with: [key])
-        let server = try await NginxServer.start(root: repository.directory)
+        let (repository, server) = try await Self.serve(signedBy: try CryptoSigner.generate())
         defer { Task { await server.stop() } }
         let root = try makeTemporaryDirectory("app-updater")
 
