@@ -8,50 +8,21 @@ import Testing
 /// with, kept in `shared/corpora/peer-zip` beside the repository (its README says where
 /// each comes from).
 enum PeerCorpus {
-    /// The environment variable that names the corpus directory, for a corpus kept elsewhere.
-    static let environmentVariable = "HOT_PEER_CORPUS"
+    /// Where it is, whether it is there, and what a test says without it.
+    static let corpus = SharedCorpus(
+        title: "the peer ZIP corpus",
+        folder: "peer-zip",
+        environmentVariable: "HOT_PEER_CORPUS"
+    )
 
-    /// `$HOT_PEER_CORPUS`, else `../shared/corpora/peer-zip` from the package root (this file is
-    /// `Tests/HotArchiveTests/PeerCorpusTests.swift`).
-    static let location: URL = {
-        if let path = ProcessInfo.processInfo.environment[environmentVariable], !path.isEmpty {
-            return URL(fileURLWithPath: path, isDirectory: true).standardizedFileURL
-        }
-        return URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("shared/corpora/peer-zip", isDirectory: true)
-            .standardizedFileURL
-    }()
+    static var location: URL { corpus.location }
+    static var isPresent: Bool { corpus.isPresent }
+    static var suitesRun: Bool { corpus.suitesRun }
+    static var skipReason: Comment { corpus.skipReason }
 
-    /// Whether the corpus directory is there.
-    static var isPresent: Bool {
-        var isDirectory: ObjCBool = false
-        return FileManager.default.fileExists(atPath: location.path, isDirectory: &isDirectory) && isDirectory.boolValue
-    }
-
-    /// Whether the suites that read the corpus run: always where it is present, and under
-    /// `CI=true` even where it is missing, so that CI fails instead of skipping them.
-    static var suitesRun: Bool {
-        isPresent || ProcessInfo.processInfo.environment["CI"] == "true"
-    }
-
-    /// Why the suites are skipped, as the test output shows it.
-    static let skipReason: Comment = """
-        the peer ZIP corpus is not beside this clone (looked for ../shared/corpora/peer-zip, \
-        or set HOT_PEER_CORPUS to its directory); under CI=true its absence fails instead
-        """
-
-    /// The corpus directory; a test that needs it fails when it is missing.
+    /// The folder; a test that needs it fails when it is missing.
     static func root(sourceLocation: SourceLocation = #_sourceLocation) throws -> URL {
-        try #require(
-            isPresent,
-            """
-            The peer ZIP corpus is missing: expected the directory \(location.path) \
-            (shared/corpora/peer-zip beside the repository, or $HOT_PEER_CORPUS; CI always has it)
-            """,
-            sourceLocation: sourceLocation
-        )
-        return location
+        try corpus.root(sourceLocation: sourceLocation)
     }
 
     /// The folders of the corpus, each holding archives (and content references) of one peer.

@@ -7,50 +7,21 @@ import Testing
 /// The Zstandard project's golden files (`tests/golden-*` of facebook/zstd), kept in
 /// `shared/corpora/zstd-golden` beside the repository (its README says where they come from).
 enum ZstdGolden {
-    /// The environment variable that names the folder, for a copy kept elsewhere.
-    static let environmentVariable = "HOT_ZSTD_GOLDEN"
+    /// Where it is, whether it is there, and what a test says without it.
+    static let corpus = SharedCorpus(
+        title: "the zstd golden files",
+        folder: "zstd-golden",
+        environmentVariable: "HOT_ZSTD_GOLDEN"
+    )
 
-    /// `$HOT_ZSTD_GOLDEN`, else `../shared/corpora/zstd-golden` from the package root (this file is
-    /// `Tests/HotArchiveTests/ZstdGoldenTests.swift`).
-    static let location: URL = {
-        if let path = ProcessInfo.processInfo.environment[environmentVariable], !path.isEmpty {
-            return URL(fileURLWithPath: path, isDirectory: true).standardizedFileURL
-        }
-        return URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("shared/corpora/zstd-golden", isDirectory: true)
-            .standardizedFileURL
-    }()
-
-    /// Whether the folder is there.
-    static var isPresent: Bool {
-        var isDirectory: ObjCBool = false
-        return FileManager.default.fileExists(atPath: location.path, isDirectory: &isDirectory) && isDirectory.boolValue
-    }
-
-    /// Whether the suite runs: always where the folder is present, and under `CI=true` even
-    /// where it is missing, so that CI fails instead of skipping it.
-    static var suitesRun: Bool {
-        isPresent || ProcessInfo.processInfo.environment["CI"] == "true"
-    }
-
-    /// Why the suite is skipped, as the test output shows it.
-    static let skipReason: Comment = """
-        the zstd golden files are not beside this clone (looked for ../shared/corpora/zstd-golden, \
-        or set HOT_ZSTD_GOLDEN to its directory); under CI=true their absence fails instead
-        """
+    static var location: URL { corpus.location }
+    static var isPresent: Bool { corpus.isPresent }
+    static var suitesRun: Bool { corpus.suitesRun }
+    static var skipReason: Comment { corpus.skipReason }
 
     /// The folder; a test that needs it fails when it is missing.
     static func root(sourceLocation: SourceLocation = #_sourceLocation) throws -> URL {
-        try #require(
-            isPresent,
-            """
-            The zstd golden files are missing: expected the directory \(location.path) \
-            (shared/corpora/zstd-golden beside the repository, or $HOT_ZSTD_GOLDEN; CI always has it)
-            """,
-            sourceLocation: sourceLocation
-        )
-        return location
+        try corpus.root(sourceLocation: sourceLocation)
     }
 
     static func file(_ relative: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> Data {

@@ -17,8 +17,10 @@ import HotCore
 /// - a frame's content checksum (XXH64) is verified
 ///   (`HotUpdateError.Code.checksumMismatch`).
 ///
-/// Memory: decoding to a sink keeps about twice the frame's window (at most
-/// ``Limits/maxWindowBytes``) beside the input; decoding to `Data` holds the result.
+/// Memory: decoding to a sink keeps the frame's window (at most ``Limits/maxWindowBytes``),
+/// as much again (at least 1 MiB) and one 128 KiB block beside the input, and hands out
+/// pieces of at most that; a frame smaller than that takes its own size. Decoding to `Data`
+/// holds the result, and reserves at most 256 MiB on a frame's declared size alone.
 ///
 /// ```swift
 /// let decoder = ZstdDecoder()

@@ -33,7 +33,7 @@ struct ZstdFrames {
     }
 
     /// Decodes every frame, handing the output to `output` a piece at a time; each frame
-    /// keeps about twice its window.
+    /// keeps its window, as much again (at least 1 MiB) and one block.
     func decodeAll(output: (UnsafeRawBufferPointer) throws -> Void) throws {
         try withDictionary { content, tables in
             let buffer = OutputBuffer(growing: false)

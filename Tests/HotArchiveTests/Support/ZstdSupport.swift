@@ -3,21 +3,12 @@ import HotCore
 import HotTesting
 import Testing
 
-/// SplitMix64: the same bytes on every run, machine and Swift version (the standard
-/// library's generators and `random(in:using:)` algorithms are not promised to stay put).
-struct ZstdSeededRandom {
-    private var state: UInt64
+/// The zstd tests' generator: ``SeededGenerator`` (SplitMix64), the same bytes on every run,
+/// machine and Swift version (the standard library's generators and `random(in:using:)`
+/// algorithms are not promised to stay put).
+typealias ZstdSeededRandom = SeededGenerator
 
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SeededGenerator {
     /// A value in `0..<bound` (multiply-shift).
     mutating func below(_ bound: Int) -> Int {
         Int(((next() >> 32) &* UInt64(bound)) >> 32)
