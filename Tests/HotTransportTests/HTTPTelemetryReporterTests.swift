@@ -33,6 +33,14 @@ func eventually(_ condition: () async -> Bool) async -> Bool {
     return true
 }
 
+/// Waits until the reporter `weak` names is freed, once the test holds it no more: a flush
+/// loop keeps its reporter alive while it runs, so this proves that no loop is left (none
+/// waits to send again). Every loop of the tests here sleeps on a ``SleepGate`` the test
+/// alone releases, so a loop that waited again would keep the reporter forever.
+func loopsEnd(_ weak: () -> HTTPTelemetryReporter?) async -> Bool {
+    await eventually { weak() == nil }
+}
+
 /// nginx with a collector: `POST /collect` bodies are kept as files (read by
 /// ``CollectorServer/batches()``) and answered 204; `/broken` answers 500.
 struct CollectorServer {
@@ -101,13 +109,14 @@ struct HTTPTelemetryReporterTests {
     func batchingAndRate() async throws {
         let server = try await CollectorServer.start()
         let gate = SleepGate()
-        let reporter = HTTPTelemetryReporter(
+        var reporter: HTTPTelemetryReporter! = HTTPTelemetryReporter(
             url: server.collectURL,
             transport: SchemeRoutingTransport.platformHTTP(),
             clientID: "0f7c2a5e-1b1d-4c59-9b7a-3c3b1f9c2d10",
             options: .init(maxBatchEvents: 3),
             sleep: { await gate.sleep($0) }
         )
+        weak let held = reporter
 
         for index in 0..<2 { reporter.record(event(index)) }
         #expect(await eventually { await gate.waiting == 1 })
@@ -122,16 +131,19 @@ struct HTTPTelemetryReporterTests {
         #expect(server.posts("/collect").count <= 1)
         await gate.release()
         #expect(await eventually { reporter.statistics.batchesSent == 2 })
-        // The queue is empty: the loop ends instead of waiting again.
-        #expect(await eventually { reporter.statistics.queued == 0 })
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(await gate.waiting == 0)
+        #expect(reporter.statistics.queued == 0)
 
         // A later event waits a whole interval again.
         reporter.record(event(5))
         #expect(await eventually { await gate.waiting == 1 })
         await gate.release()
         #expect(await eventually { reporter.statistics.batchesSent == 3 })
+        #expect(reporter.statistics.sent == 6)
+
+        // The queue is empty: the loop ends instead of waiting again, and lets the reporter go.
+        reporter = nil
+        #expect(await loopsEnd { held })
+        #expect(await gate.waiting == 0)
 
         _ = await server.nginx.waitForRequests(path: "/collect", count: 3, timeout: .seconds(60))
         #expect(server.posts("/collect").map(\.status) == [204, 204, 204])
@@ -140,22 +152,26 @@ struct HTTPTelemetryReporterTests {
         #expect(Set(batches.map(\.client)) == ["0f7c2a5e-1b1d-4c59-9b7a-3c3b1f9c2d10"])
         let first = try #require(batches.first?.events.first)
         #expect((first.kind, first.packageID, first.bytes, first.delivery) == (.download, "pack", 0, .full))
-        // Every request followed a full one-second wait of its own.
+        // Every request followed a full one-second wait of its own, and no loop waited more:
+        // with every loop ended, no other wait can come.
         #expect(await gate.durations == [.seconds(1), .seconds(1), .seconds(1)])
-        #expect(reporter.statistics.sent == 6)
         await server.stop()
     }
 
     @Test("with the real clock, a burst of events is one request")
     func burstIsOneRequest() async throws {
         let server = try await CollectorServer.start()
-        let reporter = HTTPTelemetryReporter(
+        var reporter: HTTPTelemetryReporter! = HTTPTelemetryReporter(
             url: server.collectURL,
             transport: URLSessionTransport(),
             clientID: UUID().uuidString.lowercased()
         )
+        weak let held = reporter
         for index in 0..<50 { reporter.record(event(index)) }
         #expect(await eventually { reporter.statistics.batchesSent == 1 })
+        // Once its loop has ended no request can follow: the one batch holds all fifty.
+        reporter = nil
+        #expect(await loopsEnd { held })
         #expect(try server.batches().map(\.events.count) == [50])
         await server.stop()
     }
@@ -185,45 +201,53 @@ struct HTTPTelemetryReporterTests {
     func dropOnFailure() async throws {
         let server = try await CollectorServer.start()
         let gate = SleepGate()
-        let reporter = HTTPTelemetryReporter(
+        var reporter: HTTPTelemetryReporter! = HTTPTelemetryReporter(
             url: server.brokenURL,
             transport: SchemeRoutingTransport.platformHTTP(),
             clientID: UUID().uuidString.lowercased(),
             sleep: { await gate.sleep($0) }
         )
+        weak let held = reporter
         for index in 0..<3 { reporter.record(event(index)) }
         #expect(await eventually { await gate.waiting == 1 })
         await gate.release()
         #expect(await eventually { reporter.statistics.batchesFailed == 1 })
-        // Nothing is kept for a retry, and nothing waits to send again.
+        // Nothing is kept for a retry.
         #expect(reporter.statistics.queued == 0)
         #expect(reporter.statistics.droppedWithFailedBatches == 3)
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(await gate.waiting == 0)
-        #expect(await gate.durations.count == 1)
 
         // The next events go in a new batch of their own.
         for index in 3..<5 { reporter.record(event(index)) }
         #expect(await eventually { await gate.waiting == 1 })
         await gate.release()
         #expect(await eventually { reporter.statistics.batchesFailed == 2 })
-        let logged = await server.nginx.waitForRequests(path: "/broken", count: 2, timeout: .seconds(60))
-        #expect(logged.map(\.status) == [500, 500])
         #expect(reporter.statistics.droppedWithFailedBatches == 5)
         #expect(reporter.statistics.sent == 0)
 
+        // Nothing waits to send again: the loop has ended, and with it every wait and request.
+        reporter = nil
+        #expect(await loopsEnd { held })
+        #expect(await gate.waiting == 0)
+        #expect(await gate.durations.count == 2)
+        let logged = await server.nginx.waitForRequests(path: "/broken", count: 2, timeout: .seconds(60))
+        #expect(logged.map(\.status) == [500, 500])
+
         // A collector nobody listens on costs one attempt per batch as well.
-        let gone = HTTPTelemetryReporter(
+        var gone: HTTPTelemetryReporter! = HTTPTelemetryReporter(
             url: URL(string: "http://127.0.0.1:9/collect")!,
             transport: SchemeRoutingTransport.platformHTTP(),
             clientID: UUID().uuidString.lowercased(),
             sleep: { await gate.sleep($0) }
         )
+        weak let heldGone = gone
         gone.record(event(0))
         #expect(await eventually { await gate.waiting == 1 })
         await gate.release()
         #expect(await eventually { gone.statistics.batchesFailed == 1 })
         #expect(gone.statistics.queued == 0)
+        gone = nil
+        #expect(await loopsEnd { heldGone })
+        #expect(await gate.durations.count == 3)
         await server.stop()
     }
 }
