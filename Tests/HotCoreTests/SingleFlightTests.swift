@@ -27,13 +27,25 @@ struct SingleFlightTests {
         let fixture = try EngineFixture()
         let offered = try await Self.publishHeld(fixture, "filters")
         let updater = fixture.updater
+        let callers = 50
         let results = try await withThrowingTaskGroup(of: InstalledPackage.self) { group in
-            for _ in 0..<50 { group.addTask { try await updater.install(offered) } }
+            for _ in 0..<callers { group.addTask { try await updater.install(offered) } }
             try await Self.waitUntilHeld(fixture, offered.url)
+            // The download stays held until every caller has joined its flight (the minute
+            // only turns a hang into a failure).
+            var joined = 0
+            let deadline = ContinuousClock.now.advanced(by: .seconds(60))
+            while ContinuousClock.now < deadline {
+                joined = await updater.flightSubscribers(packageID: "filters")
+                if joined >= callers { break }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(joined == callers, "only \(joined) of \(callers) callers joined the flight")
             await fixture.transport.release(offered.url)
             return try await group.reduce(into: []) { $0.append($1) }
         }
-        #expect(results.count == 50)
+        #expect(results.count == callers)
+        #expect(results.allSatisfy { $0.version == "1" })
         #expect(Set(results.map(\.directory)).count == 1)
         #expect(await fixture.transport.requestCount(for: offered.url) == 1)
         #expect(await fixture.unarchiver.extractionCount == 1)
