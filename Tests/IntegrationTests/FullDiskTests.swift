@@ -167,26 +167,42 @@ enum TemporaryFileSystem {
     /// Mounts a tmpfs of `megabytes` at `directory`. Returns false, having said why, when the
     /// system refuses (not root, no mount permission in a container), unless `CI` is `true`:
     /// then the refusal is a failure.
+    ///
+    /// It does not cancel the test as ``mountRamfs(at:)`` does: its test is parameterized,
+    /// and Swift Testing reports a cancelled test case as passed, without the reason.
     static func mount(at directory: URL, megabytes: Int) async throws -> Bool {
-        try await mount(["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", directory.path], what: "a tmpfs")
+        let arguments = ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", directory.path]
+        guard let refusal = try await refusal(mounting: arguments, what: "a tmpfs") else { return true }
+        if isCI {
+            Issue.record(Comment(rawValue: refusal))
+        } else {
+            print("test skipped: \(refusal)")
+        }
+        return false
     }
 
     /// Mounts a ramfs at `directory`: hard links, and no extended attributes of the `user`
-    /// namespace. Returns false as ``mount(at:megabytes:)`` does.
-    static func mountRamfs(at directory: URL) async throws -> Bool {
-        try await mount(["-t", "ramfs", "ramfs", directory.path], what: "a ramfs")
+    /// namespace. When the system refuses, the test is cancelled with the reason (the run
+    /// reports it cancelled, not passed), or fails under `CI=true`.
+    static func mountRamfs(at directory: URL) async throws {
+        let arguments = ["-t", "ramfs", "ramfs", directory.path]
+        guard let refusal = try await refusal(mounting: arguments, what: "a ramfs") else { return }
+        if isCI { throw MountRefused(description: refusal) }
+        try Test.cancel(Comment(rawValue: refusal))
     }
 
-    private static func mount(_ arguments: [String], what: String) async throws -> Bool {
+    /// A mount the system refused, under `CI=true`.
+    struct MountRefused: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    private static var isCI: Bool { ProcessInfo.processInfo.environment["CI"] == "true" }
+
+    /// Runs `mount` with `arguments`: nil when it mounted, else why not.
+    private static func refusal(mounting arguments: [String], what: String) async throws -> String? {
         let output = try await Subprocess.run("mount", arguments)
-        if output.status == 0 { return true }
-        let reason = "mounting \(what) was refused (exit \(output.status)): \(output.stderr)"
-        if ProcessInfo.processInfo.environment["CI"] == "true" {
-            Issue.record(Comment(rawValue: reason))
-        } else {
-            print("test skipped: \(reason)")
-        }
-        return false
+        if output.status == 0 { return nil }
+        return "mounting \(what) was refused (exit \(output.status)): \(output.stderr)"
     }
 
     /// Unmounts `directory` (lazily when it is busy), waiting for `umount` to finish.
