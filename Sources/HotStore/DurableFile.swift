@@ -22,7 +22,7 @@ import Darwin
 /// ```swift
 /// try DurableFile.write(Data(json.utf8), to: root.appendingPathComponent("store.json"))
 /// ```
-public enum DurableFile {
+package enum DurableFile {
     /// The prefix of temporary files written next to `url`'s file.
     static func temporaryPrefix(for url: URL) -> String { ".\(url.lastPathComponent).tmp-" }
 
@@ -34,7 +34,7 @@ public enum DurableFile {
     /// - Throws: `HotUpdateError.Code.diskFull` when the disk is full,
     ///   `HotUpdateError.Code.fileSystem` for other failures, naming the file and the failing
     ///   step; the target then still holds its old content and no temporary file is left.
-    public static func write(_ data: Data, to url: URL) throws {
+    package static func write(_ data: Data, to url: URL) throws {
         try write(data, to: url, faultPoint: nil)
     }
 

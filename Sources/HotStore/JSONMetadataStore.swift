@@ -5,7 +5,7 @@ import HotCore
 ///
 /// The file is pretty-printed with sorted keys, dates in ISO 8601 (UTC, to the
 /// millisecond), and holds only paths relative to the root, so the app's container may
-/// move between launches. Commits are atomic and durable (see ``DurableFile``); a missing
+/// move between launches. Commits are atomic and durable (a temporary file flushed, renamed over the store file, and the directory flushed); a missing
 /// file loads as `StoreSnapshot.empty`.
 ///
 /// Within a process, loads and commits of the same file run one at a time, whichever store

@@ -4,8 +4,9 @@ import HotCore
 /// A `MetadataStore` in one property list file (`store.plist`) under the store root.
 ///
 /// Binary by default (dates kept exactly), or XML to read by eye (dates to the second).
-/// It holds only paths relative to the root. Commits are atomic and durable (see
-/// ``DurableFile``); a missing file loads as `StoreSnapshot.empty`.
+/// It holds only paths relative to the root. Commits are atomic and durable (a temporary file
+/// flushed, renamed over the store file, and the directory flushed); a missing file loads as
+/// `StoreSnapshot.empty`.
 ///
 /// Within a process, loads and commits of the same file run one at a time, whichever store
 /// values and tasks issue them. Between processes, the `Updater` coordinates: it commits

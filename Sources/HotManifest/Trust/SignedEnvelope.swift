@@ -88,14 +88,14 @@ public struct SignedEnvelope: Sendable, Hashable {
         return data
     }
 
-    /// Which signatures verify with which of `keys`.
-    public struct Tally: Sendable, Hashable {
+    /// Which signatures verify with which of `keys`: the engine's and `hot verify`'s, not API.
+    package struct Tally: Sendable, Hashable {
         /// Key ids whose signature verifies (each counted once).
-        public var valid: Set<String>
+        package var valid: Set<String>
         /// Key ids of `keys` whose signature does not verify.
-        public var invalid: [String]
+        package var invalid: [String]
         /// Key ids not in `keys`.
-        public var unknown: [String]
+        package var unknown: [String]
 
         /// Throws unless at least `threshold` keys signed validly.
         ///
@@ -104,7 +104,7 @@ public struct SignedEnvelope: Sendable, Hashable {
         ///   - whose: Names the key set in the message ("trusted", "declared").
         ///   - subject: The file or URL the error names, if any.
         /// - Throws: `HotUpdateError.Code.signatureInvalid` naming the failures.
-        public func require(_ threshold: Int, whose: String, subject: String? = nil) throws {
+        package func require(_ threshold: Int, whose: String, subject: String? = nil) throws {
             guard valid.count < threshold else { return }
             var reasons: [String] = []
             let short = { (ids: [String]) in ids.map { String($0.prefix(12)) }.joined(separator: ", ") }
@@ -122,7 +122,7 @@ public struct SignedEnvelope: Sendable, Hashable {
     /// Checks every signature against `keys` (key id → key).
     ///
     /// - Throws: `HotUpdateError.Code.signatureInvalid` when a key cannot be used.
-    public func tally(keys: [String: PublicKey], verifier: any Verifier) throws -> Tally {
+    package func tally(keys: [String: PublicKey], verifier: any Verifier) throws -> Tally {
         var tally = Tally(valid: [], invalid: [], unknown: [])
         for signature in signatures {
             guard let key = keys[signature.keyid] else {

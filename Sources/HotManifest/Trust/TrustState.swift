@@ -5,23 +5,23 @@ import HotCore
 /// survives restarts: the highest manifest version (rollback defence), the digest of its
 /// signed bytes (the same version with other content is refused), and the keys and
 /// threshold that manifest declared (key rotation).
-public struct TrustState: Codable, Sendable, Hashable {
+package struct TrustState: Codable, Sendable, Hashable {
     /// The state of one channel.
-    public struct Channel: Codable, Sendable, Hashable {
+    package struct Channel: Codable, Sendable, Hashable {
         /// The id of the root of trust the app was configured with when this was saved.
         /// When the app ships other root keys, the stored keys are replaced by them.
-        public var rootFingerprint: String
+        package var rootFingerprint: String
         /// The highest manifest version trusted.
-        public var version: Int
+        package var version: Int
         /// The SHA-256 of that manifest's signed bytes, hex.
-        public var signedSHA256: String
+        package var signedSHA256: String
         /// The keys that manifest declared, by key id.
-        public var keys: [String: SignedManifestBody.Key]
+        package var keys: [String: SignedManifestBody.Key]
         /// The threshold that manifest declared.
-        public var threshold: Int
+        package var threshold: Int
 
         /// Creates a channel's state.
-        public init(
+        package init(
             rootFingerprint: String,
             version: Int,
             signedSHA256: String,
@@ -37,15 +37,15 @@ public struct TrustState: Codable, Sendable, Hashable {
     }
 
     /// The name of the file under the store root.
-    public static let fileName = StoreLayout.trustFileName
+    package static let fileName = StoreLayout.trustFileName
 
     /// The schema of the file.
-    public var schema: Int
+    package var schema: Int
     /// The state by channel name (`""` for a repository with one manifest).
-    public var channels: [String: Channel]
+    package var channels: [String: Channel]
 
     /// Creates a state.
-    public init(channels: [String: Channel] = [:]) {
+    package init(channels: [String: Channel] = [:]) {
         self.schema = 1
         self.channels = channels
     }
@@ -54,7 +54,7 @@ public struct TrustState: Codable, Sendable, Hashable {
     ///
     /// - Throws: `HotUpdateError.Code.storeCorrupt` when the file exists but cannot be read:
     ///   a client that lost its trust state must not silently accept an older manifest.
-    public static func load(root: URL) throws -> TrustState {
+    package static func load(root: URL) throws -> TrustState {
         let file = root.appendingPathComponent(fileName)
         guard FileManager.default.fileExists(atPath: file.path) else { return TrustState() }
         do {
@@ -78,7 +78,7 @@ public struct TrustState: Codable, Sendable, Hashable {
     /// `SignedManifestSource`, which loads, checks and saves under it).
     ///
     /// - Throws: `HotUpdateError.Code.fileSystem`.
-    public func save(root: URL) throws {
+    package func save(root: URL) throws {
         try FileSystem.createDirectory(root)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
