@@ -282,11 +282,11 @@ struct GoReaderCase: Sendable, CustomTestStringConvertible {
     ]
 }
 
-@Suite(.enabled(if: PeerCorpus.suitesRun, PeerCorpus.skipReason))
+@Suite(.enabled(if: PeerCorpus.corpus.suitesRun, PeerCorpus.corpus.skipReason))
 struct GoReaderCaseTests {
     @Test(arguments: GoReaderCase.all, Backend.allCases)
     func goCase(_ testCase: GoReaderCase, _ backend: Backend) async throws {
-        let corpus = try PeerCorpus.root()
+        let corpus = try PeerCorpus.corpus.root()
         let scratch = try Scratch()
         defer { scratch.remove() }
         let script = "from zipcraft import *\n" + testCase.script.replacingOccurrences(of: "CORPUS", with: corpus.path)

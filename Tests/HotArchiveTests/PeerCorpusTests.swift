@@ -15,16 +15,6 @@ enum PeerCorpus {
         environmentVariable: "HOT_PEER_CORPUS"
     )
 
-    static var location: URL { corpus.location }
-    static var isPresent: Bool { corpus.isPresent }
-    static var suitesRun: Bool { corpus.suitesRun }
-    static var skipReason: Comment { corpus.skipReason }
-
-    /// The folder; a test that needs it fails when it is missing.
-    static func root(sourceLocation: SourceLocation = #_sourceLocation) throws -> URL {
-        try corpus.root(sourceLocation: sourceLocation)
-    }
-
     /// The folders of the corpus, each holding archives (and content references) of one peer.
     static let folders = ["go-derived-via-rc-zip", "rc-zip", "snyk-zip-slip", "libarchive"]
 }
@@ -878,11 +868,11 @@ extension PeerCase {
 // MARK: - Tests
 
 /// Every file of the peer corpora, read by both unarchivers with the outcome the peer expects.
-@Suite(.enabled(if: PeerCorpus.suitesRun, PeerCorpus.skipReason))
+@Suite(.enabled(if: PeerCorpus.corpus.suitesRun, PeerCorpus.corpus.skipReason))
 struct PeerCorpusTests {
     @Test(arguments: PeerCase.all, Backend.allCases)
     func peerArchive(_ testCase: PeerCase, _ backend: Backend) async throws {
-        let corpus = try PeerCorpus.root()
+        let corpus = try PeerCorpus.corpus.root()
         let scratch = try Scratch()
         defer { scratch.remove() }
         var archive = corpus.appendingPathComponent(testCase.file)
@@ -913,7 +903,7 @@ struct PeerCorpusTests {
     /// Every file in the corpus has a case, and every case names a file that is there: a file
     /// added to the corpus without an expectation fails here.
     @Test func everyCorpusFileHasACase() throws {
-        let corpus = try PeerCorpus.root()
+        let corpus = try PeerCorpus.corpus.root()
         var files: Set<String> = []
         for folder in PeerCorpus.folders {
             for name in try FileManager.default.contentsOfDirectory(atPath: corpus.appendingPathComponent(folder).path)
@@ -931,7 +921,7 @@ struct PeerCorpusTests {
     /// The modes the peers assert, as our listing reports them (extraction keeps owner bits only).
     @Test(arguments: Backend.allCases)
     func listedModes(_ backend: Backend) async throws {
-        let corpus = try PeerCorpus.root()
+        let corpus = try PeerCorpus.corpus.root()
         func modes(_ file: String) async throws -> [String: UInt16?] {
             let entries = try await backend.unarchiver.entries(
                 of: corpus.appendingPathComponent(file),

@@ -14,18 +14,8 @@ enum ZstdGolden {
         environmentVariable: "HOT_ZSTD_GOLDEN"
     )
 
-    static var location: URL { corpus.location }
-    static var isPresent: Bool { corpus.isPresent }
-    static var suitesRun: Bool { corpus.suitesRun }
-    static var skipReason: Comment { corpus.skipReason }
-
-    /// The folder; a test that needs it fails when it is missing.
-    static func root(sourceLocation: SourceLocation = #_sourceLocation) throws -> URL {
-        try corpus.root(sourceLocation: sourceLocation)
-    }
-
     static func file(_ relative: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> Data {
-        let url = try root(sourceLocation: sourceLocation).appendingPathComponent(relative)
+        let url = try corpus.root(sourceLocation: sourceLocation).appendingPathComponent(relative)
         try #require(
             FileManager.default.fileExists(atPath: url.path),
             "\(relative) is not in the golden files",
@@ -51,7 +41,7 @@ enum ZstdGolden {
 /// The golden files: every decoder must decode the first folder and refuse the second; inputs
 /// that once broke zstd's compressor, compressed at several levels, and a dictionary with missing
 /// symbols must decode byte for byte.
-@Suite("zstd golden files", .enabled(if: ZstdGolden.suitesRun, ZstdGolden.skipReason))
+@Suite("zstd golden files", .enabled(if: ZstdGolden.corpus.suitesRun, ZstdGolden.corpus.skipReason))
 struct ZstdGoldenTests {
     @Test("golden-decompression frames decode to what zstd -d gives", arguments: ZstdGolden.decompression)
     func decompression(_ name: String) async throws {
@@ -100,7 +90,7 @@ struct ZstdGoldenTests {
     func dictionaryWithMissingSymbols() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let dictionaryFile = try ZstdGolden.root().appendingPathComponent(
+        let dictionaryFile = try ZstdGolden.corpus.root().appendingPathComponent(
             "golden-dictionaries/http-dict-missing-symbols"
         )
         let dictionary = ZstdDictionary(try Data(contentsOf: dictionaryFile))
@@ -128,7 +118,7 @@ struct ZstdGoldenTests {
 
     /// Every file in the folder has a case, and every case names a file that is there.
     @Test func everyGoldenFileHasACase() throws {
-        let root = try ZstdGolden.root()
+        let root = try ZstdGolden.corpus.root()
         let folders: [String: [String]] = [
             "golden-decompression": ZstdGolden.decompression,
             "golden-decompression-errors": ZstdGolden.errors,
