@@ -86,7 +86,7 @@ struct LaunchGuardCommand: AsyncParsableCommand {
 
         // 1. Begin the launch before loading any code: an unconfirmed trial of an earlier
         //    launch is rolled back and blocked here; a version waiting is made active.
-        let launch = try await updater.beginLaunch()
+        let launch = try await updater.launch.begin()
         for rolled in launch.rolledBack {
             say("rolled back \(rolled.id) \(rolled.version) to \(rolled.restoredVersion ?? "the bundle"): blocked")
         }
@@ -107,7 +107,7 @@ struct LaunchGuardCommand: AsyncParsableCommand {
         }
 
         // 3. It runs: confirm this launch, and only this one.
-        try await updater.confirmLaunch(launch.token)
+        try await updater.launch.confirm(launch.token)
 
         // 4. Check for updates; what is installed now waits for the next launch.
         let source = SignedManifestSource(
@@ -121,7 +121,7 @@ struct LaunchGuardCommand: AsyncParsableCommand {
         )
         let report = try await updater.sync(from: source)
         let waiting = Dictionary(
-            try await updater.waitingVersions().map { ($0.id, $0.version) },
+            try await updater.launch.waitingVersions().map { ($0.id, $0.version) },
             uniquingKeysWith: { first, _ in first }
         )
         for outcome in report.packages {

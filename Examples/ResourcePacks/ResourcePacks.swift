@@ -258,7 +258,7 @@ func runExample(_ arguments: Arguments) async throws {
         _ = try await updater.install(wrong)
         print("fonts with a wrong password: installed (unexpected)")
     } catch {
-        print("fonts with a wrong password: \(describe(error)); available: \(await updater.isAvailable("fonts"))")
+        print("fonts with a wrong password: \(describe(error)); available: \(await updater.health.isAvailable("fonts"))")
     }
 
     // 3. The other packs together, one from the app's bundle.
@@ -298,10 +298,10 @@ func runExample(_ arguments: Arguments) async throws {
     }
 
     // 6. Availability, as a screen checks before it draws.
-    print("available: 3000 \(await updater.isAvailable("3000")), 3002 \(await updater.isAvailable("3002"))")
+    print("available: 3000 \(await updater.health.isAvailable("3000")), 3002 \(await updater.health.isAvailable("3002"))")
     print(
-        "available: 3000/blend.jpg \(await updater.isAvailable(resource: "blend.jpg", in: "3000")), "
-            + "3000/missing.jpg \(await updater.isAvailable(resource: "missing.jpg", in: "3000"))"
+        "available: 3000/blend.jpg \(await updater.health.isAvailable(resource: "blend.jpg", in: "3000")), "
+            + "3000/missing.jpg \(await updater.health.isAvailable(resource: "missing.jpg", in: "3000"))"
     )
 
     // 7. Cancel one pack while it downloads: nothing half-installed, and a later request starts afresh.
@@ -315,7 +315,7 @@ func runExample(_ arguments: Arguments) async throws {
     switch await first.result {
     case .success: print("cancel 3002: it finished before the cancel")
     case .failure(let error):
-        print("cancel 3002: \(describe(error)); available: \(await updater.isAvailable("3002"))")
+        print("cancel 3002: \(describe(error)); available: \(await updater.health.isAvailable("3002"))")
     }
     // Two screens ask again; one leaves, the other still gets the pack. The one that stays
     // asks first and its download has begun before the other asks and leaves, so the
@@ -333,7 +333,7 @@ func runExample(_ arguments: Arguments) async throws {
     let kept = try await staying.value
     print(
         "3002 again: the caller that left got \((try? leavingResult.get()) == nil ? "cancelled" : "the pack"), "
-            + "the other got \(relative(kept.directory, to: root)); available: \(await updater.isAvailable("3002"))"
+            + "the other got \(relative(kept.directory, to: root)); available: \(await updater.health.isAvailable("3002"))"
     )
 
     // 8. Self-repair: a file deleted behind the app's back comes back from objects/, no download.
@@ -342,10 +342,10 @@ func runExample(_ arguments: Arguments) async throws {
     }
     let original = try Data(contentsOf: sepia)
     try FileManager.default.removeItem(at: sepia)
-    let health = try await updater.verify(packageID: "3001", depth: .quick)
+    let health = try await updater.health.verify(packageID: "3001", depth: .quick)
     print("verify 3001: missing \(health.missing.joined(separator: ", ")); state \(health.state)")
     let downloadsBefore = await counter.count(filters.url.lastPathComponent)
-    let repair = try await updater.repair(packageID: "3001")
+    let repair = try await updater.health.repair(packageID: "3001")
     let same = (try? Data(contentsOf: sepia)) == original
     print(
         "repair 3001: restored \(repair.restored.joined(separator: ", ")), downloads \(await counter.count(filters.url.lastPathComponent) - downloadsBefore), "
@@ -354,7 +354,7 @@ func runExample(_ arguments: Arguments) async throws {
 
     // 9. Delete one pack: only what nothing else links is freed; the pack sharing files stays whole.
     let freed = try await updater.remove(packageID: "3000")
-    let afterDelete = try await updater.verify(packageID: "3001", depth: .full)
+    let afterDelete = try await updater.health.verify(packageID: "3001", depth: .full)
     print(
         "delete 3000: \(freed.objectsRemoved) objects, \(freed.bytesFreed) bytes freed; "
             + "3001 healthy \(afterDelete.isHealthy) (\(afterDelete.filesChecked) files hashed)"

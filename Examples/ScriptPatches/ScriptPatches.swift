@@ -175,7 +175,7 @@ func runExample(_ arguments: Arguments) async throws {
 
     // 1. At launch, before the network: every installed patch, in the list's order.
     print("launch: activating installed patches")
-    printActivations(await patches.activateInstalledPatches(with: engine))
+    printActivations(await patches.patches.activateInstalled(with: engine))
 
     // 2. Sync with the signed patch list; only new and updated patches are activated.
     print("checking \(arguments.patchList.absoluteString)")
@@ -185,7 +185,7 @@ func runExample(_ arguments: Arguments) async throws {
         verifier: CryptoVerifier(),
         trustedKeys: arguments.keys
     )
-    let (report, activations) = try await patches.syncPatches(from: source, activator: engine)
+    let (report, activations) = try await patches.patches.sync(from: source, activator: engine)
     for outcome in report.packages {
         if let error = outcome.error {
             print("  \(outcome.id): \(outcome.change) failed: \(error)")
@@ -200,10 +200,10 @@ func runExample(_ arguments: Arguments) async throws {
     //    installed (the next sync with a complete patch list removes the debug patch).
     if let folder = arguments.debugPatch {
         let version = "local-\(Int(Date().timeIntervalSince1970))"
-        let installed = try await patches.installLocal(from: folder, id: "debug", version: version)
+        let installed = try await patches.patches.installLocal(from: folder, id: "debug", version: version)
         print("debug patch: installed \(installed.id) \(installed.version) from \(folder.lastPathComponent)")
         print("relaunch: activating installed patches")
-        printActivations(await patches.activateInstalledPatches(with: engine))
+        printActivations(await patches.patches.activateInstalled(with: engine))
     }
 
     try await printStates(patches)

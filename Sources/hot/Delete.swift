@@ -83,7 +83,7 @@ struct Repair: AsyncParsableCommand {
                 .first
             let kind = transport ?? firstSource.map(TransportKind.defaultKind(for:)) ?? .defaultHTTP
             let updater = storeOptions.makeUpdater(transport: try kind.make())
-            let reports = try await updater.repairAll(depth: quick ? .quick : .full)
+            let reports = try await updater.health.repairAll(depth: quick ? .quick : .full)
             if reports.isEmpty { print("no packages installed in \(storeOptions.rootURL.path)") }
             for report in reports {
                 var line = "\(report.id)\t\(report.after.version)\t"

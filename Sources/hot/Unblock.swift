@@ -25,7 +25,7 @@ struct Unblock: AsyncParsableCommand {
     func run() async throws {
         try await runReportingErrors {
             try storeOptions.requireStore()
-            try await storeOptions.makeUpdater().unblock(packageID: id, version: version)
+            try await storeOptions.makeUpdater().launch.unblock(packageID: id, version: version)
             print("unblocked \(id) \(version)")
         }
     }

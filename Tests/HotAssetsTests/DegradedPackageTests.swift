@@ -64,7 +64,7 @@ struct DegradedPackageTests {
             let root = store.root
             // fileMissing, recorded by a check; a tree gone without the store knowing; an unreadable list.
             try FileManager.default.removeItem(at: root.appendingPathComponent("packages/damaged/1/own-damaged.png"))
-            #expect(try await !store.updater.verify(packageID: "damaged", depth: .quick).isHealthy)
+            #expect(try await !store.updater.health.verify(packageID: "damaged", depth: .quick).isHealthy)
             #expect(try await store.updater.state(of: "damaged") == .fileMissing)
             try FileManager.default.removeItem(at: root.appendingPathComponent("packages/gone/1"))
             try Data("not a file list".utf8).write(to: root.appendingPathComponent("filelists/unlisted/1.files"))

@@ -47,7 +47,7 @@ struct ContentStoreTests {
         #expect(
             (try Self.attributes(fixture.url("packages/b/1/shared.png"))[.referenceCount] as? NSNumber)?.intValue == 2
         )
-        #expect(try await fixture.updater.verify(packageID: "b", depth: .full).isHealthy)
+        #expect(try await fixture.updater.health.verify(packageID: "b", depth: .full).isHealthy)
 
         try await fixture.updater.remove(packageID: "b")
         #expect(fixture.objectNames().isEmpty)
@@ -122,7 +122,7 @@ struct ContentStoreTests {
         #expect(fixture.objectNames() == kept)
         #expect(!FileManager.default.fileExists(atPath: orphanTree.path))
         #expect(!FileManager.default.fileExists(atPath: fixture.url("filelists/p/2.files").path))
-        #expect(try await reopened.verify(packageID: "p").isHealthy)
+        #expect(try await reopened.health.verify(packageID: "p").isHealthy)
     }
 
     @Test("file lists round-trip any path and refuse what they cannot read")
@@ -159,7 +159,7 @@ struct ContentStoreTests {
         #expect(try await fixture.sync([a, b]).failures.isEmpty)
         #expect(try await fixture.contents(of: "b", "shared.png") == "same bytes")
         #expect(FileManager.default.subpaths(atPath: elsewhere.path)?.contains { $0.count > 3 } == false)
-        #expect(try await fixture.updater.verify(packageID: "a", depth: .full).isHealthy)
+        #expect(try await fixture.updater.health.verify(packageID: "a", depth: .full).isHealthy)
         try await fixture.updater.remove(packageID: "a")
         #expect(try await fixture.contents(of: "b", "shared.png") == "same bytes")
         #expect(fixture.stagingIsEmpty())

@@ -78,20 +78,20 @@ struct PackageStateTests {
         let updater = fixture.updater
 
         try FileManager.default.removeItem(at: fixture.url("packages/p/1/a.png"))
-        #expect(try await updater.verify(packageID: "p", depth: .quick).missing == ["a.png"])
+        #expect(try await updater.health.verify(packageID: "p", depth: .quick).missing == ["a.png"])
         #expect(await recorder.states(of: "p", through: .fileMissing) == [.fileMissing])
         #expect(await fixture.store.snapshot.packages["p"]?.state == .fileMissing)
-        #expect(try await updater.repair(packageID: "p").succeeded)
+        #expect(try await updater.health.repair(packageID: "p").succeeded)
         #expect(await recorder.states(of: "p", through: .installed) == [.installed])
 
         // Same size, other bytes: only a full check sees it.
         let b = fixture.url("packages/p/1/b.png")
         try FileManager.default.removeItem(at: b)
         try Data("BETA".utf8).write(to: b)
-        #expect(try await updater.verify(packageID: "p", depth: .quick).isHealthy)
-        #expect(try await updater.verify(packageID: "p", depth: .full).damaged == ["b.png"])
+        #expect(try await updater.health.verify(packageID: "p", depth: .quick).isHealthy)
+        #expect(try await updater.health.verify(packageID: "p", depth: .full).damaged == ["b.png"])
         #expect(await recorder.states(of: "p", through: .digestMismatch) == [.digestMismatch])
-        #expect(try await updater.repair(packageID: "p").restored == ["b.png"])
+        #expect(try await updater.health.repair(packageID: "p").restored == ["b.png"])
         #expect(await recorder.states(of: "p", through: .installed) == [.installed])
         #expect(try await fixture.contents(of: "p", "b.png") == "beta")
     }

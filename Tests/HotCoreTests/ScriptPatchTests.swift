@@ -47,7 +47,7 @@ struct ScriptPatchTests {
 
         let relaunched = fixture.relaunched()
         let activator = RecordingActivator(refusing: ["alpha"])
-        let results = await relaunched.activateInstalledPatches(with: activator)
+        let results = await relaunched.patches.activateInstalled(with: activator)
         #expect(await activator.ids == ["zeta", "alpha", "mid"])
         #expect(results.map(\.succeeded) == [true, false, true])
         #expect(results[1].error?.code == .activationFailed)
@@ -65,7 +65,7 @@ struct ScriptPatchTests {
 
         // Fixed on the app's side: accepted at the next launch, installed again.
         await activator.refuse([])
-        let again = await fixture.relaunched().activateInstalledPatches(with: activator)
+        let again = await fixture.relaunched().patches.activateInstalled(with: activator)
         #expect(again.allSatisfy { $0.succeeded })
         #expect(await fixture.store.snapshot.packages["alpha"]?.state == .installed)
         #expect(await fixture.store.snapshot.packages["alpha"]?.lastError == nil)
@@ -82,7 +82,7 @@ struct ScriptPatchTests {
         let b2 = try await publishPatch(fixture, "b", "2")
         let activator = RecordingActivator()
         let source = FakeManifestSource(manifest: try Manifest(packages: [c, a, b2]))
-        let (report, activations) = try await fixture.updater.syncPatches(from: source, activator: activator)
+        let (report, activations) = try await fixture.updater.patches.sync(from: source, activator: activator)
         #expect(report.failures.isEmpty)
         #expect(activations.map(\.id) == ["c", "b"])
         #expect(await activator.activated.map(\.version) == ["1", "2"])
@@ -102,7 +102,7 @@ struct ScriptPatchTests {
         try Data("shared library".utf8).write(to: folder.appendingPathComponent("lib/lib.js"))
         defer { try? FileManager.default.removeItem(at: folder) }
 
-        let installed = try await fixture.updater.installLocal(from: folder, id: "debug", version: "local-1")
+        let installed = try await fixture.updater.patches.installLocal(from: folder, id: "debug", version: "local-1")
         #expect(installed.version == "local-1")
         #expect(
             try String(contentsOf: installed.directory.appendingPathComponent("lib/lib.js"), encoding: .utf8)
@@ -112,7 +112,7 @@ struct ScriptPatchTests {
         #expect(await fixture.transport.receivedRequests.count == 1)  // only the remote package's
 
         let activator = RecordingActivator()
-        let results = await fixture.updater.activateInstalledPatches(with: activator)
+        let results = await fixture.updater.patches.activateInstalled(with: activator)
         // "remote" has no main.js: its hook fails; "debug" is activated all the same.
         #expect(results.map(\.id) == ["remote", "debug"])
         #expect(results.map(\.succeeded) == [false, true])
@@ -120,13 +120,13 @@ struct ScriptPatchTests {
 
         // Edited and reinstalled: a new version; the files are checked and repaired like any other.
         try Data("console.log('debug 2')".utf8).write(to: folder.appendingPathComponent("main.js"))
-        let second = try await fixture.updater.installLocal(from: folder, id: "debug", version: "local-2")
+        let second = try await fixture.updater.patches.installLocal(from: folder, id: "debug", version: "local-2")
         #expect(
             try String(contentsOf: second.directory.appendingPathComponent("main.js"), encoding: .utf8)
                 == "console.log('debug 2')"
         )
         try FileManager.default.removeItem(at: second.directory.appendingPathComponent("lib/lib.js"))
-        #expect(try await fixture.updater.repair(packageID: "debug").restored == ["lib/lib.js"])
+        #expect(try await fixture.updater.health.repair(packageID: "debug").restored == ["lib/lib.js"])
 
         // A symbolic link in the folder is refused, and the installed version stays.
         try FileManager.default.createSymbolicLink(
@@ -134,7 +134,7 @@ struct ScriptPatchTests {
             withDestinationURL: URL(fileURLWithPath: "/etc")
         )
         await #expect(throws: HotUpdateError(.unsafeEntry, "")) {
-            try await fixture.updater.installLocal(from: folder, id: "debug", version: "local-3")
+            try await fixture.updater.patches.installLocal(from: folder, id: "debug", version: "local-3")
         }
         #expect(try await fixture.updater.installedPackages().first { $0.id == "debug" }?.version == "local-2")
         #expect(fixture.stagingIsEmpty())

@@ -98,13 +98,13 @@ struct SingleFlightTests {
         #expect(fixture.stagingIsEmpty())
         #expect(!FileManager.default.fileExists(atPath: fixture.root.appendingPathComponent("packages/filters").path))
         #expect(try await updater.state(of: "filters") == nil)
-        #expect(await updater.isAvailable("filters") == false)
+        #expect(await updater.health.isAvailable("filters") == false)
 
         await fixture.transport.release(offered.url)
         let installed = try await updater.install(offered)
         #expect(installed.version == "1")
         #expect(await fixture.transport.requestCount(for: offered.url) == 2)
-        #expect(await updater.isAvailable("filters"))
+        #expect(await updater.health.isAvailable("filters"))
     }
 
     @Test(

@@ -35,7 +35,7 @@ struct StoreFindingsTests {
         await fixture.transport.hold(try FakeArchive.make(["a.png": "alpha", "b.png": "beta"]), at: v1.url, deliver: 3)
 
         let updater = fixture.updater
-        let repair = Task { try await updater.repair(packageID: "p") }
+        let repair = Task { try await updater.health.repair(packageID: "p") }
         try await SingleFlightTests.waitUntilHeld(fixture, v1.url)
         let v2 = try await fixture.publish("p", "2", ["a.png": "two", "c.png": "sea"])
         #expect(try await updater.install(v2).version == "2")
@@ -50,7 +50,7 @@ struct StoreFindingsTests {
         #expect(try await fixture.contents(of: "p", "b.png") == nil)
         let package = try #require(try await updater.installedPackages().first)
         #expect(try await updater.fileList(of: package).files.map(\.path).sorted() == ["a.png", "c.png"])
-        #expect(try await updater.verify(packageID: "p", depth: .full).isHealthy)
+        #expect(try await updater.health.verify(packageID: "p", depth: .full).isHealthy)
         #expect(fixture.stagingIsEmpty())
     }
 
@@ -92,7 +92,7 @@ struct StoreFindingsTests {
         let active = try #require(try await updater.installedPackages().first { $0.id == "p" })
         #expect(active.version == "4")
         #expect(try String(contentsOf: active.directory.appendingPathComponent("a.png"), encoding: .utf8) == "four")
-        #expect(try await updater.verify(packageID: "p", depth: .full).isHealthy)
+        #expect(try await updater.health.verify(packageID: "p", depth: .full).isHealthy)
         let record = try #require(try await updater.currentSnapshot().packages["p"])
         for version in [record.active].compactMap({ $0 }) + record.previous {
             #expect(FileManager.default.fileExists(atPath: fixture.url(version.path).path), "\(version.path)")
@@ -158,7 +158,7 @@ struct StoreFindingsTests {
         #expect(recorded.version == "2")
         #expect(FileManager.default.fileExists(atPath: fixture.url(recorded.path).path))
         let relaunched = Updater(configuration: updater.configuration)
-        #expect(try await relaunched.verify(packageID: "p", depth: .full).isHealthy)
+        #expect(try await relaunched.health.verify(packageID: "p", depth: .full).isHealthy)
         #expect(try await relaunched.installedPackages().map(\.version) == ["2"])
     }
 
@@ -194,9 +194,9 @@ struct StoreFindingsTests {
             )
         )
         #expect(try await updater.installedPackages().isEmpty)
-        #expect(try await updater.verifyAll(recording: false).isEmpty)
+        #expect(try await updater.health.verifyAll(recording: false).isEmpty)
         #expect(try await updater.state(of: "x") == nil)
-        #expect(await updater.isAvailable("x") == false)
+        #expect(await updater.health.isAvailable("x") == false)
         #expect(!FileManager.default.fileExists(atPath: root.path))
     }
 
@@ -213,7 +213,7 @@ struct StoreFindingsTests {
         let snapshot = try await fixture.relaunched().currentSnapshot()
         #expect(snapshot.packages.keys.sorted() == ["b"])
         #expect(try await other.installedPackages().map(\.id) == ["b"])
-        #expect(try await other.verify(packageID: "b").isHealthy)
+        #expect(try await other.health.verify(packageID: "b").isHealthy)
     }
 }
 

@@ -46,12 +46,12 @@ struct TelemetryTests {
 
         var updater = Updater(configuration: configuration)
         _ = try await updater.sync(from: FixedSource(manifest: try Manifest(version: 7, packages: [v1])))
-        let first = try await updater.beginLaunch()
-        try await updater.confirmLaunch(first.token)
+        let first = try await updater.launch.begin()
+        try await updater.launch.confirm(first.token)
         _ = try await updater.apply(try Manifest(packages: [v2]))
-        _ = try await updater.beginLaunch()  // dies before confirming
+        _ = try await updater.launch.begin()  // dies before confirming
         updater = Updater(configuration: configuration)
-        _ = try await updater.beginLaunch()
+        _ = try await updater.launch.begin()
         await #expect(throws: HotUpdateError.self) { try await updater.sync(from: FixedSource(manifest: nil)) }
 
         #expect(

@@ -85,7 +85,7 @@ struct ManyPackagesTests {
         let secondKiB = 16 * fileSize / 1024
         #expect(after >= secondKiB && after <= secondKiB + slackKiB, "du says \(after) KiB for \(secondKiB) KiB")
         #expect(try readTree(secondTree) == readTree(second))
-        #expect(try await updater.verify(packageID: "second", depth: .full).isHealthy)
+        #expect(try await updater.health.verify(packageID: "second", depth: .full).isHealthy)
         await server.stop()
     }
 

@@ -25,9 +25,9 @@ struct TelemetryOffTests {
         let updater = Updater(configuration: configuration)
         let report = try await updater.sync(from: client.source(repository.url(on: nginx)))
         try report.throwIfFailed()
-        let launch = try await updater.beginLaunch()
+        let launch = try await updater.launch.begin()
         #expect(launch.package("app")?.version == "1")
-        try await updater.confirmLaunch(launch.token)
+        try await updater.launch.confirm(launch.token)
         _ = try await updater.sync(from: client.source(repository.url(on: nginx)))
     }
 

@@ -390,7 +390,7 @@ struct StoreBenchmark: AsyncParsableCommand {
             installed = try await updater.installedPackages()
             opens.append((clock.now - start).seconds)
             let checkStart = clock.now
-            for package in installed where !(await updater.isAvailable(package.id)) {
+            for package in installed where !(await updater.health.isAvailable(package.id)) {
                 throw HotUpdateError(.internalInconsistency, "the launch check failed", packageID: package.id)
             }
             launchChecks.append((clock.now - checkStart).seconds)

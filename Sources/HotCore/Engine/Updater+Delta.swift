@@ -17,9 +17,9 @@ extension Updater {
     ) async throws -> (StagedPackage, SyncReport.DeltaUse?) {
         let fetcher = PackageFetcher(configuration: configuration, layout: layout)
         guard repairing == nil, let (delta, base) = await deltaToUse(for: descriptor) else {
-            return (try await fetcher.stage(descriptor, into: try await ledger.makeStaging(), observer: observer), nil)
+            return (try await fetcher.stage(descriptor, into: try await store.makeStaging(), observer: observer), nil)
         }
-        let received = ReceivedBytes()
+        let received = Locked<Int64>(0)
         var deltaObserver = observer
         deltaObserver.received = { bytes, expected in
             received.set(bytes)
@@ -30,7 +30,7 @@ extension Updater {
                 delta,
                 of: descriptor,
                 base: base,
-                into: try await ledger.makeStaging(),
+                into: try await store.makeStaging(),
                 observer: deltaObserver
             )
             logger.info(
@@ -64,7 +64,7 @@ extension Updater {
                     )
                 )
             )
-            var staged = try await fetcher.stage(descriptor, into: try await ledger.makeStaging(), observer: observer)
+            var staged = try await fetcher.stage(descriptor, into: try await store.makeStaging(), observer: observer)
             staged.downloaded += received.value
             return (staged, SyncReport.DeltaUse(baseVersion: base.version, bytes: received.value, fallback: hot))
         }
@@ -78,7 +78,7 @@ extension Updater {
         -> (PackageDescriptor.Delta, InstalledVersion)?
     {
         guard configuration.usesDeltas, !descriptor.deltas.isEmpty,
-            let record = await ledger.cached?.packages[descriptor.id], let active = record.active,
+            let record = await store.cachedRecord(descriptor.id), let active = record.active,
             record.state != .fileMissing, record.state != .digestMismatch
         else { return nil }
         let candidates = descriptor.deltas.filter { delta in
@@ -87,13 +87,4 @@ extension Updater {
         guard let best = candidates.min(by: { ($0.size ?? .max) < ($1.size ?? .max) }) else { return nil }
         return (best, active)
     }
-}
-
-/// The bytes a download has received so far, set from the transport's threads.
-private final class ReceivedBytes: @unchecked Sendable {
-    private let lock = NSLock()
-    private var bytes: Int64 = 0
-
-    func set(_ value: Int64) { lock.withLock { bytes = value } }
-    var value: Int64 { lock.withLock { bytes } }
 }

@@ -67,23 +67,13 @@ extension Updater {
         if let record = snapshot.packages[descriptor.id], let active = record.active,
             UpdatePlan.isSame(descriptor, active), record.state != .fileMissing, record.state != .digestMismatch
         {
-            return try installedPackage(record, active)
+            return try store.installedPackage(record, version: active)
         }
         let result = try await join(descriptor)
-        guard let record = await ledger.cached?.packages[descriptor.id] else {
+        guard let record = await store.cachedRecord(descriptor.id) else {
             throw HotUpdateError(.internalInconsistency, "installed but not recorded", packageID: descriptor.id)
         }
-        return try installedPackage(record, result.version)
-    }
-
-    private func installedPackage(_ record: InstallRecord, _ version: InstalledVersion) throws -> InstalledPackage {
-        InstalledPackage(
-            id: record.id,
-            version: version.version,
-            directory: try layout.url(forRelativePath: version.path),
-            state: record.state,
-            installedAt: version.installedAt
-        )
+        return try store.installedPackage(record, version: result.version)
     }
 
     /// Stops the work on one package for every caller: downloads end, staging is removed,
@@ -123,9 +113,6 @@ extension Updater {
         }
     }
 
-    /// How many staged packages wait for the next group commit (for tests).
-    package var pendingInstallCount: Int { pendingInstalls.count }
-
     /// How many callers wait for a flight of `packageID` (for tests that need a caller to
     /// have joined before they let a download finish).
     package func flightSubscribers(packageID: String) async -> Int {
@@ -142,8 +129,8 @@ extension Updater {
     private nonisolated func fly(_ descriptor: PackageDescriptor, key: FlightKey) async throws -> FlightResult {
         let id = descriptor.id
         let progressKey = "\(id)#\(UUID().uuidString)"
-        let tracker = ProgressTracker(UpdateEvent.PackageProgress(id: id, version: descriptor.version))
-        hub.begin(progressKey, tracker.current)
+        let tracker = Locked(UpdateEvent.PackageProgress(id: id, version: descriptor.version))
+        hub.begin(progressKey, tracker.value)
         defer { hub.end(progressKey) }
         var downloaded = false
         do {
@@ -158,9 +145,10 @@ extension Updater {
                     received: { bytes, expected in
                         hub.advance(
                             progressKey,
-                            tracker.update {
+                            tracker.withLock {
                                 $0.bytesReceived = bytes
                                 $0.bytesExpected = expected
+                                return $0
                             }
                         )
                     },
@@ -168,9 +156,10 @@ extension Updater {
                     unpacked: { step in
                         hub.advance(
                             progressKey,
-                            tracker.update {
+                            tracker.withLock {
                                 $0.filesUnpacked = step.entriesCompleted
                                 $0.filesTotal = step.entriesTotal
+                                return $0
                             }
                         )
                     }
@@ -189,7 +178,7 @@ extension Updater {
             )
             let version =
                 if let repairing = key.repairing {
-                    try await repairStaged(staged, descriptor, repairing: repairing)
+                    try await repairTree(staged, descriptor, repairing: repairing)
                 } else {
                     try await installStaged(staged, descriptor, key: key)
                 }
@@ -217,6 +206,17 @@ extension Updater {
         }
     }
 
+    /// Replaces a damaged tree with the one staged (see ``Store/replaceTree(_:_:repairing:)``)
+    /// and publishes the version whole again.
+    private func repairTree(_ staged: StagedPackage, _ offered: PackageDescriptor, repairing: String) async throws
+        -> InstalledVersion
+    {
+        let version = try await store.replaceTree(staged, offered, repairing: repairing)
+        hub.publish(offered.id, version.version, .installed)
+        logger.info("re-fetched a damaged version", metadata: ["package": "\(offered.id)", "version": "\(version.version)"])
+        return version
+    }
+
     /// A flight ended: it is no longer the package's newest request.
     private func landed(_ key: FlightKey) {
         if wanted[key.id]?.key == key { wanted[key.id] = nil }
@@ -225,27 +225,7 @@ extension Updater {
 
     /// Publishes the stored state again, after a flight that changed nothing.
     private func publishStoredState(of id: String) async {
-        let record = await ledger.cached?.packages[id]
+        let record = await store.cachedRecord(id)
         hub.publish(id, record?.active?.version, record?.state ?? .new)
-    }
-}
-
-/// The progress of one flight, updated from the transport's and unarchiver's threads.
-final class ProgressTracker: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: UpdateEvent.PackageProgress
-
-    init(_ initial: UpdateEvent.PackageProgress) {
-        value = initial
-    }
-
-    var current: UpdateEvent.PackageProgress { lock.withLock { value } }
-
-    /// Applies `change` and returns the new value.
-    func update(_ change: (inout UpdateEvent.PackageProgress) -> Void) -> UpdateEvent.PackageProgress {
-        lock.withLock {
-            change(&value)
-            return value
-        }
     }
 }

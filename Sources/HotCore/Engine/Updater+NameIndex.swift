@@ -12,7 +12,7 @@ extension Updater {
     package func nameIndex(rebuildingWhenStale: Bool) async -> NameIndex? {
         let found: (snapshot: StoreSnapshot, index: NameIndex?, problem: HotUpdateError?)
         do {
-            found = try await ledger.readNameIndex()
+            found = try await store.readNameIndex()
         } catch {
             logger.warning("the store cannot be read, so neither can its name index: \(error)")
             return nil
@@ -24,11 +24,11 @@ extension Updater {
             metadata: ["generation": "\(found.snapshot.generation)"]
         )
         if rebuildingWhenStale {
-            let ledger = self.ledger
+            let store = self.store
             let logger = self.logger
             Task {
                 do {
-                    try await ledger.rebuildNameIndex()
+                    try await store.rebuildNameIndex()
                 } catch {
                     logger.warning("cannot rebuild the name index: \(error)")
                 }
@@ -43,6 +43,6 @@ extension Updater {
     /// - Throws: ``HotUpdateError`` when the store cannot be read or the index written.
     @discardableResult
     package func rebuildNameIndex() async throws -> Bool {
-        try await ledger.rebuildNameIndex()
+        try await store.rebuildNameIndex()
     }
 }

@@ -43,11 +43,7 @@ extension Updater {
         // Disable and enable: the files stay, only the state changes; nothing is downloaded.
         let toggles = plan.packages.filter { $0.change == .disable || $0.change == .enable }
         if !toggles.isEmpty {
-            let logger = self.logger
-            let toggled = try await ledger.transaction { next, _ in
-                toggles.map { next.setEnabled($0, logger: logger) }
-            }
-            for outcome in toggled {
+            for outcome in try await store.setEnabled(toggles) {
                 outcomes[outcome.id] = outcome
                 hub.publish(outcome.id, outcome.activeVersion, outcome.change == .disable ? .disabled : .installed)
             }
@@ -78,7 +74,7 @@ extension Updater {
         do {
             let result = try await join(offered)
             // A version waiting for the next launch is not active yet.
-            let record = await ledger.cached?.packages[entry.id]
+            let record = await store.cachedRecord(entry.id)
             let waits = record?.pending.map { $0.path == result.version.path } ?? false
             return SyncReport.PackageOutcome(
                 id: entry.id,
@@ -88,7 +84,7 @@ extension Updater {
                 delta: result.delta
             )
         } catch {
-            let active = await ledger.cached?.packages[entry.id]?.active?.version
+            let active = await store.cachedRecord(entry.id)?.active?.version
             return SyncReport.PackageOutcome(
                 id: entry.id,
                 change: entry.change,
@@ -105,7 +101,7 @@ extension Updater {
         case .restore:
             guard let offered = entry.offered else { break }
             do {
-                let restored = try await performRollback(packageID: entry.id) { UpdatePlan.isSame(offered, $0) }
+                let restored = try await rollback(entry.id) { UpdatePlan.isSame(offered, $0) }
                 return SyncReport.PackageOutcome(id: entry.id, change: .restore, activeVersion: restored.version)
             } catch let error as HotUpdateError where error.code == .notFound {
                 // The kept tree is gone: fetch the version like any other.
@@ -121,7 +117,7 @@ extension Updater {
             }
         case .remove:
             do {
-                _ = try await performRemove(packageID: entry.id, missingIsError: false)
+                if try await store.remove(entry.id) != nil { hub.publish(entry.id, nil, .removed) }
                 logger.info("removed", metadata: ["package": "\(entry.id)"])
                 return SyncReport.PackageOutcome(id: entry.id, change: .remove, activeVersion: nil)
             } catch {
@@ -146,43 +142,12 @@ extension Updater {
     /// the sync: the states are facts the installs will record anyway.
     private func recordPlan(_ manifest: Manifest) async throws -> UpdatePlan {
         do {
-            let (plan, changes) = try await ledger.transaction { next, _ in
-                let plan = UpdatePlan.make(manifest: manifest, snapshot: next)
-                return (plan, Self.plannedStates(plan, in: &next))
-            }
+            let (plan, changes) = try await store.recordPlan(manifest)
             for change in changes { hub.publish(change.id, change.version, change.state) }
             return plan
         } catch {
             logger.warning("cannot record the planned states: \(error)")
             return UpdatePlan.make(manifest: manifest, snapshot: try await open())
         }
-    }
-
-    private static func plannedStates(_ plan: UpdatePlan, in next: inout StoreSnapshot) -> [UpdateEvent.StateChange] {
-        var changes: [UpdateEvent.StateChange] = []
-        for entry in plan.packages {
-            var record = next.packages[entry.id] ?? InstallRecord(id: entry.id, state: .new, active: nil)
-            let state: PackageState
-            switch entry.change {
-            case .add: state = .new
-            case .update: state = .updateAvailable
-            case .unchanged:
-                guard [.failed, .new, .updateAvailable].contains(record.state), !record.activationFailed else {
-                    continue
-                }
-                state = .installed
-            default: continue
-            }
-            guard next.packages[entry.id] == nil || record.state != state else { continue }
-            record.state = state
-            if state == .installed {
-                record.lastError = nil
-                record.lastErrorCode = nil
-            }
-            next.packages[entry.id] = record
-            changes.append(UpdateEvent.StateChange(id: entry.id, version: entry.offered?.version, state: state))
-        }
-        next.manifestOrder = plan.manifest.packages.map(\.id)
-        return changes
     }
 }

@@ -23,11 +23,11 @@ import Logging
 public actor Updater {
     /// The configuration the updater was built with.
     public nonisolated let configuration: UpdaterConfiguration
+    /// The store under the root: every read and change of it.
+    package nonisolated let store: Store
     /// Where things live under the root.
-    package nonisolated let layout: StoreLayout
+    package nonisolated var layout: StoreLayout { store.layout }
 
-    /// The store: snapshot, lock, file lists and every change, as transactions.
-    nonisolated let ledger: StoreLedger
     /// Flights running, by what they fetch.
     let flights = TaskPool<FlightKey, FlightResult>()
     /// The newest request for each package in this process: a flight whose content is no
@@ -35,28 +35,29 @@ public actor Updater {
     var wanted: [String: WantedVersion] = [:]
     /// When each running flight was last asked for.
     var requested: [FlightKey: Date] = [:]
-    /// Staged packages waiting for the next group commit.
-    var pendingInstalls: [PendingInstall] = []
-    var installGroupQueued = false
-    var installCounter = 0
 
     nonisolated let hub = EventHub()
     nonisolated let slots: AsyncSemaphore
     nonisolated var logger: Logger { configuration.logger }
-    nonisolated var objects: ObjectStore { ObjectStore(layout: layout, logger: logger) }
 
     /// Creates an updater. Nothing is read or written until the first call.
     public init(configuration: UpdaterConfiguration) {
         self.configuration = configuration
-        self.layout = StoreLayout(root: configuration.root)
         self.slots = AsyncSemaphore(slots: configuration.maxConcurrentPackages)
-        self.ledger = StoreLedger(
-            layout: layout,
-            store: configuration.store,
+        self.store = Store(
+            layout: StoreLayout(root: configuration.root),
+            metadata: configuration.store,
             verifier: configuration.verifier,
             logger: configuration.logger
         )
     }
+
+    /// Launch trials, versions waiting for a restart, and blocked versions.
+    public nonisolated var launch: UpdaterLaunch { UpdaterLaunch(updater: self) }
+    /// Whether packages can be used, checks of their files, and repairs.
+    public nonisolated var health: UpdaterHealth { UpdaterHealth(updater: self) }
+    /// Script patches: activation at launch, patch lists, local folders.
+    public nonisolated var patches: UpdaterPatches { UpdaterPatches(updater: self) }
 
     deinit {
         hub.finishAll()
@@ -100,26 +101,13 @@ public actor Updater {
         return try await open().packages[packageID]?.state
     }
 
-    /// The packages with an active version that assets may be resolved from (not disabled),
-    /// most recently installed first.
+    /// The packages with an active version that is not disabled, most recently installed
+    /// first. A damaged package is listed with its state; it serves no assets (see
+    /// ``PackageState/servesAssets``).
     ///
     /// - Throws: ``HotUpdateError`` from the metadata store.
     public func installedPackages() async throws -> [InstalledPackage] {
-        let snapshot = try await open()
-        var result: [InstalledPackage] = []
-        for record in snapshot.packages.values {
-            guard let active = record.active, record.state != .disabled else { continue }
-            result.append(
-                InstalledPackage(
-                    id: record.id,
-                    version: active.version,
-                    directory: try layout.url(forRelativePath: active.path),
-                    state: record.state,
-                    installedAt: active.installedAt
-                )
-            )
-        }
-        return result.sorted { ($0.installedAt, $0.id) > ($1.installedAt, $1.id) }
+        try store.installedPackages(in: try await open())
     }
 
     /// Compares `manifest` with what is installed.
@@ -129,9 +117,9 @@ public actor Updater {
         UpdatePlan.make(manifest: manifest, snapshot: try await open())
     }
 
-    /// The snapshot committed now (see ``StoreLedger/read()``): read-only, shared lock.
+    /// The snapshot committed now (see ``Store/read()``): read-only, shared lock.
     func open() async throws -> StoreSnapshot {
-        try await ledger.read()
+        try await store.read()
     }
 
     /// The files of `package`'s active version as the store recorded them when it was
@@ -158,14 +146,9 @@ public actor Updater {
             )
         }
         do {
-            return try await fileList(forVersionPath: active.path)
+            return try await store.fileList(forVersionPath: active.path)
         } catch {
             throw HotUpdateError.wrap(error, as: .storeCorrupt, "cannot read the file list", packageID: package.id)
         }
-    }
-
-    /// The file list of an installed version, read once per launch.
-    func fileList(forVersionPath path: String) async throws -> FileList {
-        try await ledger.fileList(forVersionPath: path)
     }
 }

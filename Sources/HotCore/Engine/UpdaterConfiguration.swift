@@ -44,7 +44,7 @@ public struct UpdaterConfiguration: Sendable {
     /// Where the updater logs. Nothing is bootstrapped: pass your own logger.
     public var logger: Logger
     /// Which packages launch under a trial, and when new versions take effect (see
-    /// ``Updater/beginLaunch()``). The default guards nothing: every version is active as
+    /// ``UpdaterLaunch/begin()``). The default guards nothing: every version is active as
     /// soon as it is installed.
     public var launch: LaunchPolicy
     /// Where the engine reports checks, downloads, installs, confirmations, rollbacks and

@@ -3,8 +3,8 @@ import Foundation
 /// Which packages an app runs (script patches, web modules, a JS bundle, config) and so
 /// launch under a trial, and when new versions take effect.
 ///
-/// A guarded package's new version is tried by one launch (``Updater/beginLaunch()``) and
-/// kept only when that launch confirms it (``Updater/confirmLaunch(_:)``); otherwise the next
+/// A guarded package's new version is tried by one launch (``UpdaterLaunch/begin()``) and
+/// kept only when that launch confirms it (``UpdaterLaunch/confirm(_:)``); otherwise the next
 /// launch rolls it back to the last confirmed version and blocks it. Resource packs need none
 /// of it and are left out.
 ///
@@ -66,9 +66,9 @@ extension LaunchPolicy {
         /// Active as soon as it is installed: assets resolved after the install come from it.
         public static let immediate = LaunchPolicy.Timing(rawValue: "immediate")
         /// Installed as ``InstallRecord/pending`` and made active by the next
-        /// ``Updater/beginLaunch()``: a running app never has the files it loaded swapped.
+        /// ``UpdaterLaunch/begin()``: a running app never has the files it loaded swapped.
         public static let nextLaunch = LaunchPolicy.Timing(rawValue: "nextLaunch")
-        /// As ``nextLaunch``, or earlier at ``Updater/beginResume()`` when the app returns to
+        /// As ``nextLaunch``, or earlier at ``UpdaterLaunch/resume()`` when the app returns to
         /// the foreground.
         public static let nextResume = LaunchPolicy.Timing(rawValue: "nextResume")
 

@@ -19,7 +19,7 @@ extension InstallRecord {
     ///
     /// No sync downloads or restores a blocked version while it blocks (see
     /// ``isBlocking(at:)``); a newer version is taken as usual. An operator removes it with
-    /// ``Updater/unblock(packageID:version:)`` (`hot unblock ID VERSION`).
+    /// ``UpdaterLaunch/unblock(packageID:version:)`` (`hot unblock ID VERSION`).
     public struct BlockedVersion: Codable, Sendable, Hashable {
         /// The version string.
         public var version: String
@@ -103,9 +103,9 @@ extension InstallRecord {
     /// breaking a `switch` in user code.
     ///
     /// A version installed for a guarded package is ``pending`` (installed, never launched);
-    /// ``Updater/beginLaunch()`` marks it ``trial`` durably before the app loads it;
-    /// ``Updater/confirmLaunch(_:)`` with that launch's token makes it ``confirmed``. A trial
-    /// the next ``Updater/beginLaunch()`` finds unconfirmed is rolled back and blocked.
+    /// ``UpdaterLaunch/begin()`` marks it ``trial`` durably before the app loads it;
+    /// ``UpdaterLaunch/confirm(_:)`` with that launch's token makes it ``confirmed``. A trial
+    /// the next ``UpdaterLaunch/begin()`` finds unconfirmed is rolled back and blocked.
     public struct LaunchPhase: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
         /// The phase's stable name, as stored.
         public let rawValue: String

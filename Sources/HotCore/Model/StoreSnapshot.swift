@@ -111,7 +111,7 @@ public struct InstallRecord: Codable, Sendable, Hashable {
     /// a failed download of a newer one. Nil in stores written before it was recorded.
     public var lastErrorCode: String?
     /// A version installed and waiting to take effect: it becomes active at the next
-    /// ``Updater/beginLaunch()`` (or resume), per the package's ``LaunchPolicy/Timing``.
+    /// ``UpdaterLaunch/begin()`` (or resume), per the package's ``LaunchPolicy/Timing``.
     /// Nil when nothing waits, and in stores written before it was kept.
     public var pending: InstalledVersion?
     /// Where the active version of a guarded package stands in its launch trial (see

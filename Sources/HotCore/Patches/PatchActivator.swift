@@ -24,8 +24,8 @@ public struct ScriptPatch: Sendable, Hashable {
 /// The app's hook that activates script patches.
 ///
 /// The engine calls it one patch at a time, in the order of the last patch list: at launch
-/// for every installed patch (``Updater/activateInstalledPatches(with:)``), and after each
-/// sync for the patches it added or updated (``Updater/syncPatches(from:activator:)``). A
+/// for every installed patch (``UpdaterPatches/activateInstalled(with:)``), and after each
+/// sync for the patches it added or updated (``UpdaterPatches/sync(from:activator:)``). A
 /// patch whose activation throws is recorded as ``PackageState/failed`` with the error; the
 /// others are activated all the same.
 ///

@@ -74,7 +74,7 @@ extension TelemetryEvent {
         public static let download = Kind(rawValue: "download")
         /// A downloaded version was recorded in the store, or could not be.
         public static let install = Kind(rawValue: "install")
-        /// A launch confirmed a guarded version (``Updater/confirmLaunch(_:)``).
+        /// A launch confirmed a guarded version (``UpdaterLaunch/confirm(_:)``).
         public static let confirm = Kind(rawValue: "confirm")
         /// A launch rolled back a version that an earlier launch never confirmed.
         public static let rollback = Kind(rawValue: "rollback")

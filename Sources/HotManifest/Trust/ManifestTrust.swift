@@ -95,8 +95,8 @@ struct ManifestAuthenticator: Sendable {
 
         // The trust state is read, checked and written under the store's exclusive lock, so
         // two processes never lower each other's version floor.
-        return try StoreLock.withExclusiveLock(root: storeRoot) {
-            var state = try TrustState.load(root: storeRoot)
+        return try StoreStateFile.trust.update(root: storeRoot) { file in
+            var state = try TrustState(stored: file)
             let channelName = context.channel ?? ""
             let fingerprint = try rootFingerprint()
             let stored = state.channels[channelName].flatMap { $0.rootFingerprint == fingerprint ? $0 : nil }
@@ -177,7 +177,7 @@ struct ManifestAuthenticator: Sendable {
                     )
                 }
                 state.channels[channelName] = next
-                try state.save(root: storeRoot)
+                file = try state.encoded()
             }
             return .signed(body)
         }

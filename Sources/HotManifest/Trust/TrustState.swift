@@ -55,14 +55,23 @@ package struct TrustState: Codable, Sendable, Hashable {
     /// - Throws: `HotUpdateError.Code.storeCorrupt` when the file exists but cannot be read:
     ///   a client that lost its trust state must not silently accept an older manifest.
     package static func load(root: URL) throws -> TrustState {
-        let file = root.appendingPathComponent(fileName)
-        guard FileManager.default.fileExists(atPath: file.path) else { return TrustState() }
+        try TrustState(stored: try StoreStateFile.trust.read(root: root))
+    }
+
+    /// The state in the stored bytes; nil bytes are an empty state.
+    ///
+    /// - Throws: `HotUpdateError.Code.storeCorrupt` when the bytes cannot be read.
+    package init(stored data: Data?) throws {
+        guard let data else {
+            self.init()
+            return
+        }
         do {
-            let state = try JSONDecoder().decode(TrustState.self, from: try Data(contentsOf: file))
+            let state = try JSONDecoder().decode(TrustState.self, from: data)
             guard state.schema == 1 else {
-                throw HotUpdateError(.storeCorrupt, "schema \(state.schema) is not supported", subject: file.path)
+                throw HotUpdateError(.storeCorrupt, "schema \(state.schema) is not supported", subject: Self.fileName)
             }
-            return state
+            self = state
         } catch {
             throw HotUpdateError.wrap(
                 error,
@@ -73,21 +82,16 @@ package struct TrustState: Codable, Sendable, Hashable {
         }
     }
 
-    /// Writes the state under `root` atomically and durably (temporary file, fsync, rename,
-    /// fsync of the directory). Call it under the store's exclusive lock (see
-    /// `SignedManifestSource`, which loads, checks and saves under it).
+    /// The state's bytes, as stored.
     ///
-    /// - Throws: `HotUpdateError.Code.fileSystem`.
-    package func save(root: URL) throws {
-        try FileSystem.createDirectory(root)
+    /// - Throws: `HotUpdateError.Code.internalInconsistency` when it cannot be encoded.
+    package func encoded() throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        let data: Data
         do {
-            data = try encoder.encode(self)
+            return try encoder.encode(self)
         } catch {
             throw HotUpdateError.wrap(error, as: .internalInconsistency, "cannot encode the trust state")
         }
-        try FileSystem.replaceDurably(root.appendingPathComponent(Self.fileName), with: data)
     }
 }

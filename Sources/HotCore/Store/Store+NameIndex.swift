@@ -9,15 +9,13 @@ import Logging
 /// snapshot and its index stand (the new index is an unused file), after it the new ones.
 /// The index of the previous generation is kept for readers that read the snapshot just
 /// before a commit; older ones are removed after the commit.
-extension StoreLedger {
+extension Store {
     /// The packages names resolve from, in the order they win: every package with an active
     /// version that is not disabled or known to be damaged, most recently installed first
     /// (as `Updater.installedPackages()` orders them).
     static func resolvingPackages(of snapshot: StoreSnapshot) -> [(record: InstallRecord, active: InstalledVersion)] {
         snapshot.packages.values.compactMap { record in
-            guard let active = record.active, ![.disabled, .fileMissing, .digestMismatch].contains(record.state) else {
-                return nil
-            }
+            guard let active = record.active, record.state.servesAssets else { return nil }
             return (record, active)
         }
         .sorted { ($0.active.installedAt, $0.record.id) > ($1.active.installedAt, $1.record.id) }

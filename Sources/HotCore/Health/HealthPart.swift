@@ -1,7 +1,17 @@
 import Foundation
 import Logging
 
-extension Updater {
+/// The health part of an ``Updater``: whether packages and files can be used, checks of
+/// installed files against what was recorded, and repairs. Reach it as ``Updater/health``.
+///
+/// ```swift
+/// if await updater.health.isAvailable("filters") { showFilterPicker() }
+/// let report = try await updater.health.repair(packageID: "filters")
+/// ```
+public struct UpdaterHealth: Sendable {
+    let updater: Updater
+    var store: Store { updater.store }
+
     /// Whether a package can be used now: it has an active version, is not disabled or
     /// known to be damaged, and its tree is there.
     ///
@@ -19,17 +29,14 @@ extension Updater {
     ///   cannot be read.
     ///
     /// ```swift
-    /// if await updater.isAvailable("filters") { showFilterPicker() }
+    /// if await updater.health.isAvailable("filters") { showFilterPicker() }
     /// ```
     public func isAvailable(_ packageID: String) async -> Bool {
-        guard let snapshot = try? await open(), let record = snapshot.packages[packageID],
-            let active = record.active, Self.usableStates.contains(record.state)
+        guard let snapshot = try? await store.read(), let record = snapshot.packages[packageID],
+            let active = record.active, record.state.servesAssets
         else { return false }
-        if await ledger.checkedVersions.contains(active.path) { return true }
-        if record.state == .installed {
-            guard let tree = try? layout.url(forRelativePath: active.path) else { return false }
-            return FileSystem.isDirectory(tree)
-        }
+        if await store.isChecked(active.path) { return true }
+        if record.state == .installed { return store.treeExists(active) }
         return (try? await verify(packageID: packageID, depth: .quick).isHealthy) ?? false
     }
 
@@ -42,20 +49,17 @@ extension Updater {
     ///   - packageID: The package.
     ///
     /// ```swift
-    /// await updater.isAvailable(resource: "fonts/Brand.ttf", in: "fonts")
+    /// await updater.health.isAvailable(resource: "fonts/Brand.ttf", in: "fonts")
     /// ```
     public func isAvailable(resource: String, in packageID: String) async -> Bool {
-        guard await isAvailable(packageID), let active = await ledger.cached?.packages[packageID]?.active,
-            let list = try? await fileList(forVersionPath: active.path),
+        guard await isAvailable(packageID), let active = await store.cachedRecord(packageID)?.active,
+            let list = try? await store.fileList(forVersionPath: active.path),
             let file = list.files.first(where: { $0.path == resource }),
-            let root = try? layout.url(forRelativePath: active.path),
+            let root = try? store.directory(of: active),
             let info = FileInfo(root.appendingPathComponent(resource, isDirectory: false))
         else { return false }
         return info.isRegular && info.size == file.size
     }
-
-    /// States in which the active version is served.
-    static let usableStates: Set<PackageState> = [.installed, .failed, .new, .updateAvailable]
 
     /// Checks the active version's files against what was recorded when it was installed,
     /// and records the result: ``PackageState/fileMissing`` or ``PackageState/digestMismatch``
@@ -72,8 +76,8 @@ extension Updater {
     ///   ``HotUpdateError/Code/storeCorrupt`` when its file list cannot be read.
     ///
     /// ```swift
-    /// let health = try await updater.verify(packageID: "filters", depth: .full)
-    /// if !health.isHealthy { _ = try await updater.repair(packageID: "filters") }
+    /// let health = try await updater.health.verify(packageID: "filters", depth: .full)
+    /// if !health.isHealthy { _ = try await updater.health.repair(packageID: "filters") }
     /// ```
     public func verify(
         packageID: String,
@@ -84,7 +88,7 @@ extension Updater {
     {
         let (active, fileList, root) = try await activeTree(of: packageID, toDo: "verify")
         let list = fileList.files
-        let verifier = configuration.verifier
+        let verifier = updater.configuration.verifier
         let (missing, damaged) = try await FileSystem.offload {
             Self.examine(list, under: root, depth: depth, verifier: verifier)
         }
@@ -96,7 +100,7 @@ extension Updater {
             missing: missing,
             damaged: damaged
         )
-        await ledger.setChecked(active.path, health.isHealthy)
+        await store.setChecked(active.path, health.isHealthy)
         if recording { try await record(health, path: active.path) }
         return health
     }
@@ -110,7 +114,7 @@ extension Updater {
     /// - Throws: ``HotUpdateError`` when the store cannot be read.
     public func verifyAll(depth: PackageHealth.Depth = .quick, recording: Bool = true) async throws -> [PackageHealth] {
         var results: [PackageHealth] = []
-        for id in try await open().packages.values.filter({ $0.active != nil }).map(\.id).sorted() {
+        for id in try await store.read().packages.values.filter({ $0.active != nil }).map(\.id).sorted() {
             do {
                 results.append(try await verify(packageID: id, depth: depth, recording: recording))
             } catch let error as HotUpdateError where error.code == .notFound && error.packageID == id {
@@ -133,7 +137,7 @@ extension Updater {
     ///   ``HotUpdateError`` when the store cannot be read or written.
     ///
     /// ```swift
-    /// let report = try await updater.repair(packageID: "filters")
+    /// let report = try await updater.health.repair(packageID: "filters")
     /// print(report.restored, report.refetched)
     /// ```
     public func repair(packageID: String, depth: PackageHealth.Depth = .full) async throws -> PackageHealth.RepairReport
@@ -148,7 +152,7 @@ extension Updater {
                 after: before
             )
         }
-        let (restored, remaining, repairing) = try await restoreFromObjects(
+        let (restored, remaining, repairing) = try await store.restoreFromObjects(
             packageID,
             version: before.version,
             paths: before.missing + before.damaged
@@ -157,7 +161,7 @@ extension Updater {
         var failure: HotUpdateError?
         if !remaining.isEmpty, let repairing {
             do {
-                _ = try await join(try activeDescriptor(repairing, of: packageID), repairing: repairing.path)
+                _ = try await updater.join(try activeDescriptor(repairing, of: packageID), repairing: repairing.path)
                 refetched = true
             } catch {
                 failure = HotUpdateError.wrap(
@@ -170,7 +174,7 @@ extension Updater {
         }
         let after = try await verify(packageID: packageID, depth: depth)
         if let failure, !after.isHealthy {
-            hub.publish(packageID, after.version, after.state, failure)
+            updater.hub.publish(packageID, after.version, after.state, failure)
         }
         return PackageHealth.RepairReport(
             id: packageID,
@@ -189,7 +193,7 @@ extension Updater {
     /// - Throws: ``HotUpdateError`` when the store cannot be read or written.
     public func repairAll(depth: PackageHealth.Depth = .full) async throws -> [PackageHealth.RepairReport] {
         var reports: [PackageHealth.RepairReport] = []
-        for id in try await open().packages.values.filter({ $0.active != nil }).map(\.id).sorted() {
+        for id in try await store.read().packages.values.filter({ $0.active != nil }).map(\.id).sorted() {
             reports.append(try await repair(packageID: id, depth: depth))
         }
         return reports
@@ -200,7 +204,7 @@ extension Updater {
         guard let url = URL(string: active.sourceURL) else {
             throw HotUpdateError(.notFound, "no source recorded for the active version", packageID: packageID)
         }
-        guard !Self.isLocalSource(active.sourceURL) else {
+        guard !LocalFolder.isLocalSource(active.sourceURL) else {
             throw HotUpdateError(
                 .unsupported,
                 "installed from the local folder \(url.path), which cannot be downloaded again",
@@ -224,51 +228,10 @@ extension Updater {
     ) async throws
         -> (version: InstalledVersion, files: FileList, directory: URL)
     {
-        guard let active = try await open().packages[packageID]?.active else {
+        guard let active = try await store.read().packages[packageID]?.active else {
             throw HotUpdateError(.notFound, "no active version to \(action)", packageID: packageID)
         }
-        return (active, try await fileList(forVersionPath: active.path), try layout.url(forRelativePath: active.path))
-    }
-
-    /// Links intact objects back in place of missing or damaged files of the active version,
-    /// in one transaction, when `version` is still the active one. Returns the paths restored,
-    /// those whose object is gone or damaged, and the version repaired (nil when another
-    /// version became active since the check: there is nothing to repair then).
-    private func restoreFromObjects(
-        _ packageID: String,
-        version: String,
-        paths: [String]
-    ) async throws
-        -> ([String], [String], InstalledVersion?)
-    {
-        let objects = self.objects
-        let verifier = configuration.verifier
-        let layout = self.layout
-        let ledger = self.ledger
-        return try await ledger.transaction { next, _ in
-            guard let active = next.packages[packageID]?.active, active.version == version else {
-                return ([], [], nil)
-            }
-            let files = try await ledger.fileList(forVersionPath: active.path).byPath
-            let root = try layout.url(forRelativePath: active.path)
-            let (restored, remaining) = try await FileSystem.offload {
-                var restored: [String] = []
-                var remaining: [String] = []
-                for path in paths {
-                    guard let file = files[path], let object = objects.intactObject(for: file, verifier: verifier)
-                    else {
-                        remaining.append(path)
-                        continue
-                    }
-                    let target = root.appendingPathComponent(path, isDirectory: false)
-                    if FileSystem.isDirectory(target) { try FileSystem.remove(target) }
-                    try objects.linkObject(object, to: target)
-                    restored.append(path)
-                }
-                return (restored, remaining)
-            }
-            return (restored, remaining, active)
-        }
+        return (active, try await store.fileList(forVersionPath: active.path), try store.directory(of: active))
     }
 
     /// Records the state a check found, when it differs from the stored one, and publishes it.
@@ -286,22 +249,9 @@ extension Updater {
                     : "\(health.damaged.count) installed file(s) damaged, first \(health.damaged[0])",
                 packageID: id
             )
-        // Nothing to record (the usual case at launch): no store step.
-        if let stored = await ledger.cached?.packages[id], stored.active?.path == path {
-            let wasDamaged = stored.state == .fileMissing || stored.state == .digestMismatch
-            if stored.state == found || (health.isHealthy && !wasDamaged) { return }
+        if try await store.recordHealth(health, path: path, reason: reason) {
+            updater.hub.publish(id, version, found, reason)
         }
-        let changed = try await ledger.transaction { next, _ in
-            guard var record = next.packages[id], record.active?.path == path else { return false }
-            let wasDamaged = record.state == .fileMissing || record.state == .digestMismatch
-            guard record.state != found, !health.isHealthy || wasDamaged else { return false }
-            record.state = found
-            record.lastError = reason?.description
-            record.lastErrorCode = reason?.code.description
-            next.packages[id] = record
-            return true
-        }
-        if changed { hub.publish(id, version, found, reason) }
     }
 
     /// Compares files on disk with the list; blocking.

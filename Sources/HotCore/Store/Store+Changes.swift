@@ -1,0 +1,249 @@
+import Foundation
+import Logging
+
+/// The store's changes besides installs and launches: each one transaction with a typed result.
+extension Store {
+    /// Plans `manifest` against the snapshot current now and records what the plan found: a
+    /// package to add is ``PackageState/new``, one to update ``PackageState/updateAvailable``,
+    /// and an unchanged one whose last attempt failed (or was interrupted) is installed
+    /// again; the manifest's order of packages is kept for activating script patches.
+    ///
+    /// - Returns: The plan, and the states that changed.
+    func recordPlan(_ manifest: Manifest) async throws -> (UpdatePlan, [UpdateEvent.StateChange]) {
+        try await transaction { transaction in
+            let plan = UpdatePlan.make(manifest: manifest, snapshot: transaction.snapshot)
+            var changes: [UpdateEvent.StateChange] = []
+            for entry in plan.packages {
+                let record = transaction[entry.id]
+                let state: PackageState
+                switch entry.change {
+                case .add: state = .new
+                case .update: state = .updateAvailable
+                case .unchanged:
+                    guard let record, [.failed, .new, .updateAvailable].contains(record.state), !record.activationFailed
+                    else { continue }
+                    state = .installed
+                default: continue
+                }
+                guard record == nil || record?.state != state else { continue }
+                transaction.update(entry.id, creatingAs: state) { record in
+                    if state == .installed { record.markInstalled() } else { record.state = state }
+                }
+                changes.append(UpdateEvent.StateChange(id: entry.id, version: entry.offered?.version, state: state))
+            }
+            transaction.setManifestOrder(plan.manifest.packages.map(\.id))
+            return (plan, changes)
+        }.value
+    }
+
+    /// Applies ``UpdatePlan/Change/disable`` and ``UpdatePlan/Change/enable`` plan entries:
+    /// the installed files stay where they are, only the package's state changes.
+    ///
+    /// - Returns: One outcome per entry.
+    func setEnabled(_ entries: [UpdatePlan.PackagePlan]) async throws -> [SyncReport.PackageOutcome] {
+        let logger = self.logger
+        return try await transaction { transaction in
+            entries.map { entry in
+                let enabled = entry.change != .disable
+                let active = transaction.updateExisting(entry.id) { record in
+                    record.setEnabled(enabled)
+                    return record.active?.version
+                }
+                if let active {
+                    logger.info(
+                        enabled ? "enabled" : "disabled",
+                        metadata: ["package": "\(entry.id)", "version": "\(active ?? "-")"]
+                    )
+                }
+                return SyncReport.PackageOutcome(id: entry.id, change: entry.change, activeVersion: active ?? nil)
+            }
+        }.value
+    }
+
+    /// Records that `id` failed with `error`; the active version, if any, stays.
+    func recordFailure(_ id: String, _ error: HotUpdateError) async throws {
+        _ = try await transaction { transaction in
+            transaction.update(id, creatingAs: .failed) { $0.markFailed(error) }
+        }
+    }
+
+    /// Makes the newest previous version of `id` that `matches` active again, and the active
+    /// one previous; the files are already in place. A kept version whose tree has lost its
+    /// directory is not restored.
+    ///
+    /// - Throws: ``HotUpdateError/Code/notFound`` when no previous version matches or its tree is gone.
+    func rollback(_ id: String, to matches: @escaping @Sendable (InstalledVersion) -> Bool) async throws
+        -> InstalledVersion
+    {
+        try await transaction { transaction in
+            guard let candidate = transaction[id]?.previous.first(where: matches) else {
+                throw HotUpdateError(.notFound, "no previous version to roll back to", packageID: id)
+            }
+            guard self.treeExists(candidate) else {
+                throw HotUpdateError(
+                    .notFound,
+                    "the kept version \(candidate.version) is no longer on disk",
+                    packageID: id,
+                    subject: candidate.path
+                )
+            }
+            let now = Date()
+            guard let restored = transaction.updateExisting(id, { $0.restorePrevious(at: now, where: matches) }) ?? nil
+            else { throw HotUpdateError(.notFound, "no previous version to roll back to", packageID: id) }
+            return restored
+        }.value
+    }
+
+    /// Deletes a package: its record, every version of it, and the objects no other package
+    /// or version links.
+    ///
+    /// - Returns: What was freed, or nil when the store does not know the package.
+    func remove(_ id: String) async throws -> GarbageReport? {
+        let committed = try await transaction { transaction in transaction.removeRecord(id) != nil }
+        return committed.value ? committed.garbage : nil
+    }
+
+    /// Deletes versions beyond the active one and the `keep` newest previous ones, then
+    /// every object no installed tree links, and whatever an interrupted step left.
+    func collectGarbage(keep: Int) async throws -> GarbageReport {
+        try await transaction { transaction in
+            for id in transaction.records.keys.sorted() { transaction.updateExisting(id) { $0.keepPrevious(keep) } }
+            transaction.sweepAfterCommit()
+        }.garbage
+    }
+
+    /// Records the state a check of the active version at `path` found, when it differs from
+    /// the stored one: damaged, or whole again after damage.
+    ///
+    /// - Returns: Whether the state changed.
+    func recordHealth(_ health: PackageHealth, path: String, reason: HotUpdateError?) async throws -> Bool {
+        // Nothing to record (the usual case at launch): no store step.
+        if let stored = cachedRecord(health.id), stored.active?.path == path {
+            let wasDamaged = stored.state == .fileMissing || stored.state == .digestMismatch
+            if stored.state == health.state || (health.isHealthy && !wasDamaged) { return false }
+        }
+        return try await transaction { transaction in
+            transaction.updateExisting(health.id) { record in
+                guard record.active?.path == path else { return false }
+                let wasDamaged = record.state == .fileMissing || record.state == .digestMismatch
+                guard record.state != health.state, !health.isHealthy || wasDamaged else { return false }
+                record.markChecked(health.state, reason: reason)
+                return true
+            } ?? false
+        }.value
+    }
+
+    /// Links intact objects back in place of missing or damaged files of the active version
+    /// of `id`, when `version` is still the active one.
+    ///
+    /// - Returns: The paths restored, those whose object is gone or damaged, and the version
+    ///   repaired (nil when another version became active since the check).
+    func restoreFromObjects(_ id: String, version: String, paths: [String]) async throws
+        -> (restored: [String], remaining: [String], version: InstalledVersion?)
+    {
+        let objects = self.objects
+        let verifier = self.verifier
+        return try await transaction { transaction in
+            guard let active = transaction[id]?.active, active.version == version else { return ([], [], nil) }
+            let files = try await self.fileList(forVersionPath: active.path).byPath
+            let root = try self.directory(of: active)
+            let (restored, remaining) = try await FileSystem.offload {
+                var restored: [String] = []
+                var remaining: [String] = []
+                for path in paths {
+                    guard let file = files[path], let object = objects.intactObject(for: file, verifier: verifier)
+                    else {
+                        remaining.append(path)
+                        continue
+                    }
+                    let target = root.appendingPathComponent(path, isDirectory: false)
+                    if FileSystem.isDirectory(target) { try FileSystem.remove(target) }
+                    try objects.linkObject(object, to: target)
+                    restored.append(path)
+                }
+                return (restored, remaining)
+            }
+            return (restored, remaining, active)
+        }.value
+    }
+
+    /// Records a patch activation: a failure as ``PackageState/failed``, a success after a
+    /// failure as ``PackageState/installed``.
+    ///
+    /// - Returns: Whether the state changed.
+    func recordActivation(_ result: ScriptPatch.Activation) async throws -> Bool {
+        try await transaction { transaction in
+            transaction.updateExisting(result.id) { record in
+                guard record.active?.version == result.version else { return false }
+                let state: PackageState = result.succeeded ? .installed : .failed
+                guard record.state != state || (!result.succeeded && record.lastError != result.error?.description),
+                    result.succeeded ? record.state == .failed : true
+                else { return false }
+                if let error = result.error { record.markFailed(error) } else { record.markInstalled() }
+                return true
+            } ?? false
+        }.value
+    }
+
+    // MARK: - Launches
+
+    /// What one launch transaction decided.
+    struct LaunchChanges: Sendable {
+        var trials: [String: String] = [:]
+        var rolledBack: [LaunchSession.RolledBackVersion] = []
+        var activated: [(id: String, version: String)] = []
+    }
+
+    /// Begins a launch (or a resume) in one transaction: unconfirmed trials roll back and
+    /// block their versions (not on a resume), waiting versions become active per their
+    /// timing, and guarded untried versions go on trial for `token`.
+    func beginLaunch(resuming: Bool, token: String, policy: LaunchPolicy, keep: Int, at now: Date) async throws
+        -> LaunchChanges
+    {
+        try await transaction { transaction in
+            var changes = LaunchChanges()
+            for id in transaction.records.keys.sorted() {
+                transaction.updateExisting(id) { record in
+                    if !resuming, let rolled = record.rollBackFailedTrial(policy: policy, at: now) {
+                        changes.rolledBack.append(rolled)
+                    }
+                    if !resuming || policy.timing(for: id) == .nextResume,
+                        let waiting = record.activatePending(guarded: policy.isGuarded(id), keep: keep)
+                    {
+                        changes.activated.append((id, waiting.version))
+                    }
+                    if policy.isGuarded(id), let trial = record.startTrial(token: token, at: now) {
+                        changes.trials[id] = trial.version
+                    }
+                }
+            }
+            return changes
+        }.value
+    }
+
+    /// Confirms the trials of the launch of `token` that have not timed out.
+    ///
+    /// - Returns: The packages confirmed, with their active versions.
+    func confirmLaunch(_ token: String, timeout: TimeInterval?, at now: Date) async throws
+        -> [(id: String, version: String?)]
+    {
+        try await transaction { transaction in
+            transaction.records.keys.sorted().compactMap { id in
+                transaction.updateExisting(id) { record in
+                    record.confirmTrial(token: token, timeout: timeout, at: now) ? (id, record.active?.version) : nil
+                } ?? nil
+            }
+        }.value
+    }
+
+    /// Lets a blocked version of `id` be downloaded again.
+    ///
+    /// - Throws: ``HotUpdateError/Code/notFound`` when that version is not blocked.
+    func unblock(_ id: String, version: String) async throws {
+        _ = try await transaction { transaction in
+            guard transaction.updateExisting(id, { $0.unblock(version) }) == true else {
+                throw HotUpdateError(.notFound, "version \(version) is not blocked", packageID: id)
+            }
+        }
+    }
+}

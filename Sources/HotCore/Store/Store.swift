@@ -1,0 +1,374 @@
+import Foundation
+import Logging
+
+/// The one owner of a store root within a process: the snapshot, the store lock, the file
+/// lists read, and every change on disk.
+///
+/// Every change is a method that states an intent (install these staged packages, record
+/// a failure, begin a launch, collect garbage) and returns a typed result. Each runs as one
+/// *transaction*: after every earlier one of this process, under the exclusive store lock,
+/// over the snapshot committed at that moment, ending in one commit. The snapshot is edited
+/// only through a ``StoreTransaction`` value, which only the store makes, so "only inside a
+/// transaction" is a rule the types keep: nothing else can change a record, place a tree or
+/// delete one.
+///
+/// - Reading (``read()``) takes the shared lock briefly and re-reads the metadata only when
+///   the store's change counter moved since the last load (another process, or another
+///   updater over the same root, committed). It creates nothing and sweeps nothing.
+/// - A transaction re-reads the snapshot when the store changed underneath, and the store
+///   commits the edited snapshot as the next generation: no process ever writes back a
+///   snapshot it read before another process's commit. A version that a record kept before
+///   the transaction and no longer keeps after it is deleted after the commit, with the
+///   objects only it linked. The first transaction sweeps what interrupted steps left.
+/// - Staging entries (``makeStaging()``) are created under the shared lock, each with an
+///   owner lock (``StagingOwner``), so a sweep in any process removes only the entries of
+///   processes that are gone.
+package actor Store {
+    /// Where things live under the root.
+    package nonisolated let layout: StoreLayout
+    /// The snapshot's file.
+    let metadata: any MetadataStore
+    /// Hashes objects when a file's content must be proven before it is reused.
+    let verifier: any Verifier
+    let logger: Logger
+
+    /// The snapshot last loaded or committed.
+    private var snapshot: StoreSnapshot?
+    /// The change counter seen when ``snapshot`` was loaded; nil: not known, load again.
+    private var counter: UInt64?
+    /// Whether this store swept the root already.
+    private var swept = false
+    /// Whether one of this store's transactions holds the exclusive lock now.
+    private var inTransaction = false
+    private var tail: Task<Void, Never>?
+
+    /// File lists read, by version path; dropped when another process changed the store.
+    private var fileLists: [String: FileList] = [:]
+    /// Version paths whose files passed a check since the store last changed underneath.
+    private var checkedVersions: Set<String> = []
+
+    /// The name index last opened (see ``readNameIndex()``).
+    var mappedNameIndex: NameIndex?
+
+    /// Staged packages waiting for the next install group, by request number.
+    var waitingInstalls: [Int: InstallRequest] = [:]
+    /// The install group that takes the waiting requests when its transaction starts.
+    var openInstallGroup: Task<[Int: Result<InstalledVersion, any Error>], any Error>?
+    var installRequests = 0
+    /// Requests whose caller was cancelled before their group started.
+    let withdrawnInstalls = Locked<Set<Int>>([])
+
+    nonisolated var objects: ObjectStore { ObjectStore(layout: layout, logger: logger) }
+
+    /// Creates the owner of `layout`'s root.
+    init(layout: StoreLayout, metadata: any MetadataStore, verifier: any Verifier, logger: Logger) {
+        self.layout = layout
+        self.metadata = metadata
+        self.verifier = verifier
+        self.logger = logger
+    }
+
+    // MARK: - Reading
+
+    /// The snapshot as committed now, under the shared lock. A root that does not exist is
+    /// read without a lock and nothing is created.
+    package func read() async throws -> StoreSnapshot {
+        if inTransaction, let snapshot { return snapshot }  // our own writer holds the store
+        guard let lock = try await StoreLock.acquire(root: layout.root, mode: .shared, create: false) else {
+            let loaded = try await load()
+            snapshot = loaded
+            counter = nil
+            return loaded
+        }
+        defer { lock.release() }
+        return try await current(under: lock)
+    }
+
+    /// The last snapshot this store saw, without touching the disk.
+    package var cached: StoreSnapshot? { snapshot }
+
+    /// The record of `id` in the last snapshot this store saw.
+    func cachedRecord(_ id: String) -> InstallRecord? { snapshot?.packages[id] }
+
+    /// The snapshot under a held lock: the cached one when the change counter did not move.
+    func current(under lock: StoreLock) async throws -> StoreSnapshot {
+        let seen = lock.readCounter()
+        if let snapshot, counter == seen { return snapshot }
+        let loaded = try await load()
+        if snapshot != nil {  // changed underneath: what was read of trees may be stale
+            fileLists = [:]
+            checkedVersions = []
+        }
+        snapshot = loaded
+        counter = seen
+        return loaded
+    }
+
+    private func load() async throws -> StoreSnapshot {
+        let loaded = try await metadata.load()
+        guard loaded.schema <= StoreSnapshot.currentSchema else {
+            throw HotUpdateError(.storeCorrupt, "the store was written by a newer HotUpdate (schema \(loaded.schema))")
+        }
+        return loaded
+    }
+
+    /// The tree of an installed version, absolute for this launch.
+    ///
+    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` for a recorded path that leaves the root.
+    package nonisolated func directory(of version: InstalledVersion) throws -> URL {
+        try layout.url(forRelativePath: version.path)
+    }
+
+    /// Whether the tree of an installed version is on disk.
+    package nonisolated func treeExists(_ version: InstalledVersion) -> Bool {
+        guard let directory = try? directory(of: version) else { return false }
+        return FileSystem.isDirectory(directory)
+    }
+
+    /// The packages of `snapshot` with an active version that is not disabled, most
+    /// recently installed first.
+    package nonisolated func installedPackages(in snapshot: StoreSnapshot) throws -> [InstalledPackage] {
+        try snapshot.packages.values.compactMap { record -> InstalledPackage? in
+            guard let active = record.active, record.state != .disabled else { return nil }
+            return try installedPackage(record, version: active)
+        }
+        .sorted { ($0.installedAt, $0.id) > ($1.installedAt, $1.id) }
+    }
+
+    /// `version` of `record`, located for this launch.
+    package nonisolated func installedPackage(_ record: InstallRecord, version: InstalledVersion) throws
+        -> InstalledPackage
+    {
+        InstalledPackage(
+            id: record.id,
+            version: version.version,
+            directory: try directory(of: version),
+            state: record.state,
+            installedAt: version.installedAt
+        )
+    }
+
+    /// The file list of an installed version, read once (until the store changes underneath).
+    package func fileList(forVersionPath path: String) async throws -> FileList {
+        if let cached = fileLists[path] { return cached }
+        guard let url = layout.fileListURL(forVersionPath: path) else {
+            throw HotUpdateError(.storeCorrupt, "the version path '\(path)' has no file list")
+        }
+        let list = try await FileSystem.offload { try FileList.read(from: url) }
+        fileLists[path] = list
+        return list
+    }
+
+    /// Whether the files of a version passed a check since the store last changed underneath.
+    func isChecked(_ path: String) -> Bool { checkedVersions.contains(path) }
+
+    /// Records the outcome of a check of a version's files.
+    func setChecked(_ path: String, _ healthy: Bool) {
+        if healthy { checkedVersions.insert(path) } else { checkedVersions.remove(path) }
+    }
+
+    // MARK: - Staging
+
+    /// A new staging entry owned by this process, created under the shared lock so no sweep
+    /// runs between its creation and its owner lock.
+    func makeStaging() async throws -> StagingOwner {
+        let directory = layout.stagingDirectory.appendingPathComponent(UUID().uuidString, isDirectory: true)
+        if inTransaction { return try StagingOwner.create(directory) }
+        let root = layout.root
+        return try await FileSystem.offload {
+            // The lock file is created if missing: staging is the start of a change.
+            try FileSystem.createDirectory(root)
+            if !FileManager.default.fileExists(atPath: root.appendingPathComponent(StoreLock.fileName).path) {
+                try StoreLock.withExclusiveLock(root: root) {}
+            }
+            guard let lock = try StoreLock.acquireBlocking(root: root, mode: .shared, create: false) else {
+                throw HotUpdateError(.fileSystem, "the store lock vanished", subject: root.path)
+            }
+            defer { lock.release() }
+            return try StagingOwner.create(directory)
+        }
+    }
+
+    // MARK: - Transactions
+
+    /// What a transaction left: its result, and what deleting the versions it dropped freed.
+    struct Committed<Value: Sendable>: Sendable {
+        var value: Value
+        var freed = ObjectStore.Freed()
+        var versionsDeleted = 0
+
+        var garbage: GarbageReport {
+            GarbageReport(versionsRemoved: versionsDeleted, objectsRemoved: freed.objects, bytesFreed: freed.bytes)
+        }
+    }
+
+    /// Runs `body` as one transaction and waits for it. Cancelling the caller before the
+    /// transaction started withdraws it; once started it runs to the end.
+    func transaction<T: Sendable>(
+        _ body: @escaping @Sendable (inout StoreTransaction) async throws -> T
+    ) async throws -> Committed<T> {
+        let task = enqueue { try await self.run(body) }
+        return try await withTaskCancellationHandler {
+            try await task.value
+        } onCancel: {
+            task.cancel()
+        }
+    }
+
+    /// Queues `work` after every earlier transaction of this process, without waiting for it.
+    @discardableResult
+    func enqueue<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) -> Task<T, any Error> {
+        let previous = tail
+        let task = Task<T, any Error> {
+            await previous?.value
+            try Task.checkCancellation()
+            return try await work()
+        }
+        tail = Task { _ = await task.result }
+        return task
+    }
+
+    /// One transaction, under the exclusive lock: the body edits a ``StoreTransaction``
+    /// over the snapshot committed now; when the snapshot changed it is committed as the
+    /// next generation (after a flush of the file system when the transaction placed trees),
+    /// then the versions it dropped are deleted, still under the lock. When the body or the
+    /// commit fails, the trees the transaction placed are discarded and the error thrown.
+    /// Call it only from work ``enqueue(_:)`` runs (as ``transaction(_:)`` does).
+    func run<T: Sendable>(
+        _ body: @escaping @Sendable (inout StoreTransaction) async throws -> T
+    ) async throws -> Committed<T> {
+        guard let lock = try await StoreLock.acquire(root: layout.root, mode: .exclusive, create: true) else {
+            throw HotUpdateError(.internalInconsistency, "no store lock after creating it", subject: layout.root.path)
+        }
+        inTransaction = true
+        defer {
+            inTransaction = false
+            lock.release()
+        }
+        let before = try await current(under: lock)
+        if !swept {
+            swept = true
+            _ = await sweepLeftovers(before, everyObject: false)
+        }
+        var transaction = StoreTransaction(snapshot: before, layout: layout)
+        let value: T
+        do {
+            value = try await body(&transaction)
+            var next = transaction.snapshot
+            if next != before {
+                if transaction.placedTrees {
+                    let root = layout.root
+                    try await FileSystem.offload { try FileSystem.syncFileSystem(containing: root) }
+                    FaultPoint.reached("after-flush")
+                }
+                next.generation = before.generation + 1
+                await writeNameIndex(for: next, generation: next.generation, previous: before)
+                let bumped = try lock.bumpCounter()
+                try await commit(next)
+                snapshot = next
+                counter = bumped
+                removeOldNameIndexes(keeping: next.generation)
+            }
+        } catch {
+            for tree in transaction.placed.reversed() { await discard(tree) }
+            throw error
+        }
+        var committed = Committed(value: value)
+        for (path, list) in transaction.remembered {
+            fileLists[path] = list
+            checkedVersions.insert(path)
+        }
+        for (id, versions) in StoreTransaction.dropped(from: before, to: transaction.snapshot) {
+            committed.freed.add(await deleteVersions(versions, of: id))
+            committed.versionsDeleted += versions.count
+        }
+        if transaction.sweepsAfterCommit {
+            committed.freed.add(await sweepLeftovers(transaction.snapshot, everyObject: true))
+        }
+        return committed
+    }
+
+    /// Commits `next`. A commit that throws after its new content was put in place (a failed
+    /// flush of the directory after the rename, say) did happen: the reload shows the new
+    /// generation, and what it records must not be undone.
+    private func commit(_ next: StoreSnapshot) async throws {
+        do {
+            try await metadata.commit(next)
+        } catch {
+            guard let stored = try? await metadata.load(), stored.generation == next.generation else { throw error }
+            logger.warning(
+                "the store's new snapshot is in place but its commit reported an error: \(error)",
+                metadata: ["generation": "\(next.generation)"]
+            )
+        }
+    }
+
+    /// Removes what interrupted steps left, under the exclusive lock: the metadata store's
+    /// and the trust state's temporary files, staging no live process owns, trees and file
+    /// lists no record keeps, then objects no tree links: every object with `everyObject`,
+    /// else only when something was left (then objects may have lost their last tree).
+    private func sweepLeftovers(_ current: StoreSnapshot, everyObject: Bool) async -> ObjectStore.Freed {
+        await metadata.removeLeftovers()
+        removeOldNameIndexes(keeping: current.generation)
+        StoreStateFile.trust.removeLeftovers(root: layout.root)
+        let sweeper = StoreSweeper(layout: layout, logger: logger)
+        let objects = self.objects
+        let logger = self.logger
+        return (try? await FileSystem.offload { () -> ObjectStore.Freed in
+            guard sweeper.sweep(current) || everyObject else { return ObjectStore.Freed() }
+            let freed = objects.sweep()
+            if freed.objects > 0 {
+                logger.notice("removed objects no installed tree links", metadata: ["count": "\(freed.objects)"])
+            }
+            return freed
+        }) ?? ObjectStore.Freed()
+    }
+
+    /// Deletes versions no record keeps any more, and frees the objects only they linked.
+    /// Each tree first moves into staging, so that a crash midway leaves something the next
+    /// transaction sees and sweeps. Called by ``run(_:)`` alone, under the exclusive lock.
+    private func deleteVersions(_ versions: [InstalledVersion], of id: String) async -> ObjectStore.Freed {
+        var freed = ObjectStore.Freed()
+        for version in versions {
+            guard let url = try? directory(of: version) else { continue }
+            let listURL = layout.fileListURL(forVersionPath: version.path)
+            let list = try? await fileList(forVersionPath: version.path)
+            let trash = layout.stagingDirectory.appendingPathComponent("deleted-\(UUID().uuidString)")
+            let objects = self.objects
+            let staging = layout.stagingDirectory
+            do {
+                freed.add(
+                    try await FileSystem.offload {
+                        try FileSystem.createDirectory(staging)
+                        // Not fsynced: lost in a crash, the tree is swept as one no record names.
+                        if FileSystem.isDirectory(url) { try FileSystem.rename(url, to: trash, durable: false) }
+                        try FileSystem.remove(trash)
+                        if let listURL { try FileSystem.remove(listURL) }
+                        return objects.release((list?.files ?? []).map(\.sha256))
+                    }
+                )
+            } catch {
+                logger.warning("cannot delete an old version: \(error)", metadata: ["package": "\(id)"])
+            }
+            fileLists[version.path] = nil
+            checkedVersions.remove(version.path)
+        }
+        let directory = layout.packageDirectory(id: id)
+        if FileSystem.contents(of: directory).isEmpty { try? FileSystem.remove(directory) }
+        let lists = layout.fileListsDirectory.appendingPathComponent(id, isDirectory: true)
+        if FileSystem.contents(of: lists).isEmpty { try? FileSystem.remove(lists) }
+        return freed
+    }
+
+    /// Removes a tree a failed transaction placed but never recorded, its list, and the
+    /// objects only it linked.
+    func discard(_ tree: StoreTransaction.PlacedTree) async {
+        let objects = self.objects
+        _ = try? await FileSystem.offload {
+            if let staged = tree.stagedTree { try? FileSystem.remove(staged) }
+            try? FileSystem.remove(tree.destination)
+            try? FileSystem.remove(tree.listURL)
+            return objects.release(tree.files.map(\.sha256))
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+
+/// A state file a part keeps under the store root beside the snapshot, such as the manifest
+/// source's trust state: read and replaced only under the store's exclusive lock, written
+/// durably (temporary file, flush, rename, flush of the directory), and its interrupted
+/// temporaries swept by the store with its own leftovers.
+package struct StoreStateFile: Sendable {
+    /// The file's name under the root.
+    package let name: String
+
+    /// The trust state of a signed manifest source (`trust.json`): the highest manifest
+    /// version trusted per channel, which no later manifest may go below.
+    package static let trust = StoreStateFile(name: StoreLayout.trustFileName)
+
+    /// The file under `root`.
+    package func url(root: URL) -> URL {
+        root.appendingPathComponent(name, isDirectory: false)
+    }
+
+    /// The file's bytes, or nil when there is none (read without a lock: the file is only
+    /// ever replaced whole).
+    ///
+    /// - Throws: `HotUpdateError.Code.fileSystem` when it exists and cannot be read.
+    package func read(root: URL) throws -> Data? {
+        let file = url(root: root)
+        guard FileManager.default.fileExists(atPath: file.path) else { return nil }
+        do {
+            return try Data(contentsOf: file)
+        } catch {
+            throw HotUpdateError.wrap(error, as: .fileSystem, "cannot read \(name)", packageID: nil)
+        }
+    }
+
+    /// Runs `body` over the file's bytes (nil when there is none) under the store's exclusive
+    /// lock, and writes them back durably when `body` changed them.
+    ///
+    /// - Returns: What `body` returned.
+    /// - Throws: What `body` throws (nothing is written then), or
+    ///   `HotUpdateError.Code.fileSystem` when the lock cannot be taken or the file written.
+    package func update<T>(root: URL, _ body: (inout Data?) throws -> T) throws -> T {
+        try StoreLock.withExclusiveLock(root: root) {
+            let before = try read(root: root)
+            var data = before
+            let result = try body(&data)
+            if let data, data != before {
+                try FileSystem.createDirectory(root)
+                try FileSystem.replaceDurably(url(root: root), with: data)
+            }
+            return result
+        }
+    }
+
+    /// Removes the temporaries an interrupted write left; under the exclusive lock.
+    func removeLeftovers(root: URL) {
+        let prefix = ".\(name).tmp-"
+        for entry in FileSystem.contents(of: root) where entry.hasPrefix(prefix) {
+            try? FileSystem.remove(root.appendingPathComponent(entry))
+        }
+    }
+}

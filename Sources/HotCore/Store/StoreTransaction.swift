@@ -1,0 +1,105 @@
+import Foundation
+
+/// One transaction's view of the store: the snapshot as it will be committed, and the trees
+/// placed on the way. Only ``Store`` makes one, inside its exclusive lock, and only through
+/// one can a record change or a tree be placed.
+///
+/// Versions are never deleted by hand: a version some record kept before the transaction
+/// and no record keeps after it is deleted by the store after the commit.
+struct StoreTransaction: Sendable {
+    /// A tree moved into `packages/` whose version is recorded by this transaction's commit
+    /// and discarded if the transaction fails.
+    struct PlacedTree: Sendable {
+        /// The staged tree, when it had not moved yet.
+        var stagedTree: URL?
+        var destination: URL
+        var listURL: URL
+        var files: [FileList.Entry]
+    }
+
+    /// The snapshot as it stands in this transaction.
+    private(set) var snapshot: StoreSnapshot
+    let layout: StoreLayout
+    /// Trees placed, discarded when the transaction fails.
+    private(set) var placed: [PlacedTree] = []
+    /// File lists of versions written here, known to the store once committed.
+    private(set) var remembered: [(String, FileList)] = []
+    /// Whether leftovers and unlinked objects are swept after the commit.
+    private(set) var sweepsAfterCommit = false
+
+    init(snapshot: StoreSnapshot, layout: StoreLayout) {
+        self.snapshot = snapshot
+        self.layout = layout
+    }
+
+    /// Whether trees were placed: the file system is flushed before the commit names them.
+    var placedTrees: Bool { !placed.isEmpty }
+
+    /// The record of a package.
+    subscript(_ id: String) -> InstallRecord? { snapshot.packages[id] }
+
+    /// Every record, by id.
+    var records: [String: InstallRecord] { snapshot.packages }
+
+    /// Changes the record of `id`, creating it with `state` first when the store has none.
+    ///
+    /// - Returns: What `change` returned.
+    @discardableResult
+    mutating func update<T>(
+        _ id: String,
+        creatingAs state: PackageState,
+        _ change: (inout InstallRecord) throws -> T
+    ) rethrows -> T {
+        var record = snapshot.packages[id] ?? InstallRecord(id: id, state: state, active: nil)
+        let result = try change(&record)
+        snapshot.packages[id] = record
+        return result
+    }
+
+    /// Changes the record of `id` when the store has one.
+    ///
+    /// - Returns: What `change` returned, or nil for a package the store does not know.
+    @discardableResult
+    mutating func updateExisting<T>(_ id: String, _ change: (inout InstallRecord) throws -> T) rethrows -> T? {
+        guard var record = snapshot.packages[id] else { return nil }
+        let result = try change(&record)
+        snapshot.packages[id] = record
+        return result
+    }
+
+    /// Removes the record of `id`; its versions are deleted after the commit.
+    mutating func removeRecord(_ id: String) -> InstallRecord? {
+        snapshot.packages.removeValue(forKey: id)
+    }
+
+    /// Records the order of the last manifest applied.
+    mutating func setManifestOrder(_ ids: [String]) {
+        snapshot.manifestOrder = ids
+    }
+
+    /// Notes a tree moved into place: the file system is flushed before the commit, and the
+    /// tree discarded if the transaction fails.
+    mutating func placed(_ tree: PlacedTree) {
+        placed.append(tree)
+    }
+
+    /// Notes the file list of a version this transaction wrote, checked whole.
+    mutating func remember(_ list: FileList, forVersionPath path: String) {
+        remembered.append((path, list))
+    }
+
+    /// Asks for a sweep of leftovers and unlinked objects after the commit.
+    mutating func sweepAfterCommit() {
+        sweepsAfterCommit = true
+    }
+
+    /// The versions each package kept in `before` and no longer keeps in `after`, by id.
+    static func dropped(from before: StoreSnapshot, to after: StoreSnapshot) -> [(String, [InstalledVersion])] {
+        before.packages.keys.sorted().compactMap { id in
+            guard let old = before.packages[id] else { return nil }
+            let kept = Set(after.packages[id]?.keptVersions.map(\.path) ?? [])
+            let gone = old.keptVersions.filter { !kept.contains($0.path) }
+            return gone.isEmpty ? nil : (id, gone)
+        }
+    }
+}
