@@ -50,7 +50,7 @@ public struct AppUpdater: Sendable {
         releaseKeys: [String],
         context: ClientContext = ClientContext(),
         launch: LaunchPolicy = LaunchPolicy(),
-        maxPackageBytes: Int64 = 1 << 30
+        maxPackageBytes: Int64 = UpdaterConfiguration.defaultMaxPackageBytes
     ) throws {
         guard !releaseKeys.isEmpty else {
             throw HotUpdateError(.invalidArgument, "an app updater needs at least one release key")

@@ -127,7 +127,7 @@ struct StoreOptions: ParsableArguments {
         timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(),
         keepPreviousVersions: Int = 1,
         maxConcurrentPackages: Int = 2,
-        maxUnpackedBytes: Int64 = UpdaterConfiguration.defaultMaxUnpackedBytes
+        maxPackageBytes: Int64 = UpdaterConfiguration.defaultMaxPackageBytes
     ) -> Updater {
         let kind = store ?? StoreKind.detect(root: rootURL)
         var configuration = UpdaterConfiguration(
@@ -136,12 +136,12 @@ struct StoreOptions: ParsableArguments {
             unarchiver: unarchiver,
             verifier: CryptoVerifier(),
             store: kind.make(root: rootURL),
+            maxPackageBytes: maxPackageBytes,
             timeouts: timeouts,
             maxConcurrentPackages: maxConcurrentPackages,
             keepPreviousVersions: keepPreviousVersions,
             logger: makeLogger()
         )
-        configuration.maxUnpackedBytes = maxUnpackedBytes
         configuration.patcher = ZstdPatcher()
         return Updater(configuration: configuration)
     }

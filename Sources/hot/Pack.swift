@@ -65,12 +65,12 @@ struct Pack: AsyncParsableCommand {
             }
             var entry = try files.versionEntry(of: archive, version: version, channel: repository.channel)
             entry.unpackedSize = summary.uncompressedBytes
-            if summary.uncompressedBytes > UpdaterConfiguration.defaultMaxUnpackedBytes {
+            if summary.uncompressedBytes > UpdaterConfiguration.defaultMaxPackageBytes {
                 FileHandle.standardError.write(
                     Data(
                         ("hot: warning: \(id) \(version) unpacks to \(summary.uncompressedBytes) bytes, more than the "
-                            + "\(UpdaterConfiguration.defaultMaxUnpackedBytes) a client accepts by default; its apps "
-                            + "must raise UpdaterConfiguration.maxUnpackedBytes (hot sync --max-unpacked-bytes)\n").utf8
+                            + "\(UpdaterConfiguration.defaultMaxPackageBytes) a client accepts by default; its apps "
+                            + "must raise UpdaterConfiguration.maxPackageBytes (hot sync --max-package-bytes)\n").utf8
                     )
                 )
             }

@@ -58,9 +58,9 @@ struct Sync: AsyncParsableCommand {
 
     @Option(
         help:
-            "The most bytes a package may declare it unpacks to (the manifest's unpackedSize); larger ones are refused."
+            "The most bytes one package may take, downloaded and unpacked; a package declaring more is refused."
     )
-    var maxUnpackedBytes: Int64 = UpdaterConfiguration.defaultMaxUnpackedBytes
+    var maxPackageBytes: Int64 = UpdaterConfiguration.defaultMaxPackageBytes
 
     @Flag(help: "Show no progress on stderr.")
     var quiet = false
@@ -123,7 +123,7 @@ struct Sync: AsyncParsableCommand {
             throw ValidationError("--low-speed-time and --timeout must be positive")
         }
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be 1 or more") }
-        guard maxUnpackedBytes >= 0 else { throw ValidationError("--max-unpacked-bytes must not be negative") }
+        guard maxPackageBytes >= 0 else { throw ValidationError("--max-package-bytes must not be negative") }
     }
 
     func run() async throws {
@@ -139,7 +139,7 @@ struct Sync: AsyncParsableCommand {
                 unarchiver: try unarchiver.make(),
                 timeouts: TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime)),
                 maxConcurrentPackages: concurrency,
-                maxUnpackedBytes: maxUnpackedBytes
+                maxPackageBytes: maxPackageBytes
             )
             let source: any ManifestSource
             switch format {

@@ -35,45 +35,50 @@ struct UnpackedSizeTests {
             )
         }
 
-        func updater(maxTotalBytes: Int64 = 4 << 30, maxUnpackedBytes: Int64? = nil) -> (Updater, URL) {
+        func updater(maxPackageBytes: Int64 = UpdaterConfiguration.defaultMaxPackageBytes) -> (Updater, URL) {
             let root = work.appendingPathComponent("store-\(UUID().uuidString)")
-            var configuration = UpdaterConfiguration(
+            let configuration = UpdaterConfiguration(
                 root: root,
                 transport: FileTransport(),
                 unarchiver: ZipUnarchiver(),
                 verifier: CryptoVerifier(),
                 store: JSONMetadataStore(root: root),
-                extractOptions: ExtractOptions(maxTotalBytes: maxTotalBytes),
+                maxPackageBytes: maxPackageBytes,
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
             )
-            if let maxUnpackedBytes { configuration.maxUnpackedBytes = maxUnpackedBytes }
             return (Updater(configuration: configuration), root)
         }
     }
 
     @Test(
-        "the declared size replaces the default limit: larger packages pass, a package unpacking past its figure is refused"
+        "one limit: a package without a figure unpacks up to it; a declared figure is exact; a figure past it is refused"
     )
-    func declaredSizeIsTheLimit() async throws {
+    func oneLimit() async throws {
         let fixture = try Fixture()
         defer { try? FileManager.default.removeItem(at: fixture.work) }
 
-        // A default limit below the package (as 4 GiB is below a 4.4 GB package): refused without a figure…
-        let (plain, _) = fixture.updater(maxTotalBytes: 100_000)
-        let refused = try await plain.apply(Manifest(packages: [fixture.descriptor]))
+        // The package unpacks to 300,000 bytes. Without a figure, a limit below that refuses it
+        // while unpacking, and nothing is installed…
+        let (small, _) = fixture.updater(maxPackageBytes: 100_000)
+        let refused = try await small.apply(Manifest(packages: [fixture.descriptor]))
         #expect(
             refused.packages.first?.error?.code == .corruptArchive
                 || refused.packages.first?.error?.code == .limitExceeded
         )
+        #expect(try await small.installedPackages().isEmpty)
 
-        // …and installed when the manifest declares its exact size.
+        // …and a limit above it installs it.
+        let (plain, _) = fixture.updater(maxPackageBytes: 400_000)
+        let report = try await plain.apply(Manifest(packages: [fixture.descriptor]))
+        #expect(report.packages.first?.error == nil, "\(report)")
+        let directory = try #require(try await plain.installedPackages().first?.directory)
+        #expect(try readTree(directory) == fixture.files)
+
+        // The exact figure, under the limit, installs it too.
         var declared = fixture.descriptor
         declared.unpackedSize = 300_000
-        let (updater, _) = fixture.updater(maxTotalBytes: 100_000)
-        let report = try await updater.apply(Manifest(packages: [declared]))
-        #expect(report.packages.first?.error == nil, "\(report)")
-        let directory = try #require(try await updater.installedPackages().first?.directory)
-        #expect(try readTree(directory) == fixture.files)
+        let (exact, _) = fixture.updater(maxPackageBytes: 400_000)
+        #expect(try await exact.apply(Manifest(packages: [declared])).packages.first?.error == nil)
 
         // A figure smaller than the truth is a bomb's signature: refused while unpacking.
         var lying = fixture.descriptor
@@ -84,19 +89,29 @@ struct UnpackedSizeTests {
         #expect(try await other.installedPackages().isEmpty)
     }
 
-    @Test("a package declaring more than the client's ceiling is refused before a byte is downloaded")
-    func ceiling() async throws {
+    @Test(
+        "a package declaring more than the limit, unpacked or downloaded, is refused before a byte is downloaded",
+        arguments: [true, false]
+    )
+    func ceiling(unpacked: Bool) async throws {
         let fixture = try Fixture()
         defer { try? FileManager.default.removeItem(at: fixture.work) }
         var declared = fixture.descriptor
-        declared.unpackedSize = 300_000
-        let (updater, root) = fixture.updater(maxUnpackedBytes: 299_000)
+        let limit: Int64
+        if unpacked {
+            declared.unpackedSize = 300_000
+            limit = 299_000
+        } else {
+            limit = try #require(declared.size) - 1
+        }
+        let (updater, root) = fixture.updater(maxPackageBytes: limit)
         let report = try await updater.apply(Manifest(packages: [declared]))
         #expect(report.packages.first?.error?.code == .limitExceeded)
         #expect(FileSystem.contents(of: root.appendingPathComponent("partial")).isEmpty)
+        #expect(FileSystem.contents(of: root.appendingPathComponent("staging")).isEmpty)
     }
 
-    @Test("hot pack signs the unpacked size into the manifest; hot sync --max-unpacked-bytes refuses past it")
+    @Test("hot pack signs the unpacked size into the manifest; hot sync --max-package-bytes refuses past it")
     func commandLine() async throws {
         let fixture = try Fixture()
         defer { try? FileManager.default.removeItem(at: fixture.work) }
@@ -115,7 +130,7 @@ struct UnpackedSizeTests {
         let root = fixture.work.appendingPathComponent("cli-store")
         let refused = try await CommandLineTests.run([
             "sync", "--manifest", manifest, "--root", root.path, "--allow-unsigned", "--quiet",
-            "--max-unpacked-bytes", "299999",
+            "--max-package-bytes", "299999",
         ])
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("unpacks to 300000 bytes"), "\(refused.stderr)")

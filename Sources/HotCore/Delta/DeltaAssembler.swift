@@ -33,6 +33,7 @@ extension PackageFetcher {
     ) async throws -> StagedPackage {
         let staging = owner.directory
         do {
+            try checkDeclaredSizes(descriptor)
             var archive = staging.appendingPathComponent("delta.archive")
             var fetched = try PackageDescriptor(
                 id: descriptor.id,
@@ -51,6 +52,7 @@ extension PackageFetcher {
             observer.verifying()
             let unpacked = staging.appendingPathComponent("delta", isDirectory: true)
             var options = configuration.extractOptions
+            options.maxTotalBytes = configuration.maxPackageBytes
             options.fileHasher = nil
             options.symlinks = .refuse
             do {
@@ -70,7 +72,7 @@ extension PackageFetcher {
                 layout: layout,
                 verifier: configuration.verifier,
                 patcher: configuration.patcher,
-                maxTotalBytes: configuration.extractOptions.maxTotalBytes
+                maxTotalBytes: descriptor.unpackedSize ?? configuration.maxPackageBytes
             )
             let (header, files) = try await FileSystem.offload {
                 try assembler.assemble(unpacked, into: tree, descriptor: descriptor, base: base)

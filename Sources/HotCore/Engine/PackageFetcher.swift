@@ -52,6 +52,27 @@ struct PackageFetcher: Sendable {
     /// against the manifest's SHA-256, records the file's SHA-256
     /// (``ExtractOptions/trustsRecordedDigests``); files an unarchiver did not hash are hashed
     /// after. On failure the staging entry is removed and the error names the package.
+    /// Refuses a package whose manifest declares more bytes than
+    /// ``UpdaterConfiguration/maxPackageBytes``, downloaded or unpacked, before a byte of it
+    /// is downloaded.
+    func checkDeclaredSizes(_ descriptor: PackageDescriptor) throws {
+        let limit = configuration.maxPackageBytes
+        if let unpacked = descriptor.unpackedSize, unpacked > limit {
+            throw HotUpdateError(
+                .limitExceeded,
+                "the package unpacks to \(unpacked) bytes, more than the \(limit) allowed",
+                subject: descriptor.url.absoluteString
+            )
+        }
+        if let size = descriptor.size, size > limit {
+            throw HotUpdateError(
+                .limitExceeded,
+                "the package is \(size) bytes, more than the \(limit) allowed",
+                subject: descriptor.url.absoluteString
+            )
+        }
+    }
+
     func stage(
         _ descriptor: PackageDescriptor,
         into owner: StagingOwner,
@@ -61,13 +82,7 @@ struct PackageFetcher: Sendable {
     {
         let staging = owner.directory
         do {
-            if let unpacked = descriptor.unpackedSize, unpacked > configuration.maxUnpackedBytes {
-                throw HotUpdateError(
-                    .limitExceeded,
-                    "the package unpacks to \(unpacked) bytes, more than the \(configuration.maxUnpackedBytes) allowed",
-                    subject: descriptor.url.absoluteString
-                )
-            }
+            try checkDeclaredSizes(descriptor)
             var archive = staging.appendingPathComponent("package.archive")
             let (size, sha256, md5, kept) = try await download(descriptor, to: archive, observer: observer)
             // A resumable download is unpacked where it lies: killed while unpacking, the next
@@ -79,8 +94,8 @@ struct PackageFetcher: Sendable {
             let tree = staging.appendingPathComponent("tree", isDirectory: true)
             var options = configuration.extractOptions
             if let password = descriptor.password { options.password = password }
-            // The signed figure, exact: tighter against bombs than the default, and lets large packages through.
-            if let unpacked = descriptor.unpackedSize { options.maxTotalBytes = unpacked }
+            // The signed figure, exact, is tighter against bombs than the limit.
+            options.maxTotalBytes = descriptor.unpackedSize ?? configuration.maxPackageBytes
             let verifier = configuration.verifier
             options.fileHasher = { try verifier.makeHasher(for: .sha256) }
             // The archive matched the manifest's SHA-256 before a byte of it was parsed, so the

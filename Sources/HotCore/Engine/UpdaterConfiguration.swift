@@ -29,10 +29,22 @@ public struct UpdaterConfiguration: Sendable {
     public var verifier: any Verifier
     /// Records what is installed.
     public var store: any MetadataStore
-    /// Limits for unpacking each package.
+    /// How packages are unpacked: entry counts, name lengths, compression ratios, symbolic
+    /// links. Its byte total is not read: the updater sets it per package from
+    /// ``maxPackageBytes`` (or the size the manifest signs).
     public var extractOptions: ExtractOptions
-    /// The largest package accepted when the manifest gives no size.
+    /// The one byte limit: the most bytes one package may take, as downloaded and as
+    /// unpacked.
+    ///
+    /// A package whose manifest declares a larger archive (``PackageDescriptor/size``) or a
+    /// larger unpacked size (``PackageDescriptor/unpackedSize``) is refused before a byte is
+    /// downloaded. One that declares no archive size is cut off past this many bytes; one
+    /// that declares no unpacked size may unpack to this many bytes, and one that does, to
+    /// exactly its figure (a figure below the truth is a bomb's signature and is refused
+    /// while unpacking). The default is ``defaultMaxPackageBytes``.
     public var maxPackageBytes: Int64
+    /// The default of ``maxPackageBytes``: 4 GiB. `hot pack` warns above it.
+    public static let defaultMaxPackageBytes: Int64 = 4 << 30
     /// Time limits for package downloads.
     public var timeouts: TransportRequest.Timeouts
     /// How many packages are downloaded and unpacked at once, across every caller of the
@@ -51,12 +63,6 @@ public struct UpdaterConfiguration: Sendable {
     /// blocks (see ``TelemetryReporter``). Nil, the default: telemetry is off and nothing is
     /// sent anywhere.
     public var telemetry: (any TelemetryReporter)?
-    /// The most bytes a package may declare it unpacks to (``PackageDescriptor/unpackedSize``);
-    /// a package declaring more is refused before it is downloaded. A package that declares
-    /// nothing is held to ``ExtractOptions/maxTotalBytes`` instead.
-    public var maxUnpackedBytes: Int64 = UpdaterConfiguration.defaultMaxUnpackedBytes
-    /// The default of ``maxUnpackedBytes``: 8 GiB. `hot pack` warns above it.
-    public static let defaultMaxUnpackedBytes: Int64 = 8 << 30
     /// Whether and how long cut downloads are kept under `partial/` to be resumed.
     public var partialDownloads = UpdaterConfiguration.PartialDownloadPolicy()
     /// Whether a package whose manifest lists a delta from the active version is fetched as
@@ -74,8 +80,8 @@ public struct UpdaterConfiguration: Sendable {
     ///   - unarchiver: Unpacks packages.
     ///   - verifier: Hashes packages.
     ///   - store: Records what is installed; usually a store at the same root.
-    ///   - extractOptions: Limits for unpacking.
-    ///   - maxPackageBytes: The largest package accepted when the manifest gives no size.
+    ///   - extractOptions: How packages are unpacked (its byte total comes from `maxPackageBytes`).
+    ///   - maxPackageBytes: The most bytes one package may take, downloaded and unpacked.
     ///   - timeouts: Time limits for package downloads.
     ///   - maxConcurrentPackages: How many packages are processed at once (at least 1).
     ///   - keepPreviousVersions: How many older versions are kept for rollback.
@@ -89,7 +95,7 @@ public struct UpdaterConfiguration: Sendable {
         verifier: any Verifier,
         store: any MetadataStore,
         extractOptions: ExtractOptions = ExtractOptions(),
-        maxPackageBytes: Int64 = 1 << 30,
+        maxPackageBytes: Int64 = UpdaterConfiguration.defaultMaxPackageBytes,
         timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(),
         maxConcurrentPackages: Int = 2,
         keepPreviousVersions: Int = 1,
@@ -103,7 +109,7 @@ public struct UpdaterConfiguration: Sendable {
         self.verifier = verifier
         self.store = store
         self.extractOptions = extractOptions
-        self.maxPackageBytes = maxPackageBytes
+        self.maxPackageBytes = max(0, maxPackageBytes)
         self.timeouts = timeouts
         self.maxConcurrentPackages = max(1, maxConcurrentPackages)
         self.keepPreviousVersions = max(0, keepPreviousVersions)

@@ -26,7 +26,7 @@ public struct PackageDescriptor: Sendable, Hashable {
     ///   path component (they name directories in the store).
     /// The bytes the package holds once unpacked, when the manifest declares them: then that
     /// exact figure is the unarchiver's limit (``ExtractOptions/maxTotalBytes``), and a package
-    /// declaring more than ``UpdaterConfiguration/maxUnpackedBytes`` is refused before download.
+    /// declaring more than ``UpdaterConfiguration/maxPackageBytes`` is refused before download.
     public var unpackedSize: Int64? = nil
 
     public init(
