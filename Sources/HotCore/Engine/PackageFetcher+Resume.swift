@@ -43,7 +43,7 @@ extension PackageFetcher {
                 let code = (error as? HotUpdateError)?.code
                 if code == .byteLimitExceeded {
                     partial.discard()
-                    throw oversize(descriptor, limit: descriptor.size ?? configuration.maxPackageBytes)
+                    throw try DownloadCheck(descriptor, configuration: configuration).oversize()
                 }
                 // A cut transfer: keep the bytes for the next attempt, when there are any, the
                 // server named their version, and the disk is not full.
@@ -91,8 +91,8 @@ extension PackageFetcher {
         fresh: Bool,
         observer: FetchObserver
     ) async throws -> (Int64, Attempt) {
-        let verifier = configuration.verifier
-        let limit = descriptor.size ?? configuration.maxPackageBytes
+        let check = try DownloadCheck(descriptor, configuration: configuration)
+        let limit = check.limit
         let url = descriptor.url.absoluteString
         let sidecar = fresh ? nil : partial.readSidecar()
         var offset = try partial.length()
@@ -101,28 +101,19 @@ extension PackageFetcher {
         {
             offset = 0
         }
-
-        var sha256Hasher = try verifier.makeHasher(for: .sha256)
-        var md5Hasher = try descriptor.md5.map { _ in try verifier.makeHasher(for: .md5) }
         if offset > 0 {
-            let (sha, md5) = (sha256Hasher, md5Hasher)
-            try partial.readPrefix(offset) { bytes in
-                sha.update(bytes)
-                md5?.update(bytes)
-            }
+            try partial.readPrefix(offset) { bytes in try check.take(bytes) }
         } else {
             try partial.truncate(to: 0)
         }
 
         if offset > 0, offset == descriptor.size {
-            // Whole already: the digest decides whether it is the package.
+            // Whole already: the check decides whether it is the package.
             observer.received(offset, offset)
-            let sha256 = sha256Hasher.finalize()
-            let md5 = md5Hasher?.finalize()
-            if sha256 == descriptor.sha256, descriptor.md5 == nil || md5 == descriptor.md5 {
-                return (offset, .done(size: offset, sha256: sha256, md5: md5))
+            guard let (size, sha256, md5) = try? check.finish() else {
+                return (0, .restart(reason: "the whole kept file does not match the manifest"))
             }
-            return (0, .restart(reason: "the whole kept file does not match the manifest"))
+            return (offset, .done(size: size, sha256: sha256, md5: md5))
         }
 
         var request = TransportRequest(url: descriptor.url, timeouts: configuration.timeouts, maxBytes: limit)
@@ -167,87 +158,45 @@ extension PackageFetcher {
             if offset > 0 {
                 // A 200 to a range, or to If-Range with another version: the whole file is coming.
                 try partial.truncate(to: 0)
-                sha256Hasher = try verifier.makeHasher(for: .sha256)
-                md5Hasher = try descriptor.md5.map { _ in try verifier.makeHasher(for: .md5) }
+                try check.restart()
             }
-            if let size = descriptor.size, let announced = response.expectedContentLength, announced != size {
-                response.body.cancel()
-                throw HotUpdateError(
-                    .sizeMismatch,
-                    "the server announces \(announced) bytes, the manifest says \(size)",
-                    subject: url
-                )
-            }
+            try check.checkAnnounced(response)
             try partial.writeSidecar(
                 PartialSidecar(url: url, validator: validator, offset: 0, size: descriptor.size)
             )
         }
 
         let expected = descriptor.size ?? response.expectedContentLength.map { $0 + start }
-        var written = start
-        observer.received(written, expected)
-        let (sha, md5) = (sha256Hasher, md5Hasher)
-        var mismatch: HotUpdateError?
+        observer.received(check.received, expected)
+        let outcome: Result<(size: Int64, sha256: Digest, md5: Digest?), HotUpdateError>
         do {
             for try await chunk in response.body {
-                guard written + Int64(chunk.count) <= limit else {
-                    response.body.cancel()
-                    throw HotUpdateError(
-                        descriptor.size == nil ? .byteLimitExceeded : .sizeMismatch,
-                        "the package is larger than the \(limit) bytes allowed",
-                        subject: url
-                    )
-                }
                 try chunk.withUnsafeBytes { bytes in
-                    sha.update(bytes)
-                    md5?.update(bytes)
+                    do {
+                        try check.take(bytes)
+                    } catch {
+                        response.body.cancel()
+                        throw error
+                    }
                     try partial.write(bytes)
                 }
-                written += Int64(chunk.count)
-                observer.received(written, expected)
+                observer.received(check.received, expected)
             }
+            outcome = .success(try check.finish())
         } catch let error as HotUpdateError
-            where error.code == .sizeMismatch || (error.code == .byteLimitExceeded && descriptor.size != nil)
+            where error.code == .sizeMismatch || error.code == .digestMismatch
+                || (error.code == .byteLimitExceeded && descriptor.size != nil)
         {
-            mismatch = HotUpdateError(
-                .sizeMismatch,
-                "the package is larger than the \(limit) bytes the manifest says",
-                subject: url
-            )
+            outcome = .failure(error.code == .byteLimitExceeded ? check.oversize() : error)
         }
-
-        if mismatch == nil, let size = descriptor.size, written != size {
-            throw HotUpdateError(.truncated, "the download ended after \(written) of \(size) bytes", subject: url)
-        }
-        var sha256: Digest?
-        var md5Digest: Digest?
-        if mismatch == nil {
-            let digest = sha.finalize()
-            sha256 = digest
-            md5Digest = md5?.finalize()
-            if let wanted = descriptor.sha256, wanted != digest {
-                mismatch = HotUpdateError(
-                    .digestMismatch,
-                    "SHA-256 is \(digest.hex), the manifest says \(wanted.hex)",
-                    subject: url
-                )
-            } else if let wanted = descriptor.md5, let md5Digest, wanted != md5Digest {
-                mismatch = HotUpdateError(
-                    .digestMismatch,
-                    "MD5 is \(md5Digest.hex), the manifest says \(wanted.hex)",
-                    subject: url
-                )
-            }
-        }
-        if let mismatch {
+        switch outcome {
+        case .success(let (size, sha256, md5)):
+            return (start, .done(size: size, sha256: sha256, md5: md5))
+        case .failure(let mismatch):
             // Kept bytes from an earlier attempt may be what is wrong: fetch the whole file once.
             if start > 0 { return (start, .restart(reason: mismatch.message)) }
             throw mismatch
         }
-        guard let sha256 else {
-            throw HotUpdateError(.internalInconsistency, "no digest after a complete download", subject: url)
-        }
-        return (start, .done(size: written, sha256: sha256, md5: md5Digest))
     }
 
     /// Why a `206` does not continue the kept bytes, or nil when it does: its `Content-Range`

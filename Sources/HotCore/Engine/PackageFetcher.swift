@@ -172,15 +172,8 @@ struct PackageFetcher: Sendable {
             let (size, sha256, md5) = try await resumableDownload(descriptor, partial: partial, observer: observer)
             return (size, sha256, md5, partial)
         }
-        let verifier = configuration.verifier
-        let sha256Hasher = try verifier.makeHasher(for: .sha256)
-        let md5Hasher = try descriptor.md5.map { _ in try verifier.makeHasher(for: .md5) }
-        let limit = descriptor.size ?? configuration.maxPackageBytes
-        let request = TransportRequest(
-            url: descriptor.url,
-            timeouts: configuration.timeouts,
-            maxBytes: limit
-        )
+        let check = try DownloadCheck(descriptor, configuration: configuration)
+        let request = TransportRequest(url: descriptor.url, timeouts: configuration.timeouts, maxBytes: check.limit)
         configuration.logger.debug(
             "downloading",
             metadata: ["package": "\(descriptor.id)", "url": "\(descriptor.url.absoluteString)"]
@@ -190,24 +183,15 @@ struct PackageFetcher: Sendable {
         do {
             let response = try await configuration.transport.fetch(request)
             try response.requireSuccess()
-            if let size = descriptor.size, let announced = response.expectedContentLength, announced != size {
-                response.body.cancel()
-                throw HotUpdateError(
-                    .sizeMismatch,
-                    "the server announces \(announced) bytes, the manifest says \(size)",
-                    subject: descriptor.url.absoluteString
-                )
-            }
+            try check.checkAnnounced(response)
             let expected = descriptor.size ?? response.expectedContentLength
             observer.received(0, expected)
             for try await chunk in response.body {
-                guard writer.bytesWritten + Int64(chunk.count) <= limit else {
+                do {
+                    try chunk.withUnsafeBytes { try check.take($0) }
+                } catch {
                     response.body.cancel()
-                    throw oversize(descriptor, limit: limit)
-                }
-                chunk.withUnsafeBytes { bytes in
-                    sha256Hasher.update(bytes)
-                    md5Hasher?.update(bytes)
+                    throw error
                 }
                 try writer.write(chunk)
                 observer.received(writer.bytesWritten, expected)
@@ -216,48 +200,9 @@ struct PackageFetcher: Sendable {
             // installed is flushed before it is recorded.
             try writer.close(sync: false)
         } catch let error as HotUpdateError where error.code == .byteLimitExceeded {
-            throw oversize(descriptor, limit: limit)
+            throw check.oversize()  // the transport's own limit, in the manifest's terms
         }
-
-        let size = writer.bytesWritten
-        if let expected = descriptor.size, size != expected {
-            throw HotUpdateError(
-                .truncated,
-                "the download ended after \(size) of \(expected) bytes",
-                subject: descriptor.url.absoluteString
-            )
-        }
-        let sha256 = sha256Hasher.finalize()
-        if let expected = descriptor.sha256, expected != sha256 {
-            throw HotUpdateError(
-                .digestMismatch,
-                "SHA-256 is \(sha256.hex), the manifest says \(expected.hex)",
-                subject: descriptor.url.absoluteString
-            )
-        }
-        let md5 = md5Hasher?.finalize()
-        if let expected = descriptor.md5, let md5, expected != md5 {
-            throw HotUpdateError(
-                .digestMismatch,
-                "MD5 is \(md5.hex), the manifest says \(expected.hex)",
-                subject: descriptor.url.absoluteString
-            )
-        }
+        let (size, sha256, md5) = try check.finish()
         return (size, sha256, md5, nil)
-    }
-
-    func oversize(_ descriptor: PackageDescriptor, limit: Int64) -> HotUpdateError {
-        if let size = descriptor.size {
-            return HotUpdateError(
-                .sizeMismatch,
-                "the package is larger than the \(size) bytes the manifest says",
-                subject: descriptor.url.absoluteString
-            )
-        }
-        return HotUpdateError(
-            .byteLimitExceeded,
-            "the package is larger than the \(limit)-byte limit",
-            subject: descriptor.url.absoluteString
-        )
     }
 }

@@ -154,7 +154,7 @@ final class PartialDownload {
 
     /// Feeds the first `length` bytes of the data file to `body`, in 1 MiB reads, and leaves
     /// the position at `length`.
-    func readPrefix(_ length: Int64, _ body: (UnsafeRawBufferPointer) -> Void) throws {
+    func readPrefix(_ length: Int64, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var offset: Int64 = 0
         while offset < length {
@@ -168,7 +168,7 @@ final class PartialDownload {
                     subject: dataURL.path
                 )
             }
-            buffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
             offset += Int64(count)
         }
         guard lseek(fd, off_t(length), SEEK_SET) >= 0 else {
