@@ -182,9 +182,18 @@ private struct IndexBuilder {
     var fileCount = 0
 
     mutating func walk(_ directory: URL, relative: String) throws {
-        let names: [String]
+        var found: [(path: String, folder: String, name: String, url: URL)] = []
         do {
-            names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+            try DirectoryWalker.walk(directory.path) { item in
+                if item.kind == .file {
+                    let folder = item.path.dropLast(item.name.count)
+                    let prefix = relative.isEmpty ? "" : relative + "/"
+                    found.append(
+                        (prefix + item.path, prefix + folder, item.name, URL(fileURLWithPath: item.absolute, isDirectory: false))
+                    )
+                }
+                return item.kind == .directory
+            }
         } catch {
             throw HotUpdateError.wrap(
                 error,
@@ -193,18 +202,7 @@ private struct IndexBuilder {
                 packageID: origin.packageID
             )
         }
-        for name in names.sorted() {
-            let url = directory.appendingPathComponent(name)
-            let path = relative.isEmpty ? name : relative + "/" + name
-            // attributesOfItem does not follow symbolic links: a link reports .typeSymbolicLink.
-            guard let type = try? FileManager.default.attributesOfItem(atPath: url.path)[.type] as? FileAttributeType
-            else { continue }
-            if type == .typeDirectory {
-                try walk(url, relative: path)
-            } else if type == .typeRegular {
-                add(path: path, folder: relative.isEmpty ? "" : relative + "/", fileName: name, url: url)
-            }
-        }
+        for file in found { add(path: file.path, folder: file.folder, fileName: file.name, url: file.url) }
     }
 
     mutating func add(path: String, folder: String, fileName: String, url: URL) {

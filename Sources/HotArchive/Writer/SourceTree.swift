@@ -47,77 +47,49 @@ enum SourceTree {
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
             throw HotUpdateError(.invalidArgument, "'\(root)' is not a directory", subject: root)
         }
-        try walk(root, relative: "", storeSymlinks: storeSymlinks, skipping: skipping, into: &items)
+        try DirectoryWalker.walk(root, skipping: skipping) { entry in
+            items.append(try item(entry, storeSymlinks: storeSymlinks))
+            return true
+        }
         items.sort { $0.archiveName.utf8.lexicographicallyPrecedes($1.archiveName.utf8) }
         return items
     }
 
-    private static func walk(
-        _ directory: String,
-        relative: String,
-        storeSymlinks: Bool,
-        skipping: Set<String>,
-        into items: inout [SourceItem]
-    ) throws {
-        guard let handle = opendir(directory) else {
-            throw ArchiveError.system("listing", path: directory, errno: errno)
-        }
-        var names: [String] = []
-        defer { closedir(handle) }
-        while let entry = readdir(handle) {
-            let bytes = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix(while: { $0 != 0 })) }
-            guard let name = validUTF8(bytes) else {
+    /// What an entry of the walk packs as.
+    private static func item(_ entry: DirectoryWalker.Item, storeSymlinks: Bool) throws -> SourceItem {
+        let path = entry.path
+        let absolute = entry.absolute
+        let permissions = entry.permissions & 0o777
+        switch entry.kind {
+        case .file:
+            return SourceItem(path: path, kind: .file, permissions: permissions, size: entry.size)
+        case .directory:
+            return SourceItem(path: path, kind: .directory, permissions: permissions, size: 0)
+        case .symlink:
+            guard storeSymlinks else {
                 throw HotUpdateError(
                     .invalidArgument,
-                    "'\(directory)' holds a name that is not UTF-8, which a package cannot carry",
-                    subject: directory
-                )
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        for name in names {
-            let absolute = directory + "/" + name
-            if skipping.contains(absolute) { continue }
-            let path = relative.isEmpty ? name : relative + "/" + name
-            var info = stat()
-            guard lstat(absolute, &info) == 0 else {
-                throw ArchiveError.system("inspecting", path: absolute, errno: errno)
-            }
-            let permissions = UInt16(info.st_mode & 0o777)
-            switch info.st_mode & S_IFMT {
-            case S_IFREG:
-                items.append(SourceItem(path: path, kind: .file, permissions: permissions, size: Int64(info.st_size)))
-            case S_IFDIR:
-                items.append(SourceItem(path: path, kind: .directory, permissions: permissions, size: 0))
-                try walk(absolute, relative: path, storeSymlinks: storeSymlinks, skipping: skipping, into: &items)
-            case S_IFLNK:
-                guard storeSymlinks else {
-                    throw HotUpdateError(
-                        .invalidArgument,
-                        "'\(path)' is a symbolic link; packages carry no links unless ZipWriter.Options.symlinks is .store",
-                        subject: absolute
-                    )
-                }
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                let count = readlink(absolute, &buffer, buffer.count)
-                guard count >= 0 else { throw ArchiveError.system("reading link", path: absolute, errno: errno) }
-                guard let target = validUTF8(buffer[0..<count]) else {
-                    throw HotUpdateError(
-                        .invalidArgument,
-                        "the target of link '\(path)' is not UTF-8",
-                        subject: absolute
-                    )
-                }
-                items.append(
-                    SourceItem(path: path, kind: .symlink(target: target), permissions: 0o777, size: Int64(count))
-                )
-            default:
-                throw HotUpdateError(
-                    .invalidArgument,
-                    "'\(path)' is a device, FIFO or socket, which a package cannot carry",
+                    "'\(path)' is a symbolic link; packages carry no links unless ZipWriter.Options.symlinks is .store",
                     subject: absolute
                 )
             }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = readlink(absolute, &buffer, buffer.count)
+            guard count >= 0 else { throw ArchiveError.system("reading link", path: absolute, errno: errno) }
+            guard let target = validUTF8(buffer[0..<count]) else {
+                throw HotUpdateError(
+                    .invalidArgument,
+                    "the target of link '\(path)' is not UTF-8",
+                    subject: absolute
+                )
+            }
+            return SourceItem(path: path, kind: .symlink(target: target), permissions: 0o777, size: Int64(count))
+        case .other:
+            throw HotUpdateError(
+                .invalidArgument,
+                "'\(path)' is a device, FIFO or socket, which a package cannot carry",
+                subject: absolute
+            )
         }
     }
 }

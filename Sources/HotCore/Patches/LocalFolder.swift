@@ -17,7 +17,32 @@ enum LocalFolder {
         try FileSystem.createDirectory(tree)
         var files: [FileList.Entry] = []
         var total: Int64 = 0
-        try copy(folder, to: tree, relative: "", files: &files, total: &total, verifier: verifier)
+        try DirectoryWalker.walk(folder.path) { item in
+            let target = tree.appendingPathComponent(item.path)
+            switch item.kind {
+            case .directory:
+                try FileSystem.createDirectory(target)
+            case .file:
+                let data: Data
+                do {
+                    data = try Data(contentsOf: URL(fileURLWithPath: item.absolute, isDirectory: false))
+                    try data.write(to: target)
+                } catch {
+                    throw HotUpdateError.wrap(error, as: .fileSystem, "cannot copy \(item.path)")
+                }
+                let hasher = try verifier.makeHasher(for: .sha256)
+                hasher.update(data)
+                files.append(FileList.Entry(path: item.path, size: Int64(data.count), sha256: hasher.finalize().hex))
+                total += Int64(data.count)
+            case .symlink, .other:
+                throw HotUpdateError(
+                    .unsafeEntry,
+                    "only regular files and folders can be installed from a folder",
+                    subject: item.path
+                )
+            }
+            return true
+        }
         // The version's identity: a digest over its file list.
         let identity = try verifier.makeHasher(for: .sha256)
         for file in files.sorted(by: { $0.path < $1.path }) {
@@ -31,43 +56,5 @@ enum LocalFolder {
             md5: nil,
             files: files
         )
-    }
-
-    private static func copy(
-        _ source: URL,
-        to destination: URL,
-        relative: String,
-        files: inout [FileList.Entry],
-        total: inout Int64,
-        verifier: any Verifier
-    ) throws {
-        for name in FileSystem.contents(of: source).sorted() {
-            let from = source.appendingPathComponent(name)
-            let to = destination.appendingPathComponent(name)
-            let path = relative.isEmpty ? name : relative + "/" + name
-            if FileSystem.isDirectory(from) {
-                try FileSystem.createDirectory(to)
-                try copy(from, to: to, relative: path, files: &files, total: &total, verifier: verifier)
-                continue
-            }
-            guard let info = FileInfo(from), info.isRegular else {
-                throw HotUpdateError(
-                    .unsafeEntry,
-                    "only regular files and folders can be installed from a folder",
-                    subject: path
-                )
-            }
-            let data: Data
-            do {
-                data = try Data(contentsOf: from)
-                try data.write(to: to)
-            } catch {
-                throw HotUpdateError.wrap(error, as: .fileSystem, "cannot copy \(path)")
-            }
-            let hasher = try verifier.makeHasher(for: .sha256)
-            hasher.update(data)
-            files.append(FileList.Entry(path: path, size: Int64(data.count), sha256: hasher.finalize().hex))
-            total += Int64(data.count)
-        }
     }
 }

@@ -32,19 +32,14 @@ struct LocalRepository {
         var result: [(String, URL)] = []
         for folder in Self.immutableFolders {
             let directory = files.root.appendingPathComponent(folder, isDirectory: true)
-            let base = directory.standardizedFileURL.resolvingSymlinksInPath().path
-            guard
-                let enumerator = FileManager.default.enumerator(
-                    at: directory,
-                    includingPropertiesForKeys: [.isRegularFileKey],
-                    options: [.skipsHiddenFiles]
-                )
-            else { continue }
-            while let url = enumerator.nextObject() as? URL {
-                guard (try? url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true else { continue }
-                let path = url.standardizedFileURL.resolvingSymlinksInPath().path
-                guard path.hasPrefix(base + "/") else { continue }
-                result.append((folder + "/" + path.dropFirst(base.count + 1), url))
+            guard FileSystem.isDirectory(directory) else { continue }
+            // Hidden entries are left out; links are not followed, so nothing outside the folder is listed.
+            try? DirectoryWalker.walk(directory.path) { item in
+                guard !item.name.hasPrefix(".") else { return false }
+                if item.kind == .file {
+                    result.append((folder + "/" + item.path, URL(fileURLWithPath: item.absolute, isDirectory: false)))
+                }
+                return true
             }
         }
         return result.sorted { $0.0 < $1.0 }
