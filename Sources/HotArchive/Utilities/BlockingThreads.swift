@@ -24,9 +24,9 @@ enum BlockingThreads {
 
     /// Runs `body` on a thread of its own and returns its result.
     static func perform<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        let box = ResultBox<T>()
+        let box = Locked<Result<T, any Error>?>(nil)
         await run(count: 1) { _ in box.set(Result { try body() }) }
-        guard let result = box.get() else {
+        guard let result = box.value else {
             throw HotUpdateError(.internalInconsistency, "a worker thread finished without a result")
         }
         return try result.get()
@@ -34,37 +34,20 @@ enum BlockingThreads {
 }
 
 /// Resumes a continuation when the last of `count` threads arrives.
-private final class Latch: @unchecked Sendable {
-    private let lock = NSLock()
-    private var remaining: Int
+private final class Latch: Sendable {
+    private let remaining: Locked<Int>
     private let continuation: CheckedContinuation<Void, Never>
 
     init(count: Int, continuation: CheckedContinuation<Void, Never>) {
-        self.remaining = count
+        self.remaining = Locked(count)
         self.continuation = continuation
     }
 
     func arrive() {
-        lock.lock()
-        remaining -= 1
-        let done = remaining == 0
-        lock.unlock()
+        let done = remaining.withLock { remaining in
+            remaining -= 1
+            return remaining == 0
+        }
         if done { continuation.resume() }
-    }
-}
-
-/// A value handed from a worker thread back to the waiting task.
-private final class ResultBox<T: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var result: Result<T, any Error>?
-    func set(_ value: Result<T, any Error>) {
-        lock.lock()
-        result = value
-        lock.unlock()
-    }
-    func get() -> Result<T, any Error>? {
-        lock.lock()
-        defer { lock.unlock() }
-        return result
     }
 }

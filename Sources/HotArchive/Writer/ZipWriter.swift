@@ -246,51 +246,44 @@ public enum ZipWriter {
 }
 
 /// Hands out work to compression threads and collects what they produce.
-private final class CompressionQueue: @unchecked Sendable {
-    private let lock = NSLock()
+private final class CompressionQueue: Sendable {
+    private struct State {
+        var next = 0
+        var stored: [Deflater.Result?]
+        var error: HotUpdateError?
+    }
+
     private let work: [Int]
-    private var next = 0
-    private var stored: [Deflater.Result?]
-    private var error: HotUpdateError?
+    private let state: Locked<State>
 
     init(itemCount: Int, work: [Int]) {
         self.work = work
-        stored = Array(repeating: nil, count: itemCount)
+        state = Locked(State(stored: Array(repeating: nil, count: itemCount)))
     }
 
     func claim() -> Int? {
-        lock.lock()
-        defer { lock.unlock() }
-        guard error == nil, next < work.count else { return nil }
-        next += 1
-        return work[next - 1]
+        state.withLock { state in
+            guard state.error == nil, state.next < work.count else { return nil }
+            state.next += 1
+            return work[state.next - 1]
+        }
     }
 
     func store(index: Int, result: Deflater.Result, worker: Int) {
-        lock.lock()
         var tagged = result
         tagged.worker = worker
-        stored[index] = tagged
-        lock.unlock()
+        state.withLock { $0.stored[index] = tagged }
     }
 
     func fail(_ failure: HotUpdateError) {
-        lock.lock()
-        if error == nil { error = failure }
-        lock.unlock()
+        state.withLock { state in
+            if state.error == nil { state.error = failure }
+        }
     }
 
-    var failure: HotUpdateError? {
-        lock.lock()
-        defer { lock.unlock() }
-        return error
-    }
+    var failure: HotUpdateError? { state.withLock { $0.error } }
 
-    var results: [Deflater.Result?] {
-        lock.lock()
-        defer { lock.unlock() }
-        return stored
-    }
+    var results: [Deflater.Result?] { state.withLock { $0.stored } }
 }
 
 /// An MS-DOS date and time, as ZIP headers record them.

@@ -118,24 +118,27 @@ enum StoredSlices {
 }
 
 /// The slices of one entry: which is next, and the CRC-32 of each one done.
-private final class SliceCRCs: @unchecked Sendable {
-    private let lock = NSLock()
-    private var next = 0
-    private var crcs: [UInt32]
+private final class SliceCRCs: Sendable {
+    private struct State {
+        var next = 0
+        var crcs: [UInt32]
+    }
 
-    init(count: Int) { crcs = Array(repeating: 0, count: count) }
+    private let state: Locked<State>
+
+    init(count: Int) { state = Locked(State(crcs: Array(repeating: 0, count: count))) }
 
     func claim() -> Int? {
-        lock.withLock {
-            guard next < crcs.count else { return nil }
-            next += 1
-            return next - 1
+        state.withLock { state in
+            guard state.next < state.crcs.count else { return nil }
+            state.next += 1
+            return state.next - 1
         }
     }
 
-    func set(_ slice: Int, _ crc: UInt32) { lock.withLock { crcs[slice] = crc } }
+    func set(_ slice: Int, _ crc: UInt32) { state.withLock { $0.crcs[slice] = crc } }
 
-    var values: [UInt32] { lock.withLock { crcs } }
+    var values: [UInt32] { state.withLock { $0.crcs } }
 }
 
 /// Writes all of `bytes` to `fd` at `offset`.

@@ -56,15 +56,14 @@ package enum FaultPoint {
         if passes.increment() == target.occurrence { abort() }
     }
 
-    private final class Counter: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value = 0
+    private final class Counter: Sendable {
+        private let value = Locked(0)
 
         func increment() -> Int {
-            lock.lock()
-            defer { lock.unlock() }
-            value += 1
-            return value
+            value.withLock { value in
+                value += 1
+                return value
+            }
         }
     }
     #else
