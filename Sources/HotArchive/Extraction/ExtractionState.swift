@@ -4,21 +4,24 @@ import HotCore
 /// What the workers of one extraction share: the next entry to take, the first
 /// failure, cancellation, the byte budget and progress.
 ///
-/// Every field is guarded by `lock`; the user's progress closure is called
-/// outside it (under a separate lock that only orders deliveries, so values
-/// arrive in increasing order).
-final class ExtractionState: @unchecked Sendable {
-    private let lock = NSLock()
-    private let deliveryLock = NSLock()
+/// The shared fields are in one `Locked` state; the user's progress closure is called
+/// outside it (under a separate one that only orders deliveries, so values arrive in
+/// increasing order).
+final class ExtractionState: Sendable {
+    private struct State {
+        var next = 0
+        var failure: HotUpdateError?
+        var cancelled = false
+        var current: ExtractionReport.Progress
+        var files: [(Int, ExtractionReport.File)] = []
+    }
+
+    private let state: Locked<State>
+    /// The entries count last delivered; held while the progress closure runs.
+    private let delivered = Locked(-1)
     private let archive: String
     private let maxTotalBytes: Int64
     private let progress: (@Sendable (ExtractionReport.Progress) -> Void)?
-    private var next = 0
-    private var failure: HotUpdateError?
-    private var cancelled = false
-    private var current: ExtractionReport.Progress
-    private var lastDelivered = -1
-    private var files: [(Int, ExtractionReport.File)] = []
 
     init(
         archive: String,
@@ -30,48 +33,43 @@ final class ExtractionState: @unchecked Sendable {
         self.archive = archive
         self.maxTotalBytes = maxTotalBytes
         self.progress = progress
-        self.current = ExtractionReport.Progress(
+        self.state = Locked(State(current: ExtractionReport.Progress(
             entriesCompleted: 0,
             entriesTotal: entriesTotal,
             bytesWritten: 0,
             bytesTotal: bytesTotal
-        )
+        )))
     }
 
     /// The next of `count` pieces of work, or nil when there is none left or the extraction is stopping.
     func claim(of count: Int) -> Int? {
-        lock.lock()
-        defer { lock.unlock() }
-        guard failure == nil, !cancelled, next < count else { return nil }
-        next += 1
-        return next - 1
+        state.withLock { state in
+            guard state.failure == nil, !state.cancelled, state.next < count else { return nil }
+            state.next += 1
+            return state.next - 1
+        }
     }
 
     /// Whether workers should stop (a failure or a cancellation).
     var isStopping: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return failure != nil || cancelled
+        state.withLock { $0.failure != nil || $0.cancelled }
     }
 
     /// Records a failure; the first one is the one reported.
     func fail(_ error: HotUpdateError) {
-        lock.lock()
-        if failure == nil { failure = error }
-        lock.unlock()
+        state.withLock { state in
+            if state.failure == nil { state.failure = error }
+        }
     }
 
     /// Stops the workers because the task was cancelled.
     func cancel() {
-        lock.lock()
-        cancelled = true
-        lock.unlock()
+        state.withLock { $0.cancelled = true }
     }
 
     /// The failure to report, if any, with cancellation last.
     var outcome: HotUpdateError? {
-        lock.lock()
-        defer { lock.unlock() }
+        let (failure, cancelled) = state.withLock { ($0.failure, $0.cancelled) }
         if let failure { return failure }
         if cancelled { return HotUpdateError(.cancelled, "extraction of '\(archive)' was cancelled", subject: archive) }
         return nil
@@ -81,45 +79,45 @@ final class ExtractionState: @unchecked Sendable {
     ///
     /// - Throws: `.limitExceeded` past the limit, `.cancelled` once the extraction is stopping.
     func account(_ count: Int, entry: String) throws {
-        lock.lock()
-        defer { lock.unlock() }
-        if cancelled { throw HotUpdateError(.cancelled, "extraction of '\(archive)' was cancelled", subject: entry) }
-        if let failure { throw failure }
-        current.bytesWritten += Int64(count)
-        if current.bytesWritten > maxTotalBytes {
-            throw ArchiveError.limit(
-                archive,
-                "the extracted bytes exceed the limit of \(maxTotalBytes) bytes",
-                entry: entry
-            )
+        let archive = archive
+        let maxTotalBytes = maxTotalBytes
+        try state.withLock { (state: inout State) throws(HotUpdateError) in
+            if state.cancelled {
+                throw HotUpdateError(.cancelled, "extraction of '\(archive)' was cancelled", subject: entry)
+            }
+            if let failure = state.failure { throw failure }
+            state.current.bytesWritten += Int64(count)
+            if state.current.bytesWritten > maxTotalBytes {
+                throw ArchiveError.limit(
+                    archive,
+                    "the extracted bytes exceed the limit of \(maxTotalBytes) bytes",
+                    entry: entry
+                )
+            }
         }
     }
 
     /// Records a finished entry (and a written file) and reports progress.
     func finished(entries: Int = 1, file: (Int, ExtractionReport.File)? = nil) {
-        lock.lock()
-        current.entriesCompleted += entries
-        if let file { files.append(file) }
-        lock.unlock()
+        state.withLock { state in
+            state.current.entriesCompleted += entries
+            if let file { state.files.append(file) }
+        }
         deliver()
     }
 
     /// The files written, in archive order.
     var writtenFiles: [ExtractionReport.File] {
-        lock.lock()
-        defer { lock.unlock() }
-        return files.sorted { $0.0 < $1.0 }.map(\.1)
+        state.withLock { $0.files.sorted { $0.0 < $1.0 }.map(\.1) }
     }
 
     private func deliver() {
         guard let progress else { return }
-        deliveryLock.lock()
-        defer { deliveryLock.unlock() }
-        lock.lock()
-        let snapshot = current
-        lock.unlock()
-        guard snapshot.entriesCompleted > lastDelivered else { return }
-        lastDelivered = snapshot.entriesCompleted
-        progress(snapshot)
+        delivered.withLock { last in
+            let snapshot = state.withLock { $0.current }
+            guard snapshot.entriesCompleted > last else { return }
+            last = snapshot.entriesCompleted
+            progress(snapshot)
+        }
     }
 }

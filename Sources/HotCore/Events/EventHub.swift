@@ -6,12 +6,30 @@ import Foundation
 /// events up to its limit and drops the oldest beyond it, so a slow subscriber misses
 /// old progress rather than stalling downloads. Continuations are yielded to outside the
 /// lock.
-final class EventHub: @unchecked Sendable {
-    private let lock = NSLock()
-    private var subscribers: [UUID: AsyncStream<UpdateEvent>.Continuation] = [:]
-    private var running: [String: UpdateEvent.PackageProgress] = [:]
-    private var finished: [String: UpdateEvent.PackageProgress] = [:]
-    private var transient: [String: PackageState] = [:]
+final class EventHub: Sendable {
+    private struct State {
+        var subscribers: [UUID: AsyncStream<UpdateEvent>.Continuation] = [:]
+        var running: [String: UpdateEvent.PackageProgress] = [:]
+        var finished: [String: UpdateEvent.PackageProgress] = [:]
+        var transient: [String: PackageState] = [:]
+
+        var overall: UpdateEvent.OverallProgress {
+            var received: Int64 = 0
+            var expected: Int64 = 0
+            for progress in Array(running.values) + Array(finished.values) {
+                received += progress.bytesReceived
+                expected += progress.bytesExpected ?? 0
+            }
+            return UpdateEvent.OverallProgress(
+                packagesTotal: running.count + finished.count,
+                packagesFinished: finished.count,
+                bytesReceived: received,
+                bytesExpected: expected
+            )
+        }
+    }
+
+    private let state = Locked(State())
 
     /// A new subscription buffering the newest `limit` events.
     func subscribe(bufferingNewest limit: Int) -> AsyncStream<UpdateEvent> {
@@ -22,34 +40,34 @@ final class EventHub: @unchecked Sendable {
         let id = UUID()
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
-            self.lock.withLock { _ = self.subscribers.removeValue(forKey: id) }
+            self.state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
         }
-        lock.withLock { subscribers[id] = continuation }
+        state.withLock { $0.subscribers[id] = continuation }
         return stream
     }
 
     /// Sends `event` to every subscriber.
     func publish(_ event: UpdateEvent) {
-        let targets = lock.withLock { Array(subscribers.values) }
+        let targets = state.withLock { Array($0.subscribers.values) }
         for continuation in targets { continuation.yield(event) }
     }
 
     /// Publishes a state change, remembering it while it is transient.
     func publish(_ id: String, _ version: String?, _ state: PackageState, _ error: HotUpdateError? = nil) {
-        lock.withLock { transient[id] = state.isTransient ? state : nil }
+        self.state.withLock { $0.transient[id] = state.isTransient ? state : nil }
         publish(.state(UpdateEvent.StateChange(id: id, version: version, state: state, error: error)))
     }
 
     /// The transient state a package is in (downloading, verifying), if any.
     func transientState(of id: String) -> PackageState? {
-        lock.withLock { transient[id] }
+        state.withLock { $0.transient[id] }
     }
 
     /// A flight for `key` started.
     func begin(_ key: String, _ progress: UpdateEvent.PackageProgress) {
-        let overall = lock.withLock {
-            running[key] = progress
-            return overallLocked()
+        let overall = state.withLock { state in
+            state.running[key] = progress
+            return state.overall
         }
         publish(.progress(progress))
         publish(.overall(overall))
@@ -57,10 +75,10 @@ final class EventHub: @unchecked Sendable {
 
     /// A flight advanced.
     func advance(_ key: String, _ progress: UpdateEvent.PackageProgress) {
-        let overall: UpdateEvent.OverallProgress? = lock.withLock {
-            guard running[key] != nil else { return nil }
-            running[key] = progress
-            return overallLocked()
+        let overall: UpdateEvent.OverallProgress? = state.withLock { state in
+            guard state.running[key] != nil else { return nil }
+            state.running[key] = progress
+            return state.overall
         }
         guard let overall else { return }
         publish(.progress(progress))
@@ -69,36 +87,21 @@ final class EventHub: @unchecked Sendable {
 
     /// A flight ended; once none runs, the overall progress starts again from zero.
     func end(_ key: String) {
-        let overall: UpdateEvent.OverallProgress? = lock.withLock {
-            guard let last = running.removeValue(forKey: key) else { return nil }
-            finished[key + "#\(finished.count)"] = last
-            let overall = overallLocked()
-            if running.isEmpty { finished.removeAll() }
+        let overall: UpdateEvent.OverallProgress? = state.withLock { state in
+            guard let last = state.running.removeValue(forKey: key) else { return nil }
+            state.finished[key + "#\(state.finished.count)"] = last
+            let overall = state.overall
+            if state.running.isEmpty { state.finished.removeAll() }
             return overall
         }
         if let overall { publish(.overall(overall)) }
     }
 
-    private func overallLocked() -> UpdateEvent.OverallProgress {
-        var received: Int64 = 0
-        var expected: Int64 = 0
-        for progress in Array(running.values) + Array(finished.values) {
-            received += progress.bytesReceived
-            expected += progress.bytesExpected ?? 0
-        }
-        return UpdateEvent.OverallProgress(
-            packagesTotal: running.count + finished.count,
-            packagesFinished: finished.count,
-            bytesReceived: received,
-            bytesExpected: expected
-        )
-    }
-
     /// Ends every subscription.
     func finishAll() {
-        let targets = lock.withLock {
-            defer { subscribers.removeAll() }
-            return Array(subscribers.values)
+        let targets = state.withLock { state in
+            defer { state.subscribers.removeAll() }
+            return Array(state.subscribers.values)
         }
         for continuation in targets { continuation.finish() }
     }

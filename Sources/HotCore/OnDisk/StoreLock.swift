@@ -34,8 +34,7 @@ package final class StoreLock: @unchecked Sendable {
     package static let fileName = "store.lock"
 
     private let descriptor: Int32
-    private let lock = NSLock()
-    private var released = false
+    private let released = Locked(false)
     /// How the lock is held.
     package let mode: Mode
     /// The lock file.
@@ -95,7 +94,7 @@ package final class StoreLock: @unchecked Sendable {
 
     /// Releases the lock; later calls do nothing.
     package func release() {
-        let first: Bool = lock.withLock {
+        let first = released.withLock { released in
             defer { released = true }
             return !released
         }
@@ -148,8 +147,7 @@ package final class StagingOwner: @unchecked Sendable {
     package static let fileName = ".owner"
 
     private let descriptor: Int32
-    private let lock = NSLock()
-    private var released = false
+    private let released = Locked(false)
     /// The staging entry owned.
     package let directory: URL
 
@@ -188,7 +186,7 @@ package final class StagingOwner: @unchecked Sendable {
 
     /// Lets go of the entry (without removing it).
     package func release() {
-        let first: Bool = lock.withLock {
+        let first = released.withLock { released in
             defer { released = true }
             return !released
         }

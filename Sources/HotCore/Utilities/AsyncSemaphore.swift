@@ -2,14 +2,17 @@ import Foundation
 
 /// Limits how many tasks hold a slot at once. Waiting is cancellable: a cancelled waiter
 /// leaves the queue and throws `CancellationError` without taking a slot.
-final class AsyncSemaphore: @unchecked Sendable {
-    private let lock = NSLock()
-    private var available: Int
-    private var waiters: [(id: UUID, continuation: CheckedContinuation<Void, any Error>)] = []
+final class AsyncSemaphore: Sendable {
+    private struct State {
+        var available: Int
+        var waiters: [(id: UUID, continuation: CheckedContinuation<Void, any Error>)] = []
+    }
+
+    private let state: Locked<State>
 
     /// Creates a semaphore with `slots` slots (at least one).
     init(slots: Int) {
-        available = max(1, slots)
+        state = Locked(State(available: max(1, slots)))
     }
 
     /// Takes a slot, waiting for one in arrival order.
@@ -19,38 +22,39 @@ final class AsyncSemaphore: @unchecked Sendable {
         let id = UUID()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                lock.lock()
-                if Task.isCancelled {
-                    lock.unlock()
-                    continuation.resume(throwing: CancellationError())
-                } else if available > 0 {
-                    available -= 1
-                    lock.unlock()
-                    continuation.resume()
-                } else {
-                    waiters.append((id, continuation))
-                    lock.unlock()
+                enum Outcome { case cancelled, acquired, waiting }
+                let outcome = state.withLock { state -> Outcome in
+                    if Task.isCancelled { return .cancelled }
+                    if state.available > 0 {
+                        state.available -= 1
+                        return .acquired
+                    }
+                    state.waiters.append((id, continuation))
+                    return .waiting
+                }
+                switch outcome {
+                case .cancelled: continuation.resume(throwing: CancellationError())
+                case .acquired: continuation.resume()
+                case .waiting: break
                 }
             }
         } onCancel: {
-            lock.lock()
-            let index = waiters.firstIndex { $0.id == id }
-            let waiter = index.map { waiters.remove(at: $0) }
-            lock.unlock()
+            let waiter = state.withLock { state in
+                state.waiters.firstIndex { $0.id == id }.map { state.waiters.remove(at: $0) }
+            }
             waiter?.continuation.resume(throwing: CancellationError())
         }
     }
 
     /// Gives a slot back, to the first waiter if any.
     func release() {
-        lock.lock()
-        if waiters.isEmpty {
-            available += 1
-            lock.unlock()
-        } else {
-            let next = waiters.removeFirst()
-            lock.unlock()
-            next.continuation.resume()
+        let next = state.withLock { state -> CheckedContinuation<Void, any Error>? in
+            guard !state.waiters.isEmpty else {
+                state.available += 1
+                return nil
+            }
+            return state.waiters.removeFirst().continuation
         }
+        next?.resume()
     }
 }
