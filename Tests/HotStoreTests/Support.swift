@@ -1,6 +1,7 @@
 import Foundation
 import HotCore
 import HotStore
+import HotTestServers
 import HotTesting
 
 /// A fresh directory for one test, removed when the test ends.

@@ -2,6 +2,7 @@ import Foundation
 import HotArchive
 import HotCore
 import HotStore
+import HotTestServers
 import HotTesting
 import HotTransport
 import HotVerify

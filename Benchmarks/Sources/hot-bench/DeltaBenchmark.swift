@@ -4,7 +4,7 @@ import HotArchive
 import HotCore
 import HotManifest
 import HotStore
-import HotTesting
+import HotTestServers
 import HotTransport
 import HotVerify
 import Logging

@@ -3,7 +3,7 @@ import Foundation
 import HotArchive
 import HotCore
 import HotStore
-import HotTesting
+import HotTestServers
 import HotTransport
 import HotVerify
 import Logging

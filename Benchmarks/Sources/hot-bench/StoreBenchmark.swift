@@ -5,7 +5,7 @@ import HotAssets
 import HotCore
 import HotManifest
 import HotStore
-import HotTesting
+import HotTestServers
 import HotTransport
 import HotVerify
 import Logging
