@@ -295,7 +295,7 @@ struct DeltaBenchmark: AsyncParsableCommand {
             transport: CurlTransport(),
             unarchiver: ZipUnarchiver(),
             verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: root),
+            store: FileMetadataStore(root: root),
             logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
         )
         configuration.usesDeltas = usesDeltas
