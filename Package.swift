@@ -40,6 +40,7 @@ let package = Package(
         .library(name: "HotStore", targets: ["HotStore"]),
         .library(name: "HotAssets", targets: ["HotAssets"]),
         .library(name: "HotTesting", targets: ["HotTesting"]),
+        .library(name: "HotTestServers", targets: ["HotTestServers"]),
         .executable(name: "hot", targets: ["hot"]),
         .executable(name: "MinimalPatch", targets: ["MinimalPatch"]),
         .executable(name: "ScriptPatches", targets: ["ScriptPatches"]),
@@ -148,6 +149,9 @@ let package = Package(
         .target(
             name: "HotAssets", dependencies: ["HotCore", .product(name: "Logging", package: "swift-log")]),
         .target(name: "HotTesting", dependencies: ["HotCore"]),
+        // nginx, moto and a raw HTTP server on 127.0.0.1, and subprocesses, for tests that want
+        // the network; `TransportConformance.nginx` serves the transport suite's fixtures.
+        .target(name: "HotTestServers", dependencies: ["HotCore", "HotTesting"]),
 
         // The umbrella: re-exports the standard parts; AppUpdater builds an updater from them.
         .target(
@@ -208,19 +212,23 @@ let package = Package(
             name: "HotCoreTests",
             dependencies: ["HotCore", "HotTesting", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "HotManifestTests", dependencies: ["HotManifest", "HotCore", "HotTesting"]),
-        .testTarget(name: "HotArchiveTests", dependencies: ["HotArchive", "HotCore", "HotTesting"]),
-        .testTarget(name: "HotTransportTests", dependencies: ["HotTransport", "HotCore", "HotTesting"]),
-        .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore", "HotTesting"]),
-        .testTarget(name: "HotStoreTests", dependencies: ["HotStore", "HotCore", "HotTesting"]),
+        .testTarget(name: "HotArchiveTests", dependencies: ["HotArchive", "HotCore", "HotTesting", "HotTestServers"]),
+        .testTarget(
+            name: "HotTransportTests", dependencies: ["HotTransport", "HotCore", "HotTesting", "HotTestServers"]),
+        .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore", "HotTesting", "HotTestServers"]),
+        .testTarget(name: "HotStoreTests", dependencies: ["HotStore", "HotCore", "HotTesting", "HotTestServers"]),
         .testTarget(
             name: "HotAssetsTests",
-            dependencies: ["HotAssets", "HotCore", "HotTesting", .product(name: "Logging", package: "swift-log")]),
+            dependencies: [
+                "HotAssets", "HotCore", "HotTesting", "HotTestServers", .product(name: "Logging", package: "swift-log"),
+            ]),
         // An adopter's view: its own adapters against the public conformance suites.
         .testTarget(name: "AdapterConformanceTests", dependencies: ["HotCore", "HotTesting"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
                 "HotUpdate", "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", "HotTesting",
+                "HotTestServers",
                 .product(name: "Logging", package: "swift-log"),
             ]),
     ]

@@ -34,7 +34,7 @@ let package = Package(
             name: "hot-bench",
             dependencies: [
                 hot("HotCore"), hot("HotManifest"), hot("HotArchive"), hot("HotAssets"), hot("HotStore"),
-                hot("HotTransport"), hot("HotVerify"), hot("HotTesting"), "hot-bench-spawn", "CBenchZstd",
+                hot("HotTransport"), hot("HotVerify"), hot("HotTestServers"), "hot-bench-spawn", "CBenchZstd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

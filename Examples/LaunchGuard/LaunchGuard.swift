@@ -78,7 +78,7 @@ struct LaunchGuardCommand: AsyncParsableCommand {
                 transport: transport,
                 unarchiver: ZipUnarchiver(),
                 verifier: CryptoVerifier(),
-                store: JSONMetadataStore(root: rootURL),
+                store: FileMetadataStore(root: rootURL),
                 logger: logger,
                 launch: LaunchPolicy(guarded: ["app"])
             )

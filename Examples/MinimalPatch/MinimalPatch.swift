@@ -138,7 +138,7 @@ func runExample(_ command: MinimalPatchCommand) async throws {
             transport: transport,
             unarchiver: ZipUnarchiver(),
             verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: arguments.root),
+            store: FileMetadataStore(root: arguments.root),
             logger: logger
         )
     )

@@ -167,7 +167,7 @@ func runExample(_ arguments: Arguments) async throws {
             transport: transport,
             unarchiver: ZipUnarchiver(),
             verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: arguments.root),
+            store: FileMetadataStore(root: arguments.root),
             logger: logger
         )
     )

@@ -142,7 +142,7 @@ func runExample(_ arguments: Arguments) async throws {
             transport: transport,
             unarchiver: ZipUnarchiver(),
             verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: root),
+            store: FileMetadataStore(root: root),
             logger: logger
         )
     )

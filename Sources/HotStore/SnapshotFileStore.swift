@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import HotCore
 
-/// How a snapshot becomes bytes and back: the one thing the two stores differ in.
+/// How a snapshot becomes bytes and back: the one thing the store's formats differ in.
 protocol SnapshotFormat: Sendable {
     /// The format's name, for messages (`JSON`, `property list`).
     var name: String { get }

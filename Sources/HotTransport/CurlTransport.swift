@@ -12,7 +12,7 @@ import HotCore
 /// behind, the curl thread waits, so memory stays bounded whatever the file's size.
 ///
 /// - Statuses are returned, not thrown (`CURLOPT_FAILONERROR` is off); redirects are
-///   followed (at most ``Options/maxRedirects``) and only the final response's status
+///   followed (at most ``HTTPTransportOptions/maxRedirects``) and only the final response's status
 ///   and headers are reported, with its URL.
 /// - Bodies are never decoded: no `Accept-Encoding` is sent, so the bytes are the
 ///   server's file, as digests expect.
@@ -31,49 +31,16 @@ import HotCore
 /// for try await chunk in response.body { try file.write(contentsOf: chunk) }
 /// ```
 public struct CurlTransport: Transport {
-    /// Settings shared by every request of a transport.
-    public struct Options: Sendable, Hashable {
-        /// The most redirects followed; one more fails with `HotUpdateError.Code.transportFailed`.
-        public var maxRedirects: Int
-        /// The `User-Agent` header, unless a request sets its own.
-        public var userAgent: String
-        /// How many chunks may wait unread before the transfer pauses.
-        public var streamCapacity: Int
-        /// curl's receive buffer, the largest chunk size, in bytes.
-        public var bufferSize: Int
-        /// A file of CA certificates to trust instead of the system's, in PEM.
-        public var caBundlePath: String?
-
-        /// Creates options.
-        ///
-        /// - Parameters:
-        ///   - maxRedirects: The most redirects followed, 10 by default.
-        ///   - userAgent: The `User-Agent` header.
-        ///   - streamCapacity: How many chunks may wait unread before the transfer pauses.
-        ///   - bufferSize: curl's receive buffer in bytes, 64 KiB by default.
-        ///   - caBundlePath: A PEM file of CA certificates to trust instead of the system's.
-        public init(
-            maxRedirects: Int = 10,
-            userAgent: String = "HotUpdate",
-            streamCapacity: Int = 8,
-            bufferSize: Int = 64 << 10,
-            caBundlePath: String? = nil
-        ) {
-            self.maxRedirects = maxRedirects
-            self.userAgent = userAgent
-            self.streamCapacity = streamCapacity
-            self.bufferSize = bufferSize
-            self.caBundlePath = caBundlePath
-        }
-    }
+    /// Settings shared by every request of a transport, the same for ``URLSessionTransport``.
+    public typealias Options = HTTPTransportOptions
 
     /// The settings of this transport.
-    public var options: Options
+    public var options: HTTPTransportOptions
 
     /// Creates a transport.
     ///
-    /// - Parameter options: Redirects, user agent and buffering.
-    public init(options: Options = Options()) {
+    /// - Parameter options: Redirects, user agent, buffering and the CA bundle.
+    public init(options: HTTPTransportOptions = HTTPTransportOptions()) {
         self.options = options
     }
 
@@ -89,13 +56,7 @@ public struct CurlTransport: Transport {
     ///   `HotUpdateError.Code.byteLimitExceeded` (announced length over the limit),
     ///   `HotUpdateError.Code.transportFailed` or `HotUpdateError.Code.cancelled`.
     public func fetch(_ request: TransportRequest) async throws -> TransportResponse {
-        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            throw HotUpdateError(
-                .invalidArgument,
-                "CurlTransport fetches http: and https: URLs only",
-                subject: request.url.absoluteString
-            )
-        }
+        try request.requireHTTP("CurlTransport")
         let initialised = Self.globalInit
         guard initialised == CURLE_OK else {
             throw HotUpdateError(
@@ -119,14 +80,8 @@ public struct CurlTransport: Transport {
 ///
 /// The fields after `lock` are guarded by it; the others belong to the curl thread.
 private final class CurlTransfer: @unchecked Sendable {
-    private enum Abort {
-        case announcedTooLong(Int64, limit: Int64)
-        case tooLong(limit: Int64)
-        case cancelled
-    }
-
     let request: TransportRequest
-    let options: CurlTransport.Options
+    let options: HTTPTransportOptions
     private let writer: ByteStream.Writer
 
     private let lock = NSLock()
@@ -142,9 +97,9 @@ private final class CurlTransfer: @unchecked Sendable {
     private var redirects = 0
     private var delivered = false
     private var received: Int64 = 0
-    private var abort: Abort?
+    private var abort: HTTPFailure?
 
-    init(request: TransportRequest, options: CurlTransport.Options) {
+    init(request: TransportRequest, options: HTTPTransportOptions) {
         self.request = request
         self.options = options
         let (stream, writer) = ByteStream.makeStream(capacity: options.streamCapacity)
@@ -161,7 +116,7 @@ private final class CurlTransfer: @unchecked Sendable {
         if cancelRequested {
             stream = nil
             lock.unlock()
-            continuation.resume(throwing: HotUpdateError(.cancelled, "the request was cancelled", subject: subject))
+            continuation.resume(throwing: HTTPFailure.cancelledBeforeStart(subject: subject))
             return
         }
         self.continuation = continuation
@@ -276,17 +231,21 @@ private final class CurlTransfer: @unchecked Sendable {
 
         let timeouts = request.timeouts
         try check(
-            hot_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, max(1, milliseconds(timeouts.connect))),
+            hot_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, max(1, timeouts.connect.clampedMilliseconds)),
             "the connect timeout"
         )
         try check(
             hot_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, max(1, timeouts.lowSpeedBytesPerSecond)),
             "the low-speed limit"
         )
-        let window = (milliseconds(timeouts.lowSpeedWindow) + 999) / 1000
+        let windowMilliseconds = timeouts.lowSpeedWindow.clampedMilliseconds
+        let window = windowMilliseconds / 1000 + (windowMilliseconds % 1000 == 0 ? 0 : 1)  // whole seconds, rounded up
         try check(hot_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, window)), "the low-speed window")
         if let total = timeouts.total {
-            try check(hot_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, max(1, milliseconds(total))), "the timeout")
+            try check(
+                hot_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, max(1, total.clampedMilliseconds)),
+                "the timeout"
+            )
         }
         if let range = request.range {
             let value = "\(range.start)-\(range.end.map(String.init) ?? "")"
@@ -348,13 +307,6 @@ private final class CurlTransfer: @unchecked Sendable {
         return list
     }
 
-    private func milliseconds(_ duration: Duration) -> Int {
-        let (seconds, attoseconds) = duration.components
-        let total = seconds.multipliedReportingOverflow(by: 1000)
-        guard !total.overflow else { return Int.max }
-        return Int(clamping: total.partialValue + attoseconds / 1_000_000_000_000_000)
-    }
-
     // MARK: Callbacks
 
     /// One header line; libcurl passes whole lines, for every response including redirects.
@@ -397,9 +349,8 @@ private final class CurlTransfer: @unchecked Sendable {
             redirects += 1
             return true
         }
-        let length = headers["content-length"].flatMap { Int64($0) }
-        if let limit = request.maxBytes, let length, length > limit, request.method.uppercased() != "HEAD" {
-            abort = .announcedTooLong(length, limit: limit)
+        if let failure = request.announcedFailure(request.announcedLength(headers)) {
+            abort = failure
             return false
         }
         guard let (continuation, stream) = takeContinuation(), let stream else { return false }
@@ -423,12 +374,11 @@ private final class CurlTransfer: @unchecked Sendable {
             var value = 0
             if hot_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &value) == CURLE_OK { code = value }
         }
-        let length = request.method.uppercased() == "HEAD" ? nil : headers["content-length"].flatMap { Int64($0) }
         return TransportResponse(
             url: url,
             statusCode: code,
             headers: headers,
-            expectedContentLength: length,
+            expectedContentLength: request.announcedLength(headers),
             body: body
         )
     }
@@ -441,8 +391,8 @@ private final class CurlTransfer: @unchecked Sendable {
         }
         guard delivered else { return bytes.count }  // the body of a response that is not the final one
         received += Int64(bytes.count)
-        if let limit = request.maxBytes, received > limit {
-            abort = .tooLong(limit: limit)
+        if let failure = request.receivedFailure(received) {
+            abort = failure
             return 0
         }
         do {
@@ -464,43 +414,22 @@ private final class CurlTransfer: @unchecked Sendable {
     }
 
     private func map(_ code: CURLcode, detail: String) -> HotUpdateError {
+        if let abort { return abort.error(subject: subject) }
         let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
-        switch abort {
-        case .announcedTooLong(let length, let limit):
-            return HotUpdateError(
-                .byteLimitExceeded,
-                "the server announces \(length) bytes, more than the \(limit) allowed",
-                subject: subject
-            )
-        case .tooLong(let limit):
-            return HotUpdateError(
-                .byteLimitExceeded,
-                "the body is longer than the \(limit) bytes allowed",
-                subject: subject
-            )
-        case .cancelled:
-            return HotUpdateError(.cancelled, "the transfer was cancelled", subject: subject)
-        case nil:
-            break
-        }
+        let failure: HTTPFailure
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
-            return HotUpdateError(.timedOut, "timed out: \(reason)", subject: subject)
+            failure = .timedOut(reason)
         case CURLE_PARTIAL_FILE:
-            return HotUpdateError(
-                .truncated,
-                "the body ended after \(received) bytes, before its announced length: \(reason)",
-                subject: subject
-            )
+            failure = .truncated(received: received, expected: request.announcedLength(headers), reason: reason)
+        case CURLE_TOO_MANY_REDIRECTS:
+            failure = .tooManyRedirects(redirects, limit: options.maxRedirects)
         case CURLE_URL_MALFORMAT:
-            return HotUpdateError(.invalidArgument, "libcurl cannot fetch this URL: \(reason)", subject: subject)
+            failure = .badURL("libcurl cannot fetch this URL: \(reason)")
         default:
-            return HotUpdateError(
-                .transportFailed,
-                "libcurl error \(code.rawValue): \(reason)",
-                subject: subject
-            )
+            failure = .failed("libcurl error \(code.rawValue): \(reason)")
         }
+        return failure.error(subject: subject)
     }
 }
 

@@ -25,7 +25,7 @@ import Logging
 ///
 /// ```swift
 /// var configuration = UpdaterConfiguration(root: root, transport: CurlTransport(), unarchiver: ZipUnarchiver(),
-///                                          verifier: CryptoVerifier(), store: JSONMetadataStore(root: root))
+///                                          verifier: CryptoVerifier(), store: FileMetadataStore(root: root))
 /// configuration.telemetry = try HTTPTelemetryReporter(
 ///     url: URL(string: "https://collector.example.com/hot")!, transport: CurlTransport(), root: root)
 /// ```

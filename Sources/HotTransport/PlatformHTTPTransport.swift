@@ -8,11 +8,13 @@ extension SchemeRoutingTransport {
     /// ```swift
     /// let transport = SchemeRoutingTransport(http: SchemeRoutingTransport.platformHTTP())
     /// ```
-    public static func platformHTTP() -> any Transport {
+    ///
+    /// - Parameter options: The settings of its requests, the same for either transport.
+    public static func platformHTTP(options: HTTPTransportOptions = HTTPTransportOptions()) -> any Transport {
         #if Curl && canImport(CHotCurl)
-        return CurlTransport()
+        return CurlTransport(options: options)
         #else
-        return URLSessionTransport()
+        return URLSessionTransport(options: options)
         #endif
     }
 }

@@ -15,7 +15,7 @@ import HotCore
 ///     http: CurlTransport(), file: FileTransport(bundleRoot: Bundle.main.resourceURL))
 /// let updater = Updater(configuration: UpdaterConfiguration(
 ///     root: root, transport: transport, unarchiver: ZipUnarchiver(),
-///     verifier: CryptoVerifier(), store: JSONMetadataStore(root: root)))
+///     verifier: CryptoVerifier(), store: FileMetadataStore(root: root)))
 /// ```
 public struct SchemeRoutingTransport: Transport {
     /// The transport for each scheme, keys in lowercase.

@@ -12,7 +12,7 @@ import FoundationNetworking
 /// delegate counts every chunk against the byte limit as it arrives and hands it to a
 /// thread that feeds the body's `ByteStream`, waiting while the consumer is behind.
 /// Memory while the consumer is behind:
-/// - on Apple platforms, the task is suspended once ``Options/bufferLimit`` bytes wait,
+/// - on Apple platforms, the task is suspended once ``HTTPTransportOptions/bufferLimit`` bytes wait,
 ///   and resumed when the consumer has caught up, so the transfer is held back;
 /// - FoundationNetworking (Linux) cannot pause a transfer (suspending a running task
 ///   there restarts it), so the bytes that arrive wait in memory, never more than the
@@ -20,9 +20,12 @@ import FoundationNetworking
 ///   holds the transfer back.
 ///
 /// - Statuses are returned, not thrown; redirects are followed (at most
-///   ``Options/maxRedirects``) and only the final response is reported.
+///   ``HTTPTransportOptions/maxRedirects``) and only the final response is reported.
 /// - `Accept-Encoding: identity` is sent unless the request sets the header, so the
-///   bytes are the server's file, as digests expect.
+///   bytes are the server's file, as digests expect; the options' `User-Agent` likewise.
+/// - A CA bundle (``HTTPTransportOptions/caBundlePath``) cannot be given to `URLSession`: a
+///   fetch with one fails with `HotUpdateError.Code.invalidArgument` rather than trust the
+///   system's certificates instead.
 /// - Timeouts: a transfer that moves fewer than
 ///   `TransportRequest.Timeouts.lowSpeedBytesPerSecond` over a `TransportRequest.Timeouts.lowSpeedWindow`
 ///   (waiting for the response included) or that outlives `TransportRequest.Timeouts.total` fails with
@@ -38,48 +41,27 @@ import FoundationNetworking
 /// let manifest = try await response.collect(limit: 1 << 20)
 /// ```
 public struct URLSessionTransport: Transport {
-    /// Settings shared by every request of a transport.
-    public struct Options: Sendable {
-        /// The most redirects followed; one more fails with `HotUpdateError.Code.transportFailed`.
-        public var maxRedirects: Int
-        /// How many chunks may wait unread in the body stream.
-        public var streamCapacity: Int
-        /// How many bytes may wait behind the body stream before the task is suspended
-        /// (Apple platforms).
-        public var bufferLimit: Int
-        /// Makes the configuration of each request's session; timeouts and caching are then
-        /// set from the request.
-        public var makeConfiguration: @Sendable () -> URLSessionConfiguration
-
-        /// Creates options.
-        ///
-        /// - Parameters:
-        ///   - maxRedirects: The most redirects followed, 10 by default.
-        ///   - streamCapacity: How many chunks may wait unread in the body stream.
-        ///   - bufferLimit: How many bytes may wait behind the stream before the task is
-        ///     suspended (Apple platforms), 4 MiB by default.
-        ///   - makeConfiguration: Makes each session's configuration; `.ephemeral` by default.
-        public init(
-            maxRedirects: Int = 10,
-            streamCapacity: Int = 8,
-            bufferLimit: Int = 4 << 20,
-            makeConfiguration: @escaping @Sendable () -> URLSessionConfiguration = { .ephemeral }
-        ) {
-            self.maxRedirects = maxRedirects
-            self.streamCapacity = streamCapacity
-            self.bufferLimit = bufferLimit
-            self.makeConfiguration = makeConfiguration
-        }
-    }
+    /// Settings shared by every request of a transport, the same for `CurlTransport`.
+    public typealias Options = HTTPTransportOptions
 
     /// The settings of this transport.
-    public var options: Options
+    public var options: HTTPTransportOptions
+
+    /// Makes the configuration of each request's session; timeouts and caching are then set
+    /// from the request.
+    public var makeConfiguration: @Sendable () -> URLSessionConfiguration
 
     /// Creates a transport.
     ///
-    /// - Parameter options: Redirects, buffering and the session configuration.
-    public init(options: Options = Options()) {
+    /// - Parameters:
+    ///   - options: Redirects, user agent and buffering.
+    ///   - makeConfiguration: Makes each session's configuration; `.ephemeral` by default.
+    public init(
+        options: HTTPTransportOptions = HTTPTransportOptions(),
+        makeConfiguration: @escaping @Sendable () -> URLSessionConfiguration = { .ephemeral }
+    ) {
         self.options = options
+        self.makeConfiguration = makeConfiguration
     }
 
     /// Starts the request and returns once the final response's headers are complete.
@@ -89,20 +71,22 @@ public struct URLSessionTransport: Transport {
     /// - Throws: `HotUpdateError` with `HotUpdateError.Code.invalidArgument` for a URL that
     ///   is not `http` or `https`, `HotUpdateError.Code.timedOut`,
     ///   `HotUpdateError.Code.byteLimitExceeded` (announced length over the limit),
-    ///   `HotUpdateError.Code.transportFailed` or `HotUpdateError.Code.cancelled`.
+    ///   `HotUpdateError.Code.transportFailed` or `HotUpdateError.Code.cancelled`;
+    ///   `HotUpdateError.Code.invalidArgument` too when the options name a CA bundle.
     public func fetch(_ request: TransportRequest) async throws -> TransportResponse {
-        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+        try request.requireHTTP("URLSessionTransport")
+        if let caBundlePath = options.caBundlePath {
             throw HotUpdateError(
                 .invalidArgument,
-                "URLSessionTransport fetches http: and https: URLs only",
+                "URLSessionTransport cannot use a CA bundle file (\(caBundlePath)); CurlTransport can",
                 subject: request.url.absoluteString
             )
         }
         try Task.checkCancellation()
 
-        let configuration = options.makeConfiguration()
+        let configuration = makeConfiguration()
         // The transfer's own watchdog enforces the low-speed window; these only back it up.
-        let total = request.timeouts.total.map(Self.seconds) ?? 7 * 24 * 3600
+        let total = request.timeouts.total?.timeInterval ?? 7 * 24 * 3600
         configuration.timeoutIntervalForRequest = total
         configuration.timeoutIntervalForResource = total
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
@@ -113,8 +97,12 @@ public struct URLSessionTransport: Transport {
         urlRequest.timeoutInterval = total
         urlRequest.cachePolicy = .reloadIgnoringLocalCacheData
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
-        if !request.headers.keys.contains(where: { $0.lowercased() == "accept-encoding" }) {
+        let names = Set(request.headers.keys.map { $0.lowercased() })
+        if !names.contains("accept-encoding") {
             urlRequest.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        }
+        if !names.contains("user-agent") {
+            urlRequest.setValue(options.userAgent, forHTTPHeaderField: "User-Agent")
         }
         if let range = request.range { urlRequest.setValue(range.headerValue, forHTTPHeaderField: "Range") }
         urlRequest.httpBody = request.body
@@ -134,27 +122,13 @@ public struct URLSessionTransport: Transport {
             transfer.fail(.cancelled)
         }
     }
-
-    static func seconds(_ duration: Duration) -> TimeInterval {
-        let (seconds, attoseconds) = duration.components
-        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
-    }
 }
 
 /// One request: the session's delegate, the thread that feeds the body stream (the
 /// pump), and the state they share, guarded by `lock`.
 private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    enum Abort {
-        case cancelled
-        case announcedTooLong(Int64, limit: Int64)
-        case tooLong(limit: Int64)
-        case tooSlow(received: Int64, window: Duration, bytesPerSecond: Int)
-        case totalTimeout(Duration)
-        case tooManyRedirects(Int)
-    }
-
     let request: TransportRequest
-    let options: URLSessionTransport.Options
+    let options: HTTPTransportOptions
     private let writer: ByteStream.Writer
 
     private let lock = NSCondition()
@@ -171,7 +145,7 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
     private var pumpStopped = false
     private var stream: ByteStream?
     private var task: URLSessionDataTask?
-    private var abort: Abort?
+    private var abort: HTTPFailure?
     private var watchdog: (any DispatchSourceTimer)?
     private var bytesThisWindow: Int64 = 0
     private var received: Int64 = 0
@@ -179,7 +153,7 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
     private var redirects = 0
     private var finished = false
 
-    init(request: TransportRequest, options: URLSessionTransport.Options) {
+    init(request: TransportRequest, options: HTTPTransportOptions) {
         self.request = request
         self.options = options
         self.backPressure = BackPressure(limit: options.bufferLimit)
@@ -199,7 +173,7 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
             stream = nil
             lock.unlock()
             task.cancel()
-            continuation.resume(throwing: HotUpdateError(.cancelled, "the request was cancelled", subject: subject))
+            continuation.resume(throwing: HTTPFailure.cancelledBeforeStart(subject: subject))
             return
         }
         self.task = task
@@ -229,10 +203,11 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
                 writer.finish(throwing: failure)
                 return
             }
-            // Small chunks are joined, up to 64 KiB, so the consumer does less work per byte.
+            // Small chunks are joined, up to the options' buffer size, so the consumer does less
+            // work per byte.
             var chunk = pending[pendingHead]
             pendingHead += 1
-            while pendingHead < pending.count, chunk.count + pending[pendingHead].count <= 64 << 10 {
+            while pendingHead < pending.count, chunk.count + pending[pendingHead].count <= options.bufferSize {
                 chunk.append(pending[pendingHead])
                 pendingHead += 1
             }
@@ -267,7 +242,7 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
     /// - Parameter cancelTask: Whether to cancel the task; false when the caller ends it
     ///   another way (FoundationNetworking traps when a redirect's completion handler runs
     ///   after a cancellation).
-    func fail(_ reason: Abort, cancelTask: Bool = true) {
+    func fail(_ reason: HTTPFailure, cancelTask: Bool = true) {
         lock.lock()
         if abort == nil, !finished { abort = reason }
         let task = self.task
@@ -277,11 +252,11 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
 
     private func startWatchdog() {
         let window = request.timeouts.lowSpeedWindow
-        let interval = max(0.05, URLSessionTransport.seconds(window))
+        let interval = max(0.05, window.timeInterval)
         let minimum = Int64(Double(max(1, request.timeouts.lowSpeedBytesPerSecond)) * interval)
         let deadline = request.timeouts.total.map { ContinuousClock.now.advanced(by: $0) }
         let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global())
-        let tick = min(interval, request.timeouts.total.map(URLSessionTransport.seconds) ?? interval)
+        let tick = min(interval, request.timeouts.total?.timeInterval ?? interval)
         timer.schedule(deadline: .now() + tick, repeating: tick)
         let started = ContinuousClock.now
         timer.setEventHandler { [weak self] in
@@ -324,7 +299,7 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
         return (continuation, pending)
     }
 
-    private var currentAbort: Abort? {
+    private var currentAbort: HTTPFailure? {
         lock.lock()
         defer { lock.unlock() }
         return abort
@@ -345,7 +320,7 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
         lock.unlock()
         if count > options.maxRedirects {
             // Not following ends the task with the redirect as its response, which is then refused.
-            fail(.tooManyRedirects(count), cancelTask: false)
+            fail(.tooManyRedirects(count, limit: options.maxRedirects), cancelTask: false)
             completionHandler(nil)
         } else {
             completionHandler(newRequest)
@@ -368,14 +343,13 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
             guard let name = key as? String else { continue }
             headers[name.lowercased()] = "\(value)"
         }
-        let isHead = request.method.uppercased() == "HEAD"
         let length =
-            isHead
+            request.isHead
             ? nil
-            : (headers["content-length"].flatMap { Int64($0) }
+            : (request.announcedLength(headers)
                 ?? (response.expectedContentLength >= 0 ? response.expectedContentLength : nil))
-        if let limit = request.maxBytes, let length, length > limit {
-            fail(.announcedTooLong(length, limit: limit))
+        if let failure = request.announcedFailure(length) {
+            fail(failure)
             completionHandler(.cancel)
             return
         }
@@ -406,9 +380,9 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
         }
         received += Int64(data.count)
         bytesThisWindow += Int64(data.count)
-        if let limit = request.maxBytes, received > limit {
+        if let failure = request.receivedFailure(received) {
             lock.unlock()
-            fail(.tooLong(limit: limit))
+            fail(failure)
             return
         }
         pending.append(data)
@@ -466,76 +440,33 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
         }
     }
 
-    private func map(_ error: (any Error)?, reason: Abort?, received: Int64, expected: Int64?) -> HotUpdateError? {
-        switch reason {
-        case .cancelled:
-            return HotUpdateError(.cancelled, "the transfer was cancelled", subject: subject)
-        case .announcedTooLong(let length, let limit):
-            return HotUpdateError(
-                .byteLimitExceeded,
-                "the server announces \(length) bytes, more than the \(limit) allowed",
-                subject: subject
-            )
-        case .tooLong(let limit):
-            return HotUpdateError(
-                .byteLimitExceeded,
-                "the body is longer than the \(limit) bytes allowed",
-                subject: subject
-            )
-        case .tooSlow(let total, let window, let bytesPerSecond):
-            return HotUpdateError(
-                .timedOut,
-                "timed out: fewer than \(bytesPerSecond) bytes per second over \(window) (\(total) bytes received)",
-                subject: subject
-            )
-        case .totalTimeout(let total):
-            return HotUpdateError(.timedOut, "timed out: the request took longer than \(total)", subject: subject)
-        case .tooManyRedirects(let count):
-            return HotUpdateError(
-                .transportFailed,
-                "too many redirects (\(count), at most \(options.maxRedirects) allowed)",
-                subject: subject
-            )
-        case nil:
-            break
-        }
+    private func map(
+        _ error: (any Error)?,
+        reason: HTTPFailure?,
+        received: Int64,
+        expected: Int64?
+    ) -> HotUpdateError? {
+        if let reason { return reason.error(subject: subject) }
         let short = expected.map { received < $0 } ?? false
         guard let error else {
-            guard short, let expected else { return nil }
-            return HotUpdateError(
-                .truncated,
-                "the body ended after \(received) of \(expected) bytes",
-                subject: subject
-            )
+            guard short else { return nil }
+            return HTTPFailure.truncated(received: received, expected: expected, reason: nil).error(subject: subject)
         }
         let urlError = error as? URLError
+        let failure: HTTPFailure
         switch urlError?.code {
         case .timedOut?:
-            return HotUpdateError(
-                .timedOut,
-                "timed out: \(error.localizedDescription)",
-                subject: subject,
-                cause: SendableErrorBox(error)
-            )
+            failure = .timedOut(error.localizedDescription)
         case .cancelled?:
-            return HotUpdateError(.cancelled, "the transfer was cancelled", subject: subject)
+            return HTTPFailure.cancelled.error(subject: subject)
         default:
-            break
+            if short {
+                failure = .truncated(received: received, expected: expected, reason: error.localizedDescription)
+            } else {
+                let code = urlError.map { " (URLError \($0.code.rawValue))" } ?? ""
+                failure = .failed("the request failed: \(error.localizedDescription)\(code)")
+            }
         }
-        if short, let expected {
-            return HotUpdateError(
-                .truncated,
-                "the body ended after \(received) of \(expected) bytes: \(error.localizedDescription)",
-                subject: subject,
-                cause: SendableErrorBox(error)
-            )
-        }
-        let code = urlError.map { " (URLError \($0.code.rawValue))" } ?? ""
-        return HotUpdateError(
-            .transportFailed,
-            "the request failed: \(error.localizedDescription)\(code)",
-            subject: subject,
-            cause: SendableErrorBox(error)
-        )
+        return failure.error(subject: subject, cause: error)
     }
 }

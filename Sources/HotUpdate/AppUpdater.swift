@@ -21,7 +21,7 @@ import HotVerify
 /// ```
 ///
 /// The parts: `URLSessionTransport` (the system's HTTP stack on every platform),
-/// `ZipUnarchiver`, `CryptoVerifier`, a `JSONMetadataStore` under the root, `ZstdPatcher` for
+/// `ZipUnarchiver`, `CryptoVerifier`, a `FileMetadataStore` under the root, `ZstdPatcher` for
 /// deltas that carry binary patches, and a `SignedManifestSource` that trusts a manifest
 /// signed by any one of `releaseKeys`. For other parts, build an `Updater` from an
 /// `UpdaterConfiguration` and a source yourself; ``updater`` and ``source`` are the
@@ -62,7 +62,7 @@ public struct AppUpdater: Sendable {
             transport: transport,
             unarchiver: ZipUnarchiver(),
             verifier: verifier,
-            store: JSONMetadataStore(root: root),
+            store: FileMetadataStore(root: root),
             maxPackageBytes: maxPackageBytes,
             launch: launch
         )

@@ -73,8 +73,8 @@ enum StoreKind: String, ExpressibleByArgument, CaseIterable {
 
     func make(root: URL) -> any MetadataStore {
         switch self {
-        case .json: return JSONMetadataStore(root: root)
-        case .plist: return PropertyListMetadataStore(root: root)
+        case .json: return FileMetadataStore(root: root)
+        case .plist: return FileMetadataStore(root: root, format: .propertyList)
         }
     }
 

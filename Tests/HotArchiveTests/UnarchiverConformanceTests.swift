@@ -1,6 +1,7 @@
 import Foundation
 import HotArchive
 import HotCore
+import HotTestServers
 import HotTesting
 import Testing
 

@@ -4,31 +4,31 @@ import HotStore
 import HotTesting
 import Testing
 
-/// Both stores, in every encoding, pass the public MetadataStore conformance suite.
+/// The file store, in every format, passes the public MetadataStore conformance suite.
 @Suite struct MetadataStoreConformanceTests {
     static let json = MetadataStoreConformance { directory in
-        let store = JSONMetadataStore(root: directory)
+        let store = FileMetadataStore(root: directory)
         return MetadataStoreConformance.Subject(
             store: store,
-            reopen: { JSONMetadataStore(root: directory) },
+            reopen: { FileMetadataStore(root: directory) },
             corrupt: { try Data("{ \"schema\": 1, \"packages\": [".utf8).write(to: store.fileURL) }
         )
     }
 
     static let binaryPropertyList = MetadataStoreConformance { directory in
-        let store = PropertyListMetadataStore(root: directory)
+        let store = FileMetadataStore(root: directory, format: .propertyList)
         return MetadataStoreConformance.Subject(
             store: store,
-            reopen: { PropertyListMetadataStore(root: directory) },
+            reopen: { FileMetadataStore(root: directory, format: .propertyList) },
             corrupt: { try Data("bplist00 then nothing a decoder reads".utf8).write(to: store.fileURL) }
         )
     }
 
     static let xmlPropertyList = MetadataStoreConformance { directory in
-        let store = PropertyListMetadataStore(root: directory, encoding: .xml)
+        let store = FileMetadataStore(root: directory, format: .xmlPropertyList)
         return MetadataStoreConformance.Subject(
             store: store,
-            reopen: { PropertyListMetadataStore(root: directory, encoding: .xml) },
+            reopen: { FileMetadataStore(root: directory, format: .xmlPropertyList) },
             corrupt: { try Data("<?xml version=\"1.0\"?><plist><dict><key>schema".utf8).write(to: store.fileURL) }
         )
     }

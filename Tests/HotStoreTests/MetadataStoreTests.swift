@@ -3,7 +3,7 @@ import HotCore
 import HotStore
 import Testing
 
-@Suite("JSONMetadataStore and PropertyListMetadataStore")
+@Suite("FileMetadataStore, in JSON and in property lists")
 struct MetadataStoreTests {
     @Test("A rich snapshot round-trips through a fresh store value", arguments: StoreKind.allCases)
     func roundTrip(kind: StoreKind) async throws {
@@ -37,6 +37,23 @@ struct MetadataStoreTests {
                     try await kind.make(root: root, fileName: bad).commit(.empty)
                 }
             }
+        }
+    }
+
+    @Test("Each format keeps its file name, JSON by default; a property-list store reads either encoding")
+    func formats() async throws {
+        try await withTemporaryDirectory { root in
+            #expect(FileMetadataStore(root: root).format == .json)
+            for kind in StoreKind.allCases {
+                let store = FileMetadataStore(root: root, format: kind.format)
+                #expect(store.fileURL == root.appendingPathComponent(kind.defaultFileName), "\(kind)")
+                #expect(kind.format.defaultFileName == kind.defaultFileName)
+            }
+            let snapshot = richSnapshot()
+            try await FileMetadataStore(root: root, format: .xmlPropertyList).commit(snapshot)
+            #expect(try await FileMetadataStore(root: root, format: .propertyList).load() == snapshot)
+            try await FileMetadataStore(root: root, format: .propertyList).commit(snapshot)
+            #expect(try await FileMetadataStore(root: root, format: .xmlPropertyList).load() == snapshot)
         }
     }
 
@@ -198,7 +215,7 @@ struct MetadataStoreTests {
     @Test("The JSON file is pretty-printed, sorted, with ISO 8601 dates to the millisecond")
     func jsonLayout() async throws {
         try await withTemporaryDirectory { root in
-            let store = JSONMetadataStore(root: root)
+            let store = FileMetadataStore(root: root)
             var snapshot = richSnapshot()
             snapshot.packages["images"]?.active?.installedAt = Date(timeIntervalSince1970: 1_700_000_300.25)
             try await store.commit(snapshot)
@@ -223,7 +240,7 @@ struct MetadataStoreTests {
     @Test("The binary property list keeps dates exactly and python3's plistlib reads it")
     func plistLayout() async throws {
         try await withTemporaryDirectory { root in
-            let store = PropertyListMetadataStore(root: root)
+            let store = FileMetadataStore(root: root, format: .propertyList)
             var snapshot = richSnapshot()
             snapshot.packages["images"]?.active?.installedAt = Date(timeIntervalSinceReferenceDate: 123_456_789.123_456)
             try await store.commit(snapshot)

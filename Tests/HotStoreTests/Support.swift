@@ -1,6 +1,7 @@
 import Foundation
 import HotCore
 import HotStore
+import HotTestServers
 import HotTesting
 
 /// A fresh directory for one test, removed when the test ends.
@@ -15,7 +16,7 @@ func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> 
     return try await body(directory)
 }
 
-/// The two stores, so every test runs against both.
+/// The store's formats, so every test runs against each.
 enum StoreKind: String, CaseIterable, CustomStringConvertible, Sendable {
     case json, binaryPropertyList, xmlPropertyList
 
@@ -23,19 +24,16 @@ enum StoreKind: String, CaseIterable, CustomStringConvertible, Sendable {
 
     var defaultFileName: String { self == .json ? "store.json" : "store.plist" }
 
-    func make(root: URL, fileName: String? = nil) -> any MetadataStore {
+    var format: FileMetadataStore.Format {
         switch self {
-        case .json:
-            JSONMetadataStore(root: root, fileName: fileName ?? JSONMetadataStore.defaultFileName)
-        case .binaryPropertyList:
-            PropertyListMetadataStore(root: root, fileName: fileName ?? PropertyListMetadataStore.defaultFileName)
-        case .xmlPropertyList:
-            PropertyListMetadataStore(
-                root: root,
-                fileName: fileName ?? PropertyListMetadataStore.defaultFileName,
-                encoding: .xml
-            )
+        case .json: .json
+        case .binaryPropertyList: .propertyList
+        case .xmlPropertyList: .xmlPropertyList
         }
+    }
+
+    func make(root: URL, fileName: String? = nil) -> any MetadataStore {
+        FileMetadataStore(root: root, format: format, fileName: fileName)
     }
 }
 

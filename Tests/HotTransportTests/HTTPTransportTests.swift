@@ -1,5 +1,6 @@
 import Foundation
 import HotCore
+import HotTestServers
 import HotTesting
 import HotTransport
 import Testing
@@ -107,8 +108,40 @@ struct HTTPTransportTests {
                 _ = try await fetchAll(transport, TransportRequest(url: server.baseURL.appendingPathComponent("loop")))
             }
             #expect(error?.code == .transportFailed, "\(error?.detailedDescription() ?? "no error")")
+            #expect(error?.message.contains("at most 10 allowed") == true, "\(error?.detailedDescription() ?? "")")
             #expect(server.requestCount(for: "/loop") <= 12)
+
+            // The options' limit, reported alike by every transport.
+            let twice = kind.make(options: HTTPTransportOptions(maxRedirects: 2))
+            let tooMany = await hotError {
+                _ = try await fetchAll(twice, TransportRequest(url: server.baseURL.appendingPathComponent("loop")))
+            }
+            #expect(tooMany?.code == .transportFailed)
+            #expect(tooMany?.message == "too many redirects (3, at most 2 allowed)", "\(tooMany?.message ?? "")")
+            let (followed, _) = try await fetchAll(
+                twice,
+                TransportRequest(url: server.baseURL.appendingPathComponent("old.bin"))
+            )
+            #expect(followed.statusCode == 200)
         }
+    }
+
+    @Test("the options' User-Agent is sent unless the request sets its own", arguments: HTTPTransportKind.allCases)
+    func userAgent(kind: HTTPTransportKind) async throws {
+        let server = try RawHTTPServer.start(.file(quirk: .none))
+        defer { server.stop() }
+        server.setBody(Data("agent".utf8))
+        _ = try await fetchAll(kind.make(), TransportRequest(url: server.url))
+        _ = try await fetchAll(
+            kind.make(options: HTTPTransportOptions(userAgent: "Tester/1.0")),
+            TransportRequest(url: server.url)
+        )
+        _ = try await fetchAll(
+            kind.make(options: HTTPTransportOptions(userAgent: "Tester/1.0")),
+            TransportRequest(url: server.url, headers: ["User-Agent": "Mine/2.0"])
+        )
+        let agents = server.snapshot.requestHeaders.map { $0["user-agent"] }
+        #expect(agents == ["HotUpdate", "Tester/1.0", "Mine/2.0"])
     }
 
     @Test("the method is sent: HEAD has no body, POST to a static file is 405", arguments: HTTPTransportKind.allCases)

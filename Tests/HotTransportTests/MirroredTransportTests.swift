@@ -1,6 +1,7 @@
 #if Curl && canImport(CHotCurl)
 import Foundation
 import HotCore
+import HotTestServers
 import HotTesting
 import HotTransport
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import HotCore
+import HotTestServers
 import HotTesting
 import HotTransport
 import Testing
@@ -13,12 +14,12 @@ enum HTTPTransportKind: String, CaseIterable, CustomTestStringConvertible, Senda
 
     var testDescription: String { rawValue }
 
-    func make() -> any Transport {
+    func make(options: HTTPTransportOptions = HTTPTransportOptions()) -> any Transport {
         switch self {
         #if Curl && canImport(CHotCurl)
-        case .curl: CurlTransport()
+        case .curl: CurlTransport(options: options)
         #endif
-        case .urlSession: URLSessionTransport()
+        case .urlSession: URLSessionTransport(options: options)
         }
     }
 

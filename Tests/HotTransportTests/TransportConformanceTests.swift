@@ -1,5 +1,6 @@
 import Foundation
 import HotCore
+import HotTestServers
 import HotTesting
 import HotTransport
 import Testing
@@ -28,5 +29,22 @@ import Testing
     @Test(arguments: urlSession.checks)
     func urlSessionTransportConforms(_ check: ConformanceCheck) async throws {
         try await check.run()
+    }
+
+    /// A server that already serves the fixtures, written once: the suite fetches them from its URL.
+    @Test func conformsAgainstAServerAlreadyServingTheFixtures() async throws {
+        let directory = try ScratchDirectory.make("TransportFixtures")
+        try TransportConformance.writeFixtures(to: directory)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
+        #expect(names == ["empty.bin", "large.bin", "small.bin"])
+        let server = try await NginxServer.start(root: directory)
+        let suite = TransportConformance(baseURL: server.baseURL) { SchemeRoutingTransport.platformHTTP() }
+        do {
+            for check in suite.checks { try await check.run() }
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HotTestServers
 import HotTesting
 import Testing
 

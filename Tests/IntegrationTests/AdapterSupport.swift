@@ -2,6 +2,7 @@ import Foundation
 import HotArchive
 import HotCore
 import HotStore
+import HotTestServers
 import HotTesting
 import HotTransport
 import HotVerify
@@ -49,7 +50,7 @@ func makeUpdater(root: URL, using transport: any Transport) -> Updater {
             transport: transport,
             unarchiver: ZipUnarchiver(),
             verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: root),
+            store: FileMetadataStore(root: root),
             timeouts: TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
         )

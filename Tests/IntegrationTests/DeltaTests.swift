@@ -3,6 +3,7 @@ import HotArchive
 import HotCore
 import HotManifest
 import HotStore
+import HotTestServers
 import HotTesting
 import HotTransport
 import HotVerify
@@ -48,7 +49,7 @@ struct DeltaTests {
             transport: SchemeRoutingTransport.platformHTTP(),
             unarchiver: ZipUnarchiver(),
             verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: client.root),
+            store: FileMetadataStore(root: client.root),
             timeouts: client.timeouts,
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
         )

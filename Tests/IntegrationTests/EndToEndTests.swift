@@ -4,6 +4,7 @@ import HotAssets
 import HotCore
 import HotManifest
 import HotStore
+import HotTestServers
 import HotTesting
 import HotTransport
 import HotVerify

@@ -11,7 +11,7 @@ enum NameIndexInvariant {
     static func problems(root: URL) async -> [String] {
         let snapshot: StoreSnapshot
         do {
-            snapshot = try await JSONMetadataStore(root: root).load()
+            snapshot = try await FileMetadataStore(root: root).load()
         } catch {
             return ["the name index check cannot read the store: \(error)"]
         }

@@ -1,6 +1,7 @@
 import Foundation
 import HotAssets
 import HotCore
+import HotTestServers
 import HotTesting
 import HotTransport
 import HotVerify

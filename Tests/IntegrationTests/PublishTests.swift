@@ -2,6 +2,7 @@
 import Foundation
 import HotCore
 import HotManifest
+import HotTestServers
 import HotTesting
 import HotTransport
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 import HotCore
 import HotManifest
+import HotTestServers
 import HotTesting
 import Testing
 

@@ -3,6 +3,7 @@ import HotArchive
 import HotCore
 import HotManifest
 import HotStore
+import HotTestServers
 import HotTesting
 import HotTransport
 import HotVerify
@@ -50,7 +51,7 @@ private func withUpdater(
             transport: transport,
             unarchiver: ZipUnarchiver(),
             verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: root),
+            store: FileMetadataStore(root: root),
             timeouts: TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
         )

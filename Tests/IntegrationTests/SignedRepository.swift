@@ -4,6 +4,7 @@ import HotAssets
 import HotCore
 import HotManifest
 import HotStore
+import HotTestServers
 import HotTesting
 import HotTransport
 import HotVerify
@@ -134,7 +135,7 @@ struct SignedClient {
                 transport: httpTransport(),
                 unarchiver: ZipUnarchiver(),
                 verifier: CryptoVerifier(),
-                store: JSONMetadataStore(root: root),
+                store: FileMetadataStore(root: root),
                 timeouts: packageTimeouts ?? timeouts,
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
             )

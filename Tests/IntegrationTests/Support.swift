@@ -158,7 +158,7 @@ func makeUpdater(
             transport: transport.make(),
             unarchiver: unarchiver.make(),
             verifier: CryptoVerifier(),
-            store: plist ? PropertyListMetadataStore(root: root) : JSONMetadataStore(root: root),
+            store: FileMetadataStore(root: root, format: plist ? .propertyList : .json),
             timeouts: TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
         )

@@ -3,6 +3,7 @@ import HotArchive
 import HotCore
 import HotManifest
 import HotStore
+import HotTestServers
 import HotTesting
 import HotTransport
 import HotVerify

@@ -2,6 +2,7 @@ import Foundation
 import HotAssets
 import HotCore
 import HotManifest
+import HotTestServers
 import HotTesting
 import HotVerify
 import Testing

@@ -42,7 +42,7 @@ struct UnpackedSizeTests {
                 transport: FileTransport(),
                 unarchiver: ZipUnarchiver(),
                 verifier: CryptoVerifier(),
-                store: JSONMetadataStore(root: root),
+                store: FileMetadataStore(root: root),
                 maxPackageBytes: maxPackageBytes,
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
             )

@@ -3,6 +3,7 @@ import HotArchive
 import HotAssets
 import HotCore
 import HotManifest
+import HotTestServers
 import HotTesting
 import HotVerify
 import Testing

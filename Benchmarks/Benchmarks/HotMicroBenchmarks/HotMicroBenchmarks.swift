@@ -212,7 +212,7 @@ func makeUpdater(root: URL) -> Updater {
             transport: FileTransport(),
             unarchiver: ZipUnarchiver(),
             verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: root),
+            store: FileMetadataStore(root: root),
             logger: silentLogger
         )
     )

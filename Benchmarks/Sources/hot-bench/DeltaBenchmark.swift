@@ -4,7 +4,7 @@ import HotArchive
 import HotCore
 import HotManifest
 import HotStore
-import HotTesting
+import HotTestServers
 import HotTransport
 import HotVerify
 import Logging
@@ -295,7 +295,7 @@ struct DeltaBenchmark: AsyncParsableCommand {
             transport: CurlTransport(),
             unarchiver: ZipUnarchiver(),
             verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: root),
+            store: FileMetadataStore(root: root),
             logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
         )
         configuration.usesDeltas = usesDeltas

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import HotArchive
 import HotCore
-import HotTesting
+import HotTestServers
 import HotVerify
 
 #if canImport(Glibc)

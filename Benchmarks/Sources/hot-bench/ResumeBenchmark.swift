@@ -3,7 +3,7 @@ import Foundation
 import HotArchive
 import HotCore
 import HotStore
-import HotTesting
+import HotTestServers
 import HotTransport
 import HotVerify
 import Logging
@@ -237,7 +237,7 @@ struct SyncOne: AsyncParsableCommand {
                 transport: transport,
                 unarchiver: ZipUnarchiver(),
                 verifier: CryptoVerifier(),
-                store: JSONMetadataStore(root: root),
+                store: FileMetadataStore(root: root),
                 logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
             )
         )

@@ -5,7 +5,7 @@ import HotAssets
 import HotCore
 import HotManifest
 import HotStore
-import HotTesting
+import HotTestServers
 import HotTransport
 import HotVerify
 import Logging
@@ -672,7 +672,7 @@ struct StoreBenchmark: AsyncParsableCommand {
                 transport: transport,
                 unarchiver: ZipUnarchiver(),
                 verifier: CryptoVerifier(),
-                store: JSONMetadataStore(root: root),
+                store: FileMetadataStore(root: root),
                 maxConcurrentPackages: concurrency,
                 logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
             )
@@ -752,7 +752,7 @@ struct FirstResolve: AsyncParsableCommand {
                 transport: FileTransport(),
                 unarchiver: ZipUnarchiver(),
                 verifier: CryptoVerifier(),
-                store: JSONMetadataStore(root: rootURL),
+                store: FileMetadataStore(root: rootURL),
                 logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
             )
         )

@@ -15,7 +15,7 @@ import Logging
 ///     transport: CurlTransport(),
 ///     unarchiver: ZipUnarchiver(),
 ///     verifier: CryptoVerifier(),
-///     store: JSONMetadataStore(root: root))
+///     store: FileMetadataStore(root: root))
 /// let updater = Updater(configuration: configuration)
 /// ```
 public struct UpdaterConfiguration: Sendable {

@@ -7,7 +7,7 @@ import Foundation
 /// let root = try StoreLocation.applicationSupport(subdirectory: "HotUpdate")
 /// let updater = Updater(configuration: UpdaterConfiguration(
 ///     root: root, transport: transport, unarchiver: ZipUnarchiver(),
-///     verifier: CryptoVerifier(), store: JSONMetadataStore(root: root)))
+///     verifier: CryptoVerifier(), store: FileMetadataStore(root: root)))
 /// ```
 ///
 /// **Why not Caches.** The system empties `Caches` when space runs low, between two launches,

@@ -4,7 +4,7 @@
 /// write a temporary file, fsync it, rename it over the old one and fsync the directory.
 /// Snapshots hold only paths relative to the store root.
 ///
-/// Implementations: `JSONMetadataStore`, `PropertyListMetadataStore` (in `HotStore`).
+/// Implementation: `FileMetadataStore` (in `HotStore`), in JSON or a property list.
 ///
 /// ```swift
 /// var snapshot = try await store.load()

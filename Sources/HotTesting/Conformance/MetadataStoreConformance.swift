@@ -20,10 +20,10 @@ import HotCore
 ///
 /// ```swift
 /// let suite = MetadataStoreConformance { directory in
-///     let store = JSONMetadataStore(root: directory)
+///     let store = FileMetadataStore(root: directory)
 ///     return MetadataStoreConformance.Subject(
 ///         store: store,
-///         reopen: { JSONMetadataStore(root: directory) },
+///         reopen: { FileMetadataStore(root: directory) },
 ///         corrupt: { try Data("{ not json".utf8).write(to: store.fileURL) })
 /// }
 /// ```

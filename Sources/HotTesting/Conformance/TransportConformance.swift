@@ -3,9 +3,13 @@ import HotCore
 
 /// The conformance suite of `Transport`, through its public API.
 ///
-/// Each check writes fixture files into a fresh directory and asks the caller to serve it
-/// (``nginx`` serves it over HTTP on 127.0.0.1, ``fileURLs`` as `file://` URLs, or a
-/// ``Serve`` of yours), then fetches from the base URL returned.
+/// The suite fetches a fixed set of files (``fixtures``) from a server the caller names:
+/// - ``init(serve:makeTransport:)``: each check writes the fixtures into a fresh directory
+///   and asks a ``Serve`` to serve it, then fetches from the base URL returned.
+///   ``fileURLs`` serves it as `file://` URLs; HotTestServers' `TransportConformance.nginx`
+///   serves it with nginx on 127.0.0.1; any server of yours that serves a directory will do.
+/// - ``init(baseURL:makeTransport:)``: a server already serves the fixtures (written once with
+///   ``writeFixtures(to:)``, uploaded wherever the transport fetches from) at a base URL.
 ///
 /// The checks, each a ``ConformanceCheck``:
 /// - a whole file arrives byte-identical with status 200 (an empty file too), with the
@@ -21,7 +25,10 @@ import HotCore
 ///   before the whole body, and a fetch by a task already cancelled fails or ends.
 ///
 /// ```swift
-/// let suite = TransportConformance(serve: TransportConformance.nginx) { MyTransport() }
+/// let local = TransportConformance(serve: TransportConformance.fileURLs) { MyTransport() }
+/// let remote = TransportConformance(baseURL: URL(string: "https://test.example.com/fixtures/")!) {
+///     MyTransport()
+/// }
 /// ```
 public struct TransportConformance: Sendable {
     /// A directory being served, and how to stop serving it.
@@ -44,18 +51,14 @@ public struct TransportConformance: Sendable {
     /// Serves the directory as `file://` URLs.
     public static let fileURLs: Serve = { directory in Server(baseURL: directory) }
 
-    /// Serves the directory with nginx on 127.0.0.1 (see ``NginxServer``).
-    public static let nginx: Serve = { directory in
-        let server = try await NginxServer.start(root: directory)
-        return Server(baseURL: server.baseURL, stop: { await server.stop() })
-    }
-
     /// Makes the transport under test.
     public let makeTransport: @Sendable () -> any Transport
     /// Serves the fixture directory.
     public let serve: Serve
+    /// Whether each check writes the fixtures for ``serve`` (false when they are already served).
+    private let writesFixtures: Bool
 
-    /// Creates the suite.
+    /// Creates the suite over a server each check starts.
     ///
     /// - Parameters:
     ///   - serve: Serves the fixture directory of a check and returns its URL.
@@ -63,6 +66,19 @@ public struct TransportConformance: Sendable {
     public init(serve: @escaping Serve, makeTransport: @escaping @Sendable () -> any Transport) {
         self.serve = serve
         self.makeTransport = makeTransport
+        self.writesFixtures = true
+    }
+
+    /// Creates the suite over a server that already serves the ``fixtures``.
+    ///
+    /// - Parameters:
+    ///   - baseURL: Where the server serves them: fixture `name` is fetched at `baseURL/name`,
+    ///     and `baseURL/missing.bin` must not exist.
+    ///   - makeTransport: Makes the transport under test; called once per check.
+    public init(baseURL: URL, makeTransport: @escaping @Sendable () -> any Transport) {
+        self.serve = { _ in Server(baseURL: baseURL) }
+        self.makeTransport = makeTransport
+        self.writesFixtures = false
     }
 
     static let suite = "Transport"
@@ -70,6 +86,23 @@ public struct TransportConformance: Sendable {
     /// The fixture files.
     static let small = Conformance.bytes(10_000, seed: 21)
     static let large = Conformance.bytes(6 << 20, seed: 22)
+
+    /// The files the checks fetch, by name: `small.bin` (10,000 bytes), `large.bin` (6 MiB)
+    /// and `empty.bin` (no bytes), with contents the same in every run. The checks also fetch
+    /// `missing.bin`, which must not exist.
+    public static var fixtures: [String: [UInt8]] {
+        ["small.bin": small, "large.bin": large, "empty.bin": []]
+    }
+
+    /// Writes the ``fixtures`` into `directory`, for a server that ``init(baseURL:makeTransport:)``
+    /// then fetches from.
+    ///
+    /// - Throws: The file system's error when a file cannot be written.
+    public static func writeFixtures(to directory: URL) throws {
+        for (name, content) in fixtures.sorted(by: { $0.key < $1.key }) {
+            try Conformance.write(content, name, under: directory)
+        }
+    }
 
     /// Every check of the suite.
     public var checks: [ConformanceCheck] {
@@ -250,11 +283,10 @@ public struct TransportConformance: Sendable {
     ) -> ConformanceCheck {
         let make = makeTransport
         let serve = serve
+        let writesFixtures = writesFixtures
         return ConformanceCheck(suite: Self.suite, name: name, contract: contract) {
             try await Conformance.withScratch(Self.suite) { directory in
-                try Conformance.write(Self.small, "small.bin", under: directory)
-                try Conformance.write(Self.large, "large.bin", under: directory)
-                try Conformance.write([], "empty.bin", under: directory)
+                if writesFixtures { try Self.writeFixtures(to: directory) }
                 let server = try await serve(directory)
                 do {
                     try await body(make(), server.baseURL)

@@ -1,0 +1,202 @@
+import Foundation
+import HotCore
+
+/// Settings shared by every request of an HTTP transport, the same for `CurlTransport` and
+/// ``URLSessionTransport``: what `SchemeRoutingTransport.platformHTTP(options:)` builds is
+/// configured alike whichever transport the platform gets.
+///
+/// Timeouts, the byte limit, the range and headers are set per request, in HotCore's
+/// `TransportRequest`.
+///
+/// ```swift
+/// var options = HTTPTransportOptions()
+/// options.userAgent = "MyApp/2.1 HotUpdate"
+/// options.maxRedirects = 3
+/// let transport = SchemeRoutingTransport.platformHTTP(options: options)
+/// ```
+public struct HTTPTransportOptions: Sendable, Hashable {
+    /// The most redirects followed; one more fails with `HotUpdateError.Code.transportFailed`.
+    public var maxRedirects: Int
+    /// The `User-Agent` header, unless a request sets its own.
+    public var userAgent: String
+    /// How many chunks may wait unread in the body stream before the transfer waits for the
+    /// consumer.
+    public var streamCapacity: Int
+    /// The largest chunk of the body, in bytes: libcurl's receive buffer for `CurlTransport`;
+    /// ``URLSessionTransport`` joins the smaller pieces its session delivers up to this size.
+    public var bufferSize: Int
+    /// How many bytes may wait behind the body stream before ``URLSessionTransport`` suspends
+    /// its task, on Apple platforms (FoundationNetworking cannot). `CurlTransport` holds the
+    /// transfer back as soon as ``streamCapacity`` chunks wait.
+    public var bufferLimit: Int
+    /// A file of CA certificates to trust instead of the system's, in PEM. `CurlTransport`
+    /// only: ``URLSessionTransport`` refuses to fetch with one (`HotUpdateError.Code.invalidArgument`)
+    /// rather than trust the system's certificates instead.
+    public var caBundlePath: String?
+
+    /// Creates options.
+    ///
+    /// - Parameters:
+    ///   - maxRedirects: The most redirects followed, 10 by default.
+    ///   - userAgent: The `User-Agent` header, unless a request sets its own.
+    ///   - streamCapacity: How many chunks may wait unread in the body stream.
+    ///   - bufferSize: The largest chunk of the body in bytes, 64 KiB by default.
+    ///   - bufferLimit: How many bytes may wait before ``URLSessionTransport`` suspends its
+    ///     task (Apple platforms), 4 MiB by default.
+    ///   - caBundlePath: A PEM file of CA certificates to trust instead of the system's
+    ///     (`CurlTransport` only).
+    public init(
+        maxRedirects: Int = 10,
+        userAgent: String = "HotUpdate",
+        streamCapacity: Int = 8,
+        bufferSize: Int = 64 << 10,
+        bufferLimit: Int = 4 << 20,
+        caBundlePath: String? = nil
+    ) {
+        self.maxRedirects = maxRedirects
+        self.userAgent = userAgent
+        self.streamCapacity = streamCapacity
+        self.bufferSize = bufferSize
+        self.bufferLimit = bufferLimit
+        self.caBundlePath = caBundlePath
+    }
+}
+
+/// Why an HTTP transfer failed, in the terms both HTTP transports share, and the
+/// `HotUpdateError` each failure becomes: one mapping, so the same failure has the same code
+/// and message whichever transport met it.
+enum HTTPFailure: Sendable {
+    /// The calling task, or the body's consumer, cancelled the transfer.
+    case cancelled
+    /// The response announced more bytes than the request allows.
+    case announcedTooLong(Int64, limit: Int64)
+    /// More bytes arrived than the request allows.
+    case tooLong(limit: Int64)
+    /// Fewer than `bytesPerSecond` moved over a low-speed window.
+    case tooSlow(received: Int64, window: Duration, bytesPerSecond: Int)
+    /// The request outlived its total timeout.
+    case totalTimeout(Duration)
+    /// The HTTP stack's own timeout, in its words.
+    case timedOut(String)
+    /// One redirect more than the options allow.
+    case tooManyRedirects(Int, limit: Int)
+    /// The body ended before its announced length (`expected`, when known).
+    case truncated(received: Int64, expected: Int64?, reason: String?)
+    /// The HTTP stack cannot fetch the URL: the message says why.
+    case badURL(String)
+    /// Any other failure: the message, in the HTTP stack's words.
+    case failed(String)
+
+    /// The error a transport throws for this failure of the request for `subject`.
+    ///
+    /// - Parameters:
+    ///   - subject: The request's URL.
+    ///   - cause: The HTTP stack's own error, if any, kept as the error's cause.
+    func error(subject: String, cause: (any Error)? = nil) -> HotUpdateError {
+        let box = cause.map { SendableErrorBox($0) }
+        switch self {
+        case .cancelled:
+            return HotUpdateError(.cancelled, "the transfer was cancelled", subject: subject)
+        case .announcedTooLong(let length, let limit):
+            return HotUpdateError(
+                .byteLimitExceeded,
+                "the server announces \(length) bytes, more than the \(limit) allowed",
+                subject: subject
+            )
+        case .tooLong(let limit):
+            return HotUpdateError(
+                .byteLimitExceeded,
+                "the body is longer than the \(limit) bytes allowed",
+                subject: subject
+            )
+        case .tooSlow(let received, let window, let bytesPerSecond):
+            return HotUpdateError(
+                .timedOut,
+                "timed out: fewer than \(bytesPerSecond) bytes per second over \(window) (\(received) bytes received)",
+                subject: subject
+            )
+        case .totalTimeout(let total):
+            return HotUpdateError(.timedOut, "timed out: the request took longer than \(total)", subject: subject)
+        case .timedOut(let reason):
+            return HotUpdateError(.timedOut, "timed out: \(reason)", subject: subject, cause: box)
+        case .tooManyRedirects(let count, let limit):
+            return HotUpdateError(
+                .transportFailed,
+                "too many redirects (\(count), at most \(limit) allowed)",
+                subject: subject
+            )
+        case .truncated(let received, let expected, let reason):
+            let ended =
+                expected.map { "the body ended after \(received) of \($0) bytes" }
+                ?? "the body ended after \(received) bytes, before its announced length"
+            return HotUpdateError(
+                .truncated,
+                reason.map { "\(ended): \($0)" } ?? ended,
+                subject: subject,
+                cause: box
+            )
+        case .badURL(let message):
+            return HotUpdateError(.invalidArgument, message, subject: subject, cause: box)
+        case .failed(let message):
+            return HotUpdateError(.transportFailed, message, subject: subject, cause: box)
+        }
+    }
+
+    /// The error for a request cancelled before its transfer started.
+    static func cancelledBeforeStart(subject: String) -> HotUpdateError {
+        HotUpdateError(.cancelled, "the request was cancelled", subject: subject)
+    }
+}
+
+extension TransportRequest {
+    /// Refuses a URL that is neither `http` nor `https`.
+    ///
+    /// - Parameter transport: The transport's name, for the message.
+    /// - Throws: `HotUpdateError.Code.invalidArgument`.
+    func requireHTTP(_ transport: String) throws {
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw HotUpdateError(
+                .invalidArgument,
+                "\(transport) fetches http: and https: URLs only",
+                subject: url.absoluteString
+            )
+        }
+    }
+
+    /// Whether the request is a `HEAD`, whose response announces a length it never sends.
+    var isHead: Bool { method.uppercased() == "HEAD" }
+
+    /// The length a response with these (lowercased) headers announces for its body: nil for
+    /// a `HEAD` request or without a valid `Content-Length`.
+    func announcedLength(_ headers: [String: String]) -> Int64? {
+        isHead ? nil : headers["content-length"].flatMap { Int64($0) }
+    }
+
+    /// The failure when a response announces `length` bytes, more than ``maxBytes``.
+    func announcedFailure(_ length: Int64?) -> HTTPFailure? {
+        guard let limit = maxBytes, let length, length > limit else { return nil }
+        return .announcedTooLong(length, limit: limit)
+    }
+
+    /// The failure once `received` body bytes have arrived, more than ``maxBytes``.
+    func receivedFailure(_ received: Int64) -> HTTPFailure? {
+        guard let limit = maxBytes, received > limit else { return nil }
+        return .tooLong(limit: limit)
+    }
+}
+
+extension Duration {
+    /// The duration in seconds.
+    var timeInterval: TimeInterval {
+        let (seconds, attoseconds) = components
+        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
+    }
+
+    /// The duration in whole milliseconds, `Int.max` when it does not fit.
+    var clampedMilliseconds: Int {
+        let (seconds, attoseconds) = components
+        let total = seconds.multipliedReportingOverflow(by: 1000)
+        guard !total.overflow else { return Int.max }
+        return Int(clamping: total.partialValue + attoseconds / 1_000_000_000_000_000)
+    }
+}
