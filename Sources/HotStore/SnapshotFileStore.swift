@@ -169,17 +169,16 @@ enum SnapshotRules {
 
 /// One serial queue per file path, shared by every store of that file in the process.
 enum SerialFileQueues {
-    private final class Registry: @unchecked Sendable {
-        private let lock = NSLock()
-        private var queues: [String: DispatchQueue] = [:]
+    private final class Registry: Sendable {
+        private let queues = Locked<[String: DispatchQueue]>([:])
 
         func queue(for path: String) -> DispatchQueue {
-            lock.lock()
-            defer { lock.unlock() }
-            if let queue = queues[path] { return queue }
-            let queue = DispatchQueue(label: "HotStore.file")
-            queues[path] = queue
-            return queue
+            queues.withLock { queues in
+                if let queue = queues[path] { return queue }
+                let queue = DispatchQueue(label: "HotStore.file")
+                queues[path] = queue
+                return queue
+            }
         }
     }
 

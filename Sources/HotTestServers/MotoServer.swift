@@ -65,8 +65,7 @@ public final class MotoServer: @unchecked Sendable {
 
     private let process: SupervisedProcess
     private let lifeline: Int32
-    private let lock = NSLock()
-    private var stopped = false
+    private let stopped = Locked(false)
 
     private init(process: SupervisedProcess, lifeline: Int32, port: Int, workDirectory: URL) {
         self.process = process
@@ -175,10 +174,10 @@ public final class MotoServer: @unchecked Sendable {
     }
 
     private func terminate() {
-        lock.lock()
-        let first = !stopped
-        stopped = true
-        lock.unlock()
+        let first = stopped.withLock { stopped in
+            defer { stopped = true }
+            return !stopped
+        }
         guard first else { return }
         close(lifeline)  // the supervisor kills moto when its lifeline closes
     }

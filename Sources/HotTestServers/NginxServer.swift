@@ -123,8 +123,7 @@ public final class NginxServer: @unchecked Sendable {
 
     private let process: SupervisedProcess
     private let lifeline: Int32
-    private let lock = NSLock()
-    private var stopped = false
+    private let stopped = Locked(false)
 
     private init(process: SupervisedProcess, lifeline: Int32, port: Int, workDirectory: URL) {
         self.process = process
@@ -390,10 +389,10 @@ public final class NginxServer: @unchecked Sendable {
     // MARK: - Stopping
 
     private func terminate() {
-        lock.lock()
-        let first = !stopped
-        stopped = true
-        lock.unlock()
+        let first = stopped.withLock { stopped in
+            defer { stopped = true }
+            return !stopped
+        }
         guard first else { return }
         close(lifeline)
         if let pid = nginxPID() { kill(pid, SIGKILL) }
@@ -466,10 +465,9 @@ public final class NginxServer: @unchecked Sendable {
 /// runner's threads block `SIGTERM` and `SIGCHLD`, which leaves nginx deaf to signals
 /// and the shell unable to wait) and every descriptor not marked close-on-exec
 /// (sockets of transfers in flight, which would then outlive their clients).
-final class SupervisedProcess: @unchecked Sendable {
+final class SupervisedProcess: Sendable {
     let pid: pid_t
-    private let lock = NSLock()
-    private var exited = false
+    private let exited = Locked(false)
 
     private init(pid: pid_t) { self.pid = pid }
 
@@ -550,13 +548,14 @@ final class SupervisedProcess: @unchecked Sendable {
 
     /// Whether the child has not exited yet; reaps it once it has.
     var isRunning: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        if exited { return false }
-        var status: Int32 = 0
-        let result = waitpid(pid, &status, WNOHANG)
-        if result == pid || (result < 0 && errno == ECHILD) { exited = true }
-        return !exited
+        let pid = pid
+        return exited.withLock { exited in
+            if exited { return false }
+            var status: Int32 = 0
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid || (result < 0 && errno == ECHILD) { exited = true }
+            return !exited
+        }
     }
 
     func signal(_ signal: Int32) {

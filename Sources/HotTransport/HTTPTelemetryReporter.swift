@@ -29,7 +29,7 @@ import Logging
 /// configuration.telemetry = try HTTPTelemetryReporter(
 ///     url: URL(string: "https://collector.example.com/hot")!, transport: CurlTransport(), root: root)
 /// ```
-public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable {
+public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
     /// How the reporter batches.
     public struct Options: Sendable, Hashable {
         /// The least time between two flushes; at least one second.
@@ -98,10 +98,13 @@ public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable
     private let transport: any Transport
     private let logger: Logger
     private let sleep: @Sendable (Duration) async throws -> Void
-    private let lock = NSLock()
-    private var queue: [TelemetryEvent] = []
-    private var flushing = false
-    private var counters = Statistics()
+    private struct State {
+        var queue: [TelemetryEvent] = []
+        var flushing = false
+        var counters = Statistics()
+    }
+
+    private let state = Locked(State())
 
     /// Creates a reporter with a client identifier of your own.
     ///
@@ -157,9 +160,9 @@ public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable
 
     /// What the reporter has done so far.
     public var statistics: Statistics {
-        lock.withLock {
-            var value = counters
-            value.queued = queue.count
+        state.withLock { state in
+            var value = state.counters
+            value.queued = state.queue.count
             return value
         }
     }
@@ -168,16 +171,16 @@ public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable
     ///
     /// - Parameter event: What happened.
     public func record(_ event: TelemetryEvent) {
-        let start: Bool = lock.withLock {
-            counters.recorded += 1
-            queue.append(event)
-            let excess = queue.count - options.maxQueuedEvents
+        let start: Bool = state.withLock { state in
+            state.counters.recorded += 1
+            state.queue.append(event)
+            let excess = state.queue.count - options.maxQueuedEvents
             if excess > 0 {
-                queue.removeFirst(excess)
-                counters.droppedFromQueue += excess
+                state.queue.removeFirst(excess)
+                state.counters.droppedFromQueue += excess
             }
-            guard !flushing else { return false }
-            flushing = true
+            guard !state.flushing else { return false }
+            state.flushing = true
             return true
         }
         if start { Task { await self.flushLoop() } }
@@ -190,18 +193,18 @@ public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable
             do {
                 try await sleep(options.flushInterval)
             } catch {
-                lock.withLock { flushing = false }
+                state.withLock { state in state.flushing = false }
                 return
             }
-            let batch: [TelemetryEvent] = lock.withLock {
-                let batch = Array(queue.prefix(options.maxBatchEvents))
-                queue.removeFirst(batch.count)
+            let batch: [TelemetryEvent] = state.withLock { state in
+                let batch = Array(state.queue.prefix(options.maxBatchEvents))
+                state.queue.removeFirst(batch.count)
                 return batch
             }
             if !batch.isEmpty { await send(batch) }
-            let idle = lock.withLock {
-                if queue.isEmpty { flushing = false }
-                return !flushing
+            let idle = state.withLock { state in
+                if state.queue.isEmpty { state.flushing = false }
+                return !state.flushing
             }
             if idle { return }
         }
@@ -233,14 +236,14 @@ public final class HTTPTelemetryReporter: TelemetryReporter, @unchecked Sendable
             )
             defer { response.body.cancel() }
             try response.requireSuccess()
-            lock.withLock {
-                counters.sent += batch.count
-                counters.batchesSent += 1
+            state.withLock { state in
+                state.counters.sent += batch.count
+                state.counters.batchesSent += 1
             }
         } catch {
-            lock.withLock {
-                counters.droppedWithFailedBatches += batch.count
-                counters.batchesFailed += 1
+            state.withLock { state in
+                state.counters.droppedWithFailedBatches += batch.count
+                state.counters.batchesFailed += 1
             }
             logger.debug("telemetry batch dropped: \(error)", metadata: ["events": "\(batch.count)"])
         }

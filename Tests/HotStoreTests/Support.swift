@@ -80,7 +80,6 @@ func richSnapshot(generation: Int = 7) -> StoreSnapshot {
             ),
             "fonts": InstallRecord(id: "fonts", state: .disabled, active: nil),
             "future": InstallRecord(id: "future", state: PackageState(rawValue: "someLaterState"), active: nil),
-        ],
-        highestManifestVersion: 42
+        ]
     )
 }

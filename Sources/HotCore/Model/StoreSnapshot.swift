@@ -169,8 +169,6 @@ public struct StoreSnapshot: Codable, Sendable, Hashable {
     public var generation: Int
     /// The packages, by id.
     public var packages: [String: InstallRecord]
-    /// The highest manifest version this client has trusted, for rollback protection.
-    public var highestManifestVersion: Int?
     /// The package ids in the order of the last manifest applied: the order script patches
     /// are activated in at launch. Nil until a manifest was applied.
     public var manifestOrder: [String]?
@@ -179,13 +177,11 @@ public struct StoreSnapshot: Codable, Sendable, Hashable {
     public init(
         schema: Int = StoreSnapshot.currentSchema,
         generation: Int = 0,
-        packages: [String: InstallRecord] = [:],
-        highestManifestVersion: Int? = nil
+        packages: [String: InstallRecord] = [:]
     ) {
         self.schema = schema
         self.generation = generation
         self.packages = packages
-        self.highestManifestVersion = highestManifestVersion
     }
 
     /// An empty store.

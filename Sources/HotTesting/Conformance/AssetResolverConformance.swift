@@ -193,19 +193,12 @@ public struct AssetResolverConformance: Sendable {
 }
 
 /// Names collected from many threads.
-private final class Mismatches: @unchecked Sendable {
-    private let lock = NSLock()
-    private var collected: Set<String> = []
+private final class Mismatches: Sendable {
+    private let collected = Locked<Set<String>>([])
 
     func add(_ name: String) {
-        lock.lock()
-        collected.insert(name)
-        lock.unlock()
+        collected.withLock { _ = $0.insert(name) }
     }
 
-    var names: Set<String> {
-        lock.lock()
-        defer { lock.unlock() }
-        return collected
-    }
+    var names: Set<String> { collected.value }
 }

@@ -97,7 +97,6 @@ public struct MetadataStoreConformance: Sendable {
                 subject in
                 try await subject.store.commit(Self.sample(generation: 1, packages: 4))
                 var smaller = Self.sample(generation: 2, packages: 1)
-                smaller.highestManifestVersion = nil
                 smaller.manifestOrder = nil
                 try await subject.store.commit(smaller)
                 try Self.requireEqual(try await subject.store.load(), smaller, "load() after the second commit")
@@ -186,9 +185,9 @@ public struct MetadataStoreConformance: Sendable {
 
     /// A snapshot with `packages` records, each with an active and a previous version, dates
     /// on whole seconds (every store format keeps them), a non-ASCII error message, the
-    /// manifest version and order set. `tag` marks every record, so a mix of two snapshots shows.
+    /// manifest order set. `tag` marks every record, so a mix of two snapshots shows.
     static func sample(generation: Int, packages: Int, tag: String = "t") -> StoreSnapshot {
-        var snapshot = StoreSnapshot(generation: generation, highestManifestVersion: 40 + generation)
+        var snapshot = StoreSnapshot(generation: generation)
         let base = Date(timeIntervalSince1970: 1_700_000_000 + Double(generation) * 3600)
         for index in 0..<packages {
             let id = "p\(index)"
@@ -229,9 +228,6 @@ public struct MetadataStoreConformance: Sendable {
         if actual.schema != expected.schema { differences.append("schema \(actual.schema) != \(expected.schema)") }
         if actual.generation != expected.generation {
             differences.append("generation \(actual.generation) != \(expected.generation)")
-        }
-        if actual.highestManifestVersion != expected.highestManifestVersion {
-            differences.append("highestManifestVersion \(String(describing: actual.highestManifestVersion))")
         }
         if actual.manifestOrder != expected.manifestOrder {
             differences.append("manifestOrder \(String(describing: actual.manifestOrder))")
