@@ -89,7 +89,7 @@ public struct AppUpdater: Sendable {
     /// The assets of the installed packages, newest first, with `bundle` as the fallback.
     ///
     /// - Throws: Only the bundle's errors (a missing or unreadable bundle directory).
-    public func resolver(bundle: URL?) async throws -> ChainedAssetResolver {
+    public func resolver(bundle: URL?) async throws -> AssetResolverChain {
         try await AssetResolverChain.make(updater: updater, bundle: bundle)
     }
 }

@@ -83,10 +83,10 @@ struct FileListIndexTests {
             let between = FakeAssetResolver(
                 ["theme": ResolvedAsset(url: parent.appendingPathComponent("fake/theme"), origin: .bundle)])
             let inTurn: [any AssetResolver] = [resolvers[0], between, resolvers[1], resolvers[2]]
-            let chain = ChainedAssetResolver(inTurn)
-            let nested = ChainedAssetResolver([
-                ChainedAssetResolver([resolvers[0]]), between,
-                ChainedAssetResolver(Array(resolvers[1...])),
+            let chain = AssetResolverChain(inTurn)
+            let nested = AssetResolverChain([
+                AssetResolverChain([resolvers[0]]), between,
+                AssetResolverChain(Array(resolvers[1...])),
             ])
             for name in askedNames {
                 let expected = inTurn.lazy.compactMap { $0.resolve(name) }.first

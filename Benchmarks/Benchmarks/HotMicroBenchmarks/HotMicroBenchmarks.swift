@@ -83,7 +83,7 @@ let benchmarks: @Sendable () -> Void = {
 
     // Resolving through that chain: one iteration is one name, the names taken in turn from
     // every package (scale suffixes and extensions left for the resolver to choose).
-    let resolveChain = Fixture<(store: StoreFixture, chain: ChainedAssetResolver)>()
+    let resolveChain = Fixture<(store: StoreFixture, chain: AssetResolverChain)>()
     Benchmark(
         "Resolve a name through the chain of \(storePackages) packages",
         configuration: .init(scalingFactor: .kilo)

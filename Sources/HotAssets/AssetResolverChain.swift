@@ -5,7 +5,10 @@ import Logging
 /// Asks resolvers in order and returns the first answer.
 ///
 /// Put the installed packages first (newest first) and the bundle last, so a package
-/// overrides the bundle and a file a package lacks still comes from the bundle.
+/// overrides the bundle and a file a package lacks still comes from the bundle. The usual
+/// chain is made by ``make(updater:bundle:scales:extensionOrder:rebuildingIndex:)`` (every
+/// package an updater installed, then the bundle) or
+/// ``make(packages:bundle:scales:extensionOrder:logger:)`` (packages given by the app).
 ///
 /// Consecutive ``DirectoryAssetResolver``s (and chains of them) are merged when the chain
 /// is made into one index that keeps, for every name, the first resolver's answer: a name
@@ -13,10 +16,10 @@ import Logging
 /// asking each resolver in turn. Other resolvers are asked in their place.
 ///
 /// ```swift
-/// let chain = ChainedAssetResolver([imagesPackage, bundle])
+/// let chain = AssetResolverChain([imagesPackage, bundle])
 /// chain.resolve("icons/home")?.origin   // .package(id: "images", version: "3") or .bundle
 /// ```
-public struct ChainedAssetResolver: AssetResolver {
+public struct AssetResolverChain: AssetResolver {
     /// The resolvers, asked in this order.
     public let resolvers: [any AssetResolver]
 
@@ -79,7 +82,7 @@ public struct ChainedAssetResolver: AssetResolver {
         for resolver in resolvers {
             if let directory = resolver as? DirectoryAssetResolver {
                 append(directory.index)
-            } else if let chain = resolver as? ChainedAssetResolver {
+            } else if let chain = resolver as? AssetResolverChain {
                 for segment in chain.segments {
                     if case .merged(let index) = segment { append(index) } else { segments.append(segment) }
                 }
@@ -161,11 +164,12 @@ public struct InstalledPackageLocation: Sendable, Hashable {
     }
 }
 
-/// Builds the usual chain: installed packages, then the app bundle.
-public enum AssetResolverChain {
+// MARK: - The usual chain: installed packages, then the app bundle
+
+extension AssetResolverChain {
     /// Indexes each package directory and the bundle, and chains them into one merged
-    /// index (see ``ChainedAssetResolver``). A package whose ``InstalledPackageLocation/files``
-    /// are given is indexed from them without reading its tree.
+    /// index. A package whose ``InstalledPackageLocation/files`` are given is indexed from
+    /// them without reading its tree.
     ///
     /// ```swift
     /// let resolver = try AssetResolverChain.make(
@@ -191,7 +195,7 @@ public enum AssetResolverChain {
         scales: ScalePreference = .standard,
         extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder,
         logger: Logger = Logger(label: "HotAssets", factory: { _ in SwiftLogNoOpLogHandler() })
-    ) throws -> ChainedAssetResolver {
+    ) throws -> AssetResolverChain {
         // Packages are indexed in parallel, one result slot each.
         let results = IndexSlots(count: packages.count)
         DispatchQueue.concurrentPerform(iterations: packages.count) { position in
@@ -248,11 +252,8 @@ public enum AssetResolverChain {
                 )
             )
         }
-        return ChainedAssetResolver(resolvers)
+        return AssetResolverChain(resolvers)
     }
-}
-
-extension AssetResolverChain {
     /// The chain an app draws from: every package `updater` has installed and not
     /// disabled, most recently installed first, each indexed from the file list the store
     /// keeps (no tree is walked), then the bundle.
@@ -288,7 +289,7 @@ extension AssetResolverChain {
         scales: ScalePreference = .standard,
         extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder,
         rebuildingIndex: Bool = true
-    ) async throws -> ChainedAssetResolver {
+    ) async throws -> AssetResolverChain {
         let logger = updater.configuration.logger
         if scales.scales == NameIndexFormat.defaultScales, extensionOrder == NameIndexFormat.defaultExtensionOrder,
             let store = await IndexedStore.open(updater, rebuilding: rebuildingIndex)
@@ -306,7 +307,7 @@ extension AssetResolverChain {
                     )
                 )
             }
-            return ChainedAssetResolver(resolvers)
+            return AssetResolverChain(resolvers)
         }
         var packages: [InstalledPackageLocation] = []
         let installed: [InstalledPackage]

@@ -3,8 +3,8 @@ import HotAssets
 import HotCore
 import Testing
 
-@Suite("ChainedAssetResolver and AssetResolverChain")
-struct ChainedAssetResolverTests {
+@Suite("AssetResolverChain")
+struct AssetResolverChainTests {
     @Test("Packages first, newest first, then the bundle; each answer reports its origin")
     func packageThenBundle() async throws {
         try await withTemporaryDirectory { parent in
@@ -79,7 +79,7 @@ struct ChainedAssetResolverTests {
             #expect(packagesOnly.resolve("a")?.origin == .package(id: "p", version: "2"))
             #expect(packagesOnly.resolve("b") == nil)
 
-            #expect(ChainedAssetResolver([]).resolve("a") == nil)
+            #expect(AssetResolverChain([]).resolve("a") == nil)
 
             let bundle = parent.appendingPathComponent("bundle")
             try makeTree(bundle, files: ["a.png", "c.png"], tag: "bundle")
