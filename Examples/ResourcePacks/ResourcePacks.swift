@@ -286,8 +286,7 @@ func runExample(_ arguments: Arguments) async throws {
     )
 
     // 5. Name → local file URL for each type, from each pack's index.json.
-    let locations = installed.map { InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory) }
-    let library = ResourcePackResolver().open(locations)
+    let library = ResourcePackResolver().open(installed)
     for (id, error) in library.failures.sorted(by: { $0.key < $1.key }) { print("  pack \(id) refused: \(error)") }
     for pack in library.packs.sorted(by: { $0.packageID < $1.packageID }) {
         for (type, resources) in pack.resources.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {

@@ -175,9 +175,7 @@ func runExample(_ arguments: Arguments) async throws {
     // 2. Open pages: the local copy when the module is active and installed, else the web.
     let snapshot = try await updater.currentSnapshot()
     let disabled = Set(snapshot.packages.values.filter { $0.state == .disabled }.map(\.id))
-    let installed = try await updater.installedPackages().map {
-        InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-    }
+    let installed = try await updater.installedPackages()
     let resolver = WebModuleResolver(modules: webModules, installed: installed, inactiveModuleIDs: disabled)
     for page in arguments.pages {
         switch resolver.resolve(page) {

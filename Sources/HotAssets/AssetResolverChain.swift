@@ -136,44 +136,16 @@ public struct AssetResolverChain: AssetResolver {
     }
 }
 
-/// Where an installed package's files are.
-public struct InstalledPackageLocation: Sendable, Hashable {
-    /// The package id.
-    public var id: String
-    /// The installed version.
-    public var version: String
-    /// The package's installed tree.
-    public var directory: URL
-    /// The tree's regular files, relative to ``directory``, when known (the store's file
-    /// list): a resolver is then built from them without reading the tree. Nil: the tree is walked.
-    public var files: [String]?
-
-    /// Creates a location.
-    ///
-    /// - Parameters:
-    ///   - id: The package id.
-    ///   - version: The installed version.
-    ///   - directory: The package's installed tree.
-    ///   - files: The tree's regular files relative to `directory` (`Updater.fileList(of:)`),
-    ///     or nil to have the tree walked.
-    public init(id: String, version: String, directory: URL, files: [String]? = nil) {
-        self.id = id
-        self.version = version
-        self.directory = directory
-        self.files = files
-    }
-}
-
 // MARK: - The usual chain: installed packages, then the app bundle
 
 extension AssetResolverChain {
     /// Indexes each package directory and the bundle, and chains them into one merged
-    /// index. A package whose ``InstalledPackageLocation/files`` are given is indexed from
-    /// them without reading its tree.
+    /// index. A package whose `InstalledPackage.files` are given is indexed from them without
+    /// reading its tree.
     ///
     /// ```swift
     /// let resolver = try AssetResolverChain.make(
-    ///     packages: [InstalledPackageLocation(id: "images", version: "3", directory: imagesDir)],
+    ///     packages: [InstalledPackage(id: "images", version: "3", directory: imagesDir)],
     ///     bundle: Bundle.main.resourceURL)
     /// ```
     ///
@@ -190,7 +162,7 @@ extension AssetResolverChain {
     /// - Throws: `HotUpdateError.Code.notFound` or `HotUpdateError.Code.fileSystem` when
     ///   the bundle directory is missing or cannot be listed.
     public static func make(
-        packages: [InstalledPackageLocation],
+        packages: [InstalledPackage],
         bundle: URL?,
         scales: ScalePreference = .standard,
         extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder,
@@ -309,7 +281,7 @@ extension AssetResolverChain {
             }
             return AssetResolverChain(resolvers)
         }
-        var packages: [InstalledPackageLocation] = []
+        var packages: [InstalledPackage] = []
         let installed: [InstalledPackage]
         do {
             installed = try await updater.installedPackages()
@@ -328,15 +300,9 @@ extension AssetResolverChain {
                 continue
             }
             do {
-                let list = try await updater.fileList(of: package)
-                packages.append(
-                    InstalledPackageLocation(
-                        id: package.id,
-                        version: package.version,
-                        directory: package.directory,
-                        files: list.files.map(\.path)
-                    )
-                )
+                var listed = package
+                listed.files = try await updater.fileList(of: package).files.map(\.path)
+                packages.append(listed)
             } catch {
                 logger.warning(
                     "not resolving from a package whose file list cannot be read: \(error)",

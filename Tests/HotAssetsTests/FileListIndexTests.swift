@@ -151,9 +151,7 @@ struct FileListIndexTests {
             // The same answers as walking the installed trees.
             let packages = try await updater.installedPackages()
             let walked = try AssetResolverChain.make(
-                packages: packages.map {
-                    InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-                },
+                packages: packages,
                 bundle: bundle
             )
             for name in [

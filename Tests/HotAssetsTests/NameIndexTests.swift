@@ -26,10 +26,10 @@ extension EngineStore {
 
     /// The chain built from the file lists, without the index, to compare with.
     func slowChain(bundle: URL?) async throws -> AssetResolverChain {
-        var packages: [InstalledPackageLocation] = []
+        var packages: [InstalledPackage] = []
         for package in try await updater.installedPackages() where package.state == .installed {
             packages.append(
-                InstalledPackageLocation(
+                InstalledPackage(
                     id: package.id,
                     version: package.version,
                     directory: package.directory,

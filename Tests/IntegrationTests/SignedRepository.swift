@@ -169,9 +169,7 @@ struct SignedClient {
 
     /// What `name` resolves to: the file's text and where it came from.
     func resolve(_ name: String, bundle: URL) async throws -> String? {
-        let packages = try await updater().installedPackages().map {
-            InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-        }
+        let packages = try await updater().installedPackages()
         let resolver = try AssetResolverChain.make(packages: packages, bundle: bundle)
         guard let asset = resolver.resolve(name) else { return nil }
         let text = String(decoding: try Data(contentsOf: asset.url), as: UTF8.self)
