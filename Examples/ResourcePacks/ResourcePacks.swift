@@ -205,16 +205,17 @@ func runExample(_ arguments: Arguments) async throws {
     var logger = Logger(label: "ResourcePacks")
     logger.logLevel = .error
     let root = arguments.root
-    let updater = Updater(
-        configuration: UpdaterConfiguration(
-            root: root,
-            transport: transport,
-            unarchiver: ZipUnarchiver(),
-            verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: root),
-            logger: logger
-        )
+    var configuration = UpdaterConfiguration(
+        root: root,
+        transport: transport,
+        unarchiver: ZipUnarchiver(),
+        verifier: CryptoVerifier(),
+        store: JSONMetadataStore(root: root),
+        logger: logger
     )
+    // The store's name index, which the resolvers map (HotAssets).
+    configuration.commitHooks = [NameIndexWriter()]
+    let updater = Updater(configuration: configuration)
 
     // Progress and states, from every pack, as the app's UI would show them.
     let log = EventLog()

@@ -136,16 +136,17 @@ func runExample(_ arguments: Arguments) async throws {
     var logger = Logger(label: "WebOfflinePackages")
     logger.logLevel = .error
     let root = arguments.root
-    let updater = Updater(
-        configuration: UpdaterConfiguration(
-            root: root,
-            transport: transport,
-            unarchiver: ZipUnarchiver(),
-            verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: root),
-            logger: logger
-        )
+    var configuration = UpdaterConfiguration(
+        root: root,
+        transport: transport,
+        unarchiver: ZipUnarchiver(),
+        verifier: CryptoVerifier(),
+        store: JSONMetadataStore(root: root),
+        logger: logger
     )
+    // The store's name index, which the resolvers map (HotAssets).
+    configuration.commitHooks = [NameIndexWriter()]
+    let updater = Updater(configuration: configuration)
 
     // 1. Tell the server what is installed; install what it answers; disable what it turns off.
     let source = OfflinePackageManifestSource(

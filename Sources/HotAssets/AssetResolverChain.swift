@@ -247,8 +247,9 @@ extension AssetResolverChain {
     ///   store itself cannot be read, the chain holds the bundle alone.
     /// - Throws: Only the bundle's errors, as in ``make(packages:bundle:scales:extensionOrder:logger:)``.
     ///
-    /// When the store keeps a name index for its current snapshot (every commit writes one)
-    /// and `scales` and `extensionOrder` are the defaults it was worked out with, the packages
+    /// When the store keeps a name index for its current snapshot (a ``NameIndexWriter`` among
+    /// the updater's commit hooks writes one in every commit) and `scales` and
+    /// `extensionOrder` are the defaults it was worked out with, the packages
     /// resolve through the index, mapped and queried in place: the chain is ready in time that
     /// does not grow with the number of files. Otherwise, the chain is built from the file
     /// lists, and a missing or damaged index is logged (and rebuilt, with `rebuildingIndex`).

@@ -109,15 +109,15 @@ struct FileListIndexTests {
             let root = parent.appendingPathComponent("store")
             let transport = FakeTransport()
             let verifier = FakeVerifier()
-            let updater = Updater(
-                configuration: UpdaterConfiguration(
-                    root: root,
-                    transport: transport,
-                    unarchiver: FakeUnarchiver(),
-                    verifier: verifier,
-                    store: FakeMetadataStore()
-                )
+            var configuration = UpdaterConfiguration(
+                root: root,
+                transport: transport,
+                unarchiver: FakeUnarchiver(),
+                verifier: verifier,
+                store: FakeMetadataStore()
             )
+            configuration.commitHooks = [NameIndexWriter()]
+            let updater = Updater(configuration: configuration)
             func publish(_ id: String, _ files: [String: String]) async throws -> PackageDescriptor {
                 let bytes = try FakeArchive.make(files)
                 let url = try #require(URL(string: "https://cdn.test/\(id).zip"))

@@ -128,17 +128,17 @@ struct SignedClient {
 
     /// A fresh updater over the same root: what the app has after a restart.
     func updater(packageTimeouts: TransportRequest.Timeouts? = nil) -> Updater {
-        Updater(
-            configuration: UpdaterConfiguration(
-                root: root,
-                transport: httpTransport(),
-                unarchiver: ZipUnarchiver(),
-                verifier: CryptoVerifier(),
-                store: JSONMetadataStore(root: root),
-                timeouts: packageTimeouts ?? timeouts,
-                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-            )
+        var configuration = UpdaterConfiguration(
+            root: root,
+            transport: httpTransport(),
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
+            store: JSONMetadataStore(root: root),
+            timeouts: packageTimeouts ?? timeouts,
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
         )
+        configuration.commitHooks = [NameIndexWriter()]
+        return Updater(configuration: configuration)
     }
 
     func source(_ url: URL) -> SignedManifestSource {

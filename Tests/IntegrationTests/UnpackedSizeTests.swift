@@ -1,5 +1,6 @@
 import Foundation
 import HotArchive
+import HotAssets
 import HotCore
 import HotManifest
 import HotStore
@@ -47,6 +48,7 @@ struct UnpackedSizeTests {
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
             )
             if let maxUnpackedBytes { configuration.maxUnpackedBytes = maxUnpackedBytes }
+            configuration.commitHooks = [NameIndexWriter()]
             return (Updater(configuration: configuration), root)
         }
     }

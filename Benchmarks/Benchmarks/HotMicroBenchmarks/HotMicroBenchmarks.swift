@@ -206,16 +206,16 @@ struct StoreFixture: Sendable {
 
 /// An updater on `root` as an app makes one, logging nothing.
 func makeUpdater(root: URL) -> Updater {
-    Updater(
-        configuration: UpdaterConfiguration(
-            root: root,
-            transport: FileTransport(),
-            unarchiver: ZipUnarchiver(),
-            verifier: CryptoVerifier(),
-            store: JSONMetadataStore(root: root),
-            logger: silentLogger
-        )
+    var configuration = UpdaterConfiguration(
+        root: root,
+        transport: FileTransport(),
+        unarchiver: ZipUnarchiver(),
+        verifier: CryptoVerifier(),
+        store: JSONMetadataStore(root: root),
+        logger: silentLogger
     )
+    configuration.commitHooks = [NameIndexWriter()]
+    return Updater(configuration: configuration)
 }
 
 /// A logger that prints nothing.

@@ -666,17 +666,17 @@ struct StoreBenchmark: AsyncParsableCommand {
     }
 
     private func makeUpdater(root: URL, transport: any Transport, concurrency: Int) -> Updater {
-        Updater(
-            configuration: UpdaterConfiguration(
-                root: root,
-                transport: transport,
-                unarchiver: ZipUnarchiver(),
-                verifier: CryptoVerifier(),
-                store: JSONMetadataStore(root: root),
-                maxConcurrentPackages: concurrency,
-                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
-            )
+        var configuration = UpdaterConfiguration(
+            root: root,
+            transport: transport,
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
+            store: JSONMetadataStore(root: root),
+            maxConcurrentPackages: concurrency,
+            logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
         )
+        configuration.commitHooks = [NameIndexWriter()]
+        return Updater(configuration: configuration)
     }
 
     private func median(_ values: [Double]) -> Double {
@@ -746,16 +746,16 @@ struct FirstResolve: AsyncParsableCommand {
 
     func run() async throws {
         let rootURL = URL(fileURLWithPath: root, isDirectory: true)
-        let updater = Updater(
-            configuration: UpdaterConfiguration(
-                root: rootURL,
-                transport: FileTransport(),
-                unarchiver: ZipUnarchiver(),
-                verifier: CryptoVerifier(),
-                store: JSONMetadataStore(root: rootURL),
-                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
-            )
+        var configuration = UpdaterConfiguration(
+            root: rootURL,
+            transport: FileTransport(),
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
+            store: JSONMetadataStore(root: rootURL),
+            logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
         )
+        configuration.commitHooks = [NameIndexWriter()]
+        let updater = Updater(configuration: configuration)
         let chain = try await AssetResolverChain.make(updater: updater, bundle: nil, rebuildingIndex: false)
         guard chain.resolve(name) != nil else {
             FileHandle.standardError.write(Data("hot-bench first-resolve: \(name) does not resolve\n".utf8))

@@ -54,7 +54,8 @@ public actor Updater {
             layout: layout,
             store: configuration.store,
             verifier: configuration.verifier,
-            logger: configuration.logger
+            logger: configuration.logger,
+            hooks: configuration.commitHooks
         )
     }
 

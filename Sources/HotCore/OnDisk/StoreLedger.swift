@@ -16,11 +16,15 @@ import Logging
 /// - Staging entries (``makeStaging()``) are created under the shared lock, each with an
 ///   owner lock (``StagingOwner``), so a sweep in any process removes only the entries of
 ///   processes that are gone.
+/// - Each commit runs the ``StoreCommitHook``s before the store file is replaced, and has
+///   them remove what older generations left after it.
 actor StoreLedger {
     let layout: StoreLayout
     let store: any MetadataStore
     let logger: Logger
     let verifier: any Verifier
+    /// What commits write besides the snapshot (``UpdaterConfiguration/commitHooks``).
+    let hooks: [any StoreCommitHook]
 
     /// The snapshot last loaded or committed.
     private var snapshot: StoreSnapshot?
@@ -36,16 +40,21 @@ actor StoreLedger {
     private var fileLists: [String: FileList] = [:]
     /// Version paths whose files passed a check since the store last changed underneath.
     private(set) var checkedVersions: Set<String> = []
-    /// The name index last opened (see ``readNameIndex()``).
-    var mappedNameIndex: NameIndex?
 
     var objects: ObjectStore { ObjectStore(layout: layout) }
 
-    init(layout: StoreLayout, store: any MetadataStore, verifier: any Verifier, logger: Logger) {
+    init(
+        layout: StoreLayout,
+        store: any MetadataStore,
+        verifier: any Verifier,
+        logger: Logger,
+        hooks: [any StoreCommitHook] = []
+    ) {
         self.layout = layout
         self.store = store
         self.verifier = verifier
         self.logger = logger
+        self.hooks = hooks
     }
 
     // MARK: - Reading
@@ -202,12 +211,12 @@ actor StoreLedger {
                     FaultPoint.reached("after-flush")
                 }
                 next.generation = before.generation + 1
-                await writeNameIndex(for: next, generation: next.generation, previous: before)
+                await runHooks(previous: before, next: next)
                 let bumped = try lock.bumpCounter()
                 try await commit(next)
                 snapshot = next
                 counter = bumped
-                removeOldNameIndexes(keeping: next.generation)
+                await removeHookLeftovers(keeping: next.generation)
             }
         } catch {
             for step in transaction.failureSteps.reversed() { await step() }
@@ -232,10 +241,26 @@ actor StoreLedger {
         }
     }
 
+    /// Has each hook write what it keeps for `next`, about to be committed; under the
+    /// exclusive lock, before the store file is replaced.
+    private func runHooks(previous: StoreSnapshot, next: StoreSnapshot) async {
+        guard !hooks.isEmpty else { return }
+        let context = StoreCommitContext(previous: previous, next: next, root: layout.root, logger: logger) {
+            [self] path in try await self.fileList(forVersionPath: path)
+        }
+        for hook in hooks { await hook.willCommit(context) }
+    }
+
+    /// Has each hook remove what it kept for generations older than the one before
+    /// `generation`; under the exclusive lock.
+    private func removeHookLeftovers(keeping generation: Int) async {
+        for hook in hooks { await hook.removeLeftovers(keeping: generation, root: layout.root, logger: logger) }
+    }
+
     /// Removes what interrupted steps left; under the exclusive lock.
     private func sweep(_ current: StoreSnapshot) async {
         await store.removeLeftovers()
-        removeOldNameIndexes(keeping: current.generation)
+        await removeHookLeftovers(keeping: current.generation)
         let root = layout.root
         let trustPrefix = ".\(StoreLayout.trustFileName).tmp-"
         for name in FileSystem.contents(of: root) where name.hasPrefix(trustPrefix) {
