@@ -132,16 +132,17 @@ func runExample(_ command: MinimalPatchCommand) async throws {
     let transport = makeTransport(arguments.transport, for: arguments.manifest)
     var logger = Logger(label: "MinimalPatch")
     logger.logLevel = .warning
-    let updater = Updater(
-        configuration: UpdaterConfiguration(
-            root: arguments.root,
-            transport: transport,
-            unarchiver: ZipUnarchiver(),
-            verifier: CryptoVerifier(),
-            store: FileMetadataStore(root: arguments.root),
-            logger: logger
-        )
+    var configuration = UpdaterConfiguration(
+        root: arguments.root,
+        transport: transport,
+        unarchiver: ZipUnarchiver(),
+        verifier: CryptoVerifier(),
+        store: FileMetadataStore(root: arguments.root),
+        logger: logger
     )
+    // The store's name index, which the resolvers map (HotAssets).
+    configuration.commitHooks = [NameIndexWriter()]
+    let updater = Updater(configuration: configuration)
 
     // 1. At launch: what is current? Download, check and install what changed.
     let source: any ManifestSource =

@@ -205,16 +205,17 @@ func runExample(_ arguments: Arguments) async throws {
     var logger = Logger(label: "ResourcePacks")
     logger.logLevel = .error
     let root = arguments.root
-    let updater = Updater(
-        configuration: UpdaterConfiguration(
-            root: root,
-            transport: transport,
-            unarchiver: ZipUnarchiver(),
-            verifier: CryptoVerifier(),
-            store: FileMetadataStore(root: root),
-            logger: logger
-        )
+    var configuration = UpdaterConfiguration(
+        root: root,
+        transport: transport,
+        unarchiver: ZipUnarchiver(),
+        verifier: CryptoVerifier(),
+        store: FileMetadataStore(root: root),
+        logger: logger
     )
+    // The store's name index, which the resolvers map (HotAssets).
+    configuration.commitHooks = [NameIndexWriter()]
+    let updater = Updater(configuration: configuration)
 
     // Progress and states, from every pack, as the app's UI would show them.
     let log = EventLog()
@@ -286,8 +287,7 @@ func runExample(_ arguments: Arguments) async throws {
     )
 
     // 5. Name → local file URL for each type, from each pack's index.json.
-    let locations = installed.map { InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory) }
-    let library = ResourcePackResolver().open(locations)
+    let library = ResourcePackResolver().open(installed)
     for (id, error) in library.failures.sorted(by: { $0.key < $1.key }) { print("  pack \(id) refused: \(error)") }
     for pack in library.packs.sorted(by: { $0.packageID < $1.packageID }) {
         for (type, resources) in pack.resources.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {

@@ -136,16 +136,17 @@ func runExample(_ arguments: Arguments) async throws {
     var logger = Logger(label: "WebOfflinePackages")
     logger.logLevel = .error
     let root = arguments.root
-    let updater = Updater(
-        configuration: UpdaterConfiguration(
-            root: root,
-            transport: transport,
-            unarchiver: ZipUnarchiver(),
-            verifier: CryptoVerifier(),
-            store: FileMetadataStore(root: root),
-            logger: logger
-        )
+    var configuration = UpdaterConfiguration(
+        root: root,
+        transport: transport,
+        unarchiver: ZipUnarchiver(),
+        verifier: CryptoVerifier(),
+        store: FileMetadataStore(root: root),
+        logger: logger
     )
+    // The store's name index, which the resolvers map (HotAssets).
+    configuration.commitHooks = [NameIndexWriter()]
+    let updater = Updater(configuration: configuration)
 
     // 1. Tell the server what is installed; install what it answers; disable what it turns off.
     let source = OfflinePackageManifestSource(
@@ -175,9 +176,7 @@ func runExample(_ arguments: Arguments) async throws {
     // 2. Open pages: the local copy when the module is active and installed, else the web.
     let snapshot = try await updater.currentSnapshot()
     let disabled = Set(snapshot.packages.values.filter { $0.state == .disabled }.map(\.id))
-    let installed = try await updater.installedPackages().map {
-        InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-    }
+    let installed = try await updater.installedPackages()
     let resolver = WebModuleResolver(modules: webModules, installed: installed, inactiveModuleIDs: disabled)
     for page in arguments.pages {
         switch resolver.resolve(page) {

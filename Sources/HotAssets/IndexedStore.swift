@@ -48,10 +48,10 @@ struct IndexedStore: Sendable {
 
     /// The packages of the index, in the order they win names (as
     /// `Updater.installedPackages()` orders the enabled ones).
-    var locations: [InstalledPackageLocation] {
+    var locations: [InstalledPackage] {
         (0..<index.packageCount).map { number in
             let package = index.package(number)
-            return InstalledPackageLocation(id: package.id, version: package.version, directory: directory(number))
+            return InstalledPackage(id: package.id, version: package.version, directory: directory(number))
         }
     }
 

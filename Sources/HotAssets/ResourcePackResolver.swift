@@ -38,10 +38,7 @@ public struct ResourcePack: Sendable, Hashable {
 ///
 /// ```swift
 /// let resolver = ResourcePackResolver()          // overlay, image, filter, font
-/// let packages = try await updater.installedPackages().map {
-///     InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-/// }
-/// let library = resolver.open(packages)
+/// let library = resolver.open(try await updater.installedPackages())
 /// if let blend = library.url(for: "blend.jpg", type: .overlay) { show(blend) }
 /// for (id, error) in library.failures { log("pack \(id): \(error)") }
 /// ```
@@ -65,7 +62,7 @@ public struct ResourcePackResolver: Sendable {
     ///   `index.json`, or a listed file is missing), `HotUpdateError.Code.manifestInvalid` (a
     ///   malformed index), `HotUpdateError.Code.unsafeEntry` (a name that is absolute, has
     ///   `..`, or leads out of the package).
-    public func open(_ package: InstalledPackageLocation) throws -> ResourcePack {
+    public func open(_ package: InstalledPackage) throws -> ResourcePack {
         try open(package, root: nil, has: nil)
     }
 
@@ -74,7 +71,7 @@ public struct ResourcePackResolver: Sendable {
     /// the file system. `root` is the package's directory with symbolic links resolved,
     /// when known.
     private func open(
-        _ package: InstalledPackageLocation,
+        _ package: InstalledPackage,
         root: URL?,
         has: ((String) -> Bool)?
     ) throws
@@ -114,7 +111,7 @@ public struct ResourcePackResolver: Sendable {
     ///
     /// - Parameter packages: The installed packages, the one to prefer first (as
     ///   `Updater.installedPackages()` orders them: most recently installed first).
-    public func open(_ packages: [InstalledPackageLocation]) -> ResourcePackLibrary {
+    public func open(_ packages: [InstalledPackage]) -> ResourcePackLibrary {
         var packs: [ResourcePack] = []
         var failures: [String: HotUpdateError] = [:]
         for package in packages {
@@ -152,11 +149,7 @@ public struct ResourcePackResolver: Sendable {
     public func open(updater: Updater, rebuildingIndex: Bool = true) async -> ResourcePackLibrary {
         guard let store = await IndexedStore.open(updater, rebuilding: rebuildingIndex, resolvingLinks: true) else {
             do {
-                return open(
-                    try await updater.installedPackages().map {
-                        InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-                    }
-                )
+                return open(try await updater.installedPackages())
             } catch {
                 updater.configuration.logger.error("the store cannot be read; no resource packs: \(error)")
                 return ResourcePackLibrary(packs: [])

@@ -109,7 +109,7 @@ public struct WebModuleResolver: Sendable {
     /// The modules, longest online base first.
     public let modules: [WebModule]
     /// The installed packages, by id.
-    public let installed: [String: InstalledPackageLocation]
+    public let installed: [String: InstalledPackage]
     /// Modules served online whatever is installed.
     public let inactiveModuleIDs: Set<String>
     /// The store's name index when the resolver was made from an updater whose store has one:
@@ -128,20 +128,20 @@ public struct WebModuleResolver: Sendable {
     ///     returns them: disabled packages are already left out).
     ///   - inactiveModuleIDs: Modules the server disabled, such as
     ///     `OfflinePackageManifestSource.Check.inactiveModuleIDs`.
-    public init(modules: [WebModule], installed: [InstalledPackageLocation], inactiveModuleIDs: Set<String> = []) {
+    public init(modules: [WebModule], installed: [InstalledPackage], inactiveModuleIDs: Set<String> = []) {
         self.init(modules: modules, installed: installed, inactiveModuleIDs: inactiveModuleIDs, store: nil)
     }
 
     private init(
         modules: [WebModule],
-        installed: [InstalledPackageLocation],
+        installed: [InstalledPackage],
         inactiveModuleIDs: Set<String>,
         store: IndexedStore?
     ) {
         self.modules = modules.sorted {
             Self.segments(of: $0.onlineBase).count > Self.segments(of: $1.onlineBase).count
         }
-        var byID: [String: InstalledPackageLocation] = [:]
+        var byID: [String: InstalledPackage] = [:]
         for package in installed where byID[package.id] == nil { byID[package.id] = package }
         self.installed = byID
         self.inactiveModuleIDs = inactiveModuleIDs
@@ -183,11 +183,9 @@ public struct WebModuleResolver: Sendable {
                 store: store
             )
         }
-        var installed: [InstalledPackageLocation] = []
+        var installed: [InstalledPackage] = []
         do {
-            installed = try await updater.installedPackages().map {
-                InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-            }
+            installed = try await updater.installedPackages()
         } catch {
             updater.configuration.logger.error("the store cannot be read; serving web modules online: \(error)")
         }

@@ -22,7 +22,8 @@ import HotVerify
 ///
 /// The parts: `URLSessionTransport` (the system's HTTP stack on every platform),
 /// `ZipUnarchiver`, `CryptoVerifier`, a `FileMetadataStore` under the root, `ZstdPatcher` for
-/// deltas that carry binary patches, and a `SignedManifestSource` that trusts a manifest
+/// deltas that carry binary patches, `NameIndexWriter` keeping the store's name index for
+/// the resolvers, and a `SignedManifestSource` that trusts a manifest
 /// signed by any one of `releaseKeys`. For other parts, build an `Updater` from an
 /// `UpdaterConfiguration` and a source yourself; ``updater`` and ``source`` are the
 /// ones this preset made, for everything it does not wrap (launch trials, status, repair).
@@ -67,6 +68,7 @@ public struct AppUpdater: Sendable {
             launch: launch
         )
         configuration.patcher = ZstdPatcher()
+        configuration.commitHooks = [NameIndexWriter()]
         updater = Updater(configuration: configuration)
         source = SignedManifestSource(
             url: manifest,
@@ -89,7 +91,7 @@ public struct AppUpdater: Sendable {
     /// The assets of the installed packages, newest first, with `bundle` as the fallback.
     ///
     /// - Throws: Only the bundle's errors (a missing or unreadable bundle directory).
-    public func resolver(bundle: URL?) async throws -> ChainedAssetResolver {
+    public func resolver(bundle: URL?) async throws -> AssetResolverChain {
         try await AssetResolverChain.make(updater: updater, bundle: bundle)
     }
 }

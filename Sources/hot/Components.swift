@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HotArchive
+import HotAssets
 import HotCore
 import HotStore
 import HotTransport
@@ -143,6 +144,7 @@ struct StoreOptions: ParsableArguments {
             logger: makeLogger()
         )
         configuration.patcher = ZstdPatcher()
+        configuration.commitHooks = [NameIndexWriter()]
         return Updater(configuration: configuration)
     }
 }

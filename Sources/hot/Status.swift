@@ -45,7 +45,7 @@ struct Status: AsyncParsableCommand {
         /// The active version's launch phase (pending, trial, confirmed) for a guarded package.
         var launchPhase: String?
         /// Versions a failed launch blocked.
-        var blocked: [InstallRecord.BlockedVersion]?
+        var blocked: [PackageRecord.BlockedVersion]?
     }
 
     /// The `--json` document.

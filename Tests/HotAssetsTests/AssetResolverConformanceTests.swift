@@ -28,7 +28,7 @@ import Testing
     static let chained = AssetResolverConformance(origin: origin) { root in
         let empty = root.deletingLastPathComponent().appendingPathComponent("empty-package")
         try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: true)
-        return ChainedAssetResolver([
+        return AssetResolverChain([
             try DirectoryAssetResolver(directory: empty, origin: .package(id: "other", version: "1")),
             try DirectoryAssetResolver(directory: root, origin: origin),
         ])

@@ -22,16 +22,16 @@ struct DegradedPackageTests {
             let verifier = FakeVerifier()
             let log = LogLines()
             self.log = log
-            updater = Updater(
-                configuration: UpdaterConfiguration(
-                    root: root,
-                    transport: transport,
-                    unarchiver: FakeUnarchiver(),
-                    verifier: verifier,
-                    store: FakeMetadataStore(),
-                    logger: Logger(label: "test", factory: { _ in log })
-                )
+            var configuration = UpdaterConfiguration(
+                root: root,
+                transport: transport,
+                unarchiver: FakeUnarchiver(),
+                verifier: verifier,
+                store: FakeMetadataStore(),
+                logger: Logger(label: "test", factory: { _ in log })
             )
+            configuration.commitHooks = [NameIndexWriter()]
+            updater = Updater(configuration: configuration)
             for id in ["damaged", "gone", "unlisted", "good"] {
                 let bytes = try FakeArchive.make(["shared.png": id, "own-\(id).png": id])
                 let url = try #require(URL(string: "https://cdn.test/\(id).zip"))
@@ -91,15 +91,15 @@ struct DegradedPackageTests {
             let root = parent.appendingPathComponent("store")
             try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
             let store = FakeMetadataStore(initial: StoreSnapshot(schema: StoreSnapshot.currentSchema + 1))
-            let updater = Updater(
-                configuration: UpdaterConfiguration(
-                    root: root,
-                    transport: FakeTransport(),
-                    unarchiver: FakeUnarchiver(),
-                    verifier: FakeVerifier(),
-                    store: store
-                )
+            var configuration = UpdaterConfiguration(
+                root: root,
+                transport: FakeTransport(),
+                unarchiver: FakeUnarchiver(),
+                verifier: FakeVerifier(),
+                store: store
             )
+            configuration.commitHooks = [NameIndexWriter()]
+            let updater = Updater(configuration: configuration)
             let bundle = parent.appendingPathComponent("bundle")
             try makeTree(bundle, files: ["a.png"], tag: "bundle")
             let chain = try await AssetResolverChain.make(updater: updater, bundle: bundle)

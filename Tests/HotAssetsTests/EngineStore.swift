@@ -1,4 +1,5 @@
 import Foundation
+import HotAssets
 import HotCore
 import HotTesting
 import Logging
@@ -52,15 +53,15 @@ struct EngineStore {
         metadata: FakeMetadataStore,
         log: LogLines?
     ) -> Updater {
-        Updater(
-            configuration: UpdaterConfiguration(
-                root: root,
-                transport: transport,
-                unarchiver: FakeUnarchiver(),
-                verifier: verifier,
-                store: metadata,
-                logger: Logger(label: "test", factory: { _ in log ?? LogLines() })
-            )
+        var configuration = UpdaterConfiguration(
+            root: root,
+            transport: transport,
+            unarchiver: FakeUnarchiver(),
+            verifier: verifier,
+            store: metadata,
+            logger: Logger(label: "test", factory: { _ in log ?? LogLines() })
         )
+        configuration.commitHooks = [NameIndexWriter()]
+        return Updater(configuration: configuration)
     }
 }

@@ -83,10 +83,10 @@ struct FileListIndexTests {
             let between = FakeAssetResolver(
                 ["theme": ResolvedAsset(url: parent.appendingPathComponent("fake/theme"), origin: .bundle)])
             let inTurn: [any AssetResolver] = [resolvers[0], between, resolvers[1], resolvers[2]]
-            let chain = ChainedAssetResolver(inTurn)
-            let nested = ChainedAssetResolver([
-                ChainedAssetResolver([resolvers[0]]), between,
-                ChainedAssetResolver(Array(resolvers[1...])),
+            let chain = AssetResolverChain(inTurn)
+            let nested = AssetResolverChain([
+                AssetResolverChain([resolvers[0]]), between,
+                AssetResolverChain(Array(resolvers[1...])),
             ])
             for name in askedNames {
                 let expected = inTurn.lazy.compactMap { $0.resolve(name) }.first
@@ -109,15 +109,15 @@ struct FileListIndexTests {
             let root = parent.appendingPathComponent("store")
             let transport = FakeTransport()
             let verifier = FakeVerifier()
-            let updater = Updater(
-                configuration: UpdaterConfiguration(
-                    root: root,
-                    transport: transport,
-                    unarchiver: FakeUnarchiver(),
-                    verifier: verifier,
-                    store: FakeMetadataStore()
-                )
+            var configuration = UpdaterConfiguration(
+                root: root,
+                transport: transport,
+                unarchiver: FakeUnarchiver(),
+                verifier: verifier,
+                store: FakeMetadataStore()
             )
+            configuration.commitHooks = [NameIndexWriter()]
+            let updater = Updater(configuration: configuration)
             func publish(_ id: String, _ files: [String: String]) async throws -> PackageDescriptor {
                 let bytes = try FakeArchive.make(files)
                 let url = try #require(URL(string: "https://cdn.test/\(id).zip"))
@@ -151,9 +151,7 @@ struct FileListIndexTests {
             // The same answers as walking the installed trees.
             let packages = try await updater.installedPackages()
             let walked = try AssetResolverChain.make(
-                packages: packages.map {
-                    InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-                },
+                packages: packages,
                 bundle: bundle
             )
             for name in [

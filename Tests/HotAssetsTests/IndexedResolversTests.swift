@@ -7,10 +7,8 @@ import Testing
 
 extension EngineStore {
     /// The packages as the engine lists them, for the resolvers made from a list.
-    func locations() async throws -> [InstalledPackageLocation] {
-        try await updater.installedPackages().map {
-            InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-        }
+    func locations() async throws -> [InstalledPackage] {
+        try await updater.installedPackages()
     }
 
     /// Removes every file list the store keeps: what resolves afterwards came from elsewhere.

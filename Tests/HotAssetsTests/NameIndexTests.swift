@@ -25,11 +25,11 @@ extension EngineStore {
     }
 
     /// The chain built from the file lists, without the index, to compare with.
-    func slowChain(bundle: URL?) async throws -> ChainedAssetResolver {
-        var packages: [InstalledPackageLocation] = []
+    func slowChain(bundle: URL?) async throws -> AssetResolverChain {
+        var packages: [InstalledPackage] = []
         for package in try await updater.installedPackages() where package.state == .installed {
             packages.append(
-                InstalledPackageLocation(
+                InstalledPackage(
                     id: package.id,
                     version: package.version,
                     directory: package.directory,
@@ -90,7 +90,7 @@ struct NameIndexTests {
         try await withTemporaryDirectory { parent in
             let store = EngineStore(parent: parent)
             try await store.install("older", "1", ["sub/sample@2x.png", "config.json"])
-            var chain: ChainedAssetResolver? = try await AssetResolverChain.make(updater: store.relaunch(), bundle: nil)
+            var chain: AssetResolverChain? = try await AssetResolverChain.make(updater: store.relaunch(), bundle: nil)
             // The first answer for a file is made and kept, the second reads the kept one.
             let first = try #require(chain?.resolve("sub/sample"))
             let second = try #require(chain?.resolve("sub/sample.png"))

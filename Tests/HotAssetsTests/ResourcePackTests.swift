@@ -10,7 +10,7 @@ import Testing
 @Suite("Resource packs")
 struct ResourcePackTests {
     /// Zips `files` and unpacks the archive into `<directory>/<id>`; returns the package.
-    func unpackedPack(_ files: [String: Data], id: String, in directory: URL) async throws -> InstalledPackageLocation {
+    func unpackedPack(_ files: [String: Data], id: String, in directory: URL) async throws -> InstalledPackage {
         let source = directory.appendingPathComponent("source-\(id)")
         for (path, data) in files {
             let url = source.appendingPathComponent(path)
@@ -25,7 +25,7 @@ struct ResourcePackTests {
         let package = directory.appendingPathComponent("packages/\(id)/1", isDirectory: true)
         try FileManager.default.createDirectory(at: package, withIntermediateDirectories: true)
         try await Subprocess.check("unzip", ["-q", archive.path, "-d", package.path])
-        return InstalledPackageLocation(id: id, version: "1", directory: package)
+        return InstalledPackage(id: id, version: "1", directory: package)
     }
 
     static let overlayIndex = #"""
@@ -80,7 +80,7 @@ struct ResourcePackTests {
         in directory: URL,
         extra: [String: Data] = [:]
     ) async throws
-        -> InstalledPackageLocation
+        -> InstalledPackage
     {
         let index = try JSONSerialization.data(withJSONObject: ["id": "9", "type": "overlay", "overlay": [name]])
         return try await unpackedPack(

@@ -1,4 +1,5 @@
 import Foundation
+import HotAssets
 import HotCore
 import HotTestServers
 import HotTesting

@@ -13,10 +13,10 @@ struct WebModuleResolverTests {
     )
 
     /// Installs module pages under `directory/packages/<id>/<version>`.
-    func install(_ id: String, version: String, files: [String], in directory: URL) throws -> InstalledPackageLocation {
+    func install(_ id: String, version: String, files: [String], in directory: URL) throws -> InstalledPackage {
         let root = directory.appendingPathComponent("packages/\(id)/\(version)", isDirectory: true)
         try makeTree(root, files: files, tag: "\(id)@\(version)")
-        return InstalledPackageLocation(id: id, version: version, directory: root)
+        return InstalledPackage(id: id, version: version, directory: root)
     }
 
     func local(_ location: WebPageLocation, sourceLocation: SourceLocation = #_sourceLocation) -> LocalWebPage? {

@@ -208,7 +208,7 @@ struct LaunchTrialTests {
 }
 
 extension EngineFixture {
-    func currentRecord(_ id: String) async throws -> InstallRecord {
+    func currentRecord(_ id: String) async throws -> PackageRecord {
         try #require(try await updater.currentSnapshot().packages[id])
     }
 }

@@ -74,10 +74,10 @@ struct OfflinePackageSourceTests {
             )
         }
         let snapshot = StoreSnapshot(packages: [
-            "10020": InstallRecord(id: "10020", state: .disabled, active: version("1.0.2")),
-            "10010": InstallRecord(id: "10010", state: .installed, active: version("1.0.4")),
-            "fonts": InstallRecord(id: "fonts", state: .installed, active: version("7")),
-            "never": InstallRecord(id: "never", state: .failed, active: nil),
+            "10020": PackageRecord(id: "10020", state: .disabled, active: version("1.0.2")),
+            "10010": PackageRecord(id: "10010", state: .installed, active: version("1.0.4")),
+            "fonts": PackageRecord(id: "fonts", state: .installed, active: version("7")),
+            "never": PackageRecord(id: "never", state: .failed, active: nil),
         ])
         let all = OfflinePackageManifestSource.installedModules(in: snapshot)
         #expect(all.map(\.moduleId) == ["10010", "10020", "fonts"])

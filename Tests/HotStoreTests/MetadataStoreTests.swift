@@ -17,7 +17,7 @@ struct MetadataStoreTests {
 
             // A second commit replaces the first entirely.
             var next = StoreSnapshot(generation: 8, packages: [:])
-            next.packages["only"] = InstallRecord(id: "only", state: .installed, active: nil)
+            next.packages["only"] = PackageRecord(id: "only", state: .installed, active: nil)
             try await kind.make(root: root).commit(next)
             #expect(try await kind.make(root: root).load() == next)
             #expect(try listing(root) == [kind.defaultFileName])
@@ -115,7 +115,7 @@ struct MetadataStoreTests {
             var misfiled = richSnapshot()
             misfiled.packages["other"] = misfiled.packages["images"]
             var badID = richSnapshot()
-            badID.packages["bad id"] = InstallRecord(id: "bad id", state: .installed, active: nil)
+            badID.packages["bad id"] = PackageRecord(id: "bad id", state: .installed, active: nil)
             var oldSchema = richSnapshot()
             oldSchema.schema = 0
             for snapshot in [absolute, escaping, misfiled, badID, oldSchema] {

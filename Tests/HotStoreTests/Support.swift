@@ -65,21 +65,21 @@ func richSnapshot(generation: Int = 7) -> StoreSnapshot {
     return StoreSnapshot(
         generation: generation,
         packages: [
-            "images": InstallRecord(
+            "images": PackageRecord(
                 id: "images",
                 state: .installed,
                 active: version("images", "3", at: 1_700_000_300),
                 previous: [version("images", "2", at: 1_700_000_200), version("images", "1", at: 1_700_000_100)]
             ),
-            "h5-home": InstallRecord(
+            "h5-home": PackageRecord(
                 id: "h5-home",
                 state: .failed,
                 active: version("h5-home", "1.0.2+build~7", at: 1_600_000_000),
                 previous: [],
                 lastError: "下载失败：摘要不匹配 — digest mismatch 🚫 \"quoted\" \\ <tag> &amp;"
             ),
-            "fonts": InstallRecord(id: "fonts", state: .disabled, active: nil),
-            "future": InstallRecord(id: "future", state: PackageState(rawValue: "someLaterState"), active: nil),
+            "fonts": PackageRecord(id: "fonts", state: .disabled, active: nil),
+            "future": PackageRecord(id: "future", state: PackageState(rawValue: "someLaterState"), active: nil),
         ]
     )
 }

@@ -1,5 +1,6 @@
 import Foundation
 import HotArchive
+import HotAssets
 import HotCore
 import HotStore
 import HotTestServers
@@ -44,17 +45,17 @@ func md5(of file: URL) throws -> Digest {
 
 /// An updater over `root` with real parts and the given transport.
 func makeUpdater(root: URL, using transport: any Transport) -> Updater {
-    Updater(
-        configuration: UpdaterConfiguration(
-            root: root,
-            transport: transport,
-            unarchiver: ZipUnarchiver(),
-            verifier: CryptoVerifier(),
-            store: FileMetadataStore(root: root),
-            timeouts: TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
-            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-        )
+    var configuration = UpdaterConfiguration(
+        root: root,
+        transport: transport,
+        unarchiver: ZipUnarchiver(),
+        verifier: CryptoVerifier(),
+        store: FileMetadataStore(root: root),
+        timeouts: TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
+        logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
     )
+    configuration.commitHooks = [NameIndexWriter()]
+    return Updater(configuration: configuration)
 }
 
 /// The active version of each installed package, by id.

@@ -1,5 +1,6 @@
 import Foundation
 import HotArchive
+import HotAssets
 import HotCore
 import HotManifest
 import HotStore
@@ -54,6 +55,7 @@ struct DeltaTests {
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
         )
         configuration.patcher = patcher ? ZstdPatcher() : nil
+        configuration.commitHooks = [NameIndexWriter()]
         return Updater(configuration: configuration)
     }
 

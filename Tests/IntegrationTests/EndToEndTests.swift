@@ -51,12 +51,7 @@ struct EndToEndTests {
 
         let bundle = try makeTemporaryDirectory("bundle")
         try writeTree(["sub/sample.png": Data("bundled".utf8), "logo.png": Data("logo".utf8)], under: bundle)
-        let resolver = try AssetResolverChain.make(
-            packages: [
-                InstalledPackageLocation(id: installed.id, version: installed.version, directory: installed.directory)
-            ],
-            bundle: bundle
-        )
+        let resolver = try AssetResolverChain.make(packages: [installed], bundle: bundle)
         let sample = try #require(resolver.resolve("sub/sample"))
         #expect(sample.url.lastPathComponent == "sample@3x.png")
         #expect(sample.origin == .package(id: "images", version: "1"))

@@ -91,9 +91,7 @@ struct OfflinePackageTests {
     func webResolver(_ updater: Updater, inactive: Set<String> = []) async throws -> WebModuleResolver {
         WebModuleResolver(
             modules: Self.modules,
-            installed: try await updater.installedPackages().map {
-                InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-            },
+            installed: try await updater.installedPackages(),
             inactiveModuleIDs: inactive
         )
     }

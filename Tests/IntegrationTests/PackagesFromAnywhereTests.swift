@@ -134,9 +134,7 @@ struct PackagesFromAnywhereTests {
 
         // The typed resources of the installed pack resolve to its files.
         let package = try #require(try await updater.installedPackages().first)
-        let pack = try ResourcePackResolver().open(
-            InstalledPackageLocation(id: package.id, version: package.version, directory: package.directory)
-        )
+        let pack = try ResourcePackResolver().open(package)
         #expect(pack.index.id == "111")
         #expect(try pack.url(for: "warm.cube", type: .filter).map { try Data(contentsOf: $0) } == files["warm.cube"])
         await nginx.stop()

@@ -1,5 +1,6 @@
 import Foundation
 import HotArchive
+import HotAssets
 import HotCore
 import HotManifest
 import HotStore
@@ -45,17 +46,17 @@ private func withUpdater(
 ) async throws {
     let root = try makeTemporaryDirectory("resume-store")
     defer { try? FileManager.default.removeItem(at: root) }
-    let updater = Updater(
-        configuration: UpdaterConfiguration(
-            root: root,
-            transport: transport,
-            unarchiver: ZipUnarchiver(),
-            verifier: CryptoVerifier(),
-            store: FileMetadataStore(root: root),
-            timeouts: TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
-            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-        )
+    var configuration = UpdaterConfiguration(
+        root: root,
+        transport: transport,
+        unarchiver: ZipUnarchiver(),
+        verifier: CryptoVerifier(),
+        store: FileMetadataStore(root: root),
+        timeouts: TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
+        logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
     )
+    configuration.commitHooks = [NameIndexWriter()]
+    let updater = Updater(configuration: configuration)
     try await body(updater, root)
 }
 

@@ -129,17 +129,17 @@ struct SignedClient {
 
     /// A fresh updater over the same root: what the app has after a restart.
     func updater(packageTimeouts: TransportRequest.Timeouts? = nil) -> Updater {
-        Updater(
-            configuration: UpdaterConfiguration(
-                root: root,
-                transport: httpTransport(),
-                unarchiver: ZipUnarchiver(),
-                verifier: CryptoVerifier(),
-                store: FileMetadataStore(root: root),
-                timeouts: packageTimeouts ?? timeouts,
-                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-            )
+        var configuration = UpdaterConfiguration(
+            root: root,
+            transport: httpTransport(),
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
+            store: FileMetadataStore(root: root),
+            timeouts: packageTimeouts ?? timeouts,
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
         )
+        configuration.commitHooks = [NameIndexWriter()]
+        return Updater(configuration: configuration)
     }
 
     func source(_ url: URL) -> SignedManifestSource {
@@ -170,9 +170,7 @@ struct SignedClient {
 
     /// What `name` resolves to: the file's text and where it came from.
     func resolve(_ name: String, bundle: URL) async throws -> String? {
-        let packages = try await updater().installedPackages().map {
-            InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-        }
+        let packages = try await updater().installedPackages()
         let resolver = try AssetResolverChain.make(packages: packages, bundle: bundle)
         guard let asset = resolver.resolve(name) else { return nil }
         let text = String(decoding: try Data(contentsOf: asset.url), as: UTF8.self)

@@ -1,5 +1,6 @@
 import Foundation
 import HotArchive
+import HotAssets
 import HotCore
 import HotManifest
 import HotStore
@@ -152,17 +153,17 @@ func makeUpdater(
     unarchiver: UnarchiverKind = .zip,
     plist: Bool = false
 ) -> Updater {
-    Updater(
-        configuration: UpdaterConfiguration(
-            root: root,
-            transport: transport.make(),
-            unarchiver: unarchiver.make(),
-            verifier: CryptoVerifier(),
-            store: FileMetadataStore(root: root, format: plist ? .propertyList : .json),
-            timeouts: TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
-            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-        )
+    var configuration = UpdaterConfiguration(
+        root: root,
+        transport: transport.make(),
+        unarchiver: unarchiver.make(),
+        verifier: CryptoVerifier(),
+        store: FileMetadataStore(root: root, format: plist ? .propertyList : .json),
+        timeouts: TransportRequest.Timeouts(connect: .seconds(5), lowSpeedWindow: .seconds(5)),
+        logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
     )
+    configuration.commitHooks = [NameIndexWriter()]
+    return Updater(configuration: configuration)
 }
 
 /// An executable product (`hot`, an example) built beside the test bundle.

@@ -125,9 +125,7 @@ struct TrustPolicyTests {
         let location = { () async throws -> WebPageLocation in
             WebModuleResolver(
                 modules: [WebModule(id: "home", onlineBase: page)],
-                installed: try await client.updater().installedPackages().map {
-                    InstalledPackageLocation(id: $0.id, version: $0.version, directory: $0.directory)
-                }
+                installed: try await client.updater().installedPackages()
             ).resolve(page)
         }
         #expect(try await client.sync(repository.url(on: server)).failures.isEmpty)

@@ -1,5 +1,6 @@
 import Foundation
 import HotArchive
+import HotAssets
 import HotCore
 import HotManifest
 import HotStore
@@ -37,7 +38,7 @@ struct UnpackedSizeTests {
 
         func updater(maxPackageBytes: Int64 = UpdaterConfiguration.defaultMaxPackageBytes) -> (Updater, URL) {
             let root = work.appendingPathComponent("store-\(UUID().uuidString)")
-            let configuration = UpdaterConfiguration(
+            var configuration = UpdaterConfiguration(
                 root: root,
                 transport: FileTransport(),
                 unarchiver: ZipUnarchiver(),
@@ -46,6 +47,7 @@ struct UnpackedSizeTests {
                 maxPackageBytes: maxPackageBytes,
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
             )
+            configuration.commitHooks = [NameIndexWriter()]
             return (Updater(configuration: configuration), root)
         }
     }

@@ -83,7 +83,7 @@ let benchmarks: @Sendable () -> Void = {
 
     // Resolving through that chain: one iteration is one name, the names taken in turn from
     // every package (scale suffixes and extensions left for the resolver to choose).
-    let resolveChain = Fixture<(store: StoreFixture, chain: ChainedAssetResolver)>()
+    let resolveChain = Fixture<(store: StoreFixture, chain: AssetResolverChain)>()
     Benchmark(
         "Resolve a name through the chain of \(storePackages) packages",
         configuration: .init(scalingFactor: .kilo)
@@ -206,16 +206,16 @@ struct StoreFixture: Sendable {
 
 /// An updater on `root` as an app makes one, logging nothing.
 func makeUpdater(root: URL) -> Updater {
-    Updater(
-        configuration: UpdaterConfiguration(
-            root: root,
-            transport: FileTransport(),
-            unarchiver: ZipUnarchiver(),
-            verifier: CryptoVerifier(),
-            store: FileMetadataStore(root: root),
-            logger: silentLogger
-        )
+    var configuration = UpdaterConfiguration(
+        root: root,
+        transport: FileTransport(),
+        unarchiver: ZipUnarchiver(),
+        verifier: CryptoVerifier(),
+        store: FileMetadataStore(root: root),
+        logger: silentLogger
     )
+    configuration.commitHooks = [NameIndexWriter()]
+    return Updater(configuration: configuration)
 }
 
 /// A logger that prints nothing.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HotArchive
+import HotAssets
 import HotCore
 import HotManifest
 import HotStore
@@ -300,6 +301,7 @@ struct DeltaBenchmark: AsyncParsableCommand {
         )
         configuration.usesDeltas = usesDeltas
         configuration.patcher = ZstdPatcher()
+        configuration.commitHooks = [NameIndexWriter()]
         return Updater(configuration: configuration)
     }
 

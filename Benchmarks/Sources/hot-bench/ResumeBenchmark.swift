@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HotArchive
+import HotAssets
 import HotCore
 import HotStore
 import HotTestServers
@@ -231,16 +232,16 @@ struct SyncOne: AsyncParsableCommand {
         guard let url = URL(string: url) else { throw ValidationError("not a URL: \(url)") }
         var transport = CurlTransport()
         if let curlBufferKib { transport.options.bufferSize = curlBufferKib << 10 }
-        let updater = Updater(
-            configuration: UpdaterConfiguration(
-                root: root,
-                transport: transport,
-                unarchiver: ZipUnarchiver(),
-                verifier: CryptoVerifier(),
-                store: FileMetadataStore(root: root),
-                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
-            )
+        var configuration = UpdaterConfiguration(
+            root: root,
+            transport: transport,
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
+            store: FileMetadataStore(root: root),
+            logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
         )
+        configuration.commitHooks = [NameIndexWriter()]
+        let updater = Updater(configuration: configuration)
         var descriptor = try PackageDescriptor(
             id: "p",
             version: "1",

@@ -254,10 +254,10 @@ struct StoreBenchmark: AsyncParsableCommand {
 
     /// `AssetResolverChain.make(updater:)` on a freshly opened store, `runs` times: its
     /// median and fastest time, and the last chain made.
-    private func measureChain(root: URL) async throws -> ((median: Double, fastest: Double), ChainedAssetResolver) {
+    private func measureChain(root: URL) async throws -> ((median: Double, fastest: Double), AssetResolverChain) {
         let clock = ContinuousClock()
         var builds: [Double] = []
-        var chain = ChainedAssetResolver([])
+        var chain = AssetResolverChain([])
         for _ in 0..<runs {
             let updater = makeUpdater(root: root, transport: FileTransport(), concurrency: concurrency)
             _ = try await updater.installedPackages()  // the store open, measured on its own
@@ -271,7 +271,7 @@ struct StoreBenchmark: AsyncParsableCommand {
     /// Every name of `names` resolved through `chain`, at least two million per run. The
     /// names are made before the timed loop, as an app holds its names as constants.
     private func measureResolves(
-        chain: ChainedAssetResolver,
+        chain: AssetResolverChain,
         names: [[String]]
     ) throws -> (median: Double, best: Double) {
         let flat = names.flatMap { $0 }
@@ -287,7 +287,7 @@ struct StoreBenchmark: AsyncParsableCommand {
     /// (each round a sweep of all shares): the resolves per second of all threads together,
     /// and the thread count.
     private func measureParallelResolves(
-        chain: ChainedAssetResolver,
+        chain: AssetResolverChain,
         names: [[String]]
     ) throws -> (median: Double, best: Double, threads: Int) {
         let threads = max(ProcessInfo.processInfo.activeProcessorCount, 1)
@@ -666,17 +666,17 @@ struct StoreBenchmark: AsyncParsableCommand {
     }
 
     private func makeUpdater(root: URL, transport: any Transport, concurrency: Int) -> Updater {
-        Updater(
-            configuration: UpdaterConfiguration(
-                root: root,
-                transport: transport,
-                unarchiver: ZipUnarchiver(),
-                verifier: CryptoVerifier(),
-                store: FileMetadataStore(root: root),
-                maxConcurrentPackages: concurrency,
-                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
-            )
+        var configuration = UpdaterConfiguration(
+            root: root,
+            transport: transport,
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
+            store: FileMetadataStore(root: root),
+            maxConcurrentPackages: concurrency,
+            logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
         )
+        configuration.commitHooks = [NameIndexWriter()]
+        return Updater(configuration: configuration)
     }
 
     private func median(_ values: [Double]) -> Double {
@@ -746,16 +746,16 @@ struct FirstResolve: AsyncParsableCommand {
 
     func run() async throws {
         let rootURL = URL(fileURLWithPath: root, isDirectory: true)
-        let updater = Updater(
-            configuration: UpdaterConfiguration(
-                root: rootURL,
-                transport: FileTransport(),
-                unarchiver: ZipUnarchiver(),
-                verifier: CryptoVerifier(),
-                store: FileMetadataStore(root: rootURL),
-                logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
-            )
+        var configuration = UpdaterConfiguration(
+            root: rootURL,
+            transport: FileTransport(),
+            unarchiver: ZipUnarchiver(),
+            verifier: CryptoVerifier(),
+            store: FileMetadataStore(root: rootURL),
+            logger: Logger(label: "hot-bench", factory: { _ in SwiftLogNoOpLogHandler() })
         )
+        configuration.commitHooks = [NameIndexWriter()]
+        let updater = Updater(configuration: configuration)
         let chain = try await AssetResolverChain.make(updater: updater, bundle: nil, rebuildingIndex: false)
         guard chain.resolve(name) != nil else {
             FileHandle.standardError.write(Data("hot-bench first-resolve: \(name) does not resolve\n".utf8))

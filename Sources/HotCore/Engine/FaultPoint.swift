@@ -18,8 +18,9 @@ import Foundation
 /// - `after-rename`: a tree was renamed into `packages/`; no record names it yet.
 /// - `after-flush`: the group commit's file-system flush is done; the store file is not
 ///   written yet.
-/// - `after-index`: the name index of the generation being committed is written and
-///   fsynced; the store file is not written yet.
+/// - `after-index`: reached by HotAssets' name index writer (a ``StoreCommitHook``): the
+///   index of the generation being committed is written and fsynced; the store file is not
+///   written yet.
 /// - `mid-commit`: inside the metadata store's commit, the new content is written to a
 ///   temporary file that is not renamed over the store file yet.
 ///

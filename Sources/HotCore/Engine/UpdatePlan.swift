@@ -30,7 +30,7 @@ public struct UpdatePlan: Hashable, Sendable {
     /// manifest offers its installed version again, it is enabled without a download. When
     /// it offers a version kept for rollback (same version and digest), that version is
     /// restored without a download. A version a failed launch blocked (see
-    /// ``InstallRecord/BlockedVersion``) is neither downloaded nor restored while it blocks at `now`; a
+    /// ``PackageRecord/BlockedVersion``) is neither downloaded nor restored while it blocks at `now`; a
     /// version installed and waiting for the next launch is not downloaded again.
     public static func make(manifest: Manifest, snapshot: StoreSnapshot, now: Date = Date()) -> UpdatePlan {
         var entries: [UpdatePlan.PackagePlan] = []

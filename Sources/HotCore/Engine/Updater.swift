@@ -48,7 +48,8 @@ public actor Updater {
             layout: StoreLayout(root: configuration.root),
             metadata: configuration.store,
             verifier: configuration.verifier,
-            logger: configuration.logger
+            logger: configuration.logger,
+            hooks: configuration.commitHooks
         )
     }
 

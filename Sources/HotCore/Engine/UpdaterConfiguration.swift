@@ -71,6 +71,10 @@ public struct UpdaterConfiguration: Sendable {
     /// Applies the binary patches a delta may hold (HotArchive's `ZstdPatcher`); without
     /// one, a delta holding patches is refused and the full package installed.
     public var patcher: (any BinaryPatcher)?
+    /// What every commit writes besides the snapshot, before the store file (see
+    /// ``StoreCommitHook``). None by default; HotAssets' `NameIndexWriter` keeps the name
+    /// index the resolvers made from an updater map (`AppUpdater` registers it).
+    public var commitHooks: [any StoreCommitHook] = []
 
     /// Creates a configuration.
     ///

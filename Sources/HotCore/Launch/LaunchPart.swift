@@ -51,11 +51,11 @@ public struct UpdaterLaunch: Sendable {
     /// 1. A guarded package whose active version is still on trial from an earlier launch
     ///    that never confirmed it (the process died, or its time ran out) goes back to its
     ///    last confirmed version, or to the bundle when there is none; the bad version is
-    ///    blocked with the reason (see ``InstallRecord/BlockedVersion``), its tree deleted, and a
+    ///    blocked with the reason (see ``PackageRecord/BlockedVersion``), its tree deleted, and a
     ///    ``PackageState/blocked`` event published with a ``HotUpdateError/Code/launchFailed``
     ///    error.
-    /// 2. A version waiting for the next launch (``InstallRecord/pending``) becomes active.
-    /// 3. Each guarded package's untried active version is marked ``InstallRecord/LaunchPhase/trial`` with
+    /// 2. A version waiting for the next launch (``PackageRecord/pending``) becomes active.
+    /// 3. Each guarded package's untried active version is marked ``PackageRecord/LaunchPhase/trial`` with
     ///    this launch's token, before the app loads it.
     ///
     /// - Returns: The launch's token and what to load.
@@ -76,7 +76,7 @@ public struct UpdaterLaunch: Sendable {
     }
 
     /// Confirms the launch of `token`: every guarded version it tries becomes
-    /// ``InstallRecord/LaunchPhase/confirmed``, and a blocked entry for that version (one tried again by
+    /// ``PackageRecord/LaunchPhase/confirmed``, and a blocked entry for that version (one tried again by
     /// the retry policy) is cleared. A token of another launch confirms nothing, and so does
     /// one whose ``LaunchPolicy/trialTimeout`` passed.
     ///

@@ -65,7 +65,7 @@ extension LaunchPolicy {
 
         /// Active as soon as it is installed: assets resolved after the install come from it.
         public static let immediate = LaunchPolicy.Timing(rawValue: "immediate")
-        /// Installed as ``InstallRecord/pending`` and made active by the next
+        /// Installed as ``PackageRecord/pending`` and made active by the next
         /// ``UpdaterLaunch/begin()``: a running app never has the files it loaded swapped.
         public static let nextLaunch = LaunchPolicy.Timing(rawValue: "nextLaunch")
         /// As ``nextLaunch``, or earlier at ``UpdaterLaunch/resume()`` when the app returns to

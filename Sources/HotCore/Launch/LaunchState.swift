@@ -1,8 +1,8 @@
 import Foundation
 
-extension InstallRecord {
+extension PackageRecord {
     /// The blocked entry for an offered version that still blocks it at `date`, if any.
-    public func blocking(_ offered: PackageDescriptor, at date: Date) -> InstallRecord.BlockedVersion? {
+    public func blocking(_ offered: PackageDescriptor, at date: Date) -> PackageRecord.BlockedVersion? {
         blocked?.first { $0.matches(offered) && $0.isBlocking(at: date) }
     }
 
@@ -14,8 +14,8 @@ extension InstallRecord {
     }
 }
 
-extension InstallRecord {
-    /// A version a failed launch blocked, as stored in ``InstallRecord/blocked``.
+extension PackageRecord {
+    /// A version a failed launch blocked, as stored in ``PackageRecord/blocked``.
     ///
     /// No sync downloads or restores a blocked version while it blocks (see
     /// ``isBlocking(at:)``); a newer version is taken as usual. An operator removes it with
@@ -67,13 +67,13 @@ extension InstallRecord {
     }
 }
 
-extension InstallRecord {
+extension PackageRecord {
     /// The launch trial of a guarded package's active version, as stored in its
-    /// ``InstallRecord/launch``.
+    /// ``PackageRecord/launch``.
     public struct LaunchTrial: Codable, Sendable, Hashable {
         /// Where the active version stands.
-        public var phase: InstallRecord.LaunchPhase
-        /// The token of the launch that tries it, when ``phase`` is ``InstallRecord/LaunchPhase/trial``.
+        public var phase: PackageRecord.LaunchPhase
+        /// The token of the launch that tries it, when ``phase`` is ``PackageRecord/LaunchPhase/trial``.
         public var token: String?
         /// When that launch began.
         public var startedAt: Date?
@@ -83,7 +83,7 @@ extension InstallRecord {
 
         /// Creates a value.
         public init(
-            phase: InstallRecord.LaunchPhase,
+            phase: PackageRecord.LaunchPhase,
             token: String? = nil,
             startedAt: Date? = nil,
             fallback: InstalledVersion? = nil
@@ -96,7 +96,7 @@ extension InstallRecord {
     }
 }
 
-extension InstallRecord {
+extension PackageRecord {
     /// Where the active version of a guarded package stands in its launch trial.
     ///
     /// A struct with static members rather than an enum, so new phases can be added without
@@ -113,11 +113,11 @@ extension InstallRecord {
         public init(rawValue: String) { self.rawValue = rawValue }
 
         /// Installed and active, never launched.
-        public static let pending = InstallRecord.LaunchPhase(rawValue: "pending")
+        public static let pending = PackageRecord.LaunchPhase(rawValue: "pending")
         /// Handed to a launch that has not confirmed it yet.
-        public static let trial = InstallRecord.LaunchPhase(rawValue: "trial")
+        public static let trial = PackageRecord.LaunchPhase(rawValue: "trial")
         /// A launch confirmed it.
-        public static let confirmed = InstallRecord.LaunchPhase(rawValue: "confirmed")
+        public static let confirmed = PackageRecord.LaunchPhase(rawValue: "confirmed")
 
         public var description: String { rawValue }
     }

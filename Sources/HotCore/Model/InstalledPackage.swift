@@ -12,13 +12,34 @@ public struct InstalledPackage: Sendable, Hashable {
     public var state: PackageState
     /// When the active version was installed.
     public var installedAt: Date
+    /// The tree's regular files, relative to ``directory``, when known (the store's file
+    /// list, `Updater.fileList(of:)`): a resolver is then built from them without reading the
+    /// tree. Nil, as ``Updater/installedPackages()`` returns it: the tree is walked.
+    public var files: [String]?
 
     /// Creates a value.
-    public init(id: String, version: String, directory: URL, state: PackageState, installedAt: Date) {
+    ///
+    /// - Parameters:
+    ///   - id: The package id.
+    ///   - version: The active version.
+    ///   - directory: The installed tree.
+    ///   - state: Where the package stands; ``PackageState/installed`` unless said otherwise.
+    ///   - installedAt: When the active version was installed; `Date.distantPast` when not known.
+    ///   - files: The tree's regular files relative to `directory`, or nil to have the tree
+    ///     walked by whoever needs them.
+    public init(
+        id: String,
+        version: String,
+        directory: URL,
+        state: PackageState = .installed,
+        installedAt: Date = .distantPast,
+        files: [String]? = nil
+    ) {
         self.id = id
         self.version = version
         self.directory = directory
         self.state = state
         self.installedAt = installedAt
+        self.files = files
     }
 }

@@ -95,7 +95,7 @@ public struct InstalledVersion: Codable, Sendable, Hashable {
 }
 
 /// What the store knows of one package.
-public struct InstallRecord: Codable, Sendable, Hashable {
+public struct PackageRecord: Codable, Sendable, Hashable {
     /// The package id.
     public var id: String
     /// Where the package stands.
@@ -117,10 +117,10 @@ public struct InstallRecord: Codable, Sendable, Hashable {
     /// Where the active version of a guarded package stands in its launch trial (see
     /// ``LaunchPolicy``); nil for a package that is not guarded or whose active version
     /// never needed a trial.
-    public var launch: InstallRecord.LaunchTrial?
+    public var launch: PackageRecord.LaunchTrial?
     /// Versions a failed launch blocked: no sync downloads or restores them again (see
-    /// ``InstallRecord/BlockedVersion``). Nil when none.
-    public var blocked: [InstallRecord.BlockedVersion]?
+    /// ``PackageRecord/BlockedVersion``). Nil when none.
+    public var blocked: [PackageRecord.BlockedVersion]?
 
     /// Creates a record.
     public init(
@@ -168,7 +168,7 @@ public struct StoreSnapshot: Codable, Sendable, Hashable {
     /// Increases by one with every commit.
     public var generation: Int
     /// The packages, by id.
-    public var packages: [String: InstallRecord]
+    public var packages: [String: PackageRecord]
     /// The package ids in the order of the last manifest applied: the order script patches
     /// are activated in at launch. Nil until a manifest was applied.
     public var manifestOrder: [String]?
@@ -177,7 +177,7 @@ public struct StoreSnapshot: Codable, Sendable, Hashable {
     public init(
         schema: Int = StoreSnapshot.currentSchema,
         generation: Int = 0,
-        packages: [String: InstallRecord] = [:]
+        packages: [String: PackageRecord] = [:]
     ) {
         self.schema = schema
         self.generation = generation

@@ -7,10 +7,12 @@ import Foundation
 /// objects/ab/ab12…               every installed file once, named by its SHA-256, read-only
 /// packages/<id>/<version>/       the installed trees: hard links into objects/
 /// filelists/<id>/<version>.files each version's files: path, size, SHA-256
-/// index/names-<generation>       the names the active packages resolve, per store generation
 /// staging/<uuid>/                downloads, unpacking and deletions in progress; swept at open
 /// partial/<sha256>(.json)        cut downloads kept to be resumed, with their sidecars; never swept
 /// ```
+///
+/// Other directories under the root belong to the ``StoreCommitHook``s (HotAssets' `index/`):
+/// the store's sweep leaves them alone.
 package struct StoreLayout: Sendable, Hashable {
     /// The name of the trust state file a manifest source keeps under the root (`trust.json`);
     /// the first change of a process sweeps its leftover temporary files.
@@ -33,9 +35,6 @@ package struct StoreLayout: Sendable, Hashable {
     package var objectsDirectory: URL { root.appendingPathComponent("objects", isDirectory: true) }
     /// `filelists/`.
     package var fileListsDirectory: URL { root.appendingPathComponent("filelists", isDirectory: true) }
-
-    /// `index/`: the name index of each recent generation (see `NameIndex`).
-    package var indexDirectory: URL { root.appendingPathComponent("index", isDirectory: true) }
 
     /// The object holding the file whose SHA-256 is `hex`: `objects/<first 2 hex>/<hex>`.
     package func objectURL(sha256 hex: String) -> URL {

@@ -26,8 +26,7 @@ public struct ResolvedAsset: Sendable, Hashable, CustomStringConvertible {
 /// Resolution is synchronous and does no network I/O: an app asks on its main thread
 /// while it draws. Resolvers chain: the installed packages first, the bundle last.
 ///
-/// Implementations: `DirectoryAssetResolver`, `ChainedAssetResolver`, `AssetResolverChain`
-/// (in `HotAssets`).
+/// Implementations: `DirectoryAssetResolver`, `AssetResolverChain` (in `HotAssets`).
 ///
 /// ```swift
 /// if let asset = resolver.resolve("sub/sample") { load(asset.url) }

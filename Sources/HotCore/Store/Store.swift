@@ -23,6 +23,8 @@ import Logging
 /// - Staging entries (``makeStaging()``) are created under the shared lock, each with an
 ///   owner lock (``StagingOwner``), so a sweep in any process removes only the entries of
 ///   processes that are gone.
+/// - Each commit runs the ``StoreCommitHook``s before the store file is replaced (HotAssets'
+///   name index is written there), and has them remove what older generations left after it.
 package actor Store {
     /// Where things live under the root.
     package nonisolated let layout: StoreLayout
@@ -31,6 +33,8 @@ package actor Store {
     /// Hashes objects when a file's content must be proven before it is reused.
     let verifier: any Verifier
     let logger: Logger
+    /// What commits write besides the snapshot (``UpdaterConfiguration/commitHooks``).
+    let hooks: [any StoreCommitHook]
 
     /// The snapshot last loaded or committed.
     private var snapshot: StoreSnapshot?
@@ -47,9 +51,6 @@ package actor Store {
     /// Version paths whose files passed a check since the store last changed underneath.
     private var checkedVersions: Set<String> = []
 
-    /// The name index last opened (see ``readNameIndex()``).
-    var mappedNameIndex: NameIndex?
-
     /// Staged packages waiting for the next install group, by request number.
     var waitingInstalls: [Int: InstallRequest] = [:]
     /// The install group that takes the waiting requests when its transaction starts.
@@ -61,11 +62,18 @@ package actor Store {
     nonisolated var objects: ObjectStore { ObjectStore(layout: layout, logger: logger) }
 
     /// Creates the owner of `layout`'s root.
-    init(layout: StoreLayout, metadata: any MetadataStore, verifier: any Verifier, logger: Logger) {
+    init(
+        layout: StoreLayout,
+        metadata: any MetadataStore,
+        verifier: any Verifier,
+        logger: Logger,
+        hooks: [any StoreCommitHook] = []
+    ) {
         self.layout = layout
         self.metadata = metadata
         self.verifier = verifier
         self.logger = logger
+        self.hooks = hooks
     }
 
     // MARK: - Reading
@@ -88,7 +96,7 @@ package actor Store {
     package var cached: StoreSnapshot? { snapshot }
 
     /// The record of `id` in the last snapshot this store saw.
-    func cachedRecord(_ id: String) -> InstallRecord? { snapshot?.packages[id] }
+    func cachedRecord(_ id: String) -> PackageRecord? { snapshot?.packages[id] }
 
     /// The snapshot under a held lock: the cached one when the change counter did not move.
     func current(under lock: StoreLock) async throws -> StoreSnapshot {
@@ -136,7 +144,7 @@ package actor Store {
     }
 
     /// `version` of `record`, located for this launch.
-    package nonisolated func installedPackage(_ record: InstallRecord, version: InstalledVersion) throws
+    package nonisolated func installedPackage(_ record: PackageRecord, version: InstalledVersion) throws
         -> InstalledPackage
     {
         InstalledPackage(
@@ -262,12 +270,12 @@ package actor Store {
                     FaultPoint.reached("after-flush")
                 }
                 next.generation = before.generation + 1
-                await writeNameIndex(for: next, generation: next.generation, previous: before)
+                await runHooks(previous: before, next: next)
                 let bumped = try lock.bumpCounter()
                 try await commit(next)
                 snapshot = next
                 counter = bumped
-                removeOldNameIndexes(keeping: next.generation)
+                await removeHookLeftovers(keeping: next.generation)
             }
         } catch {
             for tree in transaction.placed.reversed() { await discard(tree) }
@@ -303,13 +311,29 @@ package actor Store {
         }
     }
 
+    /// Has each hook write what it keeps for `next`, about to be committed; under the
+    /// exclusive lock, before the store file is replaced.
+    private func runHooks(previous: StoreSnapshot, next: StoreSnapshot) async {
+        guard !hooks.isEmpty else { return }
+        let context = StoreCommitContext(previous: previous, next: next, root: layout.root, logger: logger) {
+            [self] path in try await self.fileList(forVersionPath: path)
+        }
+        for hook in hooks { await hook.willCommit(context) }
+    }
+
+    /// Has each hook remove what it kept for generations older than the one before
+    /// `generation`; under the exclusive lock.
+    private func removeHookLeftovers(keeping generation: Int) async {
+        for hook in hooks { await hook.removeLeftovers(keeping: generation, root: layout.root, logger: logger) }
+    }
+
     /// Removes what interrupted steps left, under the exclusive lock: the metadata store's
     /// and the trust state's temporary files, staging no live process owns, trees and file
     /// lists no record keeps, then objects no tree links: every object with `everyObject`,
     /// else only when something was left (then objects may have lost their last tree).
     private func sweepLeftovers(_ current: StoreSnapshot, everyObject: Bool) async -> ObjectStore.Freed {
         await metadata.removeLeftovers()
-        removeOldNameIndexes(keeping: current.generation)
+        await removeHookLeftovers(keeping: current.generation)
         StoreStateFile.trust.removeLeftovers(root: layout.root)
         let sweeper = StoreSweeper(layout: layout, logger: logger)
         let objects = self.objects

@@ -36,10 +36,10 @@ struct StoreTransaction: Sendable {
     var placedTrees: Bool { !placed.isEmpty }
 
     /// The record of a package.
-    subscript(_ id: String) -> InstallRecord? { snapshot.packages[id] }
+    subscript(_ id: String) -> PackageRecord? { snapshot.packages[id] }
 
     /// Every record, by id.
-    var records: [String: InstallRecord] { snapshot.packages }
+    var records: [String: PackageRecord] { snapshot.packages }
 
     /// Changes the record of `id`, creating it with `state` first when the store has none.
     ///
@@ -48,9 +48,9 @@ struct StoreTransaction: Sendable {
     mutating func update<T>(
         _ id: String,
         creatingAs state: PackageState,
-        _ change: (inout InstallRecord) throws -> T
+        _ change: (inout PackageRecord) throws -> T
     ) rethrows -> T {
-        var record = snapshot.packages[id] ?? InstallRecord(id: id, state: state, active: nil)
+        var record = snapshot.packages[id] ?? PackageRecord(id: id, state: state, active: nil)
         let result = try change(&record)
         snapshot.packages[id] = record
         return result
@@ -60,7 +60,7 @@ struct StoreTransaction: Sendable {
     ///
     /// - Returns: What `change` returned, or nil for a package the store does not know.
     @discardableResult
-    mutating func updateExisting<T>(_ id: String, _ change: (inout InstallRecord) throws -> T) rethrows -> T? {
+    mutating func updateExisting<T>(_ id: String, _ change: (inout PackageRecord) throws -> T) rethrows -> T? {
         guard var record = snapshot.packages[id] else { return nil }
         let result = try change(&record)
         snapshot.packages[id] = record
@@ -68,7 +68,7 @@ struct StoreTransaction: Sendable {
     }
 
     /// Removes the record of `id`; its versions are deleted after the commit.
-    mutating func removeRecord(_ id: String) -> InstallRecord? {
+    mutating func removeRecord(_ id: String) -> PackageRecord? {
         snapshot.packages.removeValue(forKey: id)
     }
 

@@ -209,7 +209,7 @@ public struct MetadataStoreConformance: Sendable {
                 sourceURL: "file:///bundle/\(id).zip",
                 installedAt: base - 86_400
             )
-            snapshot.packages[id] = InstallRecord(
+            snapshot.packages[id] = PackageRecord(
                 id: id,
                 state: index % 2 == 0 ? .installed : .failed,
                 active: active,

@@ -5,7 +5,10 @@ import Logging
 /// Asks resolvers in order and returns the first answer.
 ///
 /// Put the installed packages first (newest first) and the bundle last, so a package
-/// overrides the bundle and a file a package lacks still comes from the bundle.
+/// overrides the bundle and a file a package lacks still comes from the bundle. The usual
+/// chain is made by ``make(updater:bundle:scales:extensionOrder:rebuildingIndex:)`` (every
+/// package an updater installed, then the bundle) or
+/// ``make(packages:bundle:scales:extensionOrder:logger:)`` (packages given by the app).
 ///
 /// Consecutive ``DirectoryAssetResolver``s (and chains of them) are merged when the chain
 /// is made into one index that keeps, for every name, the first resolver's answer: a name
@@ -13,10 +16,10 @@ import Logging
 /// asking each resolver in turn. Other resolvers are asked in their place.
 ///
 /// ```swift
-/// let chain = ChainedAssetResolver([imagesPackage, bundle])
+/// let chain = AssetResolverChain([imagesPackage, bundle])
 /// chain.resolve("icons/home")?.origin   // .package(id: "images", version: "3") or .bundle
 /// ```
-public struct ChainedAssetResolver: AssetResolver {
+public struct AssetResolverChain: AssetResolver {
     /// The resolvers, asked in this order.
     public let resolvers: [any AssetResolver]
 
@@ -79,7 +82,7 @@ public struct ChainedAssetResolver: AssetResolver {
         for resolver in resolvers {
             if let directory = resolver as? DirectoryAssetResolver {
                 append(directory.index)
-            } else if let chain = resolver as? ChainedAssetResolver {
+            } else if let chain = resolver as? AssetResolverChain {
                 for segment in chain.segments {
                     if case .merged(let index) = segment { append(index) } else { segments.append(segment) }
                 }
@@ -133,43 +136,16 @@ public struct ChainedAssetResolver: AssetResolver {
     }
 }
 
-/// Where an installed package's files are.
-public struct InstalledPackageLocation: Sendable, Hashable {
-    /// The package id.
-    public var id: String
-    /// The installed version.
-    public var version: String
-    /// The package's installed tree.
-    public var directory: URL
-    /// The tree's regular files, relative to ``directory``, when known (the store's file
-    /// list): a resolver is then built from them without reading the tree. Nil: the tree is walked.
-    public var files: [String]?
+// MARK: - The usual chain: installed packages, then the app bundle
 
-    /// Creates a location.
-    ///
-    /// - Parameters:
-    ///   - id: The package id.
-    ///   - version: The installed version.
-    ///   - directory: The package's installed tree.
-    ///   - files: The tree's regular files relative to `directory` (`Updater.fileList(of:)`),
-    ///     or nil to have the tree walked.
-    public init(id: String, version: String, directory: URL, files: [String]? = nil) {
-        self.id = id
-        self.version = version
-        self.directory = directory
-        self.files = files
-    }
-}
-
-/// Builds the usual chain: installed packages, then the app bundle.
-public enum AssetResolverChain {
+extension AssetResolverChain {
     /// Indexes each package directory and the bundle, and chains them into one merged
-    /// index (see ``ChainedAssetResolver``). A package whose ``InstalledPackageLocation/files``
-    /// are given is indexed from them without reading its tree.
+    /// index. A package whose `InstalledPackage.files` are given is indexed from them without
+    /// reading its tree.
     ///
     /// ```swift
     /// let resolver = try AssetResolverChain.make(
-    ///     packages: [InstalledPackageLocation(id: "images", version: "3", directory: imagesDir)],
+    ///     packages: [InstalledPackage(id: "images", version: "3", directory: imagesDir)],
     ///     bundle: Bundle.main.resourceURL)
     /// ```
     ///
@@ -186,12 +162,12 @@ public enum AssetResolverChain {
     /// - Throws: `HotUpdateError.Code.notFound` or `HotUpdateError.Code.fileSystem` when
     ///   the bundle directory is missing or cannot be listed.
     public static func make(
-        packages: [InstalledPackageLocation],
+        packages: [InstalledPackage],
         bundle: URL?,
         scales: ScalePreference = .standard,
         extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder,
         logger: Logger = Logger(label: "HotAssets", factory: { _ in SwiftLogNoOpLogHandler() })
-    ) throws -> ChainedAssetResolver {
+    ) throws -> AssetResolverChain {
         // Packages are indexed in parallel, one result slot each.
         let results = IndexSlots(count: packages.count)
         DispatchQueue.concurrentPerform(iterations: packages.count) { position in
@@ -248,11 +224,8 @@ public enum AssetResolverChain {
                 )
             )
         }
-        return ChainedAssetResolver(resolvers)
+        return AssetResolverChain(resolvers)
     }
-}
-
-extension AssetResolverChain {
     /// The chain an app draws from: every package `updater` has installed and not
     /// disabled, most recently installed first, each indexed from the file list the store
     /// keeps (no tree is walked), then the bundle.
@@ -274,8 +247,9 @@ extension AssetResolverChain {
     ///   store itself cannot be read, the chain holds the bundle alone.
     /// - Throws: Only the bundle's errors, as in ``make(packages:bundle:scales:extensionOrder:logger:)``.
     ///
-    /// When the store keeps a name index for its current snapshot (every commit writes one)
-    /// and `scales` and `extensionOrder` are the defaults it was worked out with, the packages
+    /// When the store keeps a name index for its current snapshot (a ``NameIndexWriter`` among
+    /// the updater's commit hooks writes one in every commit) and `scales` and
+    /// `extensionOrder` are the defaults it was worked out with, the packages
     /// resolve through the index, mapped and queried in place: the chain is ready in time that
     /// does not grow with the number of files. Otherwise, the chain is built from the file
     /// lists, and a missing or damaged index is logged (and rebuilt, with `rebuildingIndex`).
@@ -288,7 +262,7 @@ extension AssetResolverChain {
         scales: ScalePreference = .standard,
         extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder,
         rebuildingIndex: Bool = true
-    ) async throws -> ChainedAssetResolver {
+    ) async throws -> AssetResolverChain {
         let logger = updater.configuration.logger
         if scales.scales == NameIndexFormat.defaultScales, extensionOrder == NameIndexFormat.defaultExtensionOrder,
             let store = await IndexedStore.open(updater, rebuilding: rebuildingIndex)
@@ -306,9 +280,9 @@ extension AssetResolverChain {
                     )
                 )
             }
-            return ChainedAssetResolver(resolvers)
+            return AssetResolverChain(resolvers)
         }
-        var packages: [InstalledPackageLocation] = []
+        var packages: [InstalledPackage] = []
         let installed: [InstalledPackage]
         do {
             installed = try await updater.installedPackages()
@@ -318,7 +292,7 @@ extension AssetResolverChain {
         }
         for package in installed {
             let metadata: Logger.Metadata = ["package": "\(package.id)", "version": "\(package.version)"]
-            guard package.state != .fileMissing, package.state != .digestMismatch else {
+            guard package.state.servesAssets else {
                 logger.warning("not resolving from a damaged package (\(package.state))", metadata: metadata)
                 continue
             }
@@ -327,15 +301,9 @@ extension AssetResolverChain {
                 continue
             }
             do {
-                let list = try await updater.fileList(of: package)
-                packages.append(
-                    InstalledPackageLocation(
-                        id: package.id,
-                        version: package.version,
-                        directory: package.directory,
-                        files: list.files.map(\.path)
-                    )
-                )
+                var listed = package
+                listed.files = try await updater.fileList(of: package).files.map(\.path)
+                packages.append(listed)
             } catch {
                 logger.warning(
                     "not resolving from a package whose file list cannot be read: \(error)",

@@ -3,8 +3,8 @@ import HotAssets
 import HotCore
 import Testing
 
-@Suite("ChainedAssetResolver and AssetResolverChain")
-struct ChainedAssetResolverTests {
+@Suite("AssetResolverChain")
+struct AssetResolverChainTests {
     @Test("Packages first, newest first, then the bundle; each answer reports its origin")
     func packageThenBundle() async throws {
         try await withTemporaryDirectory { parent in
@@ -21,8 +21,8 @@ struct ChainedAssetResolverTests {
 
             let chain = try AssetResolverChain.make(
                 packages: [
-                    InstalledPackageLocation(id: "images", version: "3", directory: imagesV3),
-                    InstalledPackageLocation(id: "theme", version: "1", directory: themeV1),
+                    InstalledPackage(id: "images", version: "3", directory: imagesV3),
+                    InstalledPackage(id: "theme", version: "1", directory: themeV1),
                 ],
                 bundle: bundle
             )
@@ -58,7 +58,7 @@ struct ChainedAssetResolverTests {
             try makeTree(bundle, files: ["b.png", "b@2x.png", "b@3x.png"], tag: "bundle")
             try makeTree(package, files: ["p.png", "p@2x.png", "p@3x.png"], tag: "package")
             let chain = try AssetResolverChain.make(
-                packages: [InstalledPackageLocation(id: "p", version: "1", directory: package)],
+                packages: [InstalledPackage(id: "p", version: "1", directory: package)],
                 bundle: bundle,
                 scales: ScalePreference([2, 3, 1])
             )
@@ -73,30 +73,30 @@ struct ChainedAssetResolverTests {
             let package = parent.appendingPathComponent("package")
             try makeTree(package, files: ["a.png"], tag: "package")
             let packagesOnly = try AssetResolverChain.make(
-                packages: [InstalledPackageLocation(id: "p", version: "2", directory: package)],
+                packages: [InstalledPackage(id: "p", version: "2", directory: package)],
                 bundle: nil
             )
             #expect(packagesOnly.resolve("a")?.origin == .package(id: "p", version: "2"))
             #expect(packagesOnly.resolve("b") == nil)
 
-            #expect(ChainedAssetResolver([]).resolve("a") == nil)
+            #expect(AssetResolverChain([]).resolve("a") == nil)
 
             let bundle = parent.appendingPathComponent("bundle")
             try makeTree(bundle, files: ["a.png", "c.png"], tag: "bundle")
             let degraded = try AssetResolverChain.make(
                 packages: [
-                    InstalledPackageLocation(
+                    InstalledPackage(
                         id: "gone",
                         version: "1",
                         directory: parent.appendingPathComponent("missing")
                     ),
-                    InstalledPackageLocation(
+                    InstalledPackage(
                         id: "listed-gone",
                         version: "1",
                         directory: parent.appendingPathComponent("missing2"),
                         files: ["c.png"]
                     ),
-                    InstalledPackageLocation(id: "p", version: "2", directory: package),
+                    InstalledPackage(id: "p", version: "2", directory: package),
                 ],
                 bundle: bundle
             )

@@ -1,5 +1,5 @@
 /// How asset names and file names are taken apart, and which names each file answers to:
-/// shared by the resolvers that index trees (`HotAssets`) and the store's name index.
+/// shared by the resolvers that index trees and the store's name index (``NameIndex``).
 package enum AssetName {
     /// `name` with leading `/`, empty and `.` components removed; nil when it has a `..`
     /// component (it would leave the tree) or nothing is left.

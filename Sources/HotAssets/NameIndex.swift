@@ -1,4 +1,5 @@
 import Foundation
+import HotCore
 
 #if canImport(Glibc)
 import Glibc
@@ -68,9 +69,15 @@ package final class NameIndex: @unchecked Sendable {
         package var size: Int64
     }
 
+    /// `index/` under the store root: the index of each recent generation, kept by
+    /// ``NameIndexWriter``.
+    package static func directory(in layout: StoreLayout) -> URL {
+        layout.root.appendingPathComponent("index", isDirectory: true)
+    }
+
     /// The index file of `generation` under `layout`: `index/names-<generation>`.
     package static func url(in layout: StoreLayout, generation: Int) -> URL {
-        layout.indexDirectory.appendingPathComponent("names-\(generation)", isDirectory: false)
+        directory(in: layout).appendingPathComponent("names-\(generation)", isDirectory: false)
     }
 
     /// Opens the index of `generation`.

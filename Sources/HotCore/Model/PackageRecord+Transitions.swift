@@ -12,7 +12,7 @@ extension PackageState {
 }
 
 /// The transitions of a record: every change the engine makes to one, by name.
-extension InstallRecord {
+extension PackageRecord {
     /// The package is installed and whole again: the last error is cleared.
     mutating func markInstalled() {
         state = .installed

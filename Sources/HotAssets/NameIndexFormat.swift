@@ -1,4 +1,5 @@
 import Foundation
+import HotCore
 
 /// The bytes of the store's name index (`index/names-<generation>`): every name the active
 /// packages answer to, mapped to the file that wins it (package, version, relative path,
