@@ -259,7 +259,9 @@ func runExample(_ arguments: Arguments) async throws {
         _ = try await updater.install(wrong)
         print("fonts with a wrong password: installed (unexpected)")
     } catch {
-        print("fonts with a wrong password: \(describe(error)); available: \(await updater.health.isAvailable("fonts"))")
+        print(
+            "fonts with a wrong password: \(describe(error)); available: \(await updater.health.isAvailable("fonts"))"
+        )
     }
 
     // 3. The other packs together, one from the app's bundle.
@@ -298,7 +300,9 @@ func runExample(_ arguments: Arguments) async throws {
     }
 
     // 6. Availability, as a screen checks before it draws.
-    print("available: 3000 \(await updater.health.isAvailable("3000")), 3002 \(await updater.health.isAvailable("3002"))")
+    print(
+        "available: 3000 \(await updater.health.isAvailable("3000")), 3002 \(await updater.health.isAvailable("3002"))"
+    )
     print(
         "available: 3000/blend.jpg \(await updater.health.isAvailable(resource: "blend.jpg", in: "3000")), "
             + "3000/missing.jpg \(await updater.health.isAvailable(resource: "missing.jpg", in: "3000"))"

@@ -189,7 +189,10 @@ private struct IndexBuilder {
                     let folder = item.path.dropLast(item.name.count)
                     let prefix = relative.isEmpty ? "" : relative + "/"
                     found.append(
-                        (prefix + item.path, prefix + folder, item.name, URL(fileURLWithPath: item.absolute, isDirectory: false))
+                        (
+                            prefix + item.path, prefix + folder, item.name,
+                            URL(fileURLWithPath: item.absolute, isDirectory: false)
+                        )
                     )
                 }
                 return item.kind == .directory

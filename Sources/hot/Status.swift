@@ -60,7 +60,9 @@ struct Status: AsyncParsableCommand {
             let updater = storeOptions.makeUpdater()
             var found: [String: PackageHealth] = [:]
             if check {
-                for health in try await updater.health.verifyAll(depth: .quick, recording: false) { found[health.id] = health }
+                for health in try await updater.health.verifyAll(depth: .quick, recording: false) {
+                    found[health.id] = health
+                }
             }
             let snapshot = try await updater.currentSnapshot()
             let packages = try snapshot.packages.values.sorted { $0.id < $1.id }.map { record in

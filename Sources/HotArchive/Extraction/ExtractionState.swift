@@ -33,12 +33,16 @@ final class ExtractionState: Sendable {
         self.archive = archive
         self.maxTotalBytes = maxTotalBytes
         self.progress = progress
-        self.state = Locked(State(current: ExtractionReport.Progress(
-            entriesCompleted: 0,
-            entriesTotal: entriesTotal,
-            bytesWritten: 0,
-            bytesTotal: bytesTotal
-        )))
+        self.state = Locked(
+            State(
+                current: ExtractionReport.Progress(
+                    entriesCompleted: 0,
+                    entriesTotal: entriesTotal,
+                    bytesWritten: 0,
+                    bytesTotal: bytesTotal
+                )
+            )
+        )
     }
 
     /// The next of `count` pieces of work, or nil when there is none left or the extraction is stopping.

@@ -89,7 +89,11 @@ final class DownloadCheck {
         }
         let md5 = md5?.finalize()
         if let expected = descriptor.md5, let md5, expected != md5 {
-            throw HotUpdateError(.digestMismatch, "MD5 is \(md5.hex), the manifest says \(expected.hex)", subject: subject)
+            throw HotUpdateError(
+                .digestMismatch,
+                "MD5 is \(md5.hex), the manifest says \(expected.hex)",
+                subject: subject
+            )
         }
         return (received, sha256, md5)
     }

@@ -185,7 +185,7 @@ extension PackageFetcher {
             outcome = .success(try check.finish())
         } catch let error as HotUpdateError
             where error.code == .sizeMismatch || error.code == .digestMismatch
-                || (error.code == .byteLimitExceeded && descriptor.size != nil)
+            || (error.code == .byteLimitExceeded && descriptor.size != nil)
         {
             outcome = .failure(error.code == .byteLimitExceeded ? check.oversize() : error)
         }

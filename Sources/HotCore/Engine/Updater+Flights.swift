@@ -208,12 +208,19 @@ extension Updater {
 
     /// Replaces a damaged tree with the one staged (see ``Store/replaceTree(_:_:repairing:)``)
     /// and publishes the version whole again.
-    private func repairTree(_ staged: StagedPackage, _ offered: PackageDescriptor, repairing: String) async throws
+    private func repairTree(
+        _ staged: StagedPackage,
+        _ offered: PackageDescriptor,
+        repairing: String
+    ) async throws
         -> InstalledVersion
     {
         let version = try await store.replaceTree(staged, offered, repairing: repairing)
         hub.publish(offered.id, version.version, .installed)
-        logger.info("re-fetched a damaged version", metadata: ["package": "\(offered.id)", "version": "\(version.version)"])
+        logger.info(
+            "re-fetched a damaged version",
+            metadata: ["package": "\(offered.id)", "version": "\(version.version)"]
+        )
         return version
     }
 

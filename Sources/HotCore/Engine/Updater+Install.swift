@@ -6,7 +6,11 @@ extension Updater {
     /// and publishes the version recorded.
     ///
     /// - Parameter key: The flight that staged it; nil for a local folder.
-    func installStaged(_ staged: StagedPackage, _ offered: PackageDescriptor, key: FlightKey?) async throws
+    func installStaged(
+        _ staged: StagedPackage,
+        _ offered: PackageDescriptor,
+        key: FlightKey?
+    ) async throws
         -> InstalledVersion
     {
         let request = InstallRequest(

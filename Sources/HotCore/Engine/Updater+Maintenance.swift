@@ -29,7 +29,10 @@ extension Updater {
 
     /// Makes the newest previous version that `matches` active again (see
     /// ``Store/rollback(_:to:)``) and publishes it.
-    func rollback(_ id: String, to matches: @escaping @Sendable (InstalledVersion) -> Bool) async throws
+    func rollback(
+        _ id: String,
+        to matches: @escaping @Sendable (InstalledVersion) -> Bool
+    ) async throws
         -> InstalledVersion
     {
         let restored = try await store.rollback(id, to: matches)

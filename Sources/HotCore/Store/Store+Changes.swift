@@ -72,7 +72,10 @@ extension Store {
     /// directory is not restored.
     ///
     /// - Throws: ``HotUpdateError/Code/notFound`` when no previous version matches or its tree is gone.
-    func rollback(_ id: String, to matches: @escaping @Sendable (InstalledVersion) -> Bool) async throws
+    func rollback(
+        _ id: String,
+        to matches: @escaping @Sendable (InstalledVersion) -> Bool
+    ) async throws
         -> InstalledVersion
     {
         try await transaction { transaction in
@@ -138,7 +141,11 @@ extension Store {
     ///
     /// - Returns: The paths restored, those whose object is gone or damaged, and the version
     ///   repaired (nil when another version became active since the check).
-    func restoreFromObjects(_ id: String, version: String, paths: [String]) async throws
+    func restoreFromObjects(
+        _ id: String,
+        version: String,
+        paths: [String]
+    ) async throws
         -> (restored: [String], remaining: [String], version: InstalledVersion?)
     {
         let objects = self.objects
@@ -197,7 +204,13 @@ extension Store {
     /// Begins a launch (or a resume) in one transaction: unconfirmed trials roll back and
     /// block their versions (not on a resume), waiting versions become active per their
     /// timing, and guarded untried versions go on trial for `token`.
-    func beginLaunch(resuming: Bool, token: String, policy: LaunchPolicy, keep: Int, at now: Date) async throws
+    func beginLaunch(
+        resuming: Bool,
+        token: String,
+        policy: LaunchPolicy,
+        keep: Int,
+        at now: Date
+    ) async throws
         -> LaunchChanges
     {
         try await transaction { transaction in
@@ -224,7 +237,11 @@ extension Store {
     /// Confirms the trials of the launch of `token` that have not timed out.
     ///
     /// - Returns: The packages confirmed, with their active versions.
-    func confirmLaunch(_ token: String, timeout: TimeInterval?, at now: Date) async throws
+    func confirmLaunch(
+        _ token: String,
+        timeout: TimeInterval?,
+        at now: Date
+    ) async throws
         -> [(id: String, version: String?)]
     {
         try await transaction { transaction in

@@ -86,7 +86,9 @@ extension Store {
             }
             if let earlier = candidates[id] {
                 // Two local installs of one package in one group: the later one wins.
-                results[earlier.number] = .failure(Self.superseded(earlier.request.offered, by: request.offered.version))
+                results[earlier.number] = .failure(
+                    Self.superseded(earlier.request.offered, by: request.offered.version)
+                )
             }
             candidates[id] = (number, request)
         }
@@ -135,7 +137,13 @@ extension Store {
         }
         do {
             let kept = Set((record?.keptVersions ?? []).map(\.path))
-            let relative = try await place(request.staged, for: offered, avoiding: kept, distrusting: false, in: &transaction)
+            let relative = try await place(
+                request.staged,
+                for: offered,
+                avoiding: kept,
+                distrusting: false,
+                in: &transaction
+            )
             let version = InstalledVersion(
                 version: offered.version,
                 path: relative,
@@ -184,7 +192,13 @@ extension Store {
             }
             let kept = Set(record.keptVersions.map(\.path))
             var repaired = active
-            repaired.path = try await self.place(staged, for: offered, avoiding: kept, distrusting: true, in: &transaction)
+            repaired.path = try await self.place(
+                staged,
+                for: offered,
+                avoiding: kept,
+                distrusting: true,
+                in: &transaction
+            )
             transaction.updateExisting(id) {
                 $0.active = repaired
                 $0.markInstalled()
@@ -214,7 +228,12 @@ extension Store {
         let files = staged.files
         let tree = staged.tree
         let packageDirectory = layout.packageDirectory(id: offered.id)
-        let placed = StoreTransaction.PlacedTree(stagedTree: tree, destination: destination, listURL: listURL, files: files)
+        let placed = StoreTransaction.PlacedTree(
+            stagedTree: tree,
+            destination: destination,
+            listURL: listURL,
+            files: files
+        )
         do {
             try await adoptObjects(of: staged, for: offered.id, distrusting: distrusting)
             FaultPoint.reached("after-adopt")

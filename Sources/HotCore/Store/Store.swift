@@ -144,7 +144,10 @@ package actor Store {
     }
 
     /// `version` of `record`, located for this launch.
-    package nonisolated func installedPackage(_ record: PackageRecord, version: InstalledVersion) throws
+    package nonisolated func installedPackage(
+        _ record: PackageRecord,
+        version: InstalledVersion
+    ) throws
         -> InstalledPackage
     {
         InstalledPackage(
@@ -338,14 +341,15 @@ package actor Store {
         let sweeper = StoreSweeper(layout: layout, logger: logger)
         let objects = self.objects
         let logger = self.logger
-        return (try? await FileSystem.offload { () -> ObjectStore.Freed in
-            guard sweeper.sweep(current) || everyObject else { return ObjectStore.Freed() }
-            let freed = objects.sweep()
-            if freed.objects > 0 {
-                logger.notice("removed objects no installed tree links", metadata: ["count": "\(freed.objects)"])
-            }
-            return freed
-        }) ?? ObjectStore.Freed()
+        return
+            (try? await FileSystem.offload { () -> ObjectStore.Freed in
+                guard sweeper.sweep(current) || everyObject else { return ObjectStore.Freed() }
+                let freed = objects.sweep()
+                if freed.objects > 0 {
+                    logger.notice("removed objects no installed tree links", metadata: ["count": "\(freed.objects)"])
+                }
+                return freed
+            }) ?? ObjectStore.Freed()
     }
 
     /// Deletes versions no record keeps any more, and frees the objects only they linked.

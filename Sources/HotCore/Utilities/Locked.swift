@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Synchronization) && !canImport(Darwin)
-    import Synchronization
+import Synchronization
 #endif
 
 /// A value shared between threads, read and changed only under its lock: the one lock type
@@ -17,36 +17,36 @@ import Foundation
 /// ```
 package final class Locked<Value: Sendable>: @unchecked Sendable {
     #if canImport(Synchronization) && !canImport(Darwin)
-        private let mutex: Mutex<Value>
+    private let mutex: Mutex<Value>
 
-        /// Creates the value.
-        package init(_ value: Value) {
-            mutex = Mutex(value)
-        }
+    /// Creates the value.
+    package init(_ value: Value) {
+        mutex = Mutex(value)
+    }
 
-        /// Runs `body` with the value, under the lock.
-        package func withLock<Result, Failure: Error>(
-            _ body: (inout Value) throws(Failure) -> Result
-        ) throws(Failure) -> Result {
-            try mutex.withLock { (value: inout sending Value) throws(Failure) -> sending Result in try body(&value) }
-        }
+    /// Runs `body` with the value, under the lock.
+    package func withLock<Result, Failure: Error>(
+        _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        try mutex.withLock { (value: inout sending Value) throws(Failure) -> sending Result in try body(&value) }
+    }
     #else
-        private let lock = NSLock()
-        private var value: Value
+    private let lock = NSLock()
+    private var value: Value
 
-        /// Creates the value.
-        package init(_ value: Value) {
-            self.value = value
-        }
+    /// Creates the value.
+    package init(_ value: Value) {
+        self.value = value
+    }
 
-        /// Runs `body` with the value, under the lock.
-        package func withLock<Result, Failure: Error>(
-            _ body: (inout Value) throws(Failure) -> Result
-        ) throws(Failure) -> Result {
-            lock.lock()
-            defer { lock.unlock() }
-            return try body(&value)
-        }
+    /// Runs `body` with the value, under the lock.
+    package func withLock<Result, Failure: Error>(
+        _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
     #endif
 
     /// The value now.
