@@ -127,21 +127,20 @@ private final class AtomicAnswerSlots: AnswerSlots, @unchecked Sendable {
 #endif
 
 /// The same behind a lock, for systems without `Synchronization`'s atomics.
-private final class LockedAnswerSlots: AnswerSlots, @unchecked Sendable {
-    private let lock = NSLock()
-    // Guarded by `lock`; an answer stays until the slots go.
-    private var answers: [KeptAnswer?]
+private final class LockedAnswerSlots: AnswerSlots, Sendable {
+    /// An answer stays until the slots go.
+    private let answers: Locked<[KeptAnswer?]>
 
     init(count: Int) {
-        answers = Array(repeating: nil, count: count)
+        answers = Locked(Array(repeating: nil, count: count))
     }
 
     func kept(_ number: Int) -> KeptAnswer? {
-        lock.withLock { answers[number] }
+        answers.withLock { $0[number] }
     }
 
     func keep(_ answer: KeptAnswer, for number: Int) -> KeptAnswer {
-        lock.withLock {
+        answers.withLock { answers in
             if let known = answers[number] { return known }
             answers[number] = answer
             return answer

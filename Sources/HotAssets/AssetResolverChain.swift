@@ -323,21 +323,20 @@ extension AssetResolverChain {
 
 /// One result per package, written from `concurrentPerform`'s threads (each slot by one
 /// thread only) and read after it returns.
-private final class IndexSlots: @unchecked Sendable {
-    private let lock = NSLock()
-    private var slots: [Result<DirectoryAssetResolver, any Error>?]
+private final class IndexSlots: Sendable {
+    private let slots: Locked<[Result<DirectoryAssetResolver, any Error>?]>
 
     init(count: Int) {
-        slots = Array(repeating: nil, count: count)
+        slots = Locked(Array(repeating: nil, count: count))
     }
 
     func set(_ position: Int, _ result: Result<DirectoryAssetResolver, any Error>) {
-        lock.withLock { slots[position] = result }
+        slots.withLock { $0[position] = result }
     }
 
     /// Each package's result, in order.
     func results() -> [Result<DirectoryAssetResolver, any Error>] {
-        lock.withLock { slots }.map { slot in
+        slots.value.map { slot in
             slot ?? .failure(HotUpdateError(.internalInconsistency, "a package was not indexed"))
         }
     }

@@ -7,12 +7,10 @@ import Logging
 /// once and, when the caller allowed it, the index is rebuilt in the background for the next
 /// reader; names whose lookup reads a damaged block are answered from the package trees
 /// meanwhile.
-final class IndexDamage: @unchecked Sendable {
+final class IndexDamage: Sendable {
     private let logger: Logger
     private let rebuild: (@Sendable () -> Void)?
-    private let reported = NSLock()
-    // Guarded by `reported`.
-    private var done = false
+    private let reported = Locked(false)
 
     /// - Parameters:
     ///   - logger: Where the damage is reported.
@@ -43,7 +41,7 @@ final class IndexDamage: @unchecked Sendable {
 
     /// Logs `error` and starts the rebuild, the first time only.
     func report(_ error: HotUpdateError) {
-        let first = reported.withLock {
+        let first = reported.withLock { done in
             defer { done = true }
             return !done
         }

@@ -164,18 +164,16 @@ public struct NameIndexWriter: StoreCommitHook {
 /// The name indexes a ``NameIndexWriter`` last mapped for readers, by store root: each
 /// generation's index is mapped once, and a mapping found damaged is replaced only by one
 /// checked whole.
-final class MappedNameIndexes: @unchecked Sendable {
-    private let lock = NSLock()
-    // Guarded by `lock`.
-    private var indexes: [String: NameIndex] = [:]
+final class MappedNameIndexes: Sendable {
+    private let indexes = Locked<[String: NameIndex]>([:])
 
     /// The index last mapped for the store at `root`.
     func index(root: URL) -> NameIndex? {
-        lock.withLock { indexes[root.path] }
+        indexes.withLock { $0[root.path] }
     }
 
     /// Records `index` as the one last mapped for the store at `root`.
     func set(_ index: NameIndex, root: URL) {
-        lock.withLock { indexes[root.path] = index }
+        indexes.withLock { $0[root.path] = index }
     }
 }
