@@ -214,18 +214,28 @@ extension AssetResolverChain {
                 )
             }
         }
-        if let bundle {
-            resolvers.append(
-                try DirectoryAssetResolver(
-                    directory: bundle,
-                    origin: .bundle,
-                    scales: scales,
-                    extensionOrder: extensionOrder
-                )
-            )
-        }
-        return AssetResolverChain(resolvers)
+        return AssetResolverChain(
+            try resolvers + bundleResolver(bundle, scales: scales, extensionOrder: extensionOrder)
+        )
     }
+
+    /// The bundle's resolver, the chain's last, or none without a bundle.
+    private static func bundleResolver(
+        _ bundle: URL?,
+        scales: ScalePreference,
+        extensionOrder: [String]
+    ) throws -> [any AssetResolver] {
+        guard let bundle else { return [] }
+        return [
+            try DirectoryAssetResolver(
+                directory: bundle,
+                origin: .bundle,
+                scales: scales,
+                extensionOrder: extensionOrder
+            )
+        ]
+    }
+
     /// The chain an app draws from: every package `updater` has installed and not
     /// disabled, most recently installed first, each indexed from the file list the store
     /// keeps (no tree is walked), then the bundle.
@@ -267,20 +277,12 @@ extension AssetResolverChain {
         if scales.scales == NameIndexFormat.defaultScales, extensionOrder == NameIndexFormat.defaultExtensionOrder,
             let store = await IndexedStore.open(updater, rebuilding: rebuildingIndex)
         {
-            var resolvers: [any AssetResolver] = [
+            let index: [any AssetResolver] = [
                 StoreIndexResolver(index: store.index, root: store.root, damage: store.damage)
             ]
-            if let bundle {
-                resolvers.append(
-                    try DirectoryAssetResolver(
-                        directory: bundle,
-                        origin: .bundle,
-                        scales: scales,
-                        extensionOrder: extensionOrder
-                    )
-                )
-            }
-            return AssetResolverChain(resolvers)
+            return AssetResolverChain(
+                try index + bundleResolver(bundle, scales: scales, extensionOrder: extensionOrder)
+            )
         }
         var packages: [InstalledPackage] = []
         let installed: [InstalledPackage]
