@@ -1,6 +1,6 @@
 import Foundation
 
-#if canImport(Synchronization) && !canImport(Darwin)
+#if canImport(Synchronization) && !canImport(Darwin) && !LOCKED_WITH_NSLOCK
 import Synchronization
 #endif
 
@@ -9,14 +9,15 @@ import Synchronization
 ///
 /// Off Apple platforms the lock is the standard library's `Mutex`. On Apple platforms
 /// `Mutex` needs iOS 18 and macOS 15, above the package's deployment targets, so the lock
-/// is an `NSLock` there; the interface is the same.
+/// is an `NSLock` there; the interface is the same. `scripts/test-traits apple` type-checks
+/// that storage on Linux with `-D LOCKED_WITH_NSLOCK`.
 ///
 /// ```swift
 /// let count = Locked(0)
 /// count.withLock { $0 += 1 }
 /// ```
 package final class Locked<Value: Sendable>: @unchecked Sendable {
-    #if canImport(Synchronization) && !canImport(Darwin)
+    #if canImport(Synchronization) && !canImport(Darwin) && !LOCKED_WITH_NSLOCK
     private let mutex: Mutex<Value>
 
     /// Creates the value.
@@ -32,11 +33,11 @@ package final class Locked<Value: Sendable>: @unchecked Sendable {
     }
     #else
     private let lock = NSLock()
-    private var value: Value
+    private var stored: Value
 
     /// Creates the value.
     package init(_ value: Value) {
-        self.value = value
+        stored = value
     }
 
     /// Runs `body` with the value, under the lock.
@@ -45,7 +46,7 @@ package final class Locked<Value: Sendable>: @unchecked Sendable {
     ) throws(Failure) -> Result {
         lock.lock()
         defer { lock.unlock() }
-        return try body(&value)
+        return try body(&stored)
     }
     #endif
 
