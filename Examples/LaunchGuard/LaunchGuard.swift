@@ -1,7 +1,7 @@
 // One launch of an app whose code is the package `app`, guarded by a launch trial: a version
 // that crashes before confirming its launch is rolled back and blocked by the next launch.
 //
-//     LaunchGuard --manifest URL --root DIR --trust PUBLIC_KEY
+//     LaunchGuard --manifest URL --root DIR --trust PUBLIC_KEY [--stop-before-confirm]
 //
 // Each run: begin the launch, print `running VERSION` (or `running bundle`), abort when the
 // version's tree holds a file named `crash` (hang when it holds `hang`), else confirm the launch, sync (a new version
@@ -49,6 +49,20 @@ struct LaunchGuardCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("A public key (PEM) the manifest's signature must come from.", valueName: "key.pub"))
     var trust: [String]
 
+    @Flag(
+        help:
+            "Stop (SIGSTOP) after printing the version it runs and before confirming, as a debugger or a suspended app would, until continued."
+    )
+    var stopBeforeConfirm = false
+
+    @Option(
+        help: ArgumentHelp(
+            "What this launch runs while another live launch tries a new version: joinTrial (that version) or confirmedVersion (the last confirmed one).",
+            valueName: "policy"
+        )
+    )
+    var concurrentLaunch = "joinTrial"
+
     func run() async throws {
         do {
             try await launch()
@@ -67,6 +81,10 @@ struct LaunchGuardCommand: AsyncParsableCommand {
         guard let manifestURL = URL(string: manifest), manifestURL.scheme != nil else {
             throw ValidationError("'\(manifest)' is not a URL")
         }
+        guard [LaunchPolicy.ConcurrentLaunch.joinTrial, .confirmedVersion].map(\.rawValue).contains(concurrentLaunch)
+        else {
+            throw ValidationError("--concurrent-launch is joinTrial or confirmedVersion, not '\(concurrentLaunch)'")
+        }
         let rootURL = URL(fileURLWithPath: root, isDirectory: true)
         let keys = try trust.map { try CryptoVerifier.publicKey(pem: String(contentsOfFile: $0, encoding: .utf8)) }
         let transport: any Transport = manifestURL.isFileURL ? FileTransport() : SchemeRoutingTransport.platformHTTP()
@@ -80,7 +98,10 @@ struct LaunchGuardCommand: AsyncParsableCommand {
                 verifier: CryptoVerifier(),
                 store: FileMetadataStore(root: rootURL),
                 logger: logger,
-                launch: LaunchPolicy(guarded: ["app"])
+                launch: LaunchPolicy(
+                    guarded: ["app"],
+                    concurrentLaunch: LaunchPolicy.ConcurrentLaunch(rawValue: concurrentLaunch)
+                )
             )
         )
 
@@ -105,6 +126,8 @@ struct LaunchGuardCommand: AsyncParsableCommand {
         {
             while true { try await Task.sleep(for: .seconds(3600)) }
         }
+
+        if stopBeforeConfirm { _ = raise(SIGSTOP) }
 
         // 3. It runs: confirm this launch, and only this one.
         try await updater.launch.confirm(launch.token)

@@ -102,7 +102,25 @@ struct StoreOptions: ParsableArguments {
     @Flag(name: .long, help: "Log what the engine does on stderr.")
     var verbose = false
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How long a change waits while another process holds the store lock before it gives up; reads never wait more than half a second.",
+            valueName: "seconds"
+        )
+    )
+    var lockTimeout: Double = 10
+
     var rootURL: URL { directoryURL(root) }
+
+    /// How this command waits for another process's hold on the store lock: the holder is
+    /// named on stderr after a second, whatever the log level, and a change gives up after
+    /// `--lock-timeout`.
+    var lockWait: StoreLockWait {
+        StoreLockWait(timeout: max(0, lockTimeout)) { holder in
+            FileHandle.standardError.write(Data("hot: waiting for the store lock, held by \(holder)\n".utf8))
+        }
+    }
 
     /// Throws "no store at …" when the root is not a directory: commands that only read
     /// a store never create one.
@@ -145,6 +163,7 @@ struct StoreOptions: ParsableArguments {
         )
         configuration.patcher = ZstdPatcher()
         configuration.commitHooks = [NameIndexWriter()]
+        configuration.lockWait = lockWait
         return Updater(configuration: configuration)
     }
 }

@@ -13,8 +13,9 @@ struct Status: AsyncParsableCommand {
             packages also show the version waiting for the next launch, the active version's \
             launch phase (pending, trial, confirmed) and the versions a failed launch blocked \
             (`hot unblock` lets one be downloaded again). \
-            Read-only: it creates nothing, removes nothing and records nothing, and waits only \
-            while another process commits a change. A root that does not exist is an error. \
+            Read-only: it creates nothing, removes nothing and records nothing. It waits at \
+            most half a second while another process holds the store lock, then names that \
+            process on stderr and shows the state last committed. A root that does not exist is an error. \
             With --check, the states shown are those the check found (not recorded).
             """
     )

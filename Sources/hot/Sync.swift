@@ -145,7 +145,7 @@ struct Sync: AsyncParsableCommand {
             switch format {
             case .native:
                 let keys = try readPublicKeys(trust)
-                source = SignedManifestSource(
+                var signed = SignedManifestSource(
                     url: manifestURL,
                     transport: transport,
                     verifier: CryptoVerifier(),
@@ -157,6 +157,8 @@ struct Sync: AsyncParsableCommand {
                     timeouts: timeouts,
                     logger: storeOptions.makeLogger(warnings: true)
                 )
+                signed.lockWait = storeOptions.lockWait
+                source = signed
             case .patchinfo:
                 source = PatchInfoManifestSource(url: manifestURL, transport: transport, packageID: patchID)
             case .patchlist:

@@ -91,6 +91,7 @@ struct EngineFixture {
 
     /// An updater over the same root and parts, as after a relaunch.
     func relaunched(keepPreviousVersions: Int? = nil) -> Updater {
+        updater.store.endLaunches()  // the earlier process is gone
         var configuration = updater.configuration
         if let keepPreviousVersions { configuration.keepPreviousVersions = keepPreviousVersions }
         return Updater(configuration: configuration)

@@ -41,6 +41,7 @@ final class HotRun: @unchecked Sendable {
         process.arguments = arguments
         var variables = ProcessInfo.processInfo.environment
         variables["HOT_ABORT_AT"] = nil
+        variables["HOT_STOP_AT"] = nil
         for (name, value) in environment { variables[name] = value }
         process.environment = variables
         let outputFile = log.appendingPathExtension("out")
@@ -64,6 +65,35 @@ final class HotRun: @unchecked Sendable {
     func kill() -> Bool {
         guard process.isRunning else { return false }
         return sendSignal(process.processIdentifier, SIGKILL) == 0
+    }
+
+    /// The process id.
+    var processIdentifier: Int32 { process.processIdentifier }
+
+    /// Sends `signal` (SIGCONT, SIGKILL) to the process, running or stopped.
+    func signal(_ signal: Int32) {
+        _ = sendSignal(process.processIdentifier, signal)
+    }
+
+    /// Whether the process is stopped (`SIGSTOP`): state `T` in `/proc/PID/stat`.
+    var isStopped: Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return false }
+        return stat[stat.index(after: close)...].split(separator: " ").first == "T"
+    }
+
+    /// Waits until the process stops itself; throws when it ends instead, or after a minute
+    /// (a guard against a hang, not a measure).
+    func waitUntilStopped() async throws {
+        for _ in 0..<6000 {
+            if isStopped { return }
+            guard process.isRunning else {
+                throw HotUpdateError(.internalInconsistency, "\(arguments) ended before stopping: \(output)")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw HotUpdateError(.timedOut, "\(arguments) did not stop: \(output)")
     }
 
     /// Waits for the end of the run.

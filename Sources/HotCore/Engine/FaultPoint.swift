@@ -12,6 +12,11 @@ import Foundation
 /// (a sync commits more than once). The variable is read once, on the first call. When it is
 /// unset, ``reached(_:)`` compares one optional with `nil` and returns.
 ///
+/// `HOT_STOP_AT` works the same way but stops the process (`SIGSTOP`) instead, as a debugger
+/// or the system suspending an app would: the test then sees what other processes do while
+/// it holds what it holds at that point (the store lock, at `after-flush`), and continues or
+/// kills it.
+///
 /// The points:
 /// - `after-adopt`: a staged tree's files are objects in `objects/`; the tree is still in
 ///   staging.
@@ -30,31 +35,37 @@ import Foundation
 /// ```
 package enum FaultPoint {
     #if FaultPoints
-    /// The point to abort at and how many times it is passed first.
+    /// The point to abort (or stop) at and how many times it is passed first.
     private struct Target {
         var name: String
         var occurrence: Int
+        var stops: Bool
     }
 
-    /// `HOT_ABORT_AT`, read once; nil when unset or empty.
+    /// `HOT_ABORT_AT`, else `HOT_STOP_AT`, read once; nil when both are unset or empty.
     private static let target: Target? = {
-        guard let value = ProcessInfo.processInfo.environment["HOT_ABORT_AT"], !value.isEmpty else { return nil }
-        if let colon = value.lastIndex(of: ":"), let count = Int(value[value.index(after: colon)...]), count >= 1 {
-            return Target(name: String(value[..<colon]), occurrence: count)
+        let environment = ProcessInfo.processInfo.environment
+        for (variable, stops) in [("HOT_ABORT_AT", false), ("HOT_STOP_AT", true)] {
+            guard let value = environment[variable], !value.isEmpty else { continue }
+            if let colon = value.lastIndex(of: ":"), let count = Int(value[value.index(after: colon)...]), count >= 1 {
+                return Target(name: String(value[..<colon]), occurrence: count, stops: stops)
+            }
+            return Target(name: value, occurrence: 1, stops: stops)
         }
-        return Target(name: value, occurrence: 1)
+        return nil
     }()
 
     /// How many times the target point was reached so far.
     private static let passes = Counter()
 
     /// Aborts the process when `HOT_ABORT_AT` names `name` (and this is the occurrence it
-    /// names); otherwise does nothing.
+    /// names), or stops it when `HOT_STOP_AT` does; otherwise does nothing.
     @inline(__always)
     package static func reached(_ name: StaticString) {
         guard let target else { return }
         guard target.name == name.description else { return }
-        if passes.increment() == target.occurrence { abort() }
+        guard passes.increment() == target.occurrence else { return }
+        if target.stops { _ = raise(SIGSTOP) } else { abort() }
     }
 
     private final class Counter: Sendable {

@@ -49,7 +49,8 @@ public actor Updater {
             metadata: configuration.store,
             verifier: configuration.verifier,
             logger: configuration.logger,
-            hooks: configuration.commitHooks
+            hooks: configuration.commitHooks,
+            lockWait: configuration.lockWait
         )
     }
 

@@ -75,6 +75,11 @@ public struct UpdaterConfiguration: Sendable {
     /// ``StoreCommitHook``). None by default; HotAssets' `NameIndexWriter` keeps the name
     /// index the resolvers made from an updater map (`AppUpdater` registers it).
     public var commitHooks: [any StoreCommitHook] = []
+    /// How long a change waits while another process holds the store lock, and whom a long
+    /// wait is told to (see ``StoreLockWait``): by default the holder is logged after 1 s and a
+    /// change gives up with ``HotUpdateError/Code/storeBusy`` after 30 s; reads never wait
+    /// more than half a second.
+    public var lockWait = StoreLockWait.standard
 
     /// Creates a configuration.
     ///

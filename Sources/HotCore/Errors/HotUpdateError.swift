@@ -47,6 +47,7 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case activationFailed
             case diskFull
             case launchFailed
+            case storeBusy
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -119,6 +120,10 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         /// A version of a guarded package was tried at a launch that never confirmed it (the
         /// process died, or the trial's time ran out): it was rolled back and blocked.
         public static let launchFailed = Code(.launchFailed)
+        /// Another process held the store lock for longer than the wait allowed (see
+        /// ``StoreLockWait``): the error names that process when the system tells. Nothing
+        /// was changed; try again later.
+        public static let storeBusy = Code(.storeBusy)
 
         public var description: String { value.rawValue }
     }

@@ -142,9 +142,25 @@ public struct UpdaterLaunch: Sendable {
         )
         for rolled in changes.rolledBack { reportRollback(rolled, at: now) }
         for (id, version) in changes.activated { updater.hub.publish(id, version, .installed) }
+        var packages = try await updater.installedPackages()
+        if !changes.substitutes.isEmpty {
+            // Another launch tries these packages' new versions: this one runs the confirmed ones.
+            let snapshot = try await updater.store.read()
+            packages = try packages.compactMap { package in
+                guard let substitute = changes.substitutes[package.id] else { return package }
+                guard let version = substitute, let record = snapshot.packages[package.id] else { return nil }
+                return try updater.store.installedPackage(record, version: version)
+            }
+            for (id, version) in changes.substitutes {
+                updater.logger.notice(
+                    "another launch tries a new version: running the confirmed one",
+                    metadata: ["package": "\(id)", "version": "\(version?.version ?? "bundle")"]
+                )
+            }
+        }
         return LaunchSession(
             token: token,
-            packages: try await updater.installedPackages(),
+            packages: packages,
             trials: changes.trials,
             rolledBack: changes.rolledBack
         )

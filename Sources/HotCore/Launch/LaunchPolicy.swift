@@ -26,6 +26,10 @@ public struct LaunchPolicy: Sendable, Hashable {
     /// trial is rolled back at the next launch. Nil: no limit (only a launch that never
     /// confirms fails).
     public var trialTimeout: TimeInterval?
+    /// What a launch runs when it begins while another live launch (an app's extension, a
+    /// second process) still tries a new version: that trial is never judged a failure while
+    /// its launch runs. Default ``ConcurrentLaunch/joinTrial``.
+    public var concurrentLaunch: LaunchPolicy.ConcurrentLaunch
 
     /// Creates a policy.
     ///
@@ -34,16 +38,19 @@ public struct LaunchPolicy: Sendable, Hashable {
     ///   - timings: When new versions take effect, per package, where it differs from the default.
     ///   - retry: Whether blocked versions are tried again (default never).
     ///   - trialTimeout: How long a launch has to confirm (default no limit).
+    ///   - concurrentLaunch: What a launch runs while another live launch tries a new version.
     public init(
         guarded: Set<String> = [],
         timings: [String: LaunchPolicy.Timing] = [:],
         retry: LaunchPolicy.RetryPolicy = .never,
-        trialTimeout: TimeInterval? = nil
+        trialTimeout: TimeInterval? = nil,
+        concurrentLaunch: LaunchPolicy.ConcurrentLaunch = .joinTrial
     ) {
         self.guarded = guarded
         self.timings = timings
         self.retry = retry
         self.trialTimeout = trialTimeout
+        self.concurrentLaunch = concurrentLaunch
     }
 
     /// Whether a package launches under a trial.
@@ -71,6 +78,29 @@ extension LaunchPolicy {
         /// As ``nextLaunch``, or earlier at ``UpdaterLaunch/resume()`` when the app returns to
         /// the foreground.
         public static let nextResume = LaunchPolicy.Timing(rawValue: "nextResume")
+
+        public var description: String { rawValue }
+    }
+}
+
+extension LaunchPolicy {
+    /// What a launch runs when another live launch is trying a package's new version.
+    ///
+    /// Either way the trial stays the other launch's: it is not rolled back, its version is
+    /// not blocked and its tree is not deleted while that launch runs. Only a trial whose
+    /// every launch died unconfirmed (or whose ``LaunchPolicy/trialTimeout`` passed) fails.
+    public struct ConcurrentLaunch: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+        /// The policy's stable name.
+        public let rawValue: String
+        /// Creates a policy from its name.
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// Runs the version on trial too, and may confirm it: an app and its extension run
+        /// the same code.
+        public static let joinTrial = ConcurrentLaunch(rawValue: "joinTrial")
+        /// Runs the last confirmed version (the bundle when there is none) until the trial is
+        /// confirmed: a second process never runs code that has not proved itself.
+        public static let confirmedVersion = ConcurrentLaunch(rawValue: "confirmedVersion")
 
         public var description: String { rawValue }
     }

@@ -80,19 +80,28 @@ extension PackageRecord {
         /// The last confirmed version, which a failed trial rolls back to; nil: the copy bundled
         /// with the app. Kept on disk until the trial is confirmed.
         public var fallback: InstalledVersion?
+        /// The tokens of launches that began while this trial's launch was running and run
+        /// the version too (``LaunchPolicy/ConcurrentLaunch/joinTrial``): any of them may
+        /// confirm it, and the trial fails only when all of them are gone unconfirmed.
+        public var joined: [String]?
 
         /// Creates a value.
         public init(
             phase: PackageRecord.LaunchPhase,
             token: String? = nil,
             startedAt: Date? = nil,
-            fallback: InstalledVersion? = nil
+            fallback: InstalledVersion? = nil,
+            joined: [String]? = nil
         ) {
             self.phase = phase
             self.token = token
             self.startedAt = startedAt
             self.fallback = fallback
+            self.joined = joined
         }
+
+        /// Every launch that runs the trial: its own and those that joined it.
+        public var tokens: [String] { [token].compactMap { $0 } + (joined ?? []) }
     }
 }
 

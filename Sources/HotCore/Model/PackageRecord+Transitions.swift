@@ -94,17 +94,38 @@ extension PackageRecord {
     ///
     /// - Returns: Whether the trial was confirmed.
     mutating func confirmTrial(token: String, timeout: TimeInterval?, at date: Date) -> Bool {
-        guard var trial = launch, trial.phase == .trial, trial.token == token else { return false }
+        guard var trial = launch, trial.phase == .trial, trial.tokens.contains(token) else { return false }
         if let timeout, let started = trial.startedAt, date.timeIntervalSince(started) > timeout { return false }
         trial.phase = .confirmed
         trial.token = nil
         trial.fallback = nil
+        trial.joined = nil
         launch = trial
         if let active {
             blocked = blocked?.filter { $0.version != active.version }
             if blocked?.isEmpty == true { blocked = nil }
         }
         return true
+    }
+
+    /// Whether the active version's trial is still running: a launch that runs it is alive
+    /// (its token is in `live`) and its confirm window, if any, has not passed.
+    func hasLiveTrial(live: Set<String>, timeout: TimeInterval?, at date: Date) -> Bool {
+        guard let trial = launch, trial.phase == .trial, trial.tokens.contains(where: live.contains) else {
+            return false
+        }
+        if let timeout, let started = trial.startedAt, date.timeIntervalSince(started) > timeout { return false }
+        return true
+    }
+
+    /// Adds the launch of `token` to the running trial, which it may then confirm.
+    ///
+    /// - Returns: The version on trial.
+    mutating func joinTrial(token: String) -> InstalledVersion? {
+        guard var trial = launch, trial.phase == .trial, let active else { return nil }
+        if !trial.tokens.contains(token) { trial.joined = (trial.joined ?? []) + [token] }
+        launch = trial
+        return active
     }
 
     /// Rolls a trial no launch confirmed back to its fallback (the bundle when there is

@@ -172,6 +172,10 @@ public struct StoreSnapshot: Codable, Sendable, Hashable {
     /// The package ids in the order of the last manifest applied: the order script patches
     /// are activated in at launch. Nil until a manifest was applied.
     public var manifestOrder: [String]?
+    /// Versions no record keeps any more whose trees a live launch still runs from, by
+    /// package id: deleted by the first change after the last such launch ended. Nil when
+    /// there are none.
+    public var retained: [String: [InstalledVersion]]?
 
     /// Creates a snapshot; the default is an empty store.
     public init(
@@ -186,4 +190,18 @@ public struct StoreSnapshot: Codable, Sendable, Hashable {
 
     /// An empty store.
     public static let empty = StoreSnapshot()
+
+    /// Every version whose tree the store keeps, by package id: those its records keep
+    /// (``PackageRecord/keptVersions``) and those ``retained`` for a live launch, each once.
+    public var keptVersions: [String: [InstalledVersion]] {
+        var kept = packages.mapValues(\.keptVersions)
+        for (id, versions) in retained ?? [:] {
+            let paths = Set(kept[id, default: []].map(\.path))
+            kept[id, default: []] += versions.filter { !paths.contains($0.path) }
+        }
+        return kept
+    }
+
+    /// The relative paths of every tree the store keeps.
+    public var keptPaths: Set<String> { Set(keptVersions.values.joined().map(\.path)) }
 }

@@ -9,6 +9,7 @@ import Foundation
 /// filelists/<id>/<version>.files each version's files: path, size, SHA-256
 /// staging/<uuid>/                downloads, unpacking and deletions in progress; swept at open
 /// partial/<sha256>(.json)        cut downloads kept to be resumed, with their sidecars; never swept
+/// launches/<token>.launch        one per live launch: its owner lock and the trees it runs from
 /// ```
 ///
 /// Other directories under the root belong to the ``StoreCommitHook``s (HotAssets' `index/`):
@@ -35,6 +36,8 @@ package struct StoreLayout: Sendable, Hashable {
     package var objectsDirectory: URL { root.appendingPathComponent("objects", isDirectory: true) }
     /// `filelists/`.
     package var fileListsDirectory: URL { root.appendingPathComponent("filelists", isDirectory: true) }
+    /// `launches/`: the owner file of each launch (see ``LaunchOwner``).
+    package var launchesDirectory: URL { root.appendingPathComponent("launches", isDirectory: true) }
 
     /// The object holding the file whose SHA-256 is `hex`: `objects/<first 2 hex>/<hex>`.
     package func objectURL(sha256 hex: String) -> URL {

@@ -50,17 +50,27 @@ package final class StoreLock: @unchecked Sendable {
         release()
     }
 
-    /// Takes the lock on `root`, blocking until no other holder prevents it.
+    /// Takes the lock on `root`, blocking while another holder prevents it, for as long as
+    /// `wait` allows.
     ///
     /// - Parameters:
     ///   - root: The store root.
     ///   - mode: Shared or exclusive.
     ///   - create: Whether to create the root and the lock file when missing (writers do;
     ///     readers never create anything).
+    ///   - wait: How long to wait, and whom to tell about a long wait.
+    ///   - timeout: Overrides `wait`'s timeout (a read passes its patience).
     /// - Returns: The held lock; nil when `create` is false and there is no lock file (a
     ///   store never written by a writer that locks, or no store at all).
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` when the file cannot be opened or locked.
-    package static func acquireBlocking(root: URL, mode: Mode, create: Bool) throws -> StoreLock? {
+    /// - Throws: ``HotUpdateError/Code/storeBusy`` when the wait ran out,
+    ///   ``HotUpdateError/Code/fileSystem`` when the file cannot be opened or locked.
+    package static func acquireBlocking(
+        root: URL,
+        mode: Mode,
+        create: Bool,
+        wait: StoreLockWait = .standard,
+        timeout: TimeInterval?? = .none
+    ) throws -> StoreLock? {
         let url = root.appendingPathComponent(fileName, isDirectory: false)
         if create { try FileSystem.createDirectory(root) }
         let flags = create ? (O_RDWR | O_CREAT | O_CLOEXEC) : (O_RDWR | O_CLOEXEC)
@@ -73,23 +83,93 @@ package final class StoreLock: @unchecked Sendable {
             if code == ENOENT, !create { return nil }
             throw HotUpdateError.system("cannot open the store lock", errno: code, subject: url.path)
         }
-        let operation = mode == .shared ? LOCK_SH : LOCK_EX
-        while flock(descriptor, operation) != 0 {
-            let code = errno
-            if code == EINTR { continue }
+        do {
+            try lock(descriptor, mode: mode, wait: wait, timeout: timeout ?? wait.timeout, url: url)
+        } catch {
             _ = close(descriptor)
-            throw HotUpdateError(
-                .fileSystem,
-                "cannot lock the store: \(String(cString: strerror(code)))",
-                subject: url.path
-            )
+            throw error
         }
-        return StoreLock(descriptor: descriptor, mode: mode, url: url)
+        let held = StoreLock(descriptor: descriptor, mode: mode, url: url)
+        if mode == .exclusive { held.recordWriter() }
+        return held
     }
 
-    /// ``acquireBlocking(root:mode:create:)`` on a thread outside the cooperative pool.
-    package static func acquire(root: URL, mode: Mode, create: Bool) async throws -> StoreLock? {
-        try await FileSystem.offload { try acquireBlocking(root: root, mode: mode, create: create) }
+    /// Takes `flock` on `descriptor`, polling while another holder prevents it: the holder
+    /// is named after `wait.noticeAfter`, and the wait ends with
+    /// ``HotUpdateError/Code/storeBusy`` after `timeout`.
+    private static func lock(
+        _ descriptor: Int32,
+        mode: Mode,
+        wait: StoreLockWait,
+        timeout: TimeInterval?,
+        url: URL
+    ) throws {
+        let operation = (mode == .shared ? LOCK_SH : LOCK_EX) | LOCK_NB
+        let clock = ContinuousClock()
+        let start = clock.now
+        var pause: Duration = .milliseconds(1)
+        var noticed = false
+        while true {
+            if flock(descriptor, operation) == 0 { return }
+            let code = errno
+            if code == EINTR { continue }
+            guard code == EWOULDBLOCK || code == EAGAIN else {
+                throw HotUpdateError(
+                    .fileSystem,
+                    "cannot lock the store: \(String(cString: strerror(code)))",
+                    subject: url.path
+                )
+            }
+            let waited = start.duration(to: clock.now)
+            if let timeout, waited >= .seconds(timeout) {
+                let holder = holder(of: descriptor)
+                throw HotUpdateError(
+                    .storeBusy,
+                    "\(holder) has held the store lock for more than \(formatted(timeout)) s; nothing was changed",
+                    subject: url.path
+                )
+            }
+            if !noticed, waited >= .seconds(wait.noticeAfter) {
+                noticed = true
+                wait.onWait?(holder(of: descriptor))
+            }
+            let (seconds, attoseconds) = pause.components
+            Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) / 1e18)
+            pause = min(pause * 2, .milliseconds(50))
+        }
+    }
+
+    /// Seconds as a person reads them: "10", "0.5".
+    static func formatted(_ seconds: TimeInterval) -> String {
+        seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
+    }
+
+    /// The width of the change counter at the start of the lock file; the last writer's
+    /// process id and name follow it.
+    static let counterWidth = 20
+
+    /// Records this process as the last writer, after the change counter, so a waiter on a
+    /// system without a lock table can name it. Best effort.
+    private func recordWriter() {
+        let name = ProcessInfo.processInfo.processName.split(whereSeparator: \.isWhitespace).first.map(String.init)
+        let text = "\n\(getpid()) \(name ?? "-")"
+        var bytes = Array(text.utf8.prefix(63))
+        bytes += [UInt8](repeating: UInt8(ascii: " "), count: 63 - bytes.count) + [UInt8(ascii: "\n")]
+        _ = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, off_t(Self.counterWidth)) }
+    }
+
+    /// ``acquireBlocking(root:mode:create:wait:timeout:)`` on a thread outside the
+    /// cooperative pool.
+    package static func acquire(
+        root: URL,
+        mode: Mode,
+        create: Bool,
+        wait: StoreLockWait = .standard,
+        timeout: TimeInterval?? = .none
+    ) async throws -> StoreLock? {
+        try await FileSystem.offload {
+            try acquireBlocking(root: root, mode: mode, create: create, wait: wait, timeout: timeout)
+        }
     }
 
     /// Releases the lock; later calls do nothing.
@@ -103,8 +183,8 @@ package final class StoreLock: @unchecked Sendable {
 
     /// The change counter: 0 for a lock file never written.
     package func readCounter() -> UInt64 {
-        var buffer = [UInt8](repeating: 0, count: 20)
-        let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, 20, 0) }
+        var buffer = [UInt8](repeating: 0, count: Self.counterWidth)
+        let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, Self.counterWidth, 0) }
         guard count > 0 else { return 0 }
         let text = String(decoding: buffer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return UInt64(text) ?? 0
@@ -129,9 +209,14 @@ package final class StoreLock: @unchecked Sendable {
         return next
     }
 
-    /// Runs `body` under the exclusive lock on `root` (created when missing), blocking.
-    package static func withExclusiveLock<T>(root: URL, _ body: () throws -> T) throws -> T {
-        guard let held = try acquireBlocking(root: root, mode: .exclusive, create: true) else {
+    /// Runs `body` under the exclusive lock on `root` (created when missing), blocking for
+    /// as long as `wait` allows.
+    package static func withExclusiveLock<T>(
+        root: URL,
+        wait: StoreLockWait = .standard,
+        _ body: () throws -> T
+    ) throws -> T {
+        guard let held = try acquireBlocking(root: root, mode: .exclusive, create: true, wait: wait) else {
             throw HotUpdateError(.internalInconsistency, "no store lock after creating it", subject: root.path)
         }
         defer { held.release() }

@@ -20,11 +20,7 @@ struct StoreSweeper {
             try? FileSystem.remove(entry)
             leftovers = true
         }
-        let referenced = Set(
-            snapshot.packages.values.flatMap { record in
-                record.keptVersions.map(\.path)
-            }
-        )
+        let referenced = snapshot.keptPaths
         for id in FileSystem.contents(of: layout.packagesDirectory) {
             let idDirectory = layout.packageDirectory(id: id)
             for name in FileSystem.contents(of: idDirectory) {

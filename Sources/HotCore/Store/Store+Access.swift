@@ -5,14 +5,17 @@ import Foundation
 /// snapshot committed now, or to write them again for it.
 extension Store {
     /// Runs `body` with the snapshot committed now, under the shared lock: no process
-    /// commits until it returns.
+    /// commits until it returns. When another process holds the exclusive lock beyond the
+    /// read patience (``StoreLockWait/readPatience``), `body` runs over the snapshot last
+    /// committed, without the lock: a read never waits on a long hold.
     ///
     /// - Returns: What `body` returned; nil, without running it, when the root has no lock
     ///   file (nothing was ever changed there).
     func withSharedLock<T: Sendable>(_ body: @Sendable (StoreSnapshot) async throws -> T) async throws -> T? {
-        guard let lock = try await StoreLock.acquire(root: layout.root, mode: .shared, create: false) else {
+        guard FileManager.default.fileExists(atPath: layout.root.appendingPathComponent(StoreLock.fileName).path) else {
             return nil
         }
+        guard let lock = try await sharedLockForReading() else { return try await body(try await loadUnlocked()) }
         defer { lock.release() }
         return try await body(try await current(under: lock))
     }
@@ -27,7 +30,14 @@ extension Store {
         _ body: @escaping @Sendable (StoreSnapshot) async throws -> T
     ) async throws -> T? {
         try await enqueue { () async throws -> T? in
-            guard let lock = try await StoreLock.acquire(root: self.layout.root, mode: .exclusive, create: false) else {
+            guard
+                let lock = try await StoreLock.acquire(
+                    root: self.layout.root,
+                    mode: .exclusive,
+                    create: false,
+                    wait: self.lockWait
+                )
+            else {
                 return nil
             }
             defer { lock.release() }

@@ -199,11 +199,23 @@ extension Store {
         var trials: [String: String] = [:]
         var rolledBack: [LaunchSession.RolledBackVersion] = []
         var activated: [(id: String, version: String)] = []
+        /// Packages this launch runs in another version than the active one, because another
+        /// live launch tries that one (``LaunchPolicy/ConcurrentLaunch/confirmedVersion``):
+        /// the version to load, nil for the bundle.
+        var substitutes: [String: InstalledVersion?] = [:]
+        /// The launch's owner, holding the trees it runs from.
+        var owner: LaunchOwner?
     }
 
-    /// Begins a launch (or a resume) in one transaction: unconfirmed trials roll back and
-    /// block their versions (not on a resume), waiting versions become active per their
-    /// timing, and guarded untried versions go on trial for `token`.
+    /// Begins a launch (or a resume) in one transaction: trials whose launches all died
+    /// unconfirmed (or timed out) roll back and block their versions (not on a resume),
+    /// waiting versions become active per their timing, and guarded untried versions go on
+    /// trial for `token`. A trial another live launch runs is left alone: this launch joins
+    /// it or runs the confirmed version, per ``LaunchPolicy/concurrentLaunch``. The launch's
+    /// owner file, naming the trees it runs from, is written in the same transaction.
+    ///
+    /// A begin (not a resume) ends this store's earlier launches first: a process begins
+    /// once per launch of the app.
     func beginLaunch(
         resuming: Bool,
         token: String,
@@ -213,10 +225,25 @@ extension Store {
     ) async throws
         -> LaunchChanges
     {
-        try await transaction { transaction in
+        if !resuming { endLaunches() }
+        let own = Set(launchOwners.withLock { $0.keys })
+        let layout = self.layout
+        let changes = try await transaction { transaction in
             var changes = LaunchChanges()
+            let others = LaunchOwner.live(in: layout).tokens.subtracting(own)
+            var runs: [String] = []
             for id in transaction.records.keys.sorted() {
                 transaction.updateExisting(id) { record in
+                    if record.hasLiveTrial(live: others, timeout: policy.trialTimeout, at: now) {
+                        // Another launch is trying the active version: its trial, and a version
+                        // waiting behind it, stay as they are.
+                        if policy.concurrentLaunch == .confirmedVersion {
+                            changes.substitutes[id] = .some(record.confirmedVersion)
+                        } else if let trial = record.joinTrial(token: token) {
+                            changes.trials[id] = trial.version
+                        }
+                        return
+                    }
                     if !resuming, let rolled = record.rollBackFailedTrial(policy: policy, at: now) {
                         changes.rolledBack.append(rolled)
                     }
@@ -229,9 +256,27 @@ extension Store {
                         changes.trials[id] = trial.version
                     }
                 }
+                // What the app loads at launch and keeps running from: not the packages whose
+                // new versions take effect at once (their assets resolve from the newest).
+                guard policy.timing(for: id) != .immediate, let record = transaction[id], record.state != .disabled
+                else { continue }
+                if let running = changes.substitutes[id] ?? record.active { runs.append(running.path) }
             }
+            changes.owner = try LaunchOwner.create(token: token, runs: runs, layout: layout)
             return changes
         }.value
+        if let owner = changes.owner { launchOwners.withLock { $0[token] = owner } }
+        return changes
+    }
+
+    /// Ends this store's launches: their trials count as ended for the next launch (which
+    /// rolls back what they never confirmed), and the trees they ran from are no longer held.
+    package nonisolated func endLaunches() {
+        let ended = launchOwners.withLock { owners in
+            defer { owners = [:] }
+            return Array(owners.values)
+        }
+        for owner in ended { owner.release() }
     }
 
     /// Confirms the trials of the launch of `token` that have not timed out.

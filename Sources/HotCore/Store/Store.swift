@@ -35,6 +35,9 @@ package actor Store {
     let logger: Logger
     /// What commits write besides the snapshot (``UpdaterConfiguration/commitHooks``).
     let hooks: [any StoreCommitHook]
+    /// How this store waits for another process's hold on the store lock, with the holder
+    /// logged as well as told to the configured callback.
+    nonisolated let lockWait: StoreLockWait
 
     /// The snapshot last loaded or committed.
     private var snapshot: StoreSnapshot?
@@ -58,6 +61,9 @@ package actor Store {
     var installRequests = 0
     /// Requests whose caller was cancelled before their group started.
     let withdrawnInstalls = Locked<Set<Int>>([])
+    /// This store's live launches, by token: each holds its owner file's lock until the
+    /// store's next begin, ``endLaunches()``, or the store's end.
+    let launchOwners = Locked<[String: LaunchOwner]>([:])
 
     nonisolated var objects: ObjectStore { ObjectStore(layout: layout, logger: logger) }
 
@@ -67,29 +73,69 @@ package actor Store {
         metadata: any MetadataStore,
         verifier: any Verifier,
         logger: Logger,
-        hooks: [any StoreCommitHook] = []
+        hooks: [any StoreCommitHook] = [],
+        lockWait: StoreLockWait = .standard
     ) {
         self.layout = layout
         self.metadata = metadata
         self.verifier = verifier
         self.logger = logger
         self.hooks = hooks
+        var wait = lockWait
+        let told = lockWait.onWait
+        let root = layout.root.path
+        wait.onWait = { holder in
+            logger.warning("waiting for the store lock, held by \(holder)", metadata: ["root": "\(root)"])
+            told?(holder)
+        }
+        self.lockWait = wait
     }
 
     // MARK: - Reading
 
     /// The snapshot as committed now, under the shared lock. A root that does not exist is
-    /// read without a lock and nothing is created.
+    /// read without a lock and nothing is created. A read never waits on a long hold of
+    /// another process: after ``StoreLockWait/readPatience`` it reads the snapshot last
+    /// committed without the lock (the store file is replaced atomically, so that is a whole
+    /// generation).
     package func read() async throws -> StoreSnapshot {
         if inTransaction, let snapshot { return snapshot }  // our own writer holds the store
-        guard let lock = try await StoreLock.acquire(root: layout.root, mode: .shared, create: false) else {
-            let loaded = try await load()
-            snapshot = loaded
-            counter = nil
-            return loaded
-        }
+        guard let lock = try await sharedLockForReading() else { return try await loadUnlocked() }
         defer { lock.release() }
         return try await current(under: lock)
+    }
+
+    /// The snapshot last committed, read without the lock; what was cached is not trusted
+    /// for the next locked read.
+    func loadUnlocked() async throws -> StoreSnapshot {
+        let loaded = try await load()
+        snapshot = loaded
+        counter = nil
+        return loaded
+    }
+
+    /// The shared lock for a read, or nil when there is no lock file or a writer held the
+    /// lock beyond the read patience (then the holder is named and the read goes on without it).
+    func sharedLockForReading() async throws -> StoreLock? {
+        do {
+            return try await StoreLock.acquire(
+                root: layout.root,
+                mode: .shared,
+                create: false,
+                wait: lockWait,
+                timeout: .some(lockWait.readPatience)
+            )
+        } catch let error as HotUpdateError where error.code == .storeBusy {
+            let root = layout.root
+            let holder =
+                (try? await FileSystem.offload { StoreLock.holder(root: root) }) ?? StoreLockHolder(processID: nil)
+            logger.warning(
+                "reading the last committed snapshot without the store lock: \(holder) holds it",
+                metadata: ["root": "\(layout.root.path)"]
+            )
+            if lockWait.readPatience < lockWait.noticeAfter { lockWait.onWait?(holder) }
+            return nil
+        }
     }
 
     /// The last snapshot this store saw, without touching the disk.
@@ -186,13 +232,14 @@ package actor Store {
         let directory = layout.stagingDirectory.appendingPathComponent(UUID().uuidString, isDirectory: true)
         if inTransaction { return try StagingOwner.create(directory) }
         let root = layout.root
+        let wait = lockWait
         return try await FileSystem.offload {
             // The lock file is created if missing: staging is the start of a change.
             try FileSystem.createDirectory(root)
             if !FileManager.default.fileExists(atPath: root.appendingPathComponent(StoreLock.fileName).path) {
-                try StoreLock.withExclusiveLock(root: root) {}
+                try StoreLock.withExclusiveLock(root: root, wait: wait) {}
             }
-            guard let lock = try StoreLock.acquireBlocking(root: root, mode: .shared, create: false) else {
+            guard let lock = try StoreLock.acquireBlocking(root: root, mode: .shared, create: false, wait: wait) else {
                 throw HotUpdateError(.fileSystem, "the store lock vanished", subject: root.path)
             }
             defer { lock.release() }
@@ -248,7 +295,8 @@ package actor Store {
     func run<T: Sendable>(
         _ body: @escaping @Sendable (inout StoreTransaction) async throws -> T
     ) async throws -> Committed<T> {
-        guard let lock = try await StoreLock.acquire(root: layout.root, mode: .exclusive, create: true) else {
+        guard let lock = try await StoreLock.acquire(root: layout.root, mode: .exclusive, create: true, wait: lockWait)
+        else {
             throw HotUpdateError(.internalInconsistency, "no store lock after creating it", subject: layout.root.path)
         }
         inTransaction = true
@@ -263,9 +311,12 @@ package actor Store {
         }
         var transaction = StoreTransaction(snapshot: before, layout: layout)
         let value: T
+        var next = before
         do {
             value = try await body(&transaction)
-            var next = transaction.snapshot
+            // A tree a live launch runs from outlives its records (see `StoreSnapshot.retained`).
+            let layout = self.layout
+            next = StoreTransaction.retaining(transaction.snapshot, from: before) { LaunchOwner.live(in: layout).paths }
             if next != before {
                 if transaction.placedTrees {
                     let root = layout.root
@@ -289,12 +340,12 @@ package actor Store {
             fileLists[path] = list
             checkedVersions.insert(path)
         }
-        for (id, versions) in StoreTransaction.dropped(from: before, to: transaction.snapshot) {
+        for (id, versions) in StoreTransaction.dropped(from: before, to: next) {
             committed.freed.add(await deleteVersions(versions, of: id))
             committed.versionsDeleted += versions.count
         }
         if transaction.sweepsAfterCommit {
-            committed.freed.add(await sweepLeftovers(transaction.snapshot, everyObject: true))
+            committed.freed.add(await sweepLeftovers(next, everyObject: true))
         }
         return committed
     }

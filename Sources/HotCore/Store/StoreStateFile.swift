@@ -37,8 +37,8 @@ package struct StoreStateFile: Sendable {
     /// - Returns: What `body` returned.
     /// - Throws: What `body` throws (nothing is written then), or
     ///   `HotUpdateError.Code.fileSystem` when the lock cannot be taken or the file written.
-    package func update<T>(root: URL, _ body: (inout Data?) throws -> T) throws -> T {
-        try StoreLock.withExclusiveLock(root: root) {
+    package func update<T>(root: URL, wait: StoreLockWait = .standard, _ body: (inout Data?) throws -> T) throws -> T {
+        try StoreLock.withExclusiveLock(root: root, wait: wait) {
             let before = try read(root: root)
             var data = before
             let result = try body(&data)

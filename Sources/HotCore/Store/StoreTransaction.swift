@@ -93,13 +93,39 @@ struct StoreTransaction: Sendable {
         sweepsAfterCommit = true
     }
 
-    /// The versions each package kept in `before` and no longer keeps in `after`, by id.
+    /// The versions the store kept in `before` (for a record, or retained for a live launch)
+    /// and no longer keeps in `after`, by id.
     static func dropped(from before: StoreSnapshot, to after: StoreSnapshot) -> [(String, [InstalledVersion])] {
-        before.packages.keys.sorted().compactMap { id in
-            guard let old = before.packages[id] else { return nil }
-            let kept = Set(after.packages[id]?.keptVersions.map(\.path) ?? [])
-            let gone = old.keptVersions.filter { !kept.contains($0.path) }
+        let old = before.keptVersions
+        let new = after.keptVersions
+        return old.keys.sorted().compactMap { id in
+            let kept = Set(new[id]?.map(\.path) ?? [])
+            let gone = (old[id] ?? []).filter { !kept.contains($0.path) }
             return gone.isEmpty ? nil : (id, gone)
         }
+    }
+
+    /// `next` with ``StoreSnapshot/retained`` set to the versions `before` kept, that no
+    /// record of `next` keeps, and whose trees a live launch still runs from.
+    ///
+    /// - Parameter held: The version paths live launches run from; read only when
+    ///   something is dropped or retained.
+    static func retaining(
+        _ next: StoreSnapshot,
+        from before: StoreSnapshot,
+        held: () -> Set<String>
+    ) -> StoreSnapshot {
+        var next = next
+        next.retained = nil
+        let candidates = dropped(from: before, to: next)
+        guard !candidates.isEmpty else { return next }
+        let paths = held()
+        var retained: [String: [InstalledVersion]] = [:]
+        for (id, versions) in candidates {
+            let kept = versions.filter { paths.contains($0.path) }
+            if !kept.isEmpty { retained[id] = kept }
+        }
+        next.retained = retained.isEmpty ? nil : retained
+        return next
     }
 }

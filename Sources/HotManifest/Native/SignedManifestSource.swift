@@ -45,6 +45,9 @@ public struct SignedManifestSource: ManifestSource {
     public var now: @Sendable () -> Date
     /// Where refusals of unsigned manifests and key rotations are logged.
     public var logger: Logger
+    /// How long recording the trust state waits while another process holds the store lock
+    /// (pass the updater's ``UpdaterConfiguration/lockWait``).
+    public var lockWait = StoreLockWait.standard
 
     /// Creates a source.
     ///
@@ -104,7 +107,8 @@ public struct SignedManifestSource: ManifestSource {
             context: context,
             storeRoot: storeRoot,
             now: now,
-            logger: logger
+            logger: logger,
+            lockWait: lockWait
         )
         switch try authenticator.authenticate(data, from: url) {
         case .unsigned(let document):

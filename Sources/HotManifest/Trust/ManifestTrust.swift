@@ -60,6 +60,7 @@ struct ManifestAuthenticator: Sendable {
     var storeRoot: URL
     var now: @Sendable () -> Date
     var logger: Logger
+    var lockWait = StoreLockWait.standard
 
     /// What was accepted: a verified signed body, or an unsigned schema-1 document.
     enum Accepted {
@@ -95,7 +96,7 @@ struct ManifestAuthenticator: Sendable {
 
         // The trust state is read, checked and written under the store's exclusive lock, so
         // two processes never lower each other's version floor.
-        return try StoreStateFile.trust.update(root: storeRoot) { file in
+        return try StoreStateFile.trust.update(root: storeRoot, wait: lockWait) { file in
             var state = try TrustState(stored: file)
             let channelName = context.channel ?? ""
             let fingerprint = try rootFingerprint()
