@@ -49,7 +49,7 @@ public struct UpdaterLaunch: Sendable {
     /// In one transaction (one commit, so a kill at any point leaves the store as before or
     /// as after):
     /// 1. A guarded package whose active version is still on trial from an earlier launch
-    ///    that never confirmed it (the process died, or its time ran out) goes back to its
+    ///    that never confirmed it (every process running it ended, or its time ran out) goes back to its
     ///    last confirmed version, or to the bundle when there is none; the bad version is
     ///    blocked with the reason (see ``PackageRecord/BlockedVersion``), its tree deleted, and a
     ///    ``PackageState/blocked`` event published with a ``HotUpdateError/Code/launchFailed``
@@ -58,6 +58,11 @@ public struct UpdaterLaunch: Sendable {
     /// 3. Each guarded package's untried active version is marked ``PackageRecord/LaunchPhase/trial`` with
     ///    this launch's token, before the app loads it.
     ///
+    /// A trial another live launch runs (an extension's, another process's) is left alone:
+    /// this launch joins it or runs the confirmed version, per
+    /// ``LaunchPolicy/concurrentLaunch``, and the trees it runs from are kept until it ends.
+    /// This launch lives until the process ends, the updater is released, or `begin()` is
+    /// called again.
     /// - Returns: The launch's token and what to load.
     /// - Throws: ``HotUpdateError`` when the store cannot be read or written.
     public func begin() async throws -> LaunchSession {

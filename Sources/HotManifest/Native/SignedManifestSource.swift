@@ -46,7 +46,7 @@ public struct SignedManifestSource: ManifestSource {
     /// Where refusals of unsigned manifests and key rotations are logged.
     public var logger: Logger
     /// How long recording the trust state waits while another process holds the store lock
-    /// (pass the updater's ``UpdaterConfiguration/lockWait``).
+    /// (pass the updater's `UpdaterConfiguration.lockWait`).
     public var lockWait = StoreLockWait.standard
 
     /// Creates a source.

@@ -1,0 +1,100 @@
+import Foundation
+import HotCore
+import HotTestServers
+import HotTesting
+import HotVerify
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A `hot sync` stopped (SIGSTOP, as a debugger or the system suspending an app would) while
+/// it holds the exclusive store lock, and every other command run meanwhile: reads go on
+/// from the last committed state and name the holder, changes give up with `storeBusy`
+/// naming it; none waits for as long as the holder stays stopped.
+@Suite("Waiting for the store lock")
+struct StoreLockWaitTests {
+    @Test(
+        "with a sync stopped under the store lock, status names its process and ends, changes give up naming it, and the sync then completes",
+        .enabled(if: FaultPointBuild.testsRun, FaultPointBuild.skipReason)
+    )
+    func stoppedHolder() async throws {
+        let key = try CryptoSigner.generate()
+        let work = try makeTemporaryDirectory("lock-wait")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let publicKey = work.appendingPathComponent("server.pub")
+        try key.publicKey.pem.write(to: publicKey, atomically: true, encoding: .utf8)
+        let repository = try SignedRepository(keys: [key])
+        try repository.pack(["a.txt": Data("one".utf8), "b.png": Data("image".utf8)], id: "pack", version: "1")
+        try repository.sign(with: [key])
+        let nginx = try await NginxServer.start(root: repository.directory)
+        defer { Task { await nginx.stop() } }
+        let root = work.appendingPathComponent("store")
+        let sync =
+            ["sync", "--manifest", repository.url(on: nginx).absoluteString, "--root", root.path]
+            + ["--trust", publicKey.path, "--quiet"]
+        let hot = try builtExecutable("hot").path
+        try await Subprocess.check(hot, sync)
+
+        // Version 2 is synced by a process that stops while it holds the exclusive lock.
+        try repository.pack(["a.txt": Data("two".utf8), "b.png": Data("image".utf8)], id: "pack", version: "2")
+        try repository.sign(with: [key])
+        let holder = try HotRun(
+            sync,
+            environment: ["HOT_STOP_AT": "after-flush"],
+            log: work.appendingPathComponent("holder.log")
+        )
+        try await holder.waitUntilStopped()
+        let pid = holder.processIdentifier
+        let named = "held by process \(pid)"
+
+        // Reads: the last committed state (version 1), the holder named on stderr.
+        let status = try await Subprocess.run(hot, ["status", "--root", root.path])
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(status.stderr.contains(named), "\(status.stderr)")
+        #expect(status.stdout.contains("pack"), "\(status.stdout)")
+        let json = try await Subprocess.run(hot, ["status", "--root", root.path, "--json"])
+        #expect(json.status == 0, "\(json.stderr)")
+        #expect(json.stderr.contains(named), "\(json.stderr)")
+        let document = try JSONSerialization.jsonObject(with: json.standardOutput) as? [String: Any]
+        let packages = try #require(document?["packages"] as? [[String: Any]])
+        #expect(packages.first?["version"] as? String == "1")
+        let resolve = try await Subprocess.run(hot, ["resolve", "a.txt", "--root", root.path])
+        #expect(resolve.status == 0, "\(resolve.stderr)")
+        #expect(
+            try String(contentsOfFile: resolve.stdout.trimmingCharacters(in: .whitespacesAndNewlines), encoding: .utf8)
+                == "one"
+        )
+
+        // Changes: refused after their timeout, naming the holder; nothing changed.
+        for command in [["gc"], ["delete", "pack"], sync] {
+            let arguments = (command == sync ? sync : command + ["--root", root.path]) + ["--lock-timeout", "1"]
+            let refused = try await Subprocess.run(hot, arguments)
+            #expect(refused.status != 0, "\(command): \(refused.stdout)")
+            #expect(
+                refused.stderr.contains("process \(pid) (hot) has held the store lock for more than 1 s"),
+                "\(command): \(refused.stderr)"
+            )
+        }
+        // A repair that finds nothing to repair needs no change: it checks the committed state.
+        let repair = try await Subprocess.run(hot, ["repair", "--root", root.path, "--lock-timeout", "1"])
+        #expect(repair.status == 0, "\(repair.stderr)")
+        #expect(repair.stdout.contains("pack\t1\tok"), "\(repair.stdout)")
+
+        // The holder continues and commits; everything is as one sync of version 2 leaves it.
+        holder.signal(SIGCONT)
+        #expect(await holder.wait() == .exited(0), "\(holder.output)")
+        let after = try await Subprocess.run(hot, ["status", "--root", root.path, "--json"])
+        #expect(after.stderr.isEmpty, "\(after.stderr)")
+        let final = try JSONSerialization.jsonObject(with: after.standardOutput) as? [String: Any]
+        #expect((final?["packages"] as? [[String: Any]])?.first?["version"] as? String == "2")
+        let resolved = try await Subprocess.run(hot, ["resolve", "a.txt", "--root", root.path])
+        #expect(
+            try String(contentsOfFile: resolved.stdout.trimmingCharacters(in: .whitespacesAndNewlines), encoding: .utf8)
+                == "two"
+        )
+    }
+}
