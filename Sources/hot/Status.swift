@@ -15,7 +15,8 @@ struct Status: AsyncParsableCommand {
             (`hot unblock` lets one be downloaded again). \
             Read-only: it creates nothing, removes nothing and records nothing, and waits only \
             while another process commits a change. A root that does not exist is an error. \
-            With --check, the states shown are those the check found (not recorded).
+            With --check, the states shown are those the check found (not recorded); a version \
+            in which damage was seen before is checked by hash.
             """
     )
 
