@@ -63,7 +63,9 @@ struct Repair: AsyncParsableCommand {
         discussion: """
             A missing or damaged file is put back from the store's objects when its object is \
             intact, with no network; otherwise the package is downloaded again from where it \
-            came from. Prints one line per package; exits 1 if any package stays damaged.
+            came from, and every kept version that shared the damaged file (one object, \
+            hard-linked into each tree) is linked to the good one. Prints one line per package; \
+            exits 1 if any package stays damaged.
             """
     )
 
@@ -93,6 +95,9 @@ struct Repair: AsyncParsableCommand {
                     line += "repaired"
                     if !report.restored.isEmpty { line += "\trestored \(report.restored.count) file(s) from objects" }
                     if report.refetched { line += "\tdownloaded again" }
+                    if !report.relinked.isEmpty {
+                        line += "\trelinked \(report.relinked.count) file(s) of kept versions sharing them"
+                    }
                 } else {
                     line += "damaged\t\(report.after.missing.count) missing, \(report.after.damaged.count) damaged"
                 }

@@ -16,7 +16,8 @@ struct Status: AsyncParsableCommand {
             Read-only: it creates nothing, removes nothing and records nothing. It waits at \
             most half a second while another process holds the store lock, then names that \
             process on stderr and shows the state last committed. A root that does not exist is an error. \
-            With --check, the states shown are those the check found (not recorded).
+            With --check, the states shown are those the check found (not recorded); a version \
+            in which damage was seen before is checked by hash.
             """
     )
 

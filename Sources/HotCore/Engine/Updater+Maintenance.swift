@@ -21,24 +21,68 @@ public struct GarbageReport: Sendable, Hashable {
 extension Updater {
     /// Makes the newest previous version of a package active again.
     ///
+    /// The kept tree is checked before it is served: the size of every file, and its hash
+    /// too when damage was ever seen in content it shares (``InstalledVersion/damageSeen``).
+    /// A tree that fails and cannot be mended from intact objects is never restored: it is
+    /// deleted and the version downloaded again from where it came from.
+    ///
     /// - Parameter packageID: The package.
-    /// - Throws: ``HotUpdateError/Code/notFound`` when the package has no previous version.
+    /// - Throws: ``HotUpdateError/Code/notFound`` when the package has no previous version;
+    ///   ``HotUpdateError`` naming the package when a damaged kept version cannot be
+    ///   downloaded again (the active version stays).
     public func rollback(packageID: String) async throws {
-        _ = try await rollback(packageID) { _ in true }
+        guard case .damaged(let kept, let reason, let digests) = try await rollback(packageID, to: { _ in true })
+        else { return }
+        let descriptor: PackageDescriptor
+        do {
+            descriptor = try UpdaterHealth.descriptor(fetchingAgain: kept, of: packageID)
+        } catch let error as HotUpdateError {
+            throw HotUpdateError(
+                reason.code,
+                "\(reason.message); it cannot be downloaded again: \(error.message)",
+                packageID: packageID,
+                subject: reason.subject
+            )
+        }
+        _ = try await join(descriptor)
+        await relinkShared(digests, of: packageID)
     }
 
     /// Makes the newest previous version that `matches` active again (see
-    /// ``Store/rollback(_:to:)``) and publishes it.
+    /// ``Store/rollback(_:to:)``) and publishes it; a kept version whose tree failed its
+    /// check is not restored, and the caller downloads it again.
     func rollback(
         _ id: String,
         to matches: @escaping @Sendable (InstalledVersion) -> Bool
     ) async throws
-        -> InstalledVersion
+        -> Store.Restore
     {
-        let restored = try await store.rollback(id, to: matches)
-        hub.publish(id, restored.version, .installed)
-        logger.info("rolled back", metadata: ["package": "\(id)", "version": "\(restored.version)"])
-        return restored
+        let outcome = try await store.rollback(id, to: matches)
+        switch outcome {
+        case .restored(let restored):
+            hub.publish(id, restored.version, .installed)
+            logger.info("rolled back", metadata: ["package": "\(id)", "version": "\(restored.version)"])
+        case .damaged(let kept, let reason, _):
+            logger.warning(
+                "the kept version is damaged and was deleted; it is downloaded again: \(reason)",
+                metadata: ["package": "\(id)", "version": "\(kept.version)"]
+            )
+        }
+        return outcome
+    }
+
+    /// Links the kept trees sharing `digests` to their good objects again, after a download
+    /// put those back (see ``Store/relinkShared(_:)``); a failure is logged, not thrown: those
+    /// versions stay marked ``InstalledVersion/damageSeen`` and are checked before a restore.
+    func relinkShared(_ digests: Set<String>, of id: String) async {
+        do {
+            _ = try await store.relinkShared(digests)
+        } catch {
+            logger.warning(
+                "cannot link the kept versions sharing damaged files to good objects: \(error)",
+                metadata: ["package": "\(id)"]
+            )
+        }
     }
 
     /// Deletes a package: every version of it, its record, and the objects no other

@@ -95,14 +95,23 @@ extension Updater {
     }
 
     /// Applies a change that downloads nothing: unchanged (already settled by
-    /// ``recordPlannedStates(_:)``), restore or remove.
+    /// ``recordPlannedStates(_:)``), restore or remove. A restore downloads after all when the
+    /// kept tree is gone or fails its check (see ``Store/rollback(_:to:)``).
     private func applyLocally(_ entry: UpdatePlan.PackagePlan) async -> SyncReport.PackageOutcome {
         switch entry.change {
         case .restore:
             guard let offered = entry.offered else { break }
             do {
-                let restored = try await rollback(entry.id) { UpdatePlan.isSame(offered, $0) }
-                return SyncReport.PackageOutcome(id: entry.id, change: .restore, activeVersion: restored.version)
+                switch try await rollback(entry.id, to: { UpdatePlan.isSame(offered, $0) }) {
+                case .restored(let restored):
+                    return SyncReport.PackageOutcome(id: entry.id, change: .restore, activeVersion: restored.version)
+                case .damaged(_, _, let digests):
+                    // The kept tree failed its check and was let go: fetch the version like any
+                    // other, then give the trees that shared its damaged files the good ones.
+                    let outcome = await download(entry, offered)
+                    if outcome.error == nil { await relinkShared(digests, of: entry.id) }
+                    return outcome
+                }
             } catch let error as HotUpdateError where error.code == .notFound {
                 // The kept tree is gone: fetch the version like any other.
                 logger.notice("the kept version is gone; downloading it", metadata: ["package": "\(entry.id)"])

@@ -68,7 +68,8 @@ public struct UpdaterHealth: Sendable {
     ///
     /// - Parameters:
     ///   - packageID: The package.
-    ///   - depth: ``PackageHealth/Depth/quick`` (presence and sizes) or ``PackageHealth/Depth/full`` (hashes).
+    ///   - depth: ``PackageHealth/Depth/quick`` (presence and sizes) or ``PackageHealth/Depth/full``
+    ///     (hashes). A version marked ``InstalledVersion/damageSeen`` is always checked by hash.
     ///   - recording: Whether to record the state found. With `false` the check is read-only:
     ///     it takes only the store's shared lock and changes nothing (what `hot status --check` does).
     /// - Returns: What was found.
@@ -89,8 +90,10 @@ public struct UpdaterHealth: Sendable {
         let (active, fileList, root) = try await activeTree(of: packageID, toDo: "verify")
         let list = fileList.files
         let verifier = updater.configuration.verifier
+        // Damage was seen in content this version shares: sizes prove nothing, hashes do.
+        let depth = active.damageSeen == true ? PackageHealth.Depth.full : depth
         let (missing, damaged) = try await FileSystem.offload {
-            Self.examine(list, under: root, depth: depth, verifier: verifier)
+            PackageHealth.examine(list, under: root, depth: depth, verifier: verifier)
         }
         let health = PackageHealth(
             id: packageID,
@@ -129,16 +132,24 @@ public struct UpdaterHealth: Sendable {
     /// object is gone or damaged too, the version is downloaded again from where it came
     /// from and its tree replaced. The states on the way are recorded and published.
     ///
+    /// One object holds each content and is hard-linked into every tree that has it, so a
+    /// damaged object damages every version that links it, kept previous versions (of this
+    /// package or another) included. Once the download has put back a good object, every
+    /// kept tree that names that content is linked to it again
+    /// (``PackageHealth/RepairReport/relinked``); until then, those versions are marked
+    /// ``InstalledVersion/damageSeen`` and a restore of one hashes its files first.
+    ///
     /// - Parameters:
     ///   - packageID: The package.
     ///   - depth: How deep the check before the repair goes.
-    /// - Returns: What was found and done; ``PackageHealth/RepairReport/error`` says why a re-fetch failed.
+    /// - Returns: What was found and done; ``PackageHealth/RepairReport/error`` says why a
+    ///   re-fetch (or the relinking of other versions) failed.
     /// - Throws: ``HotUpdateError/Code/notFound`` when the package has no active version;
     ///   ``HotUpdateError`` when the store cannot be read or written.
     ///
     /// ```swift
     /// let report = try await updater.health.repair(packageID: "filters")
-    /// print(report.restored, report.refetched)
+    /// print(report.restored, report.refetched, report.relinked.count)
     /// ```
     public func repair(packageID: String, depth: PackageHealth.Depth = .full) async throws -> PackageHealth.RepairReport
     {
@@ -152,16 +163,18 @@ public struct UpdaterHealth: Sendable {
                 after: before
             )
         }
-        let (restored, remaining, repairing) = try await store.restoreFromObjects(
+        let restore = try await store.restoreFromObjects(
             packageID,
             version: before.version,
             paths: before.missing + before.damaged
         )
         var refetched = false
         var failure: HotUpdateError?
-        if !remaining.isEmpty, let repairing {
+        var relinked: [PackageHealth.RelinkedFile] = []
+        if !restore.remaining.isEmpty, let repairing = restore.version {
             do {
-                _ = try await updater.join(try activeDescriptor(repairing, of: packageID), repairing: repairing.path)
+                let descriptor = try Self.descriptor(fetchingAgain: repairing, of: packageID)
+                _ = try await updater.join(descriptor, repairing: repairing.path)
                 refetched = true
             } catch {
                 failure = HotUpdateError.wrap(
@@ -171,6 +184,18 @@ public struct UpdaterHealth: Sendable {
                     packageID: packageID
                 )
             }
+            if refetched {
+                do {
+                    relinked = try await store.relinkShared(restore.remainingDigests)
+                } catch {
+                    failure = HotUpdateError.wrap(
+                        error,
+                        as: .fileSystem,
+                        "repaired, but the other versions sharing its files could not be linked to them again",
+                        packageID: packageID
+                    )
+                }
+            }
         }
         let after = try await verify(packageID: packageID, depth: depth)
         if let failure, !after.isHealthy {
@@ -179,10 +204,11 @@ public struct UpdaterHealth: Sendable {
         return PackageHealth.RepairReport(
             id: packageID,
             before: before,
-            restored: restored,
+            restored: restore.restored,
             refetched: refetched,
             after: after,
-            error: failure
+            error: failure,
+            relinked: relinked
         )
     }
 
@@ -199,12 +225,15 @@ public struct UpdaterHealth: Sendable {
         return reports
     }
 
-    /// What to download to fetch the active version `active` again.
-    private func activeDescriptor(_ active: InstalledVersion, of packageID: String) throws -> PackageDescriptor {
-        guard let url = URL(string: active.sourceURL) else {
-            throw HotUpdateError(.notFound, "no source recorded for the active version", packageID: packageID)
+    /// What to download to fetch the installed version `version` again: its recorded source.
+    ///
+    /// - Throws: ``HotUpdateError/Code/notFound`` when no source is recorded;
+    ///   ``HotUpdateError/Code/unsupported`` for a version installed from a local folder.
+    static func descriptor(fetchingAgain version: InstalledVersion, of packageID: String) throws -> PackageDescriptor {
+        guard let url = URL(string: version.sourceURL) else {
+            throw HotUpdateError(.notFound, "no source recorded for version \(version.version)", packageID: packageID)
         }
-        guard !LocalFolder.isLocalSource(active.sourceURL) else {
+        guard !LocalFolder.isLocalSource(version.sourceURL) else {
             throw HotUpdateError(
                 .unsupported,
                 "installed from the local folder \(url.path), which cannot be downloaded again",
@@ -213,11 +242,11 @@ public struct UpdaterHealth: Sendable {
         }
         return try PackageDescriptor(
             id: packageID,
-            version: active.version,
+            version: version.version,
             url: url,
-            size: active.archiveSize,
-            sha256: try active.sha256.map { try Digest(algorithm: .sha256, hex: $0) },
-            md5: try active.md5.map { try Digest(algorithm: .md5, hex: $0) }
+            size: version.archiveSize,
+            sha256: try version.sha256.map { try Digest(algorithm: .sha256, hex: $0) },
+            md5: try version.md5.map { try Digest(algorithm: .md5, hex: $0) }
         )
     }
 
@@ -252,33 +281,5 @@ public struct UpdaterHealth: Sendable {
         if try await store.recordHealth(health, path: path, reason: reason) {
             updater.hub.publish(id, version, found, reason)
         }
-    }
-
-    /// Compares files on disk with the list; blocking.
-    private static func examine(
-        _ files: [FileList.Entry],
-        under root: URL,
-        depth: PackageHealth.Depth,
-        verifier: any Verifier
-    ) -> (missing: [String], damaged: [String]) {
-        var missing: [String] = []
-        var damaged: [String] = []
-        // Plain path strings: building a URL per file would cost more than the lstat.
-        let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
-        for file in files {
-            guard let info = FileInfo(path: base + file.path), info.isRegular else {
-                missing.append(file.path)
-                continue
-            }
-            if info.size != file.size {
-                damaged.append(file.path)
-            } else if depth == .full,
-                (try? verifier.digest(ofFile: URL(fileURLWithPath: base + file.path), using: .sha256).hex)
-                    != file.sha256
-            {
-                damaged.append(file.path)
-            }
-        }
-        return (missing, damaged)
     }
 }

@@ -71,6 +71,9 @@ extension PackageHealth {
         public var after: PackageHealth
         /// Why the repair could not finish, if it could not (for example no network for a re-fetch).
         public var error: HotUpdateError?
+        /// Files of other kept versions (of this package or another) that shared a repaired
+        /// file's content and were linked to its good object again.
+        public var relinked: [PackageHealth.RelinkedFile]
 
         /// Creates a value.
         public init(
@@ -79,7 +82,8 @@ extension PackageHealth {
             restored: [String],
             refetched: Bool,
             after: PackageHealth,
-            error: HotUpdateError? = nil
+            error: HotUpdateError? = nil,
+            relinked: [PackageHealth.RelinkedFile] = []
         ) {
             self.id = id
             self.before = before
@@ -87,9 +91,64 @@ extension PackageHealth {
             self.refetched = refetched
             self.after = after
             self.error = error
+            self.relinked = relinked
         }
 
         /// Whether the package is whole again.
         public var succeeded: Bool { after.isHealthy && error == nil }
+    }
+}
+
+extension PackageHealth {
+    /// A file of a kept version that a repair linked to the good object of its content again:
+    /// it shared that content (one object, hard-linked into every tree that has it) with the
+    /// file repaired, so the damage was in it too.
+    public struct RelinkedFile: Sendable, Hashable {
+        /// The package whose version it belongs to.
+        public var packageID: String
+        /// The version.
+        public var version: String
+        /// The file's path inside the version's tree.
+        public var path: String
+
+        /// Creates a value.
+        public init(packageID: String, version: String, path: String) {
+            self.packageID = packageID
+            self.version = version
+            self.path = path
+        }
+    }
+}
+
+extension PackageHealth {
+    /// Compares the files of a tree with its file list: presence and size of each, and its
+    /// SHA-256 at ``Depth/full``. Blocking: run it through ``FileSystem/offload(_:)``.
+    ///
+    /// - Returns: The paths missing (or no longer regular files) and those damaged.
+    static func examine(
+        _ files: [FileList.Entry],
+        under root: URL,
+        depth: PackageHealth.Depth,
+        verifier: any Verifier
+    ) -> (missing: [String], damaged: [String]) {
+        var missing: [String] = []
+        var damaged: [String] = []
+        // Plain path strings: building a URL per file would cost more than the lstat.
+        let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
+        for file in files {
+            guard let info = FileInfo(path: base + file.path), info.isRegular else {
+                missing.append(file.path)
+                continue
+            }
+            if info.size != file.size {
+                damaged.append(file.path)
+            } else if depth == .full,
+                (try? verifier.digest(ofFile: URL(fileURLWithPath: base + file.path), using: .sha256).hex)
+                    != file.sha256
+            {
+                damaged.append(file.path)
+            }
+        }
+        return (missing, damaged)
     }
 }

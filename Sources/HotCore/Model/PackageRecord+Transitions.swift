@@ -193,6 +193,45 @@ extension PackageRecord {
         return restored
     }
 
+    /// Notes that damage was found in a file the versions at `paths` share (see
+    /// ``InstalledVersion/damageSeen``), wherever the record keeps them: active, waiting,
+    /// previous, or a launch trial's fallback.
+    ///
+    /// - Returns: Whether a version was not marked before.
+    mutating func markDamageSeen(paths: Set<String>) -> Bool {
+        var changed = false
+        func mark(_ version: inout InstalledVersion) {
+            guard paths.contains(version.path), version.damageSeen != true else { return }
+            version.damageSeen = true
+            changed = true
+        }
+        if var version = active {
+            mark(&version)
+            active = version
+        }
+        if var version = pending {
+            mark(&version)
+            pending = version
+        }
+        for index in previous.indices { mark(&previous[index]) }
+        if var trial = launch, var version = trial.fallback {
+            mark(&version)
+            trial.fallback = version
+            launch = trial
+        }
+        return changed
+    }
+
+    /// Lets go of the previous version at `path`, whose tree failed the check before a
+    /// restore: it is deleted after the commit (unless a launch trial still falls back to it).
+    ///
+    /// - Returns: Whether the record kept it as a previous version.
+    mutating func dropPrevious(path: String) -> Bool {
+        let count = previous.count
+        previous.removeAll { $0.path == path }
+        return previous.count != count
+    }
+
     /// Keeps only the `keep` newest previous versions (a launch trial's fallback stays).
     mutating func keepPrevious(_ keep: Int) {
         if previous.count > keep { previous = Array(previous.prefix(keep)) }

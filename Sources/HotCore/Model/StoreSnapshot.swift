@@ -71,6 +71,12 @@ public struct InstalledVersion: Codable, Sendable, Hashable {
     /// asked for, or when a rollback restored it. An install asked for earlier than the
     /// active version was chosen does not replace it. Nil in stores written before it was kept.
     public var chosenAt: Date?
+    /// Whether damage was ever found in a file this version shares through `objects/`: an
+    /// object its tree links did not hash to its name, so every tree linking it was damaged
+    /// at once. A restore of this version then hashes every file rather than comparing sizes,
+    /// and so does a check of it while it is active. Nil when none was found, and in stores
+    /// written before it was kept; a version downloaded again starts without it.
+    public var damageSeen: Bool?
 
     /// Creates a record of an installed version.
     public init(

@@ -194,6 +194,54 @@ struct ObjectStore: Sendable {
         }
     }
 
+    /// ``intactObject(for:verifier:)`` that also removes the object's name when the object is
+    /// there but damaged (its content does not hash to its name), so that the next package
+    /// bringing that content makes a fresh object instead of linking the damaged one. The
+    /// trees that link the damaged file keep it until they are repaired, relinked or deleted.
+    ///
+    /// - Returns: The intact object or nil, and whether a damaged object was removed.
+    /// - Throws: ``HotUpdateError/Code/fileSystem`` when the damaged object cannot be removed.
+    func intactObjectDiscardingDamaged(
+        for file: FileList.Entry,
+        verifier: any Verifier
+    ) throws
+        -> (object: URL?, discarded: Bool)
+    {
+        let object = layout.objectURL(sha256: file.sha256)
+        guard let info = FileInfo(object) else { return (nil, false) }
+        if isUsable(info, object, for: file, hashing: true, verifier) { return (object, false) }
+        try unlinkFile(object)
+        logger.warning("an object does not hash to its name: removed", metadata: ["object": "\(file.sha256)"])
+        return (nil, true)
+    }
+
+    /// Whether damage found in the tree file at `treePath` may be in the object named for
+    /// `file` too: the object is that very file (one inode, linked into the tree), or its
+    /// size is not the file's. Only `lstat`s; an absent object is not damaged.
+    func mayBeDamaged(_ file: FileList.Entry, linkedAt treePath: String) -> Bool {
+        guard let object = FileInfo(path: layout.objectURL(sha256: file.sha256).path) else { return false }
+        if !object.isRegular || object.size != file.size { return true }
+        return FileInfo(path: treePath)?.inode == object.inode
+    }
+
+    /// Makes `target` a link to `object` unless it is one already, atomically (see
+    /// ``linkObject(_:to:)``); a directory in its place is removed first.
+    ///
+    /// - Returns: Whether `target` changed: false when it was a link to `object` already, or
+    ///   when the file system will not link it (it stays as it was).
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    func relink(_ object: URL, at target: URL) throws -> Bool {
+        guard let objectInfo = FileInfo(object) else { return false }
+        if let current = FileInfo(target), current.isRegular, current.inode == objectInfo.inode { return false }
+        if FileSystem.isDirectory(target) { try FileSystem.remove(target) }
+        let code = try link(object, replacing: target)
+        if code == 0 { return true }
+        guard Self.linkUnsupported(code) else {
+            throw posixError(code, "cannot link object \(object.lastPathComponent) to \(target.path)")
+        }
+        return false
+    }
+
     /// ``linkObject(_:to:)`` that returns the `errno` of a failed `link(2)` (0 on success),
     /// so a caller can tell a file system that cannot link apart; other failures throw.
     private func link(_ object: URL, replacing target: URL) throws -> Int32 {

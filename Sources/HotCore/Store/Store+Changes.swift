@@ -68,15 +68,21 @@ extension Store {
     }
 
     /// Makes the newest previous version of `id` that `matches` active again, and the active
-    /// one previous; the files are already in place. A kept version whose tree has lost its
-    /// directory is not restored.
+    /// one previous. A kept version whose tree has lost its directory is not restored.
+    ///
+    /// The kept tree is checked first (see ``checkKept(_:of:)``): sizes of every file against
+    /// its file list, hashes too when damage was ever seen in what it shares. A file that
+    /// fails is put back from its object when that is intact. A tree that stays damaged is
+    /// never served: the record lets it go (it is deleted after the commit), the versions
+    /// that share its damaged objects are marked ``InstalledVersion/damageSeen``, and the
+    /// result says to download it again.
     ///
     /// - Throws: ``HotUpdateError/Code/notFound`` when no previous version matches or its tree is gone.
     func rollback(
         _ id: String,
         to matches: @escaping @Sendable (InstalledVersion) -> Bool
     ) async throws
-        -> InstalledVersion
+        -> Restore
     {
         try await transaction { transaction in
             guard let candidate = transaction[id]?.previous.first(where: matches) else {
@@ -90,10 +96,15 @@ extension Store {
                     subject: candidate.path
                 )
             }
+            if let failed = try await self.checkKept(candidate, of: id) {
+                transaction.updateExisting(id) { _ = $0.dropPrevious(path: candidate.path) }
+                await self.markDamageSeen(naming: failed.damagedObjects, in: &transaction)
+                return .damaged(candidate, reason: failed.reason, digests: failed.digests)
+            }
             let now = Date()
             guard let restored = transaction.updateExisting(id, { $0.restorePrevious(at: now, where: matches) }) ?? nil
             else { throw HotUpdateError(.notFound, "no previous version to roll back to", packageID: id) }
-            return restored
+            return .restored(restored)
         }.value
     }
 
@@ -116,7 +127,9 @@ extension Store {
     }
 
     /// Records the state a check of the active version at `path` found, when it differs from
-    /// the stored one: damaged, or whole again after damage.
+    /// the stored one: damaged, or whole again after damage. Damage found in a file whose
+    /// object may be damaged with it (see ``ObjectStore/mayBeDamaged(_:linkedAt:)``) marks
+    /// every kept version sharing that content ``InstalledVersion/damageSeen``.
     ///
     /// - Returns: Whether the state changed.
     func recordHealth(_ health: PackageHealth, path: String, reason: HotUpdateError?) async throws -> Bool {
@@ -125,52 +138,82 @@ extension Store {
             let wasDamaged = stored.state == .fileMissing || stored.state == .digestMismatch
             if stored.state == health.state || (health.isHealthy && !wasDamaged) { return false }
         }
+        let objects = self.objects
         return try await transaction { transaction in
-            transaction.updateExisting(health.id) { record in
-                guard record.active?.path == path else { return false }
-                let wasDamaged = record.state == .fileMissing || record.state == .digestMismatch
-                guard record.state != health.state, !health.isHealthy || wasDamaged else { return false }
-                record.markChecked(health.state, reason: reason)
-                return true
-            } ?? false
+            let changed =
+                transaction.updateExisting(health.id) { record in
+                    guard record.active?.path == path else { return false }
+                    let wasDamaged = record.state == .fileMissing || record.state == .digestMismatch
+                    guard record.state != health.state, !health.isHealthy || wasDamaged else { return false }
+                    record.markChecked(health.state, reason: reason)
+                    return true
+                } ?? false
+            if changed, !health.damaged.isEmpty, let active = transaction[health.id]?.active,
+                let files = try? await self.fileList(forVersionPath: path).byPath,
+                let root = try? self.directory(of: active)
+            {
+                let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
+                let suspects = try await FileSystem.offload {
+                    Set(
+                        health.damaged.compactMap { files[$0] }.filter {
+                            objects.mayBeDamaged($0, linkedAt: base + $0.path)
+                        }
+                        .map(\.sha256)
+                    )
+                }
+                await self.markDamageSeen(naming: suspects, in: &transaction)
+            }
+            return changed
         }.value
     }
 
     /// Links intact objects back in place of missing or damaged files of the active version
-    /// of `id`, when `version` is still the active one.
+    /// of `id`, when `version` is still the active one. An object found damaged loses its
+    /// name (the download that follows makes a fresh one; see
+    /// ``ObjectStore/intactObjectDiscardingDamaged(for:verifier:)``), and every version kept
+    /// with its content is marked ``InstalledVersion/damageSeen``.
     ///
-    /// - Returns: The paths restored, those whose object is gone or damaged, and the version
-    ///   repaired (nil when another version became active since the check).
+    /// - Returns: The paths restored, those whose object is gone or damaged with their
+    ///   digests, and the version repaired (nil when another version became active since the check).
     func restoreFromObjects(
         _ id: String,
         version: String,
         paths: [String]
     ) async throws
-        -> (restored: [String], remaining: [String], version: InstalledVersion?)
+        -> ObjectRestore
     {
         let objects = self.objects
         let verifier = self.verifier
         return try await transaction { transaction in
-            guard let active = transaction[id]?.active, active.version == version else { return ([], [], nil) }
+            guard let active = transaction[id]?.active, active.version == version else { return ObjectRestore() }
             let files = try await self.fileList(forVersionPath: active.path).byPath
             let root = try self.directory(of: active)
-            let (restored, remaining) = try await FileSystem.offload {
-                var restored: [String] = []
-                var remaining: [String] = []
+            let (found, damaged) = try await FileSystem.offload {
+                var result = ObjectRestore()
+                var damaged: Set<String> = []
                 for path in paths {
-                    guard let file = files[path], let object = objects.intactObject(for: file, verifier: verifier)
-                    else {
-                        remaining.append(path)
+                    guard let file = files[path] else {
+                        result.remaining.append(path)
+                        continue
+                    }
+                    let (object, discarded) = try objects.intactObjectDiscardingDamaged(for: file, verifier: verifier)
+                    if discarded { damaged.insert(file.sha256) }
+                    guard let object else {
+                        result.remaining.append(path)
+                        result.remainingDigests.insert(file.sha256)
                         continue
                     }
                     let target = root.appendingPathComponent(path, isDirectory: false)
                     if FileSystem.isDirectory(target) { try FileSystem.remove(target) }
                     try objects.linkObject(object, to: target)
-                    restored.append(path)
+                    result.restored.append(path)
                 }
-                return (restored, remaining)
+                return (result, damaged)
             }
-            return (restored, remaining, active)
+            await self.markDamageSeen(naming: damaged, in: &transaction)
+            var result = found
+            result.version = transaction[id]?.active
+            return result
         }.value
     }
 

@@ -171,7 +171,8 @@ extension Store {
     /// damaged tree is deleted after. A crash at any point leaves the record naming a whole
     /// tree (the old one before the commit, the new one after) and an unreferenced tree the
     /// next transaction sweeps. Existing objects are hashed before they are reused: one may
-    /// be what was damaged.
+    /// be what was damaged. The repaired version is no longer marked
+    /// ``InstalledVersion/damageSeen``: its tree is new.
     func replaceTree(
         _ staged: StagedPackage,
         _ offered: PackageDescriptor,
@@ -192,6 +193,7 @@ extension Store {
             }
             let kept = Set(record.keptVersions.map(\.path))
             var repaired = active
+            repaired.damageSeen = nil  // a fresh tree, every file hashed on the way in
             repaired.path = try await self.place(
                 staged,
                 for: offered,
