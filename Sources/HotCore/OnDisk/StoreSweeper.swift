@@ -22,8 +22,8 @@ struct StoreSweeper {
     struct Outcome: Sendable {
         /// The objects freed from the file lists of deleted versions.
         var freed = ObjectStore.Freed()
-        /// Whether something was left that is not a deletion in progress: work of a process
-        /// that died, after which the trees and file lists are worth a look too.
+        /// Whether a process died amid a change: then trees and file lists no record names
+        /// may be left too, and are worth a look.
         var foundLeftovers = false
         /// Whether objects may have lost their last tree without a file list naming them: a
         /// tree was removed whose files are not known, so only a walk of `objects/` finds them.
@@ -72,6 +72,9 @@ struct StoreSweeper {
         for list in lists {
             outcome.add(DeletedVersion(list: list).finish(objects: objects, logger: logger))
         }
+        // The process that died may not have reached the other versions it dropped: their
+        // trees and lists are still where they were.
+        if !lists.isEmpty { outcome.foundLeftovers = true }
         return outcome
     }
 
