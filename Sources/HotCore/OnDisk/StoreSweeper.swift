@@ -6,14 +6,14 @@ import Logging
 /// tree into `packages/` and recording it, so a tree no record names is garbage, and no live
 /// process is deleting a version, so a ``DeletedVersion`` in staging was left by one that died.
 ///
-/// Two passes. ``sweepStaging()`` reads `staging/` alone and is cheap enough for every
-/// transaction: it finishes the deletions a killed process left (from their file lists: the
-/// objects those versions linked, not every object) and removes staging no live process owns
-/// (see ``StagingOwner``). ``sweepTrees(_:)`` removes the installed trees and file lists no
-/// record names: the first transaction of a process runs it, and any transaction whose
-/// staging pass found a killed process's work. Objects that may have lost their last tree and that no file
-/// list names are left to a walk of `objects/`, which the outcome asks for
-/// (``Outcome/needsObjectSweep``).
+/// Two passes. The staging pass reads `staging/` alone and is cheap enough for every
+/// transaction: ``stagingLeftovers()`` finds what no live process is working on, and
+/// ``finish(_:)`` finishes the deletions a killed process left (from their file lists: the
+/// objects those versions linked, not every object) and removes the rest. ``sweepTrees(_:)``
+/// removes the installed trees and file lists no record names: the first transaction of a
+/// process runs it, and any transaction whose staging pass found a killed process's work.
+/// Objects that may have lost their last tree and that no file list names are left to a walk
+/// of `objects/`, which the outcome asks for (``Outcome/needsObjectSweep``).
 struct StoreSweeper {
     let layout: StoreLayout
     let logger: Logger
@@ -38,43 +38,64 @@ struct StoreSweeper {
 
     private var objects: ObjectStore { ObjectStore(layout: layout, logger: logger) }
 
-    /// Finishes the deletions no live process is doing and removes staging no live process
-    /// owns. One read of `staging/`, then work in proportion to what was left.
-    func sweepStaging() -> Outcome {
-        var outcome = Outcome()
+    /// What a read of `staging/` found that no live process is working on.
+    struct StagingLeftovers: Sendable {
+        /// Entries no live process owns (see ``StagingOwner``), and trees of deleted versions.
+        var dead: [URL] = []
+        /// The file lists of deletions that did not finish.
+        var deletions: [URL] = []
+        /// Whether a deleted version's tree was found without its list: killed between the two
+        /// moves, so its list is still with the file lists and its objects are not known here.
+        var treeWithoutList = false
+
+        var isEmpty: Bool { dead.isEmpty && deletions.isEmpty }
+    }
+
+    /// Reads `staging/` and says what no live process is working on: one read of the
+    /// directory and a look at each entry's owner lock. Its caller makes sure no staging entry
+    /// of its own process is being created meanwhile (the store runs it on its actor, where
+    /// entries are made): an entry found without its owner lock is then one whose process died.
+    func stagingLeftovers() -> StagingLeftovers {
+        var found = StagingLeftovers()
         let names = FileSystem.contents(of: layout.stagingDirectory)
         let present = Set(names)
-        var lists: [URL] = []
         for name in names {
             let entry = layout.stagingDirectory.appendingPathComponent(name, isDirectory: false)
             if DeletedVersion.isList(name) {
-                lists.append(entry)
-                continue
+                found.deletions.append(entry)
+            } else if DeletedVersion.isTree(name) {
+                found.dead.append(entry)
+                if !present.contains(name + DeletedVersion.listSuffix) { found.treeWithoutList = true }
+            } else if !StagingOwner.isOwned(entry) {
+                found.dead.append(entry)
             }
+        }
+        return found
+    }
+
+    /// Removes what ``stagingLeftovers()`` found, then finishes each deletion from its list:
+    /// work in proportion to what was left.
+    func finish(_ found: StagingLeftovers) -> Outcome {
+        var outcome = Outcome()
+        for entry in found.dead {
+            let name = entry.lastPathComponent
             if DeletedVersion.isTree(name) {
                 logger.notice("finishing the deletion of a version", metadata: ["entry": "\(name)"])
-                try? FileSystem.remove(entry)
-                if !present.contains(name + DeletedVersion.listSuffix) {
-                    // Killed before its list followed: the list is still with the file lists.
-                    outcome.foundLeftovers = true
-                    outcome.needsObjectSweep = true
-                }
-                continue
+            } else {
+                logger.notice("removing staging no live process owns", metadata: ["entry": "\(name)"])
+                // A staged tree may hold links to objects (adopted, or linked by a delta): unknown.
+                outcome.needsObjectSweep = true
             }
-            guard !StagingOwner.isOwned(entry) else { continue }
-            logger.notice("removing staging no live process owns", metadata: ["entry": "\(name)"])
             try? FileSystem.remove(entry)
-            // A staged tree may hold links to objects (adopted, or linked by a delta): unknown.
-            outcome.foundLeftovers = true
-            outcome.needsObjectSweep = true
         }
         // After every tree above is gone: an object two of them linked is free now.
-        for list in lists {
+        for list in found.deletions {
             outcome.add(DeletedVersion(list: list).finish(objects: objects, logger: logger))
         }
-        // The process that died may not have reached the other versions it dropped: their
-        // trees and lists are still where they were.
-        if !lists.isEmpty { outcome.foundLeftovers = true }
+        if found.treeWithoutList { outcome.needsObjectSweep = true }
+        // A process died amid a change; it may not have reached the other versions it dropped:
+        // their trees and lists are still where they were.
+        outcome.foundLeftovers = !found.isEmpty
         return outcome
     }
 

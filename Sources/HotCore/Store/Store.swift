@@ -345,7 +345,13 @@ package actor Store {
         let full = !swept || everyObject
         swept = true
         let sweeper = StoreSweeper(layout: layout, logger: logger)
-        let staged = (try? await FileSystem.offload { sweeper.sweepStaging() }) ?? StoreSweeper.Outcome()
+        // Read here, on the actor: no staging entry of this process is half made meanwhile
+        // (``makeStaging()`` makes one here too when a transaction holds the lock).
+        let found = sweeper.stagingLeftovers()
+        let staged =
+            found.isEmpty
+            ? StoreSweeper.Outcome()
+            : (try? await FileSystem.offload { sweeper.finish(found) }) ?? StoreSweeper.Outcome()
         var outcome = staged
         if full || staged.foundLeftovers {
             await metadata.removeLeftovers()
