@@ -38,10 +38,17 @@ struct StoreSweeper {
 
     private var objects: ObjectStore { ObjectStore(layout: layout, logger: logger) }
 
+    /// The directory of a staging entry where a package's tree is unpacked or assembled and
+    /// its files become objects (``PackageFetcher``, ``DeltaAssembler``, local folders).
+    static let stagedTreeName = "tree"
+
     /// What a read of `staging/` found that no live process is working on.
     struct StagingLeftovers: Sendable {
         /// Entries no live process owns (see ``StagingOwner``), and trees of deleted versions.
         var dead: [URL] = []
+        /// Whether a dead entry holds a staged tree: its files may be links to objects (adopted,
+        /// or linked there by a delta or a local folder), whose digests no list here names.
+        var stagedTree = false
         /// The file lists of deletions that did not finish.
         var deletions: [URL] = []
         /// Whether a deleted version's tree was found without its list: killed between the two
@@ -68,6 +75,8 @@ struct StoreSweeper {
                 if !present.contains(name + DeletedVersion.listSuffix) { found.treeWithoutList = true }
             } else if !StagingOwner.isOwned(entry) {
                 found.dead.append(entry)
+                // A download's entry holds an archive at most: nothing there links an object.
+                if FileSystem.isDirectory(entry.appendingPathComponent(Self.stagedTreeName)) { found.stagedTree = true }
             }
         }
         return found
@@ -83,11 +92,10 @@ struct StoreSweeper {
                 logger.notice("finishing the deletion of a version", metadata: ["entry": "\(name)"])
             } else {
                 logger.notice("removing staging no live process owns", metadata: ["entry": "\(name)"])
-                // A staged tree may hold links to objects (adopted, or linked by a delta): unknown.
-                outcome.needsObjectSweep = true
             }
             try? FileSystem.remove(entry)
         }
+        if found.stagedTree { outcome.needsObjectSweep = true }
         // After every tree above is gone: an object two of them linked is free now.
         for list in found.deletions {
             outcome.add(DeletedVersion(list: list).finish(objects: objects, logger: logger))

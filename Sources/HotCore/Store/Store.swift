@@ -341,7 +341,7 @@ package actor Store {
     /// and the trees and file lists no record keeps. `objects/` is walked (every object
     /// checked for a tree linking it) with `everyObject`, or when something was removed whose
     /// objects no file list names.
-    func sweepLeftovers(_ current: StoreSnapshot, everyObject: Bool) async -> ObjectStore.Freed {
+    private func sweepLeftovers(_ current: StoreSnapshot, everyObject: Bool) async -> ObjectStore.Freed {
         let full = !swept || everyObject
         swept = true
         let sweeper = StoreSweeper(layout: layout, logger: logger)
