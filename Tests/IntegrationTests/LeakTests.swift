@@ -176,6 +176,48 @@ struct LeakTests {
         status = try await partialStatus(root: root, log: work.appendingPathComponent("status-3.log"))
         #expect(status.count == 0 && status.bytes == 0 && status.downloads.isEmpty)
     }
+
+    @Test("a sync that downloads nothing still drops the partial downloads past their age")
+    func syncPrunesOldPartials() async throws {
+        let work = try makeTemporaryDirectory("leak-prune")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let repository = try Repository()
+        defer { try? FileManager.default.removeItem(at: repository.directory) }
+        let source = work.appendingPathComponent("source")
+        try writeTree(["a.txt": Data("a".utf8)], under: source)
+        try repository.publish(source, id: "p", version: "1")
+        let root = work.appendingPathComponent("store")
+        let sync = [
+            "sync", "--manifest", repository.manifestFile.path, "--root", root.path, "--allow-unsigned", "--quiet",
+        ]
+        let (installed, installOutput) = try await HotRun.run(sync, log: work.appendingPathComponent("install.log"))
+        try #require(installed == .exited(0), "\(installOutput)")
+
+        // Two kept downloads of a package no longer offered: one last written 8 days ago (the
+        // default policy keeps a week), one just now.
+        let partial = root.appendingPathComponent("partial")
+        try FileManager.default.createDirectory(at: partial, withIntermediateDirectories: true)
+        let old = String(repeating: "a", count: 64)
+        let recent = String(repeating: "b", count: 64)
+        for key in [old, recent] {
+            try Data(count: 10_000).write(to: partial.appendingPathComponent(key))
+            try Data(#"{"url":"http://127.0.0.1:1/gone.zip","offset":10000,"package":"gone","version":"1"}"#.utf8)
+                .write(to: partial.appendingPathComponent(key + ".json"))
+        }
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date(timeIntervalSinceNow: -8 * 24 * 3600)],
+            ofItemAtPath: partial.appendingPathComponent(old).path
+        )
+        let before = try await partialStatus(root: root, log: work.appendingPathComponent("status-1.log"))
+        #expect(before.count == 2 && before.downloads.allSatisfy { $0.package == "gone" })
+
+        let (synced, syncOutput) = try await HotRun.run(sync, log: work.appendingPathComponent("sync.log"))
+        #expect(synced == .exited(0), "\(syncOutput)")
+        #expect(syncOutput.contains("unchanged"), "\(syncOutput)")
+        #expect(FileSystem.contents(of: partial).sorted() == [recent, recent + ".json"])
+        let after = try await partialStatus(root: root, log: work.appendingPathComponent("status-2.log"))
+        #expect(after.count == 1 && after.downloads.first?.sha256 == recent && after.bytes == 10_000)
+    }
 }
 
 /// The objects under `root` that no tree links (link count 1), as `objects/ab/ab12…`.
