@@ -8,7 +8,8 @@ struct Delete: AsyncParsableCommand {
         abstract: "Delete a package and every version of it from a store.",
         discussion: """
             Files the package shares with other packages stay for them: only the objects \
-            nothing else links are freed. Exits 1 when the store does not know the package.
+            nothing else links are freed. Its partial downloads (partial/) go too, unless a \
+            download in progress holds them. Exits 1 when the store knows nothing of the package.
             """
     )
 
@@ -22,7 +23,7 @@ struct Delete: AsyncParsableCommand {
             let report = try await storeOptions.makeUpdater().remove(packageID: id)
             print(
                 "deleted \(id): \(report.versionsRemoved) version(s), \(report.objectsRemoved) object(s), "
-                    + "\(ByteCount.format(report.bytesFreed)) freed"
+                    + "\(ByteCount.format(report.bytesFreed)) freed" + ByteCount.partials(report)
             )
         }
     }
@@ -35,7 +36,8 @@ struct GarbageCollect: AsyncParsableCommand {
         abstract: "Free the versions and objects a store no longer needs.",
         discussion: """
             Keeps each package's active version and its newest previous versions (one unless \
-            --keep says otherwise), and frees every object no installed tree links.
+            --keep says otherwise), and frees every object no installed tree links and every \
+            partial download (partial/) no download in progress holds.
             """
     )
 
@@ -50,7 +52,7 @@ struct GarbageCollect: AsyncParsableCommand {
             let report = try await storeOptions.makeUpdater(keepPreviousVersions: keep).collectGarbage()
             print(
                 "removed \(report.versionsRemoved) version(s), \(report.objectsRemoved) object(s), "
-                    + "\(ByteCount.format(report.bytesFreed)) freed"
+                    + "\(ByteCount.format(report.bytesFreed)) freed" + ByteCount.partials(report)
             )
         }
     }
@@ -113,5 +115,11 @@ struct Repair: AsyncParsableCommand {
 enum ByteCount {
     static func format(_ bytes: Int64) -> String {
         ByteCountFormatter.string(fromByteCount: bytes, countStyle: .binary)
+    }
+
+    /// `, 2 partial download(s), 1.2 MiB`, or nothing when the report removed none.
+    static func partials(_ report: GarbageReport) -> String {
+        guard report.partialDownloadsRemoved > 0 else { return "" }
+        return ", \(report.partialDownloadsRemoved) partial download(s), \(format(report.partialBytesFreed))"
     }
 }

@@ -13,6 +13,9 @@ struct Status: AsyncParsableCommand {
             packages also show the version waiting for the next launch, the active version's \
             launch phase (pending, trial, confirmed) and the versions a failed launch blocked \
             (`hot unblock` lets one be downloaded again). \
+            Downloads cut short and kept under partial/ to be resumed are listed last, with the \
+            package and version each is for (`hot gc` removes them, `hot delete ID` those of \
+            ID). \
             Read-only: it creates nothing, removes nothing and records nothing. It waits at \
             most half a second while another process holds the store lock, then names that \
             process on stderr and shows the state last committed. A root that does not exist is an error. \
@@ -23,7 +26,10 @@ struct Status: AsyncParsableCommand {
 
     @OptionGroup var storeOptions: StoreOptions
 
-    @Flag(help: "Print JSON: {\"packages\": [{id, version, state, path, pendingVersion, launchPhase, blocked, …}]}.")
+    @Flag(
+        help:
+            "Print JSON: {\"packages\": [{id, version, state, path, pendingVersion, launchPhase, blocked, …}], \"partialDownloads\": {count, bytes, downloads}}."
+    )
     var json = false
 
     @Flag(
@@ -50,10 +56,18 @@ struct Status: AsyncParsableCommand {
         var blocked: [PackageRecord.BlockedVersion]?
     }
 
+    /// The downloads kept under `partial/` in `--json` output.
+    struct PartialDownloads: Encodable {
+        var count: Int
+        var bytes: Int64
+        var downloads: [PartialDownloadStatus]
+    }
+
     /// The `--json` document.
     struct StatusDocument: Encodable {
         var root: String
         var packages: [PackageStatus]
+        var partialDownloads: PartialDownloads
     }
 
     func run() async throws {
@@ -84,11 +98,19 @@ struct Status: AsyncParsableCommand {
                     blocked: record.blocked
                 )
             }
+            let kept = updater.partialDownloads()
+            let partials = PartialDownloads(
+                count: kept.count,
+                bytes: kept.reduce(Int64(0)) { $0 + $1.bytes },
+                downloads: kept
+            )
             if json {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                 encoder.dateEncodingStrategy = .iso8601
-                let data = try encoder.encode(StatusDocument(root: storeOptions.rootURL.path, packages: packages))
+                let data = try encoder.encode(
+                    StatusDocument(root: storeOptions.rootURL.path, packages: packages, partialDownloads: partials)
+                )
                 print(String(decoding: data, as: UTF8.self))
                 return
             }
@@ -107,6 +129,17 @@ struct Status: AsyncParsableCommand {
                 }
                 if let error = package.lastError { line += "\terror: \(error)" }
                 print(line)
+            }
+            if partials.count > 0 {
+                let each = kept.map { download in
+                    let name = download.package.map { "\($0) \(download.version ?? "-")" } ?? download.sha256
+                    let whole = download.size.map { " of \(ByteCount.format($0))" } ?? ""
+                    return "\(name): \(ByteCount.format(download.bytes))\(whole)"
+                }
+                print(
+                    "partial downloads: \(partials.count), \(ByteCount.format(partials.bytes)) "
+                        + "(\(each.joined(separator: "; ")))"
+                )
             }
         }
     }

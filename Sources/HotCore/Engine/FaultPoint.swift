@@ -28,6 +28,9 @@ import Foundation
 ///   written yet.
 /// - `mid-commit`: inside the metadata store's commit, the new content is written to a
 ///   temporary file that is not renamed over the store file yet.
+/// - `mid-release`: freeing the objects of deleted or discarded trees, before each object is
+///   looked at (a version's deletion reaches it once per distinct file).
+/// - `before-fallback`: a delta was refused; the full package's download is about to start.
 ///
 /// ```sh
 /// HOT_ABORT_AT=after-rename hot sync --root store --manifest http://127.0.0.1:8080/manifest.json

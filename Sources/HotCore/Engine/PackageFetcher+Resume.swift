@@ -162,7 +162,14 @@ extension PackageFetcher {
             }
             try check.checkAnnounced(response)
             try partial.writeSidecar(
-                PartialSidecar(url: url, validator: validator, offset: 0, size: descriptor.size)
+                PartialSidecar(
+                    url: url,
+                    validator: validator,
+                    offset: 0,
+                    size: descriptor.size,
+                    package: descriptor.id,
+                    version: descriptor.version
+                )
             )
         }
 

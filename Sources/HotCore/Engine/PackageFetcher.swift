@@ -91,7 +91,7 @@ struct PackageFetcher: Sendable {
             defer { kept?.close() }
             try Task.checkCancellation()
             observer.verifying()
-            let tree = staging.appendingPathComponent("tree", isDirectory: true)
+            let tree = staging.appendingPathComponent(StoreSweeper.stagedTreeName, isDirectory: true)
             var options = configuration.extractOptions
             if let password = descriptor.password { options.password = password }
             // The signed figure, exact, is tighter against bombs than the limit.

@@ -64,9 +64,25 @@ extension Updater {
                     )
                 )
             )
+            // Kept bytes of a delta refused for want of space would take the space the full
+            // package needs, on this attempt and every later one: they go first.
+            if hot.code == .diskFull { await dropPartialDownload(of: delta) }
+            FaultPoint.reached("before-fallback")
             var staged = try await fetcher.stage(descriptor, into: try await store.makeStaging(), observer: observer)
             staged.downloaded += received.value
+            // The full package stands in for the delta: a cut delta will not be resumed.
+            await dropPartialDownload(of: delta)
             return (staged, SyncReport.DeltaUse(baseVersion: base.version, bytes: received.value, fallback: hot))
+        }
+    }
+
+    /// Removes the bytes of `delta` kept under `partial/`, unless a live download holds them.
+    private nonisolated func dropPartialDownload(of delta: PackageDescriptor.Delta) async {
+        guard let sha256 = delta.sha256, sha256.algorithm == .sha256 else { return }
+        let layout = self.layout
+        let key = sha256.hex
+        if (try? await FileSystem.offload { PartialDownload.remove(layout, key: key) }) == true {
+            logger.info("removed the refused delta's partial download", metadata: ["sha256": "\(key)"])
         }
     }
 

@@ -9,12 +9,26 @@ public struct GarbageReport: Sendable, Hashable {
     public var objectsRemoved: Int
     /// The disk space those objects took.
     public var bytesFreed: Int64
+    /// Partial downloads removed: downloads a cut transfer kept under `partial/` to be
+    /// resumed (see ``UpdaterConfiguration/PartialDownloadPolicy``). One a live download is
+    /// writing is never removed.
+    public var partialDownloadsRemoved: Int
+    /// The disk space those partial downloads took.
+    public var partialBytesFreed: Int64
 
     /// Creates a report.
-    public init(versionsRemoved: Int, objectsRemoved: Int, bytesFreed: Int64) {
+    public init(
+        versionsRemoved: Int,
+        objectsRemoved: Int,
+        bytesFreed: Int64,
+        partialDownloadsRemoved: Int = 0,
+        partialBytesFreed: Int64 = 0
+    ) {
         self.versionsRemoved = versionsRemoved
         self.objectsRemoved = objectsRemoved
         self.bytesFreed = bytesFreed
+        self.partialDownloadsRemoved = partialDownloadsRemoved
+        self.partialBytesFreed = partialBytesFreed
     }
 }
 
@@ -85,15 +99,16 @@ extension Updater {
         }
     }
 
-    /// Deletes a package: every version of it, its record, and the objects no other
-    /// package or version links. Files it shares with other packages stay for them.
+    /// Deletes a package: every version of it, its record, the objects no other package or
+    /// version links, and its partial downloads (`partial/`). Files it shares with other
+    /// packages stay for them.
     ///
     /// Work on the package in progress is cancelled first.
     ///
     /// - Parameter packageID: The package.
-    /// - Returns: The versions deleted and the objects freed.
-    /// - Throws: ``HotUpdateError/Code/notFound`` when the store does not know the package;
-    ///   ``HotUpdateError/Code/fileSystem`` when the store cannot be written.
+    /// - Returns: The versions deleted, the objects freed and the partial downloads removed.
+    /// - Throws: ``HotUpdateError/Code/notFound`` when the store knows nothing of the
+    ///   package; ``HotUpdateError/Code/fileSystem`` when the store cannot be written.
     ///
     /// ```swift
     /// try await updater.remove(packageID: "filters")
@@ -110,8 +125,9 @@ extension Updater {
 
     /// Collects garbage: deletes versions beyond the active one and the
     /// ``UpdaterConfiguration/keepPreviousVersions`` newest previous ones, then every
-    /// object no installed tree links (an object whose link count is 1), and whatever an
-    /// interrupted step left.
+    /// object no installed tree links (an object whose link count is 1), whatever an
+    /// interrupted step left, and every partial download (`partial/`) no live download is
+    /// writing: a cut download starts over after it.
     ///
     /// - Returns: What was freed.
     /// - Throws: ``HotUpdateError`` when the store cannot be read or written.
@@ -122,5 +138,48 @@ extension Updater {
     /// ```
     public func collectGarbage() async throws -> GarbageReport {
         try await store.collectGarbage(keep: configuration.keepPreviousVersions)
+    }
+}
+
+/// A download kept under `partial/` to be resumed, as ``Updater/partialDownloads()`` lists it.
+package struct PartialDownloadStatus: Sendable, Hashable, Codable {
+    /// The SHA-256 the manifest gives the download: its name under `partial/`.
+    package var sha256: String
+    /// The package it is for (a delta's is the package it updates); nil when its sidecar does
+    /// not say (one written by an older HotUpdate).
+    package var package: String?
+    /// The version it is for.
+    package var version: String?
+    /// The bytes downloaded so far.
+    package var bytes: Int64
+    /// The whole download's size, when the manifest gave it.
+    package var size: Int64?
+    /// When it was last written.
+    package var lastWritten: Date
+}
+
+extension Updater {
+    /// Removes the kept downloads the policy no longer keeps
+    /// (``UpdaterConfiguration/PartialDownloadPolicy``): too old, or past the byte budget,
+    /// oldest first; one a live download holds stays.
+    nonisolated func prunePartialDownloads() async {
+        let layout = self.layout
+        let policy = configuration.partialDownloads
+        _ = try? await FileSystem.offload { PartialDownload.prune(layout, policy: policy, keeping: nil) }
+    }
+
+    /// The downloads kept under `partial/` to be resumed, held by a live download or not;
+    /// read without a lock, creating nothing.
+    package nonisolated func partialDownloads() -> [PartialDownloadStatus] {
+        PartialDownload.inventory(layout).map { entry in
+            PartialDownloadStatus(
+                sha256: entry.key,
+                package: entry.package,
+                version: entry.version,
+                bytes: entry.bytes,
+                size: entry.size,
+                lastWritten: entry.modified
+            )
+        }
     }
 }

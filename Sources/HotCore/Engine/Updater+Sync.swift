@@ -63,6 +63,7 @@ extension Updater {
             outcomes[entry.id] = await applyLocally(entry)
         }
         let ordered = plan.packages.compactMap { outcomes[$0.id] }
+        await prunePartialDownloads()
         return SyncReport(manifestVersion: plan.manifest.version, packages: ordered)
     }
 

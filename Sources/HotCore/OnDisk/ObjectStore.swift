@@ -260,10 +260,13 @@ struct ObjectStore: Sendable {
         return 0
     }
 
-    /// Unlinks those of `digests` whose objects no installed tree links any more.
+    /// Unlinks those of `digests` whose objects no installed tree links any more. Safe to
+    /// repeat, and to run for digests some tree still links: only an object with one link
+    /// (its own name) goes.
     func release(_ digests: some Sequence<String>) -> Freed {
         var freed = Freed()
         for hex in Set(digests) {
+            FaultPoint.reached("mid-release")
             freed.add(releaseIfUnlinked(layout.objectURL(sha256: hex)))
         }
         return freed

@@ -66,6 +66,11 @@ struct PartialSidecar: Codable, Sendable, Hashable {
     var offset: Int64
     /// The package's size, when the manifest gives it.
     var size: Int64?
+    /// The package the download is for (a delta's is the package it updates); nil in
+    /// sidecars written before it was recorded.
+    var package: String?
+    /// The version the download is for.
+    var version: String?
 }
 
 /// One kept download under `partial/`: the data file, held with an exclusive `flock(2)` for as
@@ -256,6 +261,78 @@ final class PartialDownload {
         }
     }
 
+    /// One kept download, as ``inventory(_:)`` finds it.
+    struct Entry: Sendable, Hashable {
+        /// The name under `partial/`: the SHA-256 the manifest gives the download.
+        var key: String
+        /// The package and version its sidecar names, when it names them.
+        var package: String?
+        var version: String?
+        /// The bytes downloaded so far (the data file's length).
+        var bytes: Int64
+        /// The disk space the data file and its sidecar take.
+        var allocatedBytes: Int64
+        /// The download's whole size, when the manifest gave it.
+        var size: Int64?
+        /// When the data file was last written.
+        var modified: Date
+    }
+
+    /// The kept downloads under `partial/`, read without a lock and without creating
+    /// anything; held ones included.
+    static func inventory(_ layout: StoreLayout) -> [Entry] {
+        let directory = directory(layout)
+        var entries: [Entry] = []
+        for name in FileSystem.contents(of: directory) where !name.hasPrefix(".") && !name.hasSuffix(".json") {
+            let data = directory.appendingPathComponent(name, isDirectory: false)
+            let sidecarURL = directory.appendingPathComponent(name + ".json", isDirectory: false)
+            guard let info = FileInfo(data), info.isRegular else { continue }
+            let sidecar = (try? Data(contentsOf: sidecarURL)).flatMap {
+                try? JSONDecoder().decode(PartialSidecar.self, from: $0)
+            }
+            entries.append(
+                Entry(
+                    key: name,
+                    package: sidecar?.package,
+                    version: sidecar?.version,
+                    bytes: info.size,
+                    allocatedBytes: info.allocatedBytes + (FileInfo(sidecarURL)?.allocatedBytes ?? 0),
+                    size: sidecar?.size,
+                    modified: modificationDate(data) ?? Date(timeIntervalSince1970: 0)
+                )
+            )
+        }
+        return entries.sorted { ($0.package ?? "", $0.key) < ($1.package ?? "", $1.key) }
+    }
+
+    /// What ``remove(_:where:)`` removed.
+    struct Removed: Sendable, Hashable {
+        var count = 0
+        var allocatedBytes: Int64 = 0
+    }
+
+    /// Removes the kept downloads `matches` picks that no live download holds: each is
+    /// taken with its lock first, so a download in progress, in this process or another,
+    /// keeps its bytes.
+    static func remove(_ layout: StoreLayout, where matches: (Entry) -> Bool) -> Removed {
+        var removed = Removed()
+        for entry in inventory(layout) where matches(entry) {
+            guard let held = try? open(layout, key: entry.key) else { continue }
+            held.discard()
+            removed.count += 1
+            removed.allocatedBytes += entry.allocatedBytes
+        }
+        return removed
+    }
+
+    /// Removes the kept download `key` unless a live download holds it.
+    ///
+    /// - Returns: Whether it was there and is gone.
+    @discardableResult
+    static func remove(_ layout: StoreLayout, key: String) -> Bool {
+        remove(layout) { $0.key == key }.count > 0
+    }
+
     private static func modificationDate(_ url: URL) -> Date? {
         (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
     }
@@ -273,6 +350,14 @@ extension UpdaterConfiguration {
     /// When the transfer is cut, the bytes stay there, out of reach of the staging sweep, and the
     /// next attempt asks only for the rest (`Range` with `If-Range`, and `If-Match` for servers
     /// that ignore `If-Range`). The whole file's digest still decides.
+    ///
+    /// What is kept is bounded: before each download and at the end of each sync, kept
+    /// downloads no live download holds that were last written longer ago than ``maxAge`` are
+    /// removed, then the oldest until the rest hold at most ``maxTotalBytes``. A download cut
+    /// because the disk is full is not kept, nor is a delta refused for want of space (its
+    /// bytes would take the room the full package needs). ``Updater/collectGarbage()`` removes
+    /// every kept download no live download holds, and ``Updater/remove(packageID:)`` those
+    /// of the package.
     public struct PartialDownloadPolicy: Sendable, Hashable {
         /// Whether cut downloads are kept and resumed.
         public var isEnabled: Bool

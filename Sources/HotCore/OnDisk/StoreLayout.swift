@@ -7,8 +7,9 @@ import Foundation
 /// objects/ab/ab12…               every installed file once, named by its SHA-256, read-only
 /// packages/<id>/<version>/       the installed trees: hard links into objects/
 /// filelists/<id>/<version>.files each version's files: path, size, SHA-256
-/// staging/<uuid>/                downloads, unpacking and deletions in progress; swept at open
-/// partial/<sha256>(.json)        cut downloads kept to be resumed, with their sidecars; never swept
+/// staging/<uuid>/                downloads, unpacking and deletions in progress; swept by every change
+/// partial/<sha256>(.json)        cut downloads kept to be resumed, with their sidecars; not swept,
+///                                bounded by the updater's PartialDownloadPolicy
 /// launches/<token>.launch        one per live launch: its owner lock and the trees it runs from
 /// ```
 ///

@@ -108,22 +108,49 @@ extension Store {
         }.value
     }
 
-    /// Deletes a package: its record, every version of it, and the objects no other package
-    /// or version links.
+    /// Deletes a package: its record, every version of it, the objects no other package or
+    /// version links, and its partial downloads no live download holds.
     ///
-    /// - Returns: What was freed, or nil when the store does not know the package.
+    /// - Returns: What was freed, or nil when the store knows nothing of the package.
     func remove(_ id: String) async throws -> GarbageReport? {
         let committed = try await transaction { transaction in transaction.removeRecord(id) != nil }
-        return committed.value ? committed.garbage : nil
+        let partials = await removePartialDownloads { $0.package == id }
+        guard committed.value || partials.count > 0 else { return nil }
+        var report = committed.garbage
+        report.partialDownloadsRemoved = partials.count
+        report.partialBytesFreed = partials.allocatedBytes
+        return report
     }
 
     /// Deletes versions beyond the active one and the `keep` newest previous ones, then
-    /// every object no installed tree links, and whatever an interrupted step left.
+    /// every object no installed tree links, whatever an interrupted step left, and every
+    /// partial download no live download holds.
     func collectGarbage(keep: Int) async throws -> GarbageReport {
-        try await transaction { transaction in
+        var report = try await transaction { transaction in
             for id in transaction.records.keys.sorted() { transaction.updateExisting(id) { $0.keepPrevious(keep) } }
             transaction.sweepAfterCommit()
         }.garbage
+        let partials = await removePartialDownloads { _ in true }
+        report.partialDownloadsRemoved = partials.count
+        report.partialBytesFreed = partials.allocatedBytes
+        return report
+    }
+
+    /// Removes the partial downloads `matches` picks that no live download holds.
+    private nonisolated func removePartialDownloads(
+        where matches: @escaping @Sendable (PartialDownload.Entry) -> Bool
+    ) async -> PartialDownload.Removed {
+        let layout = self.layout
+        let removed =
+            (try? await FileSystem.offload { PartialDownload.remove(layout, where: matches) })
+            ?? PartialDownload.Removed()
+        if removed.count > 0 {
+            logger.info(
+                "removed partial downloads",
+                metadata: ["count": "\(removed.count)", "bytes": "\(removed.allocatedBytes)"]
+            )
+        }
+        return removed
     }
 
     /// Records the state a check of the active version at `path` found, when it differs from

@@ -19,7 +19,8 @@ import Logging
 ///   commits the edited snapshot as the next generation: no process ever writes back a
 ///   snapshot it read before another process's commit. A version that a record kept before
 ///   the transaction and no longer keeps after it is deleted after the commit, with the
-///   objects only it linked. The first transaction sweeps what interrupted steps left.
+///   objects only it linked. Every transaction first finishes what interrupted steps left
+///   in staging; the first one of a process also looks for trees no record keeps.
 /// - Staging entries (``makeStaging()``) are created under the shared lock, each with an
 ///   owner lock (``StagingOwner``), so a sweep in any process removes only the entries of
 ///   processes that are gone.
@@ -305,10 +306,9 @@ package actor Store {
             lock.release()
         }
         let before = try await current(under: lock)
-        if !swept {
-            swept = true
-            _ = await sweepLeftovers(before, everyObject: false)
-        }
+        // Every transaction finishes what a killed process left in staging; the first of
+        // this process, or one that found such work, looks at every tree and file list too.
+        _ = await sweepLeftovers(before, everyObject: false)
         var transaction = StoreTransaction(snapshot: before, layout: layout)
         let value: T
         var next = before
@@ -340,11 +340,14 @@ package actor Store {
             fileLists[path] = list
             checkedVersions.insert(path)
         }
+        var listsMissing = false
         for (id, versions) in StoreTransaction.dropped(from: before, to: next) {
-            committed.freed.add(await deleteVersions(versions, of: id))
+            let deleted = await deleteVersions(versions, of: id)
+            committed.freed.add(deleted.freed)
             committed.versionsDeleted += versions.count
+            if deleted.listsMissing { listsMissing = true }
         }
-        if transaction.sweepsAfterCommit {
+        if transaction.sweepsAfterCommit || listsMissing {
             committed.freed.add(await sweepLeftovers(next, everyObject: true))
         }
         return committed
@@ -381,51 +384,69 @@ package actor Store {
         for hook in hooks { await hook.removeLeftovers(keeping: generation, root: layout.root, logger: logger) }
     }
 
-    /// Removes what interrupted steps left, under the exclusive lock: the metadata store's
-    /// and the trust state's temporary files, staging no live process owns, trees and file
-    /// lists no record keeps, then objects no tree links: every object with `everyObject`,
-    /// else only when something was left (then objects may have lost their last tree).
+    /// Removes what interrupted steps left, under the exclusive lock, and frees the objects
+    /// only that linked. Every call reads `staging/`: deletions a killed process began are
+    /// finished from their file lists, and staging no live process owns is removed. The first
+    /// call of this store, a call whose staging held a killed process's work, and a call with
+    /// `everyObject` also remove the metadata store's and the trust state's temporary files
+    /// and the trees and file lists no record keeps. `objects/` is walked (every object
+    /// checked for a tree linking it) with `everyObject`, or when something was removed whose
+    /// objects no file list names.
     private func sweepLeftovers(_ current: StoreSnapshot, everyObject: Bool) async -> ObjectStore.Freed {
-        await metadata.removeLeftovers()
-        await removeHookLeftovers(keeping: current.generation)
-        StoreStateFile.trust.removeLeftovers(root: layout.root)
+        let full = !swept || everyObject
+        swept = true
         let sweeper = StoreSweeper(layout: layout, logger: logger)
+        // Read here, on the actor: no staging entry of this process is half made meanwhile
+        // (``makeStaging()`` makes one here too when a transaction holds the lock).
+        let found = sweeper.stagingLeftovers()
+        let staged =
+            found.isEmpty
+            ? StoreSweeper.Outcome()
+            : (try? await FileSystem.offload { sweeper.finish(found) }) ?? StoreSweeper.Outcome()
+        var outcome = staged
+        if full || staged.foundLeftovers {
+            await metadata.removeLeftovers()
+            await removeHookLeftovers(keeping: current.generation)
+            StoreStateFile.trust.removeLeftovers(root: layout.root)
+            outcome.add((try? await FileSystem.offload { sweeper.sweepTrees(current) }) ?? StoreSweeper.Outcome())
+        }
+        guard everyObject || outcome.needsObjectSweep else { return outcome.freed }
         let objects = self.objects
-        let logger = self.logger
-        return
-            (try? await FileSystem.offload { () -> ObjectStore.Freed in
-                guard sweeper.sweep(current) || everyObject else { return ObjectStore.Freed() }
-                let freed = objects.sweep()
-                if freed.objects > 0 {
-                    logger.notice("removed objects no installed tree links", metadata: ["count": "\(freed.objects)"])
-                }
-                return freed
-            }) ?? ObjectStore.Freed()
+        let walked = (try? await FileSystem.offload { objects.sweep() }) ?? ObjectStore.Freed()
+        if walked.objects > 0 {
+            logger.notice("removed objects no installed tree links", metadata: ["count": "\(walked.objects)"])
+        }
+        outcome.freed.add(walked)
+        return outcome.freed
     }
 
     /// Deletes versions no record keeps any more, and frees the objects only they linked.
-    /// Each tree first moves into staging, so that a crash midway leaves something the next
-    /// transaction sees and sweeps. Called by ``run(_:)`` alone, under the exclusive lock.
-    private func deleteVersions(_ versions: [InstalledVersion], of id: String) async -> ObjectStore.Freed {
+    /// Each deletion is recorded in staging before anything is removed (see
+    /// ``DeletedVersion``): the tree and its file list move there, the tree is removed, the
+    /// list's objects are freed, the list goes last. A process killed midway leaves a list the
+    /// next transaction (of any process) finishes, freeing those objects and no others.
+    /// Called by ``run(_:)`` alone, under the exclusive lock.
+    ///
+    /// - Returns: What was freed, and whether a version had no file list, so that objects it
+    ///   alone linked are found only by a walk of `objects/`.
+    private func deleteVersions(
+        _ versions: [InstalledVersion],
+        of id: String
+    ) async -> (freed: ObjectStore.Freed, listsMissing: Bool) {
         var freed = ObjectStore.Freed()
+        var listsMissing = false
         for version in versions {
             guard let url = try? directory(of: version) else { continue }
             let listURL = layout.fileListURL(forVersionPath: version.path)
-            let list = try? await fileList(forVersionPath: version.path)
-            let trash = layout.stagingDirectory.appendingPathComponent("deleted-\(UUID().uuidString)")
+            let known = fileLists[version.path]
+            let deletion = DeletedVersion(staging: layout.stagingDirectory)
             let objects = self.objects
-            let staging = layout.stagingDirectory
             do {
-                freed.add(
-                    try await FileSystem.offload {
-                        try FileSystem.createDirectory(staging)
-                        // Not fsynced: lost in a crash, the tree is swept as one no record names.
-                        if FileSystem.isDirectory(url) { try FileSystem.rename(url, to: trash, durable: false) }
-                        try FileSystem.remove(trash)
-                        if let listURL { try FileSystem.remove(listURL) }
-                        return objects.release((list?.files ?? []).map(\.sha256))
-                    }
-                )
+                let deleted = try await FileSystem.offload {
+                    try deletion.delete(tree: url, listURL: listURL, known: known, objects: objects)
+                }
+                freed.add(deleted.freed)
+                if !deleted.listKnown { listsMissing = true }
             } catch {
                 logger.warning("cannot delete an old version: \(error)", metadata: ["package": "\(id)"])
             }
@@ -436,7 +457,7 @@ package actor Store {
         if FileSystem.contents(of: directory).isEmpty { try? FileSystem.remove(directory) }
         let lists = layout.fileListsDirectory.appendingPathComponent(id, isDirectory: true)
         if FileSystem.contents(of: lists).isEmpty { try? FileSystem.remove(lists) }
-        return freed
+        return (freed, listsMissing)
     }
 
     /// Removes a tree a failed transaction placed but never recorded, its list, and the
