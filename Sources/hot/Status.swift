@@ -13,14 +13,12 @@ struct Status: AsyncParsableCommand {
             packages also show the version waiting for the next launch, the active version's \
             launch phase (pending, trial, confirmed) and the versions a failed launch blocked \
             (`hot unblock` lets one be downloaded again). \
-            Downloads cut short and kept under partial/ to be resumed are listed last, with the \
-            package and version each is for (`hot gc` removes them, `hot delete ID` those of \
-            ID). \
+            Downloads kept in partial/ to be resumed are listed last (`hot gc` removes them). \
             Read-only: it creates nothing, removes nothing and records nothing. It waits at \
-            most half a second while another process holds the store lock, then names that \
-            process on stderr and shows the state last committed. A root that does not exist is an error. \
+            most half a second for another process's store lock, then names that process on \
+            stderr and shows the state last committed. A root that does not exist is an error. \
             With --check, the states shown are those the check found (not recorded); a version \
-            in which damage was seen before is checked by hash.
+            once found damaged is checked by hash.
             """
     )
 
