@@ -81,7 +81,11 @@ struct Status: AsyncParsableCommand {
             let snapshot = try await updater.currentSnapshot()
             let packages = try snapshot.packages.values.sorted { $0.id < $1.id }.map { record in
                 let checked = found[record.id].flatMap { $0.version == record.active?.version ? $0 : nil }
-                let state = checked.map { $0.isHealthy ? record.state : $0.state } ?? record.state
+                var state = checked.map { $0.isHealthy ? record.state : $0.state } ?? record.state
+                // Never "installed" at a path that is gone: one stat per package.
+                if let active = record.active, state != .disabled, !updater.store.treeExists(active) {
+                    state = .fileMissing
+                }
                 return PackageStatus(
                     id: record.id,
                     version: record.active?.version,

@@ -7,32 +7,45 @@ import Testing
 /// command in the middle of a slow sync must neither break the sync nor be undone by it.
 @Suite("one store, two hot processes", .serialized)
 struct StoreSharingTests {
-    /// Waits until a download of the sync is under way in `root`'s staging.
+    /// Waits until a download of the sync is under way in `root`'s staging. It polls on a
+    /// thread of its own: on two loaded cores the test's cooperative threads may be busy with
+    /// other suites for longer than the whole slow download.
     static func waitForDownload(in root: URL, sync: HotRun) async throws {
-        let staging = root.appendingPathComponent("staging")
-        // A deadline, not a count of polls: on two loaded cores the sync may start late.
-        let deadline = ContinuousClock.now + .seconds(180)
-        while ContinuousClock.now < deadline {
-            // A download goes to partial/ when the manifest gives the package's SHA-256.
-            let partial = root.appendingPathComponent("partial")
-            for name in FileSystem.contents(of: partial) where !name.hasSuffix(".json") && !name.hasPrefix(".") {
-                let size =
-                    try? FileManager.default.attributesOfItem(
-                        atPath: partial.appendingPathComponent(name).path
-                    )[.size] as? NSNumber
-                if let size, size.int64Value > 0 { return }
-            }
-            for entry in FileSystem.contents(of: staging) {
-                let archive = staging.appendingPathComponent(entry).appendingPathComponent("package.archive")
-                if let size = try? FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? NSNumber,
-                    size.int64Value > 0
-                {
-                    return
+        let seen = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            Thread {
+                // A deadline, not a count of polls: on two loaded cores the sync may start late.
+                let deadline = Date().addingTimeInterval(180)
+                while Date() < deadline {
+                    if downloadUnderWay(in: root) { return continuation.resume(returning: true) }
+                    Thread.sleep(forTimeInterval: 0.005)
                 }
-            }
-            try await Task.sleep(for: .milliseconds(5))
+                continuation.resume(returning: false)
+            }.start()
         }
-        Issue.record("the sync never started downloading: \(sync.output)")
+        if !seen { Issue.record("the sync never started downloading: \(sync.output)") }
+    }
+
+    /// Whether a download of the sync has bytes in `root`'s partial/ or staging.
+    static func downloadUnderWay(in root: URL) -> Bool {
+        // A download goes to partial/ when the manifest gives the package's SHA-256.
+        let partial = root.appendingPathComponent("partial")
+        for name in FileSystem.contents(of: partial) where !name.hasSuffix(".json") && !name.hasPrefix(".") {
+            let size =
+                try? FileManager.default.attributesOfItem(
+                    atPath: partial.appendingPathComponent(name).path
+                )[.size] as? NSNumber
+            if let size, size.int64Value > 0 { return true }
+        }
+        let staging = root.appendingPathComponent("staging")
+        for entry in FileSystem.contents(of: staging) {
+            let archive = staging.appendingPathComponent(entry).appendingPathComponent("package.archive")
+            if let size = try? FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? NSNumber,
+                size.int64Value > 0
+            {
+                return true
+            }
+        }
+        return false
     }
 
     @Test("hot status during a slow sync leaves the sync's download alone; a missing root is refused, not created")

@@ -117,6 +117,10 @@ extension UpdatePlan {
         /// The manifest offers a version a failed launch blocked: nothing is downloaded or
         /// restored, what is active stays.
         public static let blocked = UpdatePlan.Change("blocked")
+        /// Reported, never planned: the installed version was current but its files were gone
+        /// or damaged, and the sync made them whole again, from the store's objects or by
+        /// downloading the version again.
+        public static let heal = UpdatePlan.Change("heal")
         public var description: String { name }
 
         /// Whether the change downloads anything.

@@ -62,6 +62,11 @@ extension Updater {
         for entry in plan.packages where !entry.change.downloads && outcomes[entry.id] == nil {
             outcomes[entry.id] = await applyLocally(entry)
         }
+
+        // Heal what is current but lost its files: one stat per package.
+        for entry in plan.packages where entry.change == .unchanged {
+            if let healed = await healIfLost(entry.id) { outcomes[entry.id] = healed }
+        }
         let ordered = plan.packages.compactMap { outcomes[$0.id] }
         await prunePartialDownloads()
         return SyncReport(manifestVersion: plan.manifest.version, packages: ordered)
@@ -142,6 +147,49 @@ extension Updater {
             break
         }
         return SyncReport.PackageOutcome(id: entry.id, change: entry.change, activeVersion: entry.installed?.version)
+    }
+
+    /// Makes the active version of `id` whole again when its tree is gone (one stat) or a
+    /// check recorded it missing or damaged: from the store's objects when they are intact,
+    /// else by downloading the version again (see ``UpdaterHealth/repair(packageID:depth:)``).
+    ///
+    /// - Returns: A ``UpdatePlan/Change/heal`` outcome, or nil when nothing was lost.
+    func healIfLost(_ id: String) async -> SyncReport.PackageOutcome? {
+        guard let record = await store.cachedRecord(id), let active = record.active, record.state != .disabled else {
+            return nil
+        }
+        let recorded = record.state == .fileMissing || record.state == .digestMismatch
+        guard recorded || !store.treeExists(active) else { return nil }
+        logger.warning(
+            "the active version's files are gone or damaged: healing",
+            metadata: ["package": "\(id)", "version": "\(active.version)"]
+        )
+        let failure: HotUpdateError
+        do {
+            let repair = try await health.repair(packageID: id, depth: .quick)
+            if repair.after.isHealthy {
+                report(TelemetryEvent(kind: .heal, packageID: id, version: repair.after.version))
+                hub.publish(id, repair.after.version, .installed)
+                logger.notice(
+                    "healed",
+                    metadata: [
+                        "package": "\(id)", "restored": "\(repair.restored.count)", "downloaded": "\(repair.refetched)",
+                    ]
+                )
+                return SyncReport.PackageOutcome(id: id, change: .heal, activeVersion: repair.after.version)
+            }
+            failure =
+                repair.error
+                ?? HotUpdateError(
+                    .notFound,
+                    "the files of version \(active.version) could not be put back",
+                    packageID: id
+                )
+        } catch {
+            failure = HotUpdateError.wrap(error, as: .fileSystem, "cannot heal", packageID: id)
+        }
+        report(TelemetryEvent(kind: .heal, packageID: id, version: active.version, errorCode: failure.code.description))
+        return SyncReport.PackageOutcome(id: id, change: .heal, activeVersion: active.version, error: failure)
     }
 
     /// Plans `manifest` against the snapshot current now and records what the plan found,

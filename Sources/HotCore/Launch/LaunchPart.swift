@@ -148,6 +148,18 @@ public struct UpdaterLaunch: Sendable {
         for rolled in changes.rolledBack { reportRollback(rolled, at: now) }
         for (id, version) in changes.activated { updater.hub.publish(id, version, .installed) }
         var packages = try await updater.installedPackages()
+        // A tree lost since it was installed is not handed out: the app loads its bundled copy,
+        // and the next sync heals the package (one stat per package).
+        packages = packages.filter { package in
+            guard FileSystem.isDirectory(package.directory) else {
+                updater.logger.error(
+                    "the active version's files are gone: the bundled copy runs until a sync heals it",
+                    metadata: ["package": "\(package.id)", "version": "\(package.version)"]
+                )
+                return false
+            }
+            return true
+        }
         if !changes.substitutes.isEmpty {
             // Another launch tries these packages' new versions: this one runs the confirmed ones.
             let snapshot = try await updater.store.read()

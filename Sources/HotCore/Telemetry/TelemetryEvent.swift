@@ -80,6 +80,9 @@ extension TelemetryEvent {
         public static let rollback = Kind(rawValue: "rollback")
         /// That version was blocked: no sync downloads it again.
         public static let block = Kind(rawValue: "block")
+        /// A sync found the active version's files gone or damaged and made them whole again
+        /// (``UpdatePlan/Change/heal``), or could not.
+        public static let heal = Kind(rawValue: "heal")
 
         public var description: String { rawValue }
 
