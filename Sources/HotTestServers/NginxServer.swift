@@ -373,14 +373,16 @@ public final class NginxServer: @unchecked Sendable {
                         encoding: .utf8
                     )) ?? "")
                 await stop()
-                let reason = log.contains("Address already in use") ? "port \(port) is in use" : "it exited"
-                throw HotUpdateError(
-                    .transportFailed,
-                    process.isRunning || clock.now >= deadline
+                // A bind refused for a held port is the reason, whether nginx gave up retrying
+                // or the deadline (on a loaded machine) came first.
+                let held = log.contains("Address already in use")
+                let message =
+                    held
+                    ? "nginx did not start (port \(port) is in use): \(log)"
+                    : process.isRunning || clock.now >= deadline
                         ? "nginx did not accept connections on port \(port) in time: \(log)"
-                        : "nginx did not start (\(reason)): \(log)",
-                    subject: workDirectory.path
-                )
+                        : "nginx did not start (it exited): \(log)"
+                throw HotUpdateError(.transportFailed, message, subject: workDirectory.path)
             }
             try? await Task.sleep(for: .milliseconds(20))
         }
