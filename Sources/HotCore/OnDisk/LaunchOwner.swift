@@ -18,25 +18,17 @@ import Darwin
 /// sweep does for staging entries (``StagingOwner``). Locks taken through different file
 /// descriptions conflict within one process too, so two updaters over one root in one
 /// process are two launches.
-package final class LaunchOwner: @unchecked Sendable {
+package final class LaunchOwner: Sendable {
     /// The extension of an owner file.
     static let fileExtension = "launch"
 
-    private let descriptor: Int32
-    private let released = Locked(false)
+    private let file: OwnerFile
     /// The launch's token.
     package let token: String
-    /// The owner file.
-    let url: URL
 
-    private init(descriptor: Int32, token: String, url: URL) {
-        self.descriptor = descriptor
+    private init(file: OwnerFile, token: String) {
+        self.file = file
         self.token = token
-        self.url = url
-    }
-
-    deinit {
-        release()
     }
 
     /// The owner file of the launch of `token`.
@@ -51,36 +43,22 @@ package final class LaunchOwner: @unchecked Sendable {
     static func create(token: String, runs paths: [String], layout: StoreLayout) throws -> LaunchOwner {
         try FileSystem.createDirectory(layout.launchesDirectory)
         let url = url(token: token, layout: layout)
-        let descriptor = open(url.path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            let code = errno
-            throw HotUpdateError.system("cannot create the launch's owner file", errno: code, subject: url.path)
-        }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            let code = errno
-            _ = close(descriptor)
-            throw HotUpdateError.system("cannot lock the launch's owner file", errno: code, subject: url.path)
-        }
-        let owner = LaunchOwner(descriptor: descriptor, token: token, url: url)
+        let file = try OwnerFile.create(at: url.path, truncating: true, what: "the launch's owner file")
         let bytes = Array(paths.map { $0 + "\n" }.joined().utf8)
-        let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        let written = bytes.withUnsafeBytes { pwrite(file.descriptor, $0.baseAddress, $0.count, 0) }
         guard written == bytes.count else {
             let code = written < 0 ? errno : ENOSPC
-            owner.release()
+            file.release()
             try? FileSystem.remove(url)
             throw HotUpdateError.system("cannot write the launch's owner file", errno: code, subject: url.path)
         }
-        return owner
+        return LaunchOwner(file: file, token: token)
     }
 
     /// Lets go of the launch: its trees are no longer held, and a trial it runs counts as
-    /// ended. The file is left for the next sweep.
+    /// ended. The file is left for the next look at `launches/`.
     package func release() {
-        let first = released.withLock { released in
-            defer { released = true }
-            return !released
-        }
-        if first { _ = close(descriptor) }
+        file.release()
     }
 
     /// What the live launches under a root hold, read under the exclusive store lock: the
@@ -103,14 +81,13 @@ package final class LaunchOwner: @unchecked Sendable {
                 try? FileSystem.remove(url)
                 continue
             }
-            let descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
-            guard descriptor >= 0 else { continue }
-            defer { _ = close(descriptor) }
-            if flock(descriptor, LOCK_EX | LOCK_NB) == 0 {
+            switch OwnerFile.isHeld(at: url.path) {
+            case .some(true): break
+            case .some(false):
                 try? FileSystem.remove(url)  // its launch ended
                 continue
+            case nil: continue
             }
-            guard errno == EWOULDBLOCK || errno == EAGAIN else { continue }
             live.tokens.insert(String(name.dropLast(suffix.count)))
             let text = (try? String(contentsOf: url, encoding: .utf8)) ?? ""
             for line in text.split(separator: "\n") where !line.isEmpty { live.paths.insert(String(line)) }

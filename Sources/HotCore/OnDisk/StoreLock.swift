@@ -224,25 +224,75 @@ package final class StoreLock: @unchecked Sendable {
     }
 }
 
-/// Who owns a staging entry: a lock file inside it, held with `flock(2)` by the process
-/// that created the entry for as long as the entry is in use. A sweeper that can take the
-/// lock knows the owner is gone (a process's locks end with it) and may remove the entry.
-package final class StagingOwner: @unchecked Sendable {
-    /// The owner file's name inside a staging entry.
-    package static let fileName = ".owner"
-
-    private let descriptor: Int32
+/// A file held with an exclusive `flock(2)` by the process that made it, for as long as
+/// what it stands for is in use: a staging entry (``StagingOwner``) or a launch
+/// (``LaunchOwner``). A process's locks end with it, so one that can take the lock knows the
+/// owner is gone.
+package final class OwnerFile: @unchecked Sendable {
+    /// The open, locked file.
+    let descriptor: Int32
     private let released = Locked(false)
-    /// The staging entry owned.
-    package let directory: URL
 
-    private init(descriptor: Int32, directory: URL) {
+    private init(descriptor: Int32) {
         self.descriptor = descriptor
-        self.directory = directory
     }
 
     deinit {
         release()
+    }
+
+    /// Creates (or truncates, with `truncating`) the file at `path` and locks it.
+    ///
+    /// - Parameter what: What the file owns, for errors ("the staging owner").
+    /// - Throws: ``HotUpdateError/Code/fileSystem``.
+    static func create(at path: String, truncating: Bool = false, what: String) throws -> OwnerFile {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | (truncating ? O_TRUNC : 0), 0o644)
+        guard descriptor >= 0 else {
+            let code = errno
+            throw HotUpdateError.system("cannot create \(what)", errno: code, subject: path)
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            _ = close(descriptor)
+            throw HotUpdateError(.fileSystem, "cannot lock \(what): \(String(cString: strerror(code)))", subject: path)
+        }
+        return OwnerFile(descriptor: descriptor)
+    }
+
+    /// Lets go of the lock; later calls do nothing.
+    func release() {
+        let first = released.withLock { released in
+            defer { released = true }
+            return !released
+        }
+        if first { _ = close(descriptor) }
+    }
+
+    /// Whether a live process (this one included) holds the file at `path`: nil when there
+    /// is no such file, false when its owner is gone.
+    static func isHeld(at path: String) -> Bool? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { _ = close(descriptor) }
+        if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return false }
+        return errno == EWOULDBLOCK || errno == EAGAIN
+    }
+}
+
+/// Who owns a staging entry: an ``OwnerFile`` inside it, held by the process that created
+/// the entry for as long as the entry is in use. A sweeper that can take the lock knows the
+/// owner is gone and may remove the entry.
+package final class StagingOwner: Sendable {
+    /// The owner file's name inside a staging entry.
+    package static let fileName = ".owner"
+
+    private let file: OwnerFile
+    /// The staging entry owned.
+    package let directory: URL
+
+    private init(file: OwnerFile, directory: URL) {
+        self.file = file
+        self.directory = directory
     }
 
     /// Creates `directory` with an owner lock held by this process. Call it under at least
@@ -252,40 +302,17 @@ package final class StagingOwner: @unchecked Sendable {
     package static func create(_ directory: URL) throws -> StagingOwner {
         try FileSystem.createDirectory(directory)
         let path = directory.appendingPathComponent(fileName, isDirectory: false).path
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            let code = errno
-            throw HotUpdateError.system("cannot create the staging owner", errno: code, subject: path)
-        }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            let code = errno
-            _ = close(descriptor)
-            throw HotUpdateError(
-                .fileSystem,
-                "cannot lock the staging owner: \(String(cString: strerror(code)))",
-                subject: path
-            )
-        }
-        return StagingOwner(descriptor: descriptor, directory: directory)
+        return StagingOwner(file: try OwnerFile.create(at: path, what: "the staging owner"), directory: directory)
     }
 
     /// Lets go of the entry (without removing it).
     package func release() {
-        let first = released.withLock { released in
-            defer { released = true }
-            return !released
-        }
-        if first { _ = close(descriptor) }
+        file.release()
     }
 
     /// Whether a live process (this one included) owns the staging entry `directory`.
     /// An entry without an owner file belongs to no one.
     package static func isOwned(_ directory: URL) -> Bool {
-        let path = directory.appendingPathComponent(fileName, isDirectory: false).path
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return false }
-        defer { _ = close(descriptor) }
-        if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return false }
-        return errno == EWOULDBLOCK || errno == EAGAIN
+        OwnerFile.isHeld(at: directory.appendingPathComponent(fileName, isDirectory: false).path) ?? false
     }
 }
