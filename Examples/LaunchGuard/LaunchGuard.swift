@@ -63,6 +63,14 @@ struct LaunchGuardCommand: AsyncParsableCommand {
     )
     var concurrentLaunch = "joinTrial"
 
+    @Option(
+        help: ArgumentHelp(
+            "Seconds a launch has to confirm its trial (measured by a monotonic clock, whatever the wall clock does); none by default.",
+            valueName: "seconds"
+        )
+    )
+    var trialTimeout: Double?
+
     func run() async throws {
         do {
             try await launch()
@@ -81,6 +89,7 @@ struct LaunchGuardCommand: AsyncParsableCommand {
         guard let manifestURL = URL(string: manifest), manifestURL.scheme != nil else {
             throw ValidationError("'\(manifest)' is not a URL")
         }
+        if let trialTimeout, !(trialTimeout > 0) { throw ValidationError("--trial-timeout must be positive") }
         guard [LaunchPolicy.ConcurrentLaunch.joinTrial, .confirmedVersion].map(\.rawValue).contains(concurrentLaunch)
         else {
             throw ValidationError("--concurrent-launch is joinTrial or confirmedVersion, not '\(concurrentLaunch)'")
@@ -100,6 +109,7 @@ struct LaunchGuardCommand: AsyncParsableCommand {
                 logger: logger,
                 launch: LaunchPolicy(
                     guarded: ["app"],
+                    trialTimeout: trialTimeout,
                     concurrentLaunch: LaunchPolicy.ConcurrentLaunch(rawValue: concurrentLaunch)
                 )
             )

@@ -126,6 +126,7 @@ struct Sign: AsyncParsableCommand {
             }
             body.version += 1
             body.expires = expiry
+            body.signedAt = now
             body.channel = repository.channel
 
             let envelope = try SignedEnvelope.sign(try body.canonicalBytes(), with: signers, verifier: verifier)

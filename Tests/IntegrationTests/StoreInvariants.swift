@@ -32,13 +32,30 @@ final class HotRun: @unchecked Sendable {
     /// The arguments, for messages.
     let arguments: [String]
 
-    /// Starts `hot` (or another built `executable`) with `arguments`; `environment` adds to (or, with nil, removes from) the
-    /// test's environment. `HOT_ABORT_AT` is never inherited.
-    init(_ arguments: [String], environment: [String: String?] = [:], log: URL, executable: String = "hot") throws {
+    /// A tool the executable runs under (`faketime -m -f +0`), which starts it as its child:
+    /// signals and stops then concern that child.
+    private let wrapped: Bool
+
+    /// Starts `hot` (or another built `executable`) with `arguments`, under `wrapper` when
+    /// given; `environment` adds to (or, with nil, removes from) the test's environment.
+    /// `HOT_ABORT_AT` is never inherited.
+    init(
+        _ arguments: [String],
+        environment: [String: String?] = [:],
+        log: URL,
+        executable: String = "hot",
+        wrapper: [String] = []
+    ) throws {
         self.log = log
         self.arguments = arguments
-        process.executableURL = try builtExecutable(executable)
-        process.arguments = arguments
+        wrapped = !wrapper.isEmpty
+        if let tool = wrapper.first {
+            process.executableURL = URL(fileURLWithPath: tool)
+            process.arguments = Array(wrapper.dropFirst()) + [try builtExecutable(executable).path] + arguments
+        } else {
+            process.executableURL = try builtExecutable(executable)
+            process.arguments = arguments
+        }
         var variables = ProcessInfo.processInfo.environment
         variables["HOT_ABORT_AT"] = nil
         variables["HOT_STOP_AT"] = nil
@@ -67,17 +84,25 @@ final class HotRun: @unchecked Sendable {
         return sendSignal(process.processIdentifier, SIGKILL) == 0
     }
 
-    /// The process id.
-    var processIdentifier: Int32 { process.processIdentifier }
+    /// The process id: of the executable, the wrapper's child when it runs under one (0
+    /// while the wrapper has not started it).
+    var processIdentifier: Int32 {
+        let own = process.processIdentifier
+        guard wrapped else { return own }
+        let children = try? String(contentsOfFile: "/proc/\(own)/task/\(own)/children", encoding: .utf8)
+        return children?.split(separator: " ").first.flatMap { Int32($0) } ?? 0
+    }
 
     /// Sends `signal` (SIGCONT, SIGKILL) to the process, running or stopped.
     func signal(_ signal: Int32) {
-        _ = sendSignal(process.processIdentifier, signal)
+        let target = processIdentifier
+        if target > 0 { _ = sendSignal(target, signal) }
     }
 
     /// Whether the process is stopped (`SIGSTOP`): state `T` in `/proc/PID/stat`.
     var isStopped: Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+        let target = processIdentifier
+        guard target > 0, let stat = try? String(contentsOfFile: "/proc/\(target)/stat", encoding: .utf8),
             let close = stat.lastIndex(of: ")")
         else { return false }
         return stat[stat.index(after: close)...].split(separator: " ").first == "T"

@@ -31,8 +31,8 @@ struct FlightResult: Sendable {
 /// The newest request for a package in this process.
 struct WantedVersion: Sendable {
     var key: FlightKey
-    /// When it was asked for.
-    var chosenAt: Date
+    /// The store generation the request had seen when it was asked for.
+    var seenGeneration: Int
 }
 
 extension Updater {
@@ -104,13 +104,21 @@ extension Updater {
     func join(_ descriptor: PackageDescriptor, repairing: String? = nil) async throws -> FlightResult {
         let key = FlightKey(descriptor, repairing: repairing)
         if repairing == nil {
-            let now = Date()
-            wanted[descriptor.id] = WantedVersion(key: key, chosenAt: now)
-            requested[key] = now
+            // The snapshot the caller read just before it asked (`install` and `sync` read the
+            // store first): a version committed after it was chosen after this request.
+            let seen = await seenGeneration()
+            wanted[descriptor.id] = WantedVersion(key: key, seenGeneration: seen)
+            requested[key] = (Date(), seen)
         }
         return try await flights.join(key) { [self] in
             try await self.fly(descriptor, key: key)
         }
+    }
+
+    /// The generation of the snapshot last read, reading it when none was.
+    func seenGeneration() async -> Int {
+        if let cached = await store.cached { return cached.generation }
+        return (try? await store.read())?.generation ?? 0
     }
 
     /// How many callers wait for a flight of `packageID` (for tests that need a caller to

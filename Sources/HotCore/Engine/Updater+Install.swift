@@ -13,10 +13,18 @@ extension Updater {
     ) async throws
         -> InstalledVersion
     {
+        let asked = key.flatMap { requested[$0] }
+        let seen: Int
+        if let asked {
+            seen = asked.generation
+        } else {
+            seen = await seenGeneration()
+        }
         let request = InstallRequest(
             staged: staged,
             offered: offered,
-            chosenAt: key.flatMap { requested[$0] } ?? Date(),
+            chosenAt: asked?.date ?? Date(),
+            seenGeneration: seen,
             newerRequest: { [weak self] in await self?.newerRequest(than: key, for: offered.id) },
             policy: configuration.launch,
             keep: configuration.keepPreviousVersions

@@ -33,8 +33,9 @@ public actor Updater {
     /// The newest request for each package in this process: a flight whose content is no
     /// longer the newest request does not install.
     var wanted: [String: WantedVersion] = [:]
-    /// When each running flight was last asked for.
-    var requested: [FlightKey: Date] = [:]
+    /// When each running flight was last asked for: the device's clock (information only)
+    /// and the store generation the request had seen, which decides.
+    var requested: [FlightKey: (date: Date, generation: Int)] = [:]
 
     nonisolated let hub = EventHub()
     nonisolated let slots: AsyncSemaphore

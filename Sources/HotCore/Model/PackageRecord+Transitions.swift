@@ -92,10 +92,14 @@ extension PackageRecord {
     /// Confirms the trial of the launch of `token`, unless its time ran out: the version is
     /// confirmed, its fallback let go, and a blocked entry for it cleared.
     ///
+    /// - Parameter elapsed: How long the launch has run by a monotonic clock, when this
+    ///   process began it; else the wall clock since the trial started is used.
     /// - Returns: Whether the trial was confirmed.
-    mutating func confirmTrial(token: String, timeout: TimeInterval?, at date: Date) -> Bool {
+    mutating func confirmTrial(token: String, timeout: TimeInterval?, elapsed: TimeInterval?, at date: Date) -> Bool {
         guard var trial = launch, trial.phase == .trial, trial.tokens.contains(token) else { return false }
-        if let timeout, let started = trial.startedAt, date.timeIntervalSince(started) > timeout { return false }
+        if let timeout, let spent = elapsed ?? trial.startedAt.map({ date.timeIntervalSince($0) }), spent > timeout {
+            return false
+        }
         trial.phase = .confirmed
         trial.token = nil
         trial.fallback = nil
@@ -132,7 +136,11 @@ extension PackageRecord {
     /// none) and blocks its version with the reason.
     ///
     /// - Returns: What was rolled back, or nil when the record has no unconfirmed trial.
-    mutating func rollBackFailedTrial(policy: LaunchPolicy, at now: Date) -> LaunchSession.RolledBackVersion? {
+    mutating func rollBackFailedTrial(
+        policy: LaunchPolicy,
+        at now: Date,
+        generation: Int
+    ) -> LaunchSession.RolledBackVersion? {
         guard let trial = launch, trial.phase == .trial, let bad = active else { return nil }
         let started = trial.startedAt.map { "\($0)" } ?? "an earlier start"
         let reason =
@@ -163,6 +171,7 @@ extension PackageRecord {
         blocked = list
         var restored = trial.fallback
         restored?.chosenAt = now
+        restored?.chosenInGeneration = generation
         previous = previous.filter { $0.path != bad.path && $0.path != restored?.path }
         active = restored
         launch = nil
@@ -180,13 +189,19 @@ extension PackageRecord {
     }
 
     /// Makes the newest previous version that `matches` active again, and the active one
-    /// previous, chosen at `date`: installs asked for before it do not replace it.
+    /// previous, chosen at `date` in the commit of `generation`: installs asked for before
+    /// that commit do not replace it.
     ///
     /// - Returns: The version restored, or nil when no previous version matches.
-    mutating func restorePrevious(at date: Date, where matches: (InstalledVersion) -> Bool) -> InstalledVersion? {
+    mutating func restorePrevious(
+        at date: Date,
+        generation: Int,
+        where matches: (InstalledVersion) -> Bool
+    ) -> InstalledVersion? {
         guard let index = previous.firstIndex(where: matches) else { return nil }
         var restored = previous.remove(at: index)
         restored.chosenAt = date
+        restored.chosenInGeneration = generation
         if let active { previous.insert(active, at: 0) }
         active = restored
         markInstalled()

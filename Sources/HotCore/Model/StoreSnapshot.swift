@@ -67,10 +67,19 @@ public struct InstalledVersion: Codable, Sendable, Hashable {
     public var sourceURL: String
     /// When the version was installed.
     public var installedAt: Date
-    /// When this version was chosen to be active: when the install that put it in place was
-    /// asked for, or when a rollback restored it. An install asked for earlier than the
-    /// active version was chosen does not replace it. Nil in stores written before it was kept.
+    /// When this version was chosen to be active, by the device's clock: when the install that
+    /// put it in place was asked for, or when a rollback restored it. Information only: the
+    /// clock can be wrong or set back, so no decision reads it (see ``chosenInGeneration``).
+    /// Nil in stores written before it was kept.
     public var chosenAt: Date?
+    /// Where this version was chosen in the store's own order of commits: the
+    /// ``StoreSnapshot/generation`` of the commit that installed it or a rollback restored it.
+    /// An install asked for on an earlier snapshot (by this process or another) was asked for
+    /// before this version was chosen, and does not replace it
+    /// (``HotUpdateError/Code/superseded``). The order is the store's, so a clock set back
+    /// or forward changes nothing. Nil in stores written before it was kept: such a version
+    /// is replaced by any install.
+    public var chosenInGeneration: Int?
     /// Whether damage was ever found in a file this version shares through `objects/`: an
     /// object its tree links did not hash to its name, so every tree linking it was damaged
     /// at once. A restore of this version then hashes every file rather than comparing sizes,
@@ -87,9 +96,11 @@ public struct InstalledVersion: Codable, Sendable, Hashable {
         md5: String?,
         sourceURL: String,
         installedAt: Date,
-        chosenAt: Date? = nil
+        chosenAt: Date? = nil,
+        chosenInGeneration: Int? = nil
     ) {
         self.chosenAt = chosenAt
+        self.chosenInGeneration = chosenInGeneration
         self.version = version
         self.path = path
         self.archiveSize = archiveSize

@@ -25,10 +25,20 @@ package final class LaunchOwner: Sendable {
     private let file: OwnerFile
     /// The launch's token.
     package let token: String
+    /// When the launch began, by a clock no one sets: how long its trial ran is measured
+    /// with it in this process, whatever the wall clock did meanwhile.
+    let began: ContinuousClock.Instant
 
     private init(file: OwnerFile, token: String) {
         self.file = file
         self.token = token
+        self.began = .now
+    }
+
+    /// How long ago the launch began, in seconds.
+    var secondsSinceBegan: TimeInterval {
+        let elapsed = ContinuousClock.now - began
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
 
     /// The owner file of the launch of `token`.

@@ -102,7 +102,12 @@ extension Store {
                 return .damaged(candidate, reason: failed.reason, digests: failed.digests)
             }
             let now = Date()
-            guard let restored = transaction.updateExisting(id, { $0.restorePrevious(at: now, where: matches) }) ?? nil
+            let generation = transaction.committingGeneration
+            guard
+                let restored = transaction.updateExisting(
+                    id,
+                    { $0.restorePrevious(at: now, generation: generation, where: matches) }
+                ) ?? nil
             else { throw HotUpdateError(.notFound, "no previous version to roll back to", packageID: id) }
             return .restored(restored)
         }.value
@@ -301,6 +306,7 @@ extension Store {
         let changes = try await transaction { transaction in
             var changes = LaunchChanges()
             let others = LaunchOwner.live(in: layout).tokens.subtracting(own)
+            let generation = transaction.committingGeneration
             var runs: [String] = []
             for id in transaction.records.keys.sorted() {
                 transaction.updateExisting(id) { record in
@@ -314,7 +320,9 @@ extension Store {
                         }
                         return
                     }
-                    if !resuming, let rolled = record.rollBackFailedTrial(policy: policy, at: now) {
+                    if !resuming,
+                        let rolled = record.rollBackFailedTrial(policy: policy, at: now, generation: generation)
+                    {
                         changes.rolledBack.append(rolled)
                     }
                     if !resuming || policy.timing(for: id) == .nextResume,
@@ -349,7 +357,9 @@ extension Store {
         for owner in ended { owner.release() }
     }
 
-    /// Confirms the trials of the launch of `token` that have not timed out.
+    /// Confirms the trials of the launch of `token` that have not timed out. The time a trial
+    /// ran is measured by a monotonic clock when this process began the launch, so a wall
+    /// clock set forward meanwhile does not time it out.
     ///
     /// - Returns: The packages confirmed, with their active versions.
     func confirmLaunch(
@@ -359,10 +369,12 @@ extension Store {
     ) async throws
         -> [(id: String, version: String?)]
     {
-        try await transaction { transaction in
+        let elapsed = launchOwners.withLock { $0[token]?.secondsSinceBegan }
+        return try await transaction { transaction in
             transaction.records.keys.sorted().compactMap { id in
                 transaction.updateExisting(id) { record in
-                    record.confirmTrial(token: token, timeout: timeout, at: now) ? (id, record.active?.version) : nil
+                    record.confirmTrial(token: token, timeout: timeout, elapsed: elapsed, at: now)
+                        ? (id, record.active?.version) : nil
                 } ?? nil
             }
         }.value

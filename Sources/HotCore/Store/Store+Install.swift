@@ -5,9 +5,12 @@ import Logging
 struct InstallRequest: Sendable {
     var staged: StagedPackage
     var offered: PackageDescriptor
-    /// When the install was asked for: an install asked for before the active version was
-    /// chosen (by this process or another) does not replace it.
+    /// When the install was asked for, by the device's clock: information only.
     var chosenAt: Date
+    /// The generation of the snapshot the request was asked on: an active version committed
+    /// after it (by this process or another) was chosen later and is not replaced (see
+    /// ``InstalledVersion/chosenInGeneration``).
+    var seenGeneration: Int
     /// Asked when the request's group starts: the version asked for since, when this request
     /// is no longer the package's newest in this process; nil when it still is.
     var newerRequest: @Sendable () async -> String?
@@ -132,7 +135,9 @@ extension Store {
         if let waiting = record?.pending, UpdatePlan.isSame(offered, waiting), treeExists(waiting) {
             return .success(waiting)  // already waiting for the next launch
         }
-        if let active = record?.active, let activeChosen = active.chosenAt, activeChosen > request.chosenAt {
+        // The store's order decides, never the clock: a version committed after the snapshot
+        // this request was asked on was chosen after it, and stays.
+        if let active = record?.active, let chosen = active.chosenInGeneration, chosen > request.seenGeneration {
             return .failure(Self.superseded(offered, by: active.version))
         }
         do {
@@ -152,7 +157,8 @@ extension Store {
                 md5: request.staged.md5?.hex,
                 sourceURL: offered.url.absoluteString,
                 installedAt: Date(),
-                chosenAt: request.chosenAt
+                chosenAt: request.chosenAt,
+                chosenInGeneration: transaction.committingGeneration
             )
             transaction.update(offered.id, creatingAs: .installed) {
                 $0.install(version, policy: request.policy, keep: request.keep)

@@ -35,6 +35,10 @@ struct StoreTransaction: Sendable {
     /// Whether trees were placed: the file system is flushed before the commit names them.
     var placedTrees: Bool { !placed.isEmpty }
 
+    /// The generation this transaction commits as, when it changes anything: what a version
+    /// it chooses records as ``InstalledVersion/chosenInGeneration``.
+    var committingGeneration: Int { snapshot.generation + 1 }
+
     /// The record of a package.
     subscript(_ id: String) -> PackageRecord? { snapshot.packages[id] }
 

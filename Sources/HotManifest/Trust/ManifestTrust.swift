@@ -17,6 +17,28 @@ public struct ManifestTrust: Sendable, Hashable {
     /// Whether unsigned manifests (schema 1, or an envelope with no signature) are accepted.
     /// Every sync that accepts one logs a warning.
     public var allowsUnsigned: Bool
+    /// How far past the newest signing time it accepted (``SignedManifestBody/signedAt``) the
+    /// device's clock may push the client's time floor; one day by default.
+    ///
+    /// Expiry is checked against the later of the device's clock and a floor kept with the
+    /// trust state: the latest time the client has seen. Every manifest whose signatures
+    /// check raises the floor to its signing time, and to the device's clock as read then,
+    /// but never further than `clockLead` past the newest signing time (or, for manifests
+    /// without one, than the manifest's expiry). So a clock set back cannot revive an expired
+    /// manifest, and a clock that once ran ahead holds the floor at most `clockLead` past the
+    /// newest signature: sign manifests to expire later than that, and the next manifest
+    /// signed after the clock is corrected is accepted.
+    public var clockLead: TimeInterval = 86_400
+    /// A time the client is never earlier than, even with no trust state: the app's build
+    /// time, say. Nil by default. It survives the loss of `trust.json`, which the floor
+    /// kept there does not.
+    public var timeFloor: Date?
+    /// The lowest manifest version the client accepts, even with no trust state: the version
+    /// the app shipped with, or one it keeps elsewhere (its keychain, say). Nil by default.
+    /// It survives the loss of `trust.json`, which the highest version kept there does not:
+    /// without it, a client that lost its trust state accepts any manifest its root keys
+    /// signed that has not expired, an older one replayed included.
+    public var versionFloor: Int?
 
     /// Accepts manifests signed by at least `threshold` of `keys`, and later by the keys each
     /// accepted manifest declares.
@@ -135,30 +157,23 @@ struct ManifestAuthenticator: Sendable {
             )
 
             let signedSHA256 = try verifier.digest(of: envelope.signed, using: .sha256).hex
-            if let stored {
-                if body.version < stored.version {
-                    throw HotUpdateError(
-                        .manifestRollback,
-                        "manifest version \(body.version) is lower than version \(stored.version) already trusted",
-                        subject: subject
-                    )
-                }
-                if body.version == stored.version, signedSHA256 != stored.signedSHA256 {
-                    throw HotUpdateError(
-                        .manifestRollback,
-                        "manifest version \(body.version) differs from the version \(stored.version) already trusted",
-                        subject: subject
-                    )
-                }
-            }
-            let current = now()
-            guard current < body.expires else {
-                throw HotUpdateError(
-                    .manifestExpired,
-                    "the manifest expired at \(SignedManifestBody.rfc3339(body.expires)) (now \(SignedManifestBody.rfc3339(current)))",
+            // The signatures hold: the signing time is trustworthy, and so is the clock up to a
+            // bound. The floor they raise is kept whatever is decided next.
+            let clock = now()
+            let floorBefore = state.timeFloor
+            state.observe(signedAt: body.signedAt, expires: body.expires, clock: clock, lead: trust.clockLead)
+            if state.timeFloor != floorBefore { file = try state.encoded() }
+            let decision = Result {
+                try check(
+                    body,
+                    signedSHA256: signedSHA256,
+                    against: stored,
+                    clock: clock,
+                    floor: state.timeFloor,
                     subject: subject
                 )
             }
+            guard case .success = decision else { return decision.map { Accepted.signed(body) } }
 
             let next = TrustState.Channel(
                 rootFingerprint: fingerprint,
@@ -180,7 +195,48 @@ struct ManifestAuthenticator: Sendable {
                 state.channels[channelName] = next
                 file = try state.encoded()
             }
-            return .signed(body)
+            return .success(.signed(body))
+        }
+        .get()
+    }
+
+    /// Refuses a signed body whose version goes below what is trusted (rollback), or that
+    /// expired by the later of the device's clock and the time floor (freeze).
+    private func check(
+        _ body: SignedManifestBody,
+        signedSHA256: String,
+        against stored: TrustState.Channel?,
+        clock: Date,
+        floor: Date?,
+        subject: String
+    ) throws {
+        let lowest = max(stored?.version ?? Int.min, trust.versionFloor ?? Int.min)
+        if body.version < lowest {
+            let source = stored.map { _ in "already trusted" } ?? "the app starts from"
+            throw HotUpdateError(
+                .manifestRollback,
+                "manifest version \(body.version) is lower than version \(lowest) \(source)",
+                subject: subject
+            )
+        }
+        if let stored, body.version == stored.version, signedSHA256 != stored.signedSHA256 {
+            throw HotUpdateError(
+                .manifestRollback,
+                "manifest version \(body.version) differs from the version \(stored.version) already trusted",
+                subject: subject
+            )
+        }
+        let current = max(clock, floor ?? clock, trust.timeFloor ?? clock)
+        guard current < body.expires else {
+            let seen =
+                current > clock
+                ? "; the device's clock says \(SignedManifestBody.rfc3339(clock)), but this client has already seen \(SignedManifestBody.rfc3339(current))"
+                : ""
+            throw HotUpdateError(
+                .manifestExpired,
+                "the manifest expired at \(SignedManifestBody.rfc3339(body.expires)) (now \(SignedManifestBody.rfc3339(current))\(seen))",
+                subject: subject
+            )
         }
     }
 

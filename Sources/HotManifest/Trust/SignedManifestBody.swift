@@ -147,6 +147,11 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
     public var version: Int
     /// After this instant clients refuse the manifest.
     public var expires: Date
+    /// When the manifest was signed, by the signer's clock (`hot sign` sets it); nil in
+    /// manifests signed before it was written. A client never believes it is earlier than a
+    /// signing time it accepted, so a device clock set back cannot revive an expired
+    /// manifest (see ``ManifestTrust/clockLead``).
+    public var signedAt: Date?
     /// The channel this manifest is for (`production`, `staging`), or nil for a repository
     /// with one manifest.
     public var channel: String?
@@ -159,7 +164,7 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
 
     private enum CodingKeys: String, CodingKey {
         case type = "_type"
-        case schema, version, expires, channel, keys, threshold, packages
+        case schema, version, expires, signedAt, channel, keys, threshold, packages
     }
 
     /// Creates a body.
@@ -199,6 +204,12 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         }
         guard body.threshold >= 1 else {
             throw HotUpdateError(.manifestInvalid, "the manifest's threshold \(body.threshold) is below 1")
+        }
+        if let signedAt = body.signedAt, signedAt > body.expires {
+            throw HotUpdateError(
+                .manifestInvalid,
+                "the manifest was signed at \(rfc3339(signedAt)), after it expires (\(rfc3339(body.expires)))"
+            )
         }
         return body
     }

@@ -36,6 +36,16 @@ package struct TrustState: Codable, Sendable, Hashable {
         }
     }
 
+    /// Raises the floor with what a manifest whose signatures checked tells: its signing
+    /// time, and the device's clock as read now, up to `lead` past the newest signing time
+    /// (up to the manifest's expiry when no signing time is known). The floor never goes down.
+    package mutating func observe(signedAt: Date?, expires: Date, clock: Date, lead: TimeInterval) {
+        if let signedAt { newestSigningTime = max(newestSigningTime ?? signedAt, signedAt) }
+        let bound = newestSigningTime.map { $0.addingTimeInterval(max(0, lead)) } ?? expires
+        let seen = max(signedAt ?? .distantPast, min(clock, bound))
+        timeFloor = max(timeFloor ?? seen, seen)
+    }
+
     /// The name of the file under the store root.
     package static let fileName = StoreLayout.trustFileName
 
@@ -43,6 +53,13 @@ package struct TrustState: Codable, Sendable, Hashable {
     package var schema: Int
     /// The state by channel name (`""` for a repository with one manifest).
     package var channels: [String: Channel]
+    /// The latest time this client has seen from trustworthy sources: expiry is checked
+    /// against the later of this and the device's clock (see ``ManifestTrust/clockLead``).
+    /// Nil until a manifest with valid signatures was seen.
+    package var timeFloor: Date?
+    /// The latest signing time of a manifest whose signatures checked; the device's clock
+    /// raises the floor no further than ``ManifestTrust/clockLead`` past it.
+    package var newestSigningTime: Date?
 
     /// Creates a state.
     package init(channels: [String: Channel] = [:]) {
