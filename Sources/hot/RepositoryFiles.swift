@@ -94,8 +94,8 @@ struct RepositoryFiles {
             return SignedManifestBody(channel: channel)
         }
         let data = try manifestData(channel: channel)
-        if SignedEnvelope.isEnvelope(data) {
-            return try SignedManifestBody.decode(try SignedEnvelope.parse(data).signed)
+        if let envelope = try SignedEnvelope.read(data) {
+            return try SignedManifestBody.decode(envelope.signed)
         }
         let document = try ManifestDocument.decode(data)
         var body = SignedManifestBody(version: document.version ?? 0, channel: channel)

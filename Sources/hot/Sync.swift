@@ -80,8 +80,14 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "How many of the --trust keys must sign the first manifest.")
     var threshold = 1
 
-    @Flag(help: "Accept unsigned native manifests (development repositories only; warns on every sync).")
+    @Flag(
+        help:
+            "Accept unsigned native manifests (development repositories only; warns on every sync). With --trust, unsigned manifests are still refused."
+    )
     var allowUnsigned = false
+
+    @Flag(help: "With --allow-unsigned and --trust: accept unsigned manifests although keys were given.")
+    var allowUnsignedDespiteTrust = false
 
     @Option(
         help:
@@ -112,6 +118,9 @@ struct Sync: AsyncParsableCommand {
             throw ValidationError(
                 "a native manifest needs --trust PUBLIC_KEY (or --allow-unsigned for a development repository)"
             )
+        }
+        if allowUnsignedDespiteTrust, !allowUnsigned || trust.isEmpty {
+            throw ValidationError("--allow-unsigned-despite-trust goes with --allow-unsigned and --trust")
         }
         if format == .patchlist, rsaKey.isEmpty {
             throw ValidationError("a patchlist needs --rsa-key SERVER_PUBLIC_KEY (the key its MD5s are signed with)")
@@ -150,7 +159,7 @@ struct Sync: AsyncParsableCommand {
                     transport: transport,
                     verifier: CryptoVerifier(),
                     trust: allowUnsigned
-                        ? .unsignedDevelopment(keys: keys, threshold: threshold)
+                        ? .unsignedDevelopment(keys: keys, threshold: threshold, despiteKeys: allowUnsignedDespiteTrust)
                         : .signed(by: keys, threshold: threshold),
                     storeRoot: storeOptions.rootURL,
                     context: ClientContext(appVersion: appVersion, clientID: clientID, channel: channel),

@@ -50,8 +50,7 @@ struct Verify: AsyncParsableCommand {
         var problems: [String] = []
         let body: SignedManifestBody
         do {
-            guard SignedEnvelope.isEnvelope(data) else { return (nil, ["\(name): not signed (schema 1)"]) }
-            let envelope = try SignedEnvelope.parse(data)
+            guard let envelope = try SignedEnvelope.read(data) else { return (nil, ["\(name): not signed (schema 1)"]) }
             body = try SignedManifestBody.decode(envelope.signed)
             for (keys, needed, whose) in [
                 (trusted, threshold, "trusted"), (try body.keyTable(verifier: verifier), body.threshold, "declared"),

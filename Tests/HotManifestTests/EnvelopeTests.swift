@@ -8,7 +8,7 @@ import Testing
 struct EnvelopeTests {
     @Test("the signed part is cut out byte for byte, whatever the spacing and string contents")
     func exactBytes() throws {
-        let signed = #"{ "a" : "}\"{[" ,"b":[1, {"c": null}] , "d": -1.5e3 }"#
+        let signed = #"{ "a" : "}\"{[" ,"b":[1, {"c": null}] , "d": -1500 }"#
         let document = "\n{\"signatures\" : [ {\"keyid\":\"k\",\"sig\":\"00\"} ],\n\t\"signed\":\(signed)  }\n"
         let envelope = try SignedEnvelope.parse(Data(document.utf8))
         #expect(String(decoding: envelope.signed, as: UTF8.self) == signed)
@@ -20,17 +20,53 @@ struct EnvelopeTests {
     @Test(
         "ambiguous or malformed envelopes are refused",
         arguments: [
-            #"{"signed": {"a": 1}, "signed": {"a": 2}, "signatures": []}"#,
-            #"{"signed": {"a": 1}, "signatures": []} {"#,
-            #"{"signed": "text", "signatures": []}"#,
-            #"{"signed": {"a": "unterminated}, "signatures": []}"#,
-            #"["signed"]"#,
-            #"{"signatures": []}"#,
-            #"{"signed": {"a": 1}, "signatures": [{"keyid": 1}]}"#,
+            (#"{"signed": {"a": 1}, "signed": {"a": 2}, "signatures": []}"#, HotUpdateError.Code.manifestDuplicateKey),
+            (#"{"signed": {"a": 1, "b": {"c": 1, "\u0063": 2}}, "signatures": []}"#, .manifestDuplicateKey),
+            (#"{"signed": {"a": 1}, "signatures": []} {"#, .manifestNotJSON),
+            (#"{"signed": "text", "signatures": []}"#, .manifestInvalid),
+            (#"{"signed": {"a": "unterminated}, "signatures": []}"#, .manifestNotJSON),
+            (#"{"signed": {"a": "unterminated"#, .manifestTruncated),
+            (#"{"signed": {"a": 1}, "#, .manifestTruncated),
+            (#"["signed"]"#, .notAManifest),
+            (#"{"signatures": []}"#, .notAManifest),
+            (#"{"signed": {"a": 1}, "signatures": [{"keyid": 1}]}"#, .manifestInvalid),
+            (#"{"signed": {"a": 9007199254740992}, "signatures": []}"#, .manifestNumberOutOfRange),
+            (#"{"signed": {"a": -9007199254740991, "b": 1e3}, "signatures": []}"#, .manifestNumberOutOfRange),
+            (#"{"signed": {"a": 01}, "signatures": []}"#, .manifestNotJSON),
+            (#"{"signed": {"a": "\x"}, "signatures": []}"#, .manifestNotJSON),
+            (#"{"signed": {"a": "\ud800"}, "signatures": []}"#, .manifestNotJSON),
+            (#"{"signed": {"a": tru}, "signatures": []}"#, .manifestNotJSON),
+            ("<html>502</html>", .manifestNotJSON),
+            ("", .manifestTruncated),
+            (String(repeating: "[", count: 65) + String(repeating: "]", count: 65), .manifestTooDeep),
+            (#"{"schema": 1, "packages": []}"#, .manifestUnsigned),
         ]
     )
-    func refused(document: String) {
-        #expect(throws: HotUpdateError(.manifestInvalid, "")) { try SignedEnvelope.parse(Data(document.utf8)) }
+    func refused(document: String, code: HotUpdateError.Code) {
+        let error = #expect(throws: HotUpdateError.self) { try SignedEnvelope.parse(Data(document.utf8)) }
+        #expect(error?.code == code, "\(document): \(String(describing: error))")
+    }
+
+    @Test("the strict reader accepts what every parser reads alike: escapes, the integer range, nesting to 64")
+    func strictReaderAccepts() throws {
+        let nested = String(repeating: "[", count: 60) + String(repeating: "]", count: 60)
+        let document =
+            #"{"signed": {"a": "caf\u00e9 \ud83d\ude00 \"q\" \\ \/", "b": [9007199254740991, -0, 0, "#
+            + nested + #"], "c": {"a": 1}, "d": true, "e": null}, "signatures": []}"#
+        let envelope = try SignedEnvelope.parse(Data(document.utf8))
+        #expect(envelope.signatures.isEmpty)
+        #expect(String(decoding: envelope.signed, as: UTF8.self).hasPrefix(#"{"a": "caf"#))
+    }
+
+    @Test("an HTML page is reported as not JSON, with its first bytes escaped")
+    func htmlShowsItsStart() {
+        let error = #expect(throws: HotUpdateError.self) {
+            try SignedEnvelope.parse(Data("<!DOCTYPE html>\n<title>502</title>".utf8))
+        }
+        #expect(
+            error?.message.contains(#""<!DOCTYPE html>\n<title>502</title>""#) == true,
+            "\(String(describing: error))"
+        )
     }
 
     @Test("app versions compare by number, component by component")

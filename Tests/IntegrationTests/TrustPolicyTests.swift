@@ -274,3 +274,63 @@ struct TrustPolicyTests {
         await server.stop()
     }
 }
+
+/// The root of trust is the set of keys, however the app spells the list.
+@Suite("Trusted key lists, spelled every way")
+struct TrustedKeySpellingTests {
+    /// `key` in PEM with CRLF line endings, its base64 rewrapped at 76 columns with trailing
+    /// spaces, and a comment line before the block.
+    static func respelled(_ key: PublicKey) -> PublicKey {
+        let lines = key.pem.split(whereSeparator: \.isNewline)
+        let body = lines.filter { !$0.hasPrefix("-----") }.joined()
+        var wrapped: [String] = []
+        var rest = Substring(body)
+        while !rest.isEmpty {
+            wrapped.append(String(rest.prefix(76)) + "  ")
+            rest = rest.dropFirst(76)
+        }
+        let text =
+            (["# release key", String(lines[0])] + wrapped + [String(lines[lines.count - 1])])
+            .joined(separator: "\r\n") + "\r\n"
+        return PublicKey(scheme: key.scheme, pem: text)
+    }
+
+    @Test("order, repeats, CRLF and rewrapped PEM name one root: a replayed older manifest stays refused")
+    func spellings() async throws {
+        let keyA = try CryptoSigner.generate()
+        let keyB = try CryptoSigner.generate(.rsa(bits: 2048))
+        let repository = try SignedRepository(keys: [keyA, keyB], threshold: 2)
+        try repository.pack(releaseFiles("1"), id: "app", version: "1")
+        let first = try repository.sign(with: [keyA, keyB])
+        try repository.pack(releaseFiles("2"), id: "app", version: "2")
+        try repository.sign(with: [keyA, keyB])
+        let server = try await NginxServer.start(root: repository.directory)
+        defer { Task { await server.stop() } }
+        var client = try SignedClient(trust: .signed(by: [keyA.publicKey, keyB.publicKey], threshold: 2))
+        #expect(try await client.sync(repository.url(on: server)).failures.isEmpty)
+        #expect(
+            try CryptoVerifier().keyID(of: Self.respelled(keyB.publicKey))
+                == CryptoVerifier().keyID(of: keyB.publicKey)
+        )
+
+        try repository.write(first)
+        let a = keyA.publicKey
+        let b = keyB.publicKey
+        let spellings: [(String, [PublicKey])] = [
+            ("reversed", [b, a]),
+            ("repeated", [a, a, b]),
+            ("repeated and reversed", [b, a, b, a]),
+            ("CRLF, rewrapped, commented", [Self.respelled(a), Self.respelled(b)]),
+            ("both spellings at once", [a, Self.respelled(a), b, Self.respelled(b)]),
+        ]
+        for (name, keys) in spellings {
+            client.trust = .signed(by: keys, threshold: 2)
+            let error = await #expect(throws: HotUpdateError.self, "\(name)") {
+                try await client.sync(repository.url(on: server))
+            }
+            #expect(error?.code == .manifestRollback, "\(name): \(String(describing: error))")
+            #expect(try await client.active() == ["app 2"], "\(name)")
+            #expect(try TrustState.load(root: client.root).channels[""]?.version == 2, "\(name)")
+        }
+    }
+}

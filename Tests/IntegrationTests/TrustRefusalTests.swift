@@ -17,12 +17,22 @@ struct TrustRefusalTests {
         case packageSize, packageDigest, endlessPackage
         case oversizeManifest, endlessManifest
         case stalledManifest, tricklingManifest, stalledPackage, tricklingPackage
+        case duplicateVersionKey, duplicateNestedKey, htmlPage, truncatedManifest, trailingBytes, tooDeep
+        case hugeNumber, fractionalNumber, notAManifest, repeatedTrustKeys, strippedSignatures
         var testDescription: String { rawValue }
 
         var expected: HotUpdateError.Code {
             switch self {
-            case .unsigned, .schemaOne, .tooFewSignatures, .unknownKey, .wrongSignature, .tamperedBody:
+            case .unsigned, .schemaOne, .strippedSignatures: .manifestUnsigned
+            case .tooFewSignatures, .unknownKey, .wrongSignature, .tamperedBody:
                 .signatureInvalid
+            case .duplicateVersionKey, .duplicateNestedKey: .manifestDuplicateKey
+            case .htmlPage, .trailingBytes: .manifestNotJSON
+            case .truncatedManifest: .manifestTruncated
+            case .tooDeep: .manifestTooDeep
+            case .hugeNumber, .fractionalNumber: .manifestNumberOutOfRange
+            case .notAManifest: .notAManifest
+            case .repeatedTrustKeys: .manifestRollback
             case .rollback, .sameVersionOtherContent: .manifestRollback
             case .expired: .manifestExpired
             case .packageSize, .endlessPackage: .sizeMismatch
@@ -61,7 +71,7 @@ struct TrustRefusalTests {
         #expect(try await client.sync(manifestURL).failures.isEmpty)
 
         var active = "1"
-        if attack == .rollback || attack == .sameVersionOtherContent {
+        if attack == .rollback || attack == .sameVersionOtherContent || attack == .repeatedTrustKeys {
             try repository.pack(releaseFiles("2"), id: "app", version: "2")
             try repository.sign(with: [keyA, keyB])
             #expect(try await client.sync(manifestURL).failures.isEmpty)
@@ -73,8 +83,15 @@ struct TrustRefusalTests {
         var raw: RawHTTPServer?
         var packageTimeouts: TransportRequest.Timeouts?
         let next = attack == .sameVersionOtherContent ? "3" : "2"
-        if attack != .rollback {
+        if attack != .rollback && attack != .repeatedTrustKeys {
             try repository.pack(releaseFiles(next), id: "app", version: next)
+        }
+        /// The next manifest, validly signed, with `edit` applied to its signed text before signing.
+        func signEdited(_ edit: (String) -> String) throws {
+            repository.body.version += 1
+            let text = edit(String(decoding: try repository.body.canonicalBytes(), as: UTF8.self))
+            let envelope = try SignedEnvelope.sign(Data(text.utf8), with: [keyA, keyB], verifier: CryptoVerifier())
+            try repository.write(try envelope.encoded())
         }
         switch attack {
         case .unsigned:
@@ -156,6 +173,48 @@ struct TrustRefusalTests {
                 lowSpeedWindow: .seconds(5),
                 total: .seconds(3)
             )
+        case .duplicateVersionKey:
+            // A parser that keeps the last value reads version 1000; one that keeps the first, the next.
+            try signEdited { text in
+                text.replacingOccurrences(of: "\"version\" : ", with: "\"version\" : 1000,\n  \"version\" : ")
+            }
+        case .duplicateNestedKey:
+            try signEdited { text in
+                text.replacingOccurrences(of: "\"sha256\" : ", with: "\"sha256\" : \"00\", \"sha256\" : ")
+            }
+        case .htmlPage:
+            try repository.write(Data("<!DOCTYPE html>\n<html><body><h1>502 Bad Gateway</h1></body></html>\n".utf8))
+        case .truncatedManifest:
+            let served = try repository.sign(with: [keyA, keyB])
+            try repository.write(served.prefix(served.count / 2))
+        case .trailingBytes:
+            var served = try repository.sign(with: [keyA, keyB])
+            served.append(Data("<!-- cached -->".utf8))
+            try repository.write(served)
+        case .tooDeep:
+            try repository.write(Data((String(repeating: "[", count: 100) + String(repeating: "]", count: 100)).utf8))
+        case .hugeNumber:
+            try signEdited { text in
+                text.replacingOccurrences(of: "\"threshold\" : 2", with: "\"threshold\" : 18446744073709551616")
+            }
+        case .fractionalNumber:
+            let size = try #require(repository.body.package("app")?.entry(for: "2")?.size)
+            try signEdited { text in
+                text.replacingOccurrences(of: "\"size\" : \(size)", with: "\"size\" : \(size).5")
+            }
+        case .notAManifest:
+            try repository.write(Data(#"{"error": "not found", "status": 404}"#.utf8))
+        case .repeatedTrustKeys:
+            // The same trusted keys, listed twice and in another order: the same root, whose
+            // version floor (2) refuses the replay of version 1.
+            client.trust = .signed(by: [keyB.publicKey, keyA.publicKey, keyA.publicKey, keyB.publicKey], threshold: 2)
+            try repository.write(firstManifest)
+        case .strippedSignatures:
+            // A client for development repositories, but given keys: stripping the signatures
+            // does not make the manifest acceptable.
+            repository.body.version += 1
+            try repository.write(SignedEnvelope(signed: try repository.body.canonicalBytes(), signatures: []).encoded())
+            client.trust = .unsignedDevelopment(keys: [keyA.publicKey, keyB.publicKey], threshold: 2)
         case .stalledPackage:
             let entry = try #require(repository.body.package("app")?.entry(for: "2"))
             let stalled = try RawHTTPServer.start(.stallAfterHeaders(contentLength: Int(entry.size)))
@@ -236,10 +295,11 @@ struct TrustRefusalTests {
     func unsignedDevelopment() async throws {
         let repository = try SignedRepository(keys: [])
         try repository.pack(releaseFiles("1"), id: "app", version: "1")
+        repository.body.expires = Date().addingTimeInterval(86_400)
         try repository.write(SignedEnvelope(signed: try repository.body.canonicalBytes(), signatures: []).encoded())
         let server = try await NginxServer.start(root: repository.directory)
         let strict = try SignedClient(trust: .signed(by: [try CryptoSigner.generate().publicKey]))
-        await #expect(throws: HotUpdateError(.signatureInvalid, "")) {
+        await #expect(throws: HotUpdateError(.manifestUnsigned, "")) {
             try await strict.sync(repository.url(on: server))
         }
         #expect(try await strict.active().isEmpty)
@@ -247,6 +307,28 @@ struct TrustRefusalTests {
         let development = try SignedClient(trust: .unsignedDevelopment())
         #expect(try await development.sync(repository.url(on: server)).failures.isEmpty)
         #expect(try await development.active() == ["app 1"])
+
+        // Channel and expiry hold in development mode too.
+        let other = try SignedClient(trust: .unsignedDevelopment(), context: ClientContext(channel: "beta"))
+        await #expect(throws: HotUpdateError(.manifestInvalid, "")) { try await other.sync(repository.url(on: server)) }
+        repository.body.expires = Date().addingTimeInterval(-60)
+        try repository.write(SignedEnvelope(signed: try repository.body.canonicalBytes(), signatures: []).encoded())
+        await #expect(throws: HotUpdateError(.manifestExpired, "")) {
+            try await development.sync(repository.url(on: server))
+        }
+
+        // Given keys, a development client still refuses unsigned manifests, unless told
+        // to despite the keys.
+        repository.body.expires = Date().addingTimeInterval(86_400)
+        try repository.write(SignedEnvelope(signed: try repository.body.canonicalBytes(), signatures: []).encoded())
+        let keyed = try SignedClient(trust: .unsignedDevelopment(keys: [try CryptoSigner.generate().publicKey]))
+        await #expect(throws: HotUpdateError(.manifestUnsigned, "")) {
+            try await keyed.sync(repository.url(on: server))
+        }
+        let despite = try SignedClient(
+            trust: .unsignedDevelopment(keys: [try CryptoSigner.generate().publicKey], despiteKeys: true)
+        )
+        #expect(try await despite.sync(repository.url(on: server)).failures.isEmpty)
         await server.stop()
     }
 }

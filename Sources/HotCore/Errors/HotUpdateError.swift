@@ -48,6 +48,13 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case diskFull
             case launchFailed
             case storeBusy
+            case manifestNotJSON
+            case manifestTruncated
+            case manifestTooDeep
+            case manifestDuplicateKey
+            case manifestNumberOutOfRange
+            case notAManifest
+            case manifestUnsigned
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -124,6 +131,24 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         /// ``StoreLockWait``): the error names that process when the system tells. Nothing
         /// was changed; try again later.
         public static let storeBusy = Code(.storeBusy)
+        /// What was served as a manifest is not JSON (an HTML error page, say), or has bytes
+        /// after the document; the message shows its first bytes, escaped.
+        public static let manifestNotJSON = Code(.manifestNotJSON)
+        /// The manifest ends inside a value: it was cut short.
+        public static let manifestTruncated = Code(.manifestTruncated)
+        /// The manifest nests deeper than its reader allows (64 levels).
+        public static let manifestTooDeep = Code(.manifestTooDeep)
+        /// An object in the manifest has a key twice, at any depth: parsers differ on which
+        /// value counts, so it is refused before any signature is checked.
+        public static let manifestDuplicateKey = Code(.manifestDuplicateKey)
+        /// A number in the manifest is not an integer every parser reads exactly (a fraction,
+        /// an exponent, or beyond ±(2^53 − 1)).
+        public static let manifestNumberOutOfRange = Code(.manifestNumberOutOfRange)
+        /// The document is JSON but no manifest: neither a signed envelope nor a schema-1
+        /// document.
+        public static let notAManifest = Code(.notAManifest)
+        /// The manifest carries no signature, and the client accepts only signed ones.
+        public static let manifestUnsigned = Code(.manifestUnsigned)
 
         public var description: String { value.rawValue }
     }

@@ -39,6 +39,10 @@ public struct ManifestTrust: Sendable, Hashable {
     /// without it, a client that lost its trust state accepts any manifest its root keys
     /// signed that has not expired, an older one replayed included.
     public var versionFloor: Int?
+    /// Whether unsigned manifests are accepted although ``rootKeys`` were given; false by
+    /// default. A client given keys refuses unsigned manifests even when ``allowsUnsigned``,
+    /// so stripping the signatures off a manifest cannot make it acceptable.
+    public var allowsUnsignedDespiteKeys = false
 
     /// Accepts manifests signed by at least `threshold` of `keys`, and later by the keys each
     /// accepted manifest declares.
@@ -53,11 +57,24 @@ public struct ManifestTrust: Sendable, Hashable {
     /// Accepts unsigned manifests as well, with a warning on every sync. For development
     /// repositories only: an unsigned manifest protects against nothing.
     ///
+    /// Given `keys`, a signed manifest must be signed by them, and an unsigned one is refused
+    /// unless `despiteKeys`: stripping the signatures must not make a manifest acceptable to
+    /// a client that was given keys. The channel and expiry of a signed body are checked in
+    /// every case.
+    ///
     /// - Parameters:
-    ///   - keys: Keys to check signatures with when a manifest is signed after all.
+    ///   - keys: Keys to check signatures with when a manifest is signed.
     ///   - threshold: How many of them must sign such a manifest (at least 1).
-    public static func unsignedDevelopment(keys: [PublicKey] = [], threshold: Int = 1) -> ManifestTrust {
-        ManifestTrust(rootKeys: keys, threshold: max(1, threshold), allowsUnsigned: true)
+    ///   - despiteKeys: Accept unsigned manifests although `keys` were given
+    ///     (``allowsUnsignedDespiteKeys``).
+    public static func unsignedDevelopment(
+        keys: [PublicKey] = [],
+        threshold: Int = 1,
+        despiteKeys: Bool = false
+    ) -> ManifestTrust {
+        var trust = ManifestTrust(rootKeys: keys, threshold: max(1, threshold), allowsUnsigned: true)
+        trust.allowsUnsignedDespiteKeys = despiteKeys
+        return trust
     }
 
     /// Creates a trust configuration.
@@ -92,28 +109,22 @@ struct ManifestAuthenticator: Sendable {
 
     func authenticate(_ data: Data, from url: URL) throws -> Accepted {
         let subject = url.absoluteString
-        guard SignedEnvelope.isEnvelope(data) else {
-            guard trust.allowsUnsigned else {
-                throw HotUpdateError(
-                    .signatureInvalid,
-                    "the manifest is not signed (no \"signed\" part); sign it with `hot sign`, or allow unsigned development repositories",
-                    subject: subject
-                )
-            }
-            warnUnsigned(subject)
-            return .unsigned(try ManifestDocument.decode(data))
+        let read: SignedEnvelope?
+        do {
+            read = try SignedEnvelope.read(data)
+        } catch var error as HotUpdateError {
+            error.subject = error.subject ?? subject
+            throw error
         }
-        let envelope = try SignedEnvelope.parse(data)
-        if envelope.signatures.isEmpty {
-            guard trust.allowsUnsigned else {
-                throw HotUpdateError(.signatureInvalid, "the manifest carries no signature", subject: subject)
-            }
+        guard let envelope = read, !envelope.signatures.isEmpty else {
+            try requireUnsignedAllowed(subject, what: read == nil ? "no \"signed\" part" : "no signature")
             warnUnsigned(subject)
-            return .signed(try SignedManifestBody.decode(envelope.signed))
+            guard let envelope = read else { return .unsigned(try ManifestDocument.decode(data)) }
+            return .signed(try checkedUnverified(envelope, subject: subject))
         }
         if trust.allowsUnsigned && trust.rootKeys.isEmpty {
             warnUnsigned(subject)
-            return .signed(try SignedManifestBody.decode(envelope.signed))
+            return .signed(try checkedUnverified(envelope, subject: subject))
         }
 
         // The trust state is read, checked and written under the store's exclusive lock, so
@@ -240,9 +251,54 @@ struct ManifestAuthenticator: Sendable {
         }
     }
 
-    /// Identifies the app's root of trust: its key ids and threshold.
+    /// Refuses an unsigned manifest unless the client accepts them: configured for development
+    /// repositories and given no trust keys, or told in so many words to drop them
+    /// (``ManifestTrust/allowsUnsignedDespiteKeys``).
+    private func requireUnsignedAllowed(_ subject: String, what: String) throws {
+        guard trust.allowsUnsigned else {
+            throw HotUpdateError(
+                .manifestUnsigned,
+                "the manifest is not signed (\(what)); sign it with `hot sign`, or allow unsigned development repositories",
+                subject: subject
+            )
+        }
+        guard trust.rootKeys.isEmpty || trust.allowsUnsignedDespiteKeys else {
+            throw HotUpdateError(
+                .manifestUnsigned,
+                "the manifest is not signed (\(what)), and this client was given trust keys: an unsigned manifest is refused even for development repositories unless unsigned manifests are allowed despite the keys",
+                subject: subject
+            )
+        }
+    }
+
+    /// A signed body accepted without checking its signatures (development repositories):
+    /// its channel and expiry still hold. A body never signed (`hot pack` writes its expiry
+    /// as the epoch until `hot sign` sets one) has no expiry to check.
+    private func checkedUnverified(_ envelope: SignedEnvelope, subject: String) throws -> SignedManifestBody {
+        let body = try SignedManifestBody.decode(envelope.signed)
+        guard body.channel == context.channel else {
+            throw HotUpdateError(
+                .manifestInvalid,
+                "the manifest is for channel '\(body.channel ?? "(none)")', this client follows '\(context.channel ?? "(none)")'",
+                subject: subject
+            )
+        }
+        let current = max(now(), trust.timeFloor ?? .distantPast)
+        guard current < body.expires || body.expires == Date(timeIntervalSince1970: 0) else {
+            throw HotUpdateError(
+                .manifestExpired,
+                "the manifest expired at \(SignedManifestBody.rfc3339(body.expires)) (now \(SignedManifestBody.rfc3339(current)))",
+                subject: subject
+            )
+        }
+        return body
+    }
+
+    /// Identifies the app's root of trust: the set of its key ids (each once, sorted, so
+    /// the same keys given in another order, repeated or spelled in another PEM are the same
+    /// root) and its threshold.
     private func rootFingerprint() throws -> String {
-        let ids = try trust.rootKeys.map { try verifier.keyID(of: $0) }.sorted()
+        let ids = Set(try trust.rootKeys.map { try verifier.keyID(of: $0) }).sorted()
         return try verifier.digest(
             of: Data((ids + ["\(trust.threshold)"]).joined(separator: "\n").utf8),
             using: .sha256

@@ -42,19 +42,52 @@ public struct SignedEnvelope: Sendable, Hashable {
         self.signatures = signatures
     }
 
-    /// Whether `data` looks like an envelope (a JSON object with a `signed` key) rather
-    /// than a schema-1 document.
+    /// Whether `data` is an envelope (a JSON object with a `signed` key, read by the strict
+    /// reader) rather than a schema-1 document or no manifest at all.
     public static func isEnvelope(_ data: Data) -> Bool {
-        (try? JSONSpans.topLevelValues(of: data))?["signed"] != nil
+        guard case .object(let spans) = try? StrictJSON.read(data) else { return false }
+        return spans["signed"] != nil
+    }
+
+    /// Reads served manifest bytes with the strict reader (``StrictJSON``): the envelope, or
+    /// nil for a schema-1 document (an object with a `schema` and no `signed`).
+    ///
+    /// - Throws: `HotUpdateError` with what is wrong, each with its own code:
+    ///   `manifestNotJSON`, `manifestTruncated`, `manifestTooDeep`, `manifestDuplicateKey`,
+    ///   `manifestNumberOutOfRange`, `notAManifest` (JSON, but neither), `manifestInvalid`
+    ///   (a `signed` part that is not an object, or bad `signatures`).
+    public static func read(_ data: Data) throws -> SignedEnvelope? {
+        guard case .object(let spans) = try StrictJSON.read(data) else {
+            throw HotUpdateError(
+                .notAManifest,
+                "the document is JSON but not an object, so no manifest; it starts with \(StrictJSON.opening(of: data))"
+            )
+        }
+        if spans["signed"] != nil { return try envelope(data, spans: spans) }
+        guard spans["schema"] != nil else {
+            let keys = spans.keys.sorted().prefix(8).map { "\"\($0)\"" }.joined(separator: ", ")
+            throw HotUpdateError(
+                .notAManifest,
+                "the document is a JSON object but not a manifest: no \"signed\" part and no \"schema\" (its keys: \(keys.isEmpty ? "none" : keys))"
+            )
+        }
+        return nil
     }
 
     /// Parses a served envelope, keeping the signed part's exact bytes.
     ///
-    /// - Throws: `HotUpdateError.Code.manifestInvalid` when the document is not an envelope.
+    /// - Throws: As ``read(_:)``, and `HotUpdateError.Code.manifestUnsigned` for a schema-1
+    ///   document (no `signed` part).
     public static func parse(_ data: Data) throws -> SignedEnvelope {
-        let spans = try JSONSpans.topLevelValues(of: data)
+        guard let envelope = try read(data) else {
+            throw HotUpdateError(.manifestUnsigned, "the manifest is not signed (no \"signed\" part)")
+        }
+        return envelope
+    }
+
+    private static func envelope(_ data: Data, spans: [String: Range<Data.Index>]) throws -> SignedEnvelope {
         guard let signedRange = spans["signed"], data[signedRange.lowerBound] == UInt8(ascii: "{") else {
-            throw HotUpdateError(.manifestInvalid, "the manifest has no \"signed\" object")
+            throw HotUpdateError(.manifestInvalid, "the manifest's \"signed\" part is not an object")
         }
         var signatures: [Signature] = []
         if let range = spans["signatures"] {
@@ -160,139 +193,5 @@ public struct SignedEnvelope: Sendable, Hashable {
             signatures.append(Signature(keyid: keyID, sig: HexBytes.encode(try signer.sign(signed))))
         }
         return SignedEnvelope(signed: signed, signatures: signatures)
-    }
-}
-
-/// Finds the byte range of each value of a JSON document's top-level object, without
-/// decoding the values, so signed bytes can be verified exactly as served.
-enum JSONSpans {
-    static func topLevelValues(of data: Data) throws -> [String: Range<Data.Index>] {
-        var scanner = Scanner(bytes: data)
-        var result: [String: Range<Data.Index>] = [:]
-        scanner.skipWhitespace()
-        try scanner.expect(UInt8(ascii: "{"))
-        scanner.skipWhitespace()
-        if scanner.peek() == UInt8(ascii: "}") {
-            scanner.index += 1
-        } else {
-            while true {
-                scanner.skipWhitespace()
-                let keyStart = scanner.index
-                try scanner.skipString()
-                guard
-                    let key = try? JSONDecoder().decode(String.self, from: Data(data[keyStart..<scanner.index]))
-                else {
-                    throw scanner.failure("a key that is not a valid string")
-                }
-                scanner.skipWhitespace()
-                try scanner.expect(UInt8(ascii: ":"))
-                scanner.skipWhitespace()
-                let valueStart = scanner.index
-                try scanner.skipValue(depth: 0)
-                guard result.updateValue(valueStart..<scanner.index, forKey: key) == nil else {
-                    throw HotUpdateError(.manifestInvalid, "the manifest has the key \"\(key)\" twice")
-                }
-                scanner.skipWhitespace()
-                if scanner.peek() == UInt8(ascii: ",") {
-                    scanner.index += 1
-                    continue
-                }
-                try scanner.expect(UInt8(ascii: "}"))
-                break
-            }
-        }
-        scanner.skipWhitespace()
-        guard scanner.index == data.endIndex else { throw scanner.failure("bytes after the top-level object") }
-        return result
-    }
-
-    private struct Scanner {
-        let bytes: Data
-        var index: Data.Index
-
-        init(bytes: Data) {
-            self.bytes = bytes
-            self.index = bytes.startIndex
-        }
-
-        func peek() -> UInt8? { index < bytes.endIndex ? bytes[index] : nil }
-
-        func failure(_ what: String) -> HotUpdateError {
-            HotUpdateError(
-                .manifestInvalid,
-                "the manifest is not a JSON object: \(what) at byte \(index - bytes.startIndex)"
-            )
-        }
-
-        mutating func skipWhitespace() {
-            while let c = peek(), c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { index += 1 }
-        }
-
-        mutating func expect(_ c: UInt8) throws {
-            guard peek() == c else { throw failure("expected '\(Character(Unicode.Scalar(c)))'") }
-            index += 1
-        }
-
-        mutating func skipString() throws {
-            try expect(UInt8(ascii: "\""))
-            while let c = peek() {
-                index += 1
-                if c == UInt8(ascii: "\\") {
-                    guard peek() != nil else { break }
-                    index += 1
-                } else if c == UInt8(ascii: "\"") {
-                    return
-                } else if c < 0x20 {
-                    throw failure("a control character in a string")
-                }
-            }
-            throw failure("an unterminated string")
-        }
-
-        mutating func skipValue(depth: Int) throws {
-            guard depth < 64 else { throw failure("nesting deeper than 64") }
-            switch peek() {
-            case UInt8(ascii: "\""):
-                try skipString()
-            case UInt8(ascii: "{"), UInt8(ascii: "["):
-                let open = bytes[index]
-                let close = open == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
-                index += 1
-                skipWhitespace()
-                if peek() == close {
-                    index += 1
-                    return
-                }
-                while true {
-                    skipWhitespace()
-                    if open == UInt8(ascii: "{") {
-                        try skipString()
-                        skipWhitespace()
-                        try expect(UInt8(ascii: ":"))
-                        skipWhitespace()
-                    }
-                    try skipValue(depth: depth + 1)
-                    skipWhitespace()
-                    if peek() == UInt8(ascii: ",") {
-                        index += 1
-                        continue
-                    }
-                    try expect(close)
-                    return
-                }
-            case .some:
-                // A number or a literal: up to the next delimiter.
-                let start = index
-                while let c = peek(),
-                    !(c == UInt8(ascii: ",") || c == UInt8(ascii: "}") || c == UInt8(ascii: "]")
-                        || c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09)
-                {
-                    index += 1
-                }
-                guard index > start else { throw failure("a missing value") }
-            case .none:
-                throw failure("the end of the document where a value was expected")
-            }
-        }
     }
 }

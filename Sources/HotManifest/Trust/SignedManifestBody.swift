@@ -190,6 +190,8 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
     ///
     /// - Throws: `HotUpdateError.Code.manifestInvalid`.
     public static func decode(_ data: Data) throws -> SignedManifestBody {
+        // The strict reader first: duplicate keys, inexact numbers, trailing bytes.
+        _ = try StrictJSON.read(data, what: "the signed manifest")
         let body: SignedManifestBody
         do {
             body = try decoder.decode(SignedManifestBody.self, from: data)

@@ -55,10 +55,9 @@ struct LocalRepository {
 
     /// Decodes a manifest served at `path` (relative to the repository root).
     static func decode(_ data: Data, path: String) throws -> Manifest {
-        guard SignedEnvelope.isEnvelope(data) else {
-            throw HotUpdateError(.manifestInvalid, "not a signed manifest (schema 1 is not published)", subject: path)
+        guard let envelope = try SignedEnvelope.read(data) else {
+            throw HotUpdateError(.manifestUnsigned, "not a signed manifest (schema 1 is not published)", subject: path)
         }
-        let envelope = try SignedEnvelope.parse(data)
         let body = try SignedManifestBody.decode(envelope.signed)
         var named = Set<String>()
         for package in body.packages {
