@@ -103,6 +103,44 @@ struct ClaimedDigestTests {
         #expect(try await installedTree(reversed, "victim") == ["b.txt": honest])
     }
 
+    @Test("A package whose archive records a false digest keeps its own bytes, in every install order")
+    func aLiarKeepsItsOwnBytes() async throws {
+        let work = try makeTemporaryDirectory("claims-order")
+        let recorded = Data(repeating: 0x42, count: 30_000)  // B: what the liar's record names
+        let own = Data(repeating: 0x41, count: 30_000)  // A: what the liar's archive holds
+        let liar = try publish(
+            "liar",
+            ["x.bin": own, "y.txt": Data("y".utf8)],
+            in: work,
+            forging: (real: try sha256(own), forged: try sha256(recorded))
+        )
+        let holder = try publish("holder", ["x.bin": recorded], in: work)
+        for run in 0..<6 {
+            let root = work.appendingPathComponent("store-\(run)", isDirectory: true)
+            let updater = makeUpdater(root: root, using: FileTransport())
+            switch run % 3 {
+            case 0:  // the holder first: the liar's record names an existing object
+                _ = try await updater.install(holder)
+                _ = try await updater.install(liar)
+            case 1:
+                _ = try await updater.install(liar)
+                _ = try await updater.install(holder)
+            default:  // both at once, one install group
+                async let first = updater.install(holder)
+                async let second = updater.install(liar)
+                _ = try await (first, second)
+            }
+            #expect(try await installedTree(updater, "liar") == ["x.bin": own, "y.txt": Data("y".utf8)], "run \(run)")
+            #expect(try await installedTree(updater, "holder") == ["x.bin": recorded], "run \(run)")
+            if run % 3 == 0 {
+                // Hashed because an object existed: its list names what it holds, and a full
+                // check passes. (Installed first, its file is taken on its record, unhashed.)
+                #expect(try await updater.health.verify(packageID: "liar", depth: .full).isHealthy, "run \(run)")
+            }
+            #expect(try await updater.health.verify(packageID: "holder", depth: .full).isHealthy, "run \(run)")
+        }
+    }
+
     @Test("Files two packages record truthfully still share one object")
     func truthfulRecordsShare() async throws {
         let work = try makeTemporaryDirectory("claims-shared")

@@ -52,36 +52,51 @@ struct ObjectStore: Sendable {
     ///     an object. An object marked by another package, or reused by a package whose files
     ///     were hashed, is hashed first: if it matches, its mark goes; if not, the new file
     ///     takes its place and the lie is logged. So a package's claim decides the content of
-    ///     its own files only, never another's. Where the file system keeps no extended
-    ///     attributes, a claimed file is hashed before it becomes an object, and a package
-    ///     whose file does not match its claim is refused.
+    ///     its own files only, never another's. A claimed file whose object already exists
+    ///     is hashed before it is linked (only then: new content is linked unhashed); when
+    ///     its bytes are not what the archive records, they become an object of their own,
+    ///     named by their SHA-256, the file list records that, and the lie is logged. Where
+    ///     the file system keeps no extended attributes, a claimed file is hashed before it
+    ///     becomes an object, and a package whose file does not match its claim is refused.
     ///   - verifier: Hashes objects when `distrustExisting` is set or a claim is checked.
-    /// - Returns: How many files stay plain copies in the tree because the file system would
-    ///   not link them (no hard links on it, or an object at its link limit): those are not
-    ///   shared, and a repair re-downloads rather than restores them.
+    /// - Returns: The files as stored, and how many stay plain copies in the tree because
+    ///   the file system would not link them (no hard links on it, or an object at its link
+    ///   limit): those are not shared, and a repair re-downloads rather than restores them.
     /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file;
     ///   ``HotUpdateError/Code/corruptArchive`` when a claimed file that could not be marked
     ///   does not hash to its claim.
-    @discardableResult
+    /// What ``adopt(tree:files:distrustExisting:claimedBy:verifier:)`` did.
+    struct Adoption: Sendable {
+        /// The files as they are now stored: a file whose recorded SHA-256 was false carries
+        /// the SHA-256 of its own bytes, the name of the object that holds them.
+        var files: [FileList.Entry]
+        /// How many files stay plain copies in the tree (see below).
+        var copies = 0
+    }
+
     func adopt(
         tree: URL,
         files: [FileList.Entry],
         distrustExisting: Bool,
         claimedBy: String? = nil,
         verifier: any Verifier
-    ) throws -> Int {
-        var copies = 0
+    ) throws -> Adoption {
+        var adoption = Adoption(files: files)
         var fanouts = Set<String>()
         // Plain paths: building a URL per file cost more than the system calls it leads to.
         let treePath = tree.path
         let objectsPath = layout.objectsDirectory.path
-        for file in files {
-            let stagedPath = treePath + "/" + file.path
-            let fanout = String(file.sha256.prefix(2))
-            let objectPath = objectsPath + "/" + fanout + "/" + file.sha256
+        func pathOfObject(_ sha256: String) throws -> String {
+            let fanout = String(sha256.prefix(2))
             if fanouts.insert(fanout).inserted {
                 try FileSystem.createDirectory(URL(fileURLWithPath: objectsPath + "/" + fanout, isDirectory: true))
             }
+            return objectsPath + "/" + fanout + "/" + sha256
+        }
+        for index in files.indices {
+            var file = files[index]
+            let stagedPath = treePath + "/" + file.path
+            var objectPath = try pathOfObject(file.sha256)
             if let claimedBy { try mark(stagedPath, claimedBy: claimedBy, for: file, verifier) }
             // The new content's usual case: no object yet, so link first and look only when one is there.
             if posixLink(stagedPath, objectPath) == 0 {
@@ -89,10 +104,35 @@ struct ObjectStore: Sendable {
                 continue
             }
             var code = errno
+            var claim = claimedBy
+            if code == EEXIST, let claimedBy {
+                // A recorded digest would adopt an existing object: the entry's own bytes decide,
+                // so a tree always equals its archive, whatever was installed before it.
+                let actual = try verifier.digest(ofFile: URL(fileURLWithPath: stagedPath), using: .sha256).hex
+                ObjectClaim.clear(stagedPath)
+                claim = nil
+                if actual != file.sha256 {
+                    logger.warning(
+                        "the archive records a SHA-256 its file does not have: the file's own bytes are kept",
+                        metadata: [
+                            "package": "\(claimedBy)", "path": "\(file.path)", "recorded": "\(file.sha256)",
+                            "actual": "\(actual)",
+                        ]
+                    )
+                    file.sha256 = actual
+                    adoption.files[index] = file
+                    objectPath = try pathOfObject(actual)
+                    if posixLink(stagedPath, objectPath) == 0 {
+                        _ = chmod(objectPath, 0o444)
+                        continue
+                    }
+                    code = errno
+                }
+            }
             if code == EEXIST {
                 let object = URL(fileURLWithPath: objectPath, isDirectory: false)
                 if let existing = FileInfo(path: objectPath),
-                    !isUsable(existing, object, for: file, hashing: distrustExisting, claimedBy: claimedBy, verifier)
+                    !isUsable(existing, object, for: file, hashing: distrustExisting, claimedBy: claim, verifier)
                 {
                     try unlinkFile(object)
                     if posixLink(stagedPath, objectPath) == 0 {
@@ -103,7 +143,7 @@ struct ObjectStore: Sendable {
                 }
             }
             if Self.linkUnsupported(code) {
-                copies += 1
+                adoption.copies += 1
                 continue
             }
             guard code == EEXIST else {
@@ -116,9 +156,9 @@ struct ObjectStore: Sendable {
             guard Self.linkUnsupported(linked) else {
                 throw posixError(linked, "cannot link object \(file.sha256) to \(staged.path)")
             }
-            copies += 1
+            adoption.copies += 1
         }
-        return copies
+        return adoption
     }
 
     /// Whether `link(2)` failed because the file system cannot link this file, not because

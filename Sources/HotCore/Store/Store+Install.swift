@@ -233,19 +233,20 @@ extension Store {
         guard let listURL = layout.fileListURL(forVersionPath: relative) else {
             throw HotUpdateError(.internalInconsistency, "no file list path for \(relative)", packageID: offered.id)
         }
-        let files = staged.files
+        var files = staged.files
         let tree = staged.tree
         let packageDirectory = layout.packageDirectory(id: offered.id)
-        let placed = StoreTransaction.PlacedTree(
+        var placed = StoreTransaction.PlacedTree(
             stagedTree: tree,
             destination: destination,
             listURL: listURL,
             files: files
         )
         do {
-            try await adoptObjects(of: staged, for: offered.id, distrusting: distrusting)
+            files = try await adoptObjects(of: staged, for: offered.id, distrusting: distrusting)
+            placed.files = files
             FaultPoint.reached("after-adopt")
-            try await FileSystem.offload {
+            try await FileSystem.offload { [files] in
                 try FileList(files: files).write(to: listURL)
                 try FileSystem.createDirectory(packageDirectory)
                 try FileSystem.remove(destination)
@@ -262,14 +263,19 @@ extension Store {
         return relative
     }
 
-    /// Makes every file of a staged tree an object, off the cooperative pool.
-    private func adoptObjects(of staged: StagedPackage, for id: String, distrusting: Bool) async throws {
+    /// Makes every file of a staged tree an object, off the cooperative pool; returns the
+    /// files as stored (a false recorded SHA-256 replaced by the file's own).
+    private func adoptObjects(
+        of staged: StagedPackage,
+        for id: String,
+        distrusting: Bool
+    ) async throws -> [FileList.Entry] {
         let objects = self.objects
         let verifier = self.verifier
         let files = staged.files
         let tree = staged.tree
         let claimedBy = staged.digestsClaimed ? id : nil
-        let copies = try await FileSystem.offload {
+        let adoption = try await FileSystem.offload {
             try objects.adopt(
                 tree: tree,
                 files: files,
@@ -278,12 +284,13 @@ extension Store {
                 verifier: verifier
             )
         }
-        if copies > 0 {
+        if adoption.copies > 0 {
             logger.notice(
-                "the file system would not hard-link \(copies) file(s): they are kept as copies, not shared",
+                "the file system would not hard-link \(adoption.copies) file(s): they are kept as copies, not shared",
                 metadata: ["package": "\(id)"]
             )
         }
+        return adoption.files
     }
 
     /// The directory for a new version: its version, or the version and digest when a kept
