@@ -124,6 +124,7 @@ struct Sign: AsyncParsableCommand {
             guard body.threshold <= body.keys.count else {
                 throw ValidationError("the threshold \(body.threshold) is above the \(body.keys.count) declared keys")
             }
+            try PathCollision.check(body.packages.map(\.id), caseSensitive: false, what: "the manifest's package ids")
             body.version += 1
             body.expires = expiry
             body.signedAt = now

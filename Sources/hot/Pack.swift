@@ -40,6 +40,9 @@ struct Pack: AsyncParsableCommand {
     @Option(help: "Build delta packages against this many of the last releases (0 for none).")
     var deltas = 5
 
+    @Flag(help: "Allow paths that differ only by case; clients on volumes that ignore case refuse the package.")
+    var caseSensitiveOnly = false
+
     func run() async throws {
         try await runReportingErrors {
             let source = directoryURL(directory)
@@ -49,6 +52,13 @@ struct Pack: AsyncParsableCommand {
             // Validates the id and the version.
             _ = try PackageDescriptor(id: id, version: version, url: URL(fileURLWithPath: "/"))
             let files = repository.files
+            // Names every client would refuse are refused here, before anything is written.
+            try PublishedNames.checkPack(
+                source: source,
+                id: id,
+                caseSensitive: caseSensitiveOnly,
+                existingIDs: try files.loadBody(channel: repository.channel).packages.map(\.id)
+            )
             try FileSystem.createDirectory(files.packagesDirectory)
             let temporary = files.packagesDirectory.appendingPathComponent(".\(id)-\(version)-\(UUID().uuidString).zip")
             defer { try? FileSystem.remove(temporary) }
@@ -65,6 +75,7 @@ struct Pack: AsyncParsableCommand {
             }
             var entry = try files.versionEntry(of: archive, version: version, channel: repository.channel)
             entry.unpackedSize = summary.uncompressedBytes
+            entry.caseSensitive = caseSensitiveOnly ? true : nil
             if summary.uncompressedBytes > UpdaterConfiguration.defaultMaxPackageBytes {
                 FileHandle.standardError.write(
                     Data(

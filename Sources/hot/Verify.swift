@@ -13,7 +13,8 @@ struct Verify: AsyncParsableCommand {
             Every manifest (manifest.json and channels/*/manifest.json) must be signed by \
             --threshold of the --trust keys and by its own declared threshold, must not be \
             expired, and must release only versions it lists. Every listed package file must \
-            exist with the listed size, SHA-256 and MD5, and every file in packages/ must be \
+            exist with the listed size, SHA-256 and MD5, hold no two paths that are one name on \
+            some file system (Unicode normalisation, case), and every file in packages/ must be \
             listed by some manifest. Prints each problem and exits 1 when there is any.
 
             With --url, the manifest at that URL is checked the same way and every package \
@@ -69,6 +70,13 @@ struct Verify: AsyncParsableCommand {
         if body.expires <= Date() {
             problems.append("\(name): expired at \(SignedManifestBody.rfc3339(body.expires))")
         }
+        do {
+            try PathCollision.check(body.packages.map(\.id), caseSensitive: false, what: "the package ids")
+        } catch let error as HotUpdateError {
+            problems.append("\(name): \(error.message)")
+        } catch {
+            problems.append("\(name): \(error)")
+        }
         for package in body.packages {
             for release in package.releases where package.entry(for: release) == nil {
                 problems.append("\(name): \(package.id) releases \(release), which it does not list")
@@ -89,7 +97,7 @@ struct Verify: AsyncParsableCommand {
             if let url {
                 try await verifyPublished(try parseLocation(url))
             } else {
-                try verifyRepository(directoryURL(repo ?? "."))
+                try await verifyRepository(directoryURL(repo ?? "."))
             }
         }
     }
@@ -176,7 +184,7 @@ struct Verify: AsyncParsableCommand {
     }
 
     /// `--repo`: the repository on disk before publishing.
-    private func verifyRepository(_ root: URL) throws {
+    private func verifyRepository(_ root: URL) async throws {
         let verifier = CryptoVerifier()
         let trusted = try trustedKeys(verifier)
         let files = RepositoryFiles(root: root)
@@ -210,7 +218,11 @@ struct Verify: AsyncParsableCommand {
                         continue  // an absolute URL elsewhere: not this repository's file
                     }
                     referenced.insert(url.path)
-                    problems += check(version, at: url, label: label, verifier: verifier)
+                    let found = check(version, at: url, label: label, verifier: verifier)
+                    problems += found
+                    if found.isEmpty {
+                        problems += await PublishedNames.archiveProblems(of: version, at: url, label: label)
+                    }
                 }
             }
         }

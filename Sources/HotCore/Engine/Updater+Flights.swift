@@ -142,6 +142,7 @@ extension Updater {
         defer { hub.end(progressKey) }
         var downloaded = false
         do {
+            try store.requireCaseSensitiveVolume(for: descriptor)
             try await slots.acquire()
             let staged: StagedPackage
             let delta: SyncReport.DeltaUse?

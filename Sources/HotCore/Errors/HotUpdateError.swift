@@ -55,6 +55,7 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case manifestNumberOutOfRange
             case notAManifest
             case manifestUnsigned
+            case pathCollision
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -149,6 +150,11 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let notAManifest = Code(.notAManifest)
         /// The manifest carries no signature, and the client accepts only signed ones.
         public static let manifestUnsigned = Code(.manifestUnsigned)
+        /// Two paths of a package, or two package ids, are one name on some file system: equal
+        /// after Unicode normalisation, or after case folding (see ``PathCollision``); or a
+        /// package for case-sensitive file systems only meets a store on a volume that ignores
+        /// case.
+        public static let pathCollision = Code(.pathCollision)
 
         public var description: String { value.rawValue }
     }

@@ -24,6 +24,10 @@ public struct PackageDescriptor: Sendable, Hashable {
     ///
     /// - Throws: ``HotUpdateError/Code/manifestInvalid`` when `id` or `version` is not a safe
     ///   path component (they name directories in the store).
+    /// Whether the package is for case-sensitive file systems only: its paths may differ only
+    /// by case. A store on a volume that ignores case (macOS's and iOS's default) refuses it
+    /// before downloading it (``HotUpdateError/Code/pathCollision``).
+    public var caseSensitive = false
     /// The bytes the package holds once unpacked, when the manifest declares them: then that
     /// exact figure is the unarchiver's limit (``ExtractOptions/maxTotalBytes``), and a package
     /// declaring more than ``UpdaterConfiguration/maxPackageBytes`` is refused before download.
@@ -87,7 +91,8 @@ public struct Manifest: Sendable, Hashable {
     /// Creates a manifest.
     ///
     /// - Throws: ``HotUpdateError/Code/manifestInvalid`` when two packages share an id, or a
-    ///   package is both offered and disabled.
+    ///   package is both offered and disabled; ``HotUpdateError/Code/pathCollision`` when two
+    ///   ids differ only by case (their directories would be one on a case-insensitive volume).
     public init(
         schema: Int = 1,
         version: Int? = nil,
@@ -99,6 +104,11 @@ public struct Manifest: Sendable, Hashable {
         for package in packages where !seen.insert(package.id).inserted {
             throw HotUpdateError(.manifestInvalid, "package id '\(package.id)' appears twice")
         }
+        try PathCollision.check(
+            packages.map(\.id) + disabledPackageIDs.sorted(),
+            caseSensitive: false,
+            what: "the manifest's package ids"
+        )
         if let both = disabledPackageIDs.intersection(seen).sorted().first {
             throw HotUpdateError(.manifestInvalid, "package '\(both)' is both offered and disabled")
         }

@@ -68,6 +68,32 @@ package actor Store {
 
     nonisolated var objects: ObjectStore { ObjectStore(layout: layout, logger: logger) }
 
+    /// Whether the store's volume ignores case, once probed.
+    private let ignoresCase = Locked<Bool?>(nil)
+
+    /// Refuses a package for case-sensitive file systems only when the store's volume ignores
+    /// case: its paths that differ only by case would be one file there. Probed once per store.
+    ///
+    /// - Throws: ``HotUpdateError/Code/pathCollision``; ``HotUpdateError/Code/fileSystem``
+    ///   when the volume cannot be probed.
+    package nonisolated func requireCaseSensitiveVolume(for descriptor: PackageDescriptor) throws {
+        guard descriptor.caseSensitive else { return }
+        let ignores: Bool
+        if let known = ignoresCase.value {
+            ignores = known
+        } else {
+            try FileSystem.createDirectory(layout.root)
+            ignores = try FileSystem.ignoresCase(in: layout.root)
+            ignoresCase.withLock { $0 = ignores }
+        }
+        guard ignores else { return }
+        throw HotUpdateError(
+            .pathCollision,
+            "version \(descriptor.version) is for case-sensitive file systems only (its paths may differ only by case), and this store's volume ignores case: not downloaded",
+            packageID: descriptor.id
+        )
+    }
+
     /// Creates the owner of `layout`'s root.
     init(
         layout: StoreLayout,

@@ -49,6 +49,26 @@ package enum FileSystem {
         return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
     }
 
+    /// Whether the volume holding `directory` ignores case in names (the default of macOS's
+    /// and iOS's volumes): a probe file is created under a lowercase name and looked up under
+    /// the uppercase one, then removed.
+    ///
+    /// - Throws: ``HotUpdateError/Code/fileSystem`` when the probe cannot be created.
+    package static func ignoresCase(in directory: URL) throws -> Bool {
+        let name = ".hot-case-probe-\(UUID().uuidString.lowercased())"
+        let probe = directory.appendingPathComponent(name, isDirectory: false)
+        guard FileManager.default.createFile(atPath: probe.path, contents: nil) else {
+            throw HotUpdateError(
+                .fileSystem,
+                "cannot create a probe file to learn whether the volume ignores case",
+                subject: directory.path
+            )
+        }
+        defer { try? remove(probe) }
+        var info = stat()
+        return lstat(directory.appendingPathComponent(name.uppercased(), isDirectory: false).path, &info) == 0
+    }
+
     /// Whether `url` exists and is a directory (not following a final symlink).
     package static func isDirectory(_ url: URL) -> Bool {
         var info = stat()

@@ -32,6 +32,9 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
         public var md5: String?
         /// The bytes the package holds once unpacked; the client's unarchiver limit when given.
         public var unpackedSize: Int64?
+        /// True for a package for case-sensitive file systems only (see
+        /// `PackageDescriptor.caseSensitive`).
+        public var caseSensitive: Bool?
         /// Delta packages from earlier versions to this one, if the publisher built any.
         public var deltas: [DeltaEntry]?
 
@@ -83,6 +86,7 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
                 }
                 descriptor.unpackedSize = unpackedSize
             }
+            descriptor.caseSensitive = caseSensitive ?? false
             descriptor.deltas = try (deltas ?? []).compactMap { try $0.delta(relativeTo: baseURL, packageID: id) }
             return descriptor
         }

@@ -162,6 +162,7 @@ public struct ReleasePolicy: Sendable {
                 deltas: chosen.deltas
             )
             entry.unpackedSize = chosen.unpackedSize
+            entry.caseSensitive = chosen.caseSensitive
             offered.append(try entry.descriptor(relativeTo: baseURL))
         }
         return try Manifest(

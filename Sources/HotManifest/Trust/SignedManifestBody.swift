@@ -58,6 +58,9 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         /// The bytes the package holds once unpacked (the sum of its files' sizes); the client
         /// makes it the unarchiver's exact limit. Absent in manifests written before it existed.
         public var unpackedSize: Int64?
+        /// True when the archive's paths may differ only by case (`hot pack --case-sensitive-only`):
+        /// clients on volumes that ignore case refuse it up front. Absent otherwise.
+        public var caseSensitive: Bool?
         /// Delta packages from earlier versions to this one (`hot pack` builds them against
         /// the last releases); absent in manifests without deltas, which stay byte-identical.
         public var deltas: [DeltaEntry]?
