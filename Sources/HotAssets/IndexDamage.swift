@@ -39,6 +39,20 @@ final class IndexDamage: Sendable {
         self.init(logger: logger, rebuild: rebuild)
     }
 
+    /// The packages whose loss was reported, by number in the index.
+    private let lost = Locked<Set<Int>>([])
+
+    /// Reports that file `path` of package `number` (`id`) is gone: logged once per package,
+    /// and the package marked for healing by the next sync (``LossMarker``).
+    func reportLoss(package number: Int, id: String, path: String, root: URL) {
+        guard lost.withLock({ $0.insert(number).inserted }) else { return }
+        logger.error(
+            "an installed file is gone: answering the next candidate, and the next sync heals the package",
+            metadata: ["package": "\(id)", "path": "\(path)"]
+        )
+        LossMarker.record(id, layout: StoreLayout(root: root))
+    }
+
     /// Logs `error` and starts the rebuild, the first time only.
     func report(_ error: HotUpdateError) {
         let first = reported.withLock { done in

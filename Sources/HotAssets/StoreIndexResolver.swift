@@ -44,8 +44,12 @@ struct StoreIndexResolver: AssetResolver {
         /// The answers once the index is found damaged.
         private let trees: TreeNames
 
+        /// The store root, where a package found missing a file is marked for healing.
+        private let root: URL
+
         init(index: NameIndex, root: URL, damage: IndexDamage) {
             self.index = index
+            self.root = root
             fileCount = index.fileCount
             self.damage = damage
             let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
@@ -91,7 +95,19 @@ struct StoreIndexResolver: AssetResolver {
                 // A kept answer was made from blocks already checked.
                 if let kept = answers.kept(number) { return kept.asset }
                 do throws(HotUpdateError) {
-                    return answers.keep(try answer(number), for: number).asset
+                    let made = try answer(number)
+                    // An answer is checked once, when it is made: a file that is gone is not
+                    // kept, and the name is answered as if the package lacked that file
+                    // (another scale, another package, then the next resolver: the bundle).
+                    guard FileSystem.isRegularFile(atPath: made.asset.url.path) else {
+                        let file = try index.file(number)
+                        let package = min(file.package, prefixes.count - 1)
+                        if case .package(let id, _) = origins[package] {
+                            damage.reportLoss(package: package, id: id, path: file.path, root: root)
+                        }
+                        return trees.resolve(name)
+                    }
+                    return answers.keep(made, for: number).asset
                 } catch {
                     damage.report(error)
                     return trees.resolve(name)

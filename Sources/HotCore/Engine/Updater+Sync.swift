@@ -159,7 +159,10 @@ extension Updater {
             return nil
         }
         let recorded = record.state == .fileMissing || record.state == .digestMismatch
-        guard recorded || !store.treeExists(active) else { return nil }
+        // A reader that found one of its files gone left a marker: every file is checked.
+        let reported = LossMarker.isRecorded(id, layout: layout)
+        guard recorded || reported || !store.treeExists(active) else { return nil }
+        defer { if reported { LossMarker.clear(id, layout: layout) } }
         logger.warning(
             "the active version's files are gone or damaged: healing",
             metadata: ["package": "\(id)", "version": "\(active.version)"]
@@ -167,6 +170,9 @@ extension Updater {
         let failure: HotUpdateError
         do {
             let repair = try await health.repair(packageID: id, depth: .quick)
+            if reported, !recorded, repair.after.isHealthy, repair.restored.isEmpty, !repair.refetched {
+                return nil  // every file was there after all
+            }
             if repair.after.isHealthy {
                 report(TelemetryEvent(kind: .heal, packageID: id, version: repair.after.version))
                 hub.publish(id, repair.after.version, .installed)

@@ -39,6 +39,13 @@ package struct StoreLayout: Sendable, Hashable {
     package var fileListsDirectory: URL { root.appendingPathComponent("filelists", isDirectory: true) }
     /// `launches/`: the owner file of each launch (see ``LaunchOwner``).
     package var launchesDirectory: URL { root.appendingPathComponent("launches", isDirectory: true) }
+    /// `losses/`: a marker per package a reader found files missing from (``LossMarker``).
+    package var lossesDirectory: URL { root.appendingPathComponent("losses", isDirectory: true) }
+
+    /// The loss marker of package `id`.
+    package func lossMarker(id: String) -> URL {
+        lossesDirectory.appendingPathComponent(id, isDirectory: false)
+    }
 
     /// The object holding the file whose SHA-256 is `hex`: `objects/<first 2 hex>/<hex>`.
     package func objectURL(sha256 hex: String) -> URL {
