@@ -146,7 +146,8 @@ struct StoreOptions: ParsableArguments {
         timeouts: TransportRequest.Timeouts = TransportRequest.Timeouts(),
         keepPreviousVersions: Int = 1,
         maxConcurrentPackages: Int = 2,
-        maxPackageBytes: Int64 = UpdaterConfiguration.defaultMaxPackageBytes
+        maxPackageBytes: Int64 = UpdaterConfiguration.defaultMaxPackageBytes,
+        quickCheckInterval: TimeInterval? = 86_400
     ) -> Updater {
         let kind = store ?? StoreKind.detect(root: rootURL)
         var configuration = UpdaterConfiguration(
@@ -164,6 +165,7 @@ struct StoreOptions: ParsableArguments {
         configuration.patcher = ZstdPatcher()
         configuration.commitHooks = [NameIndexWriter()]
         configuration.lockWait = lockWait
+        configuration.quickCheckInterval = quickCheckInterval
         return Updater(configuration: configuration)
     }
 }

@@ -113,6 +113,9 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "Seconds the manifest request may take in all.")
     var timeout: Int = 120
 
+    @Option(help: "Check every installed file's presence and size at most once per this many seconds (0: every sync).")
+    var checkInterval: Int = 86_400
+
     func validate() throws {
         if format == .native, trust.isEmpty, !allowUnsigned {
             throw ValidationError(
@@ -132,6 +135,7 @@ struct Sync: AsyncParsableCommand {
             throw ValidationError("--low-speed-time and --timeout must be positive")
         }
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be 1 or more") }
+        guard checkInterval >= 0 else { throw ValidationError("--check-interval must not be negative") }
         guard maxPackageBytes >= 0 else { throw ValidationError("--max-package-bytes must not be negative") }
     }
 
@@ -148,7 +152,8 @@ struct Sync: AsyncParsableCommand {
                 unarchiver: try unarchiver.make(),
                 timeouts: TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime)),
                 maxConcurrentPackages: concurrency,
-                maxPackageBytes: maxPackageBytes
+                maxPackageBytes: maxPackageBytes,
+                quickCheckInterval: TimeInterval(checkInterval)
             )
             let source: any ManifestSource
             switch format {

@@ -76,6 +76,16 @@ struct SelfHealCommandLineTests {
                 == files["dir0/file0.bin"]
         )
 
+        // Files deleted with no reader to notice: the quick check finds them, at most once
+        // per interval (a day by default: the sync just after the last check does not look).
+        try FileManager.default.removeItem(at: try await activeTree().appendingPathComponent("dir2/file2.bin"))
+        let soon = try await Subprocess.check(hot, sync)
+        #expect(soon.stdout.contains("pack\tunchanged\tok"), "\(soon.stdout)")
+        let checked = try await Subprocess.check(hot, sync + ["--check-interval", "0"])
+        #expect(checked.stdout.contains("pack\theal\tok"), "\(checked.stdout)")
+        #expect(try readTree(try await activeTree()) == files)
+        #expect(nginx.requestCount(for: archivePath) == 1)
+
         for (loss, downloads) in [("the tree", 0), ("the tree and every object", 1)] {
             try FileManager.default.removeItem(at: try await activeTree())
             if downloads == 1 { try FileManager.default.removeItem(at: root.appendingPathComponent("objects")) }

@@ -67,6 +67,17 @@ extension Updater {
         for entry in plan.packages where entry.change == .unchanged {
             if let healed = await healIfLost(entry.id) { outcomes[entry.id] = healed }
         }
+        // Partial losses, found without being asked: every file's presence and size, at most
+        // once per interval, after the sync's own work.
+        if let interval = configuration.quickCheckInterval, LossMarker.quickCheckDue(interval: interval, layout: layout)
+        {
+            for entry in plan.packages where entry.change == .unchanged && outcomes[entry.id]?.change != .heal {
+                guard let checked = try? await health.verify(packageID: entry.id, depth: .quick), !checked.isHealthy
+                else { continue }
+                if let healed = await healIfLost(entry.id) { outcomes[entry.id] = healed }
+            }
+            LossMarker.quickCheckDone(layout: layout)
+        }
         let ordered = plan.packages.compactMap { outcomes[$0.id] }
         await prunePartialDownloads()
         return SyncReport(manifestVersion: plan.manifest.version, packages: ordered)

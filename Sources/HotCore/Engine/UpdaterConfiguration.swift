@@ -80,6 +80,12 @@ public struct UpdaterConfiguration: Sendable {
     /// change gives up with ``HotUpdateError/Code/storeBusy`` after 30 s; reads never wait
     /// more than half a second.
     public var lockWait = StoreLockWait.standard
+    /// How often a sync also checks every file of every current package (presence and size,
+    /// a stat per file) and heals what is missing: at most once per this interval, after the
+    /// sync's own work, never during a launch. A day by default; nil never, 0 every sync.
+    /// A sync always checks each package's tree (one stat per package), and the packages a
+    /// resolver found missing a file.
+    public var quickCheckInterval: TimeInterval? = 86_400
 
     /// Creates a configuration.
     ///

@@ -26,4 +26,30 @@ package enum LossMarker {
     package static func clear(_ id: String, layout: StoreLayout) {
         try? FileSystem.remove(layout.lossMarker(id: id))
     }
+
+    /// The file whose modification time is when the last quick check of every package ran.
+    static func quickCheckURL(_ layout: StoreLayout) -> URL {
+        layout.lossesDirectory.appendingPathComponent(".quick-check", isDirectory: false)
+    }
+
+    /// Whether a quick check of every package is due: none ran, or the last one ran more
+    /// than `interval` ago. A last check dated after now (a clock set back since) counts as
+    /// due: one more check costs little, and waiting for the clock to catch up could cost days.
+    package static func quickCheckDue(interval: TimeInterval, layout: StoreLayout, now: Date = Date()) -> Bool {
+        guard
+            let modified = try? FileManager.default.attributesOfItem(atPath: quickCheckURL(layout).path)[
+                .modificationDate
+            ] as? Date
+        else { return true }
+        return modified > now || now.timeIntervalSince(modified) >= interval
+    }
+
+    /// Records that a quick check of every package ran now.
+    package static func quickCheckDone(layout: StoreLayout) {
+        guard FileSystem.isDirectory(layout.root) else { return }
+        try? FileSystem.createDirectory(layout.lossesDirectory)
+        let url = quickCheckURL(layout)
+        try? FileSystem.remove(url)
+        _ = FileManager.default.createFile(atPath: url.path, contents: nil)
+    }
 }
