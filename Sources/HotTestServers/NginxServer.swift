@@ -106,6 +106,9 @@ public final class NginxServer: @unchecked Sendable {
         /// Where the default `location /` sends requests (a reverse proxy, such as to
         /// ``MotoServer``), keeping their `Host`; nil serves the root's files.
         public var proxyTo: URL?
+        /// How long an idle kept-alive connection stays open, in seconds (nginx's
+        /// `keepalive_timeout`).
+        public var keepAliveSeconds: Int
         /// The nginx executable; nil searches `PATH`, `/usr/sbin` and `/usr/local/sbin`.
         public var executable: URL?
         /// How long to wait for the server to accept connections.
@@ -123,17 +126,20 @@ public final class NginxServer: @unchecked Sendable {
         ///   - port: The port, or nil for a free one.
         ///   - tls: HTTPS with this certificate, or nil for plain HTTP.
         ///   - proxyTo: Where to proxy every request not in `locations`, or nil to serve files.
+        ///   - keepAliveSeconds: How long an idle connection stays open, 5 seconds by default.
         public init(
             locations: [Location] = [],
             executable: URL? = nil,
             startTimeout: Duration = .seconds(15),
             port: Int? = nil,
             tls: TLS? = nil,
-            proxyTo: URL? = nil
+            proxyTo: URL? = nil,
+            keepAliveSeconds: Int = 5
         ) {
             self.locations = locations
             self.tls = tls
             self.proxyTo = proxyTo
+            self.keepAliveSeconds = keepAliveSeconds
             self.executable = executable
             self.startTimeout = startTimeout
             self.port = port
@@ -351,7 +357,7 @@ public final class NginxServer: @unchecked Sendable {
         lines.append("  types { text/html html; text/plain txt; application/json json; application/zip zip; }")
         lines.append("  default_type application/octet-stream;")
         lines.append("  sendfile on;")
-        lines.append("  keepalive_timeout 5;")
+        lines.append("  keepalive_timeout \(options.keepAliveSeconds);")
         lines.append("  server {")
         if let tls = options.tls {
             lines.append("    listen 127.0.0.1:\(port) ssl;")

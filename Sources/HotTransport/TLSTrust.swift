@@ -21,8 +21,8 @@ import HotCore
 /// ```swift
 /// let trust = try TLSTrust(
 ///     authorities: .only(bundle: "/etc/myapp/ca.pem"),
-///     pins: ["sha256//r8udi/Mxd6pLO7y7hZyUMWq8YnFnIWXCqeHsTDRqy8=",
-///            "sha256//YLh1dUR9y6Kja30RrAn7JKnbQG/uEtLMkBgFF2Fuihg="])  // the next key
+///     pins: ["sha256//l7BWAoDtYKWh6qG8RUklQ8iphq1aJbRoxCfrg8PogZE=",
+///            "sha256//xsHJqchUPx5M2YAGTPFiXuthqQcDskZP/wOfIWglCLM="])  // the next key
 /// let transport = try CurlTransport(trust: trust)
 /// ```
 public struct TLSTrust: Sendable, Hashable, CustomStringConvertible {
@@ -138,7 +138,7 @@ public struct TLSTrust: Sendable, Hashable, CustomStringConvertible {
 /// `openssl x509 -in cert.pem -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64`.
 ///
 /// ```swift
-/// let pin = try SPKIPin("sha256//r8udi/Mxd6pLO7y7hZyUMWq8YnFnIWXCqeHsTDRqy8=")
+/// let pin = try SPKIPin("sha256//l7BWAoDtYKWh6qG8RUklQ8iphq1aJbRoxCfrg8PogZE=")
 /// ```
 public struct SPKIPin: Sendable, Hashable, CustomStringConvertible {
     /// The 32 bytes of the SHA-256.

@@ -57,11 +57,16 @@ struct TLSFixture {
     func withServer<T>(
         _ certificate: TestCertificateAuthority.Issued? = nil,
         locations: [NginxServer.Location] = [],
+        keepAliveSeconds: Int = 5,
         _ body: (NginxServer) async throws -> T
     ) async throws -> T {
         let server = try await NginxServer.start(
             root: scratch.url,
-            options: .init(locations: locations, tls: .init(certificate ?? loopback))
+            options: .init(
+                locations: locations,
+                tls: .init(certificate ?? loopback),
+                keepAliveSeconds: keepAliveSeconds
+            )
         )
         do {
             let result = try await body(server)
@@ -242,7 +247,8 @@ struct TLSTests {
     func connectionReuse() async throws {
         let fixture = try TLSFixture()
         defer { fixture.scratch.remove() }
-        try await fixture.withServer { server in
+        // nginx keeps the idle connection longer than a loaded machine may take between requests.
+        try await fixture.withServer(keepAliveSeconds: 600) { server in
             let transport = try CurlTransport(trust: fixture.privateCA)
             for _ in 0..<3 {
                 let fetched6 = try await fixture.fetch(transport, from: server.baseURL)
