@@ -6,6 +6,7 @@ import HotTransport
 import HotVerify
 import Testing
 
+#if (Curl && canImport(CHotCurl)) || canImport(Security)
 /// The HTTP transports that can take a trust of their own here: CurlTransport, and
 /// URLSessionTransport where the Security framework evaluates trust (Apple platforms);
 /// FoundationNetworking has no hook for it, which ``urlSessionRefusesTrustItCannotHonour`` shows.
@@ -98,15 +99,14 @@ struct TLSTests {
         try await fixture.withServer { server in
             let refused = await hotError { _ = try await fixture.fetch(try kind.make(.system), from: server.baseURL) }
             #expect(refused?.code == .certificateUntrusted, "\(String(describing: refused))")
-            let fetched1 = try await fixture.fetch(try kind.make(fixture.privateCA), from: server.baseURL)
-            #expect(fetched1 == fixture.payload)
+            let onlyPrivate = try await fixture.fetch(try kind.make(fixture.privateCA), from: server.baseURL)
+            #expect(onlyPrivate == fixture.payload)
             let both = TLSTrust(authorities: .systemAnd(bundle: fixture.authority.certificate.path))
-            let fetched2 = try await fixture.fetch(try kind.make(both), from: server.baseURL)
-            #expect(fetched2 == fixture.payload)
+            let withSystem = try await fixture.fetch(try kind.make(both), from: server.baseURL)
+            #expect(withSystem == fixture.payload)
             // The certificate names localhost too.
-            let byName = server.url(host: "localhost")
-            let fetched3 = try await fixture.fetch(try kind.make(fixture.privateCA), from: byName)
-            #expect(fetched3 == fixture.payload)
+            let byName = try await fixture.fetch(try kind.make(fixture.privateCA), from: server.url(host: "localhost"))
+            #expect(byName == fixture.payload)
         }
     }
 
@@ -151,8 +151,8 @@ struct TLSTests {
         try await fixture.withServer { server in
             for pins in [[fixture.loopback.pin], [try fixture.authority.unusedPin(), fixture.loopback.pin]] {
                 let transport = try kind.make(try fixture.pinned(pins))
-                let fetched4 = try await fixture.fetch(transport, from: server.baseURL)
-                #expect(fetched4 == fixture.payload, "\(pins)")
+                let fetched = try await fixture.fetch(transport, from: server.baseURL)
+                #expect(fetched == fixture.payload, "\(pins)")
             }
             // A pin replaces no certificate check: pinned, but the CA unknown, it is still refused.
             let error = await hotError {
@@ -209,8 +209,8 @@ struct TLSTests {
             try await fixture.withServer(locations: [.status(503, at: "/file.bin")]) { primary in
                 let mirrors = [primary.baseURL, mirror.baseURL]
                 let open = MirroredTransport(mirrors: mirrors, transport: try kind.make(fixture.privateCA))
-                let fetched5 = try await fixture.fetch(open, from: primary.baseURL)
-                #expect(fetched5 == fixture.payload)
+                let fetched = try await fixture.fetch(open, from: primary.baseURL)
+                #expect(fetched == fixture.payload)
 
                 let pinned = MirroredTransport(
                     mirrors: mirrors,
@@ -251,8 +251,8 @@ struct TLSTests {
         try await fixture.withServer(keepAliveSeconds: 600) { server in
             let transport = try CurlTransport(trust: fixture.privateCA)
             for _ in 0..<3 {
-                let fetched6 = try await fixture.fetch(transport, from: server.baseURL)
-                #expect(fetched6 == fixture.payload)
+                let fetched = try await fixture.fetch(transport, from: server.baseURL)
+                #expect(fetched == fixture.payload)
             }
             let requests = await server.waitForRequests(path: "/file.bin", count: 3)
             #expect(requests.count == 3)
@@ -273,13 +273,18 @@ struct TLSTests {
         }
     }
     #endif
+}
+#endif
 
+@Suite("TLS settings: pins, the SPKI decision, what URLSession can honour")
+struct PinCheckTests {
     @Test("URLSessionTransport refuses at creation what its platform cannot honour")
     func urlSessionRefusesTrustItCannotHonour() throws {
-        let fixture = try TLSFixture()
-        defer { fixture.scratch.remove() }
+        let authority = try TestCertificateAuthority.shared()
+        let loopback = try TestCertificateAuthority.sharedLoopback()
         _ = try URLSessionTransport(trust: .system)
-        for trust in [fixture.privateCA, try TLSTrust(pins: [fixture.loopback.pin])] {
+        let privateCA = TLSTrust(authorities: .only(bundle: authority.certificate.path))
+        for trust in [privateCA, try TLSTrust(pins: [loopback.pin])] {
             #if canImport(FoundationNetworking)
             #expect(throws: HotUpdateError(.unsupported, "")) { _ = try URLSessionTransport(trust: trust) }
             #else
@@ -287,10 +292,7 @@ struct TLSTests {
             #endif
         }
     }
-}
 
-@Suite("pins: parsing and the SPKI decision")
-struct PinCheckTests {
     @Test("pins parse as curl writes them, and nothing else does")
     func parsing() throws {
         let digest = [UInt8](repeating: 7, count: 32)
