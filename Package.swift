@@ -214,7 +214,8 @@ let package = Package(
         .testTarget(name: "HotManifestTests", dependencies: ["HotManifest", "HotCore", "HotTesting"]),
         .testTarget(name: "HotArchiveTests", dependencies: ["HotArchive", "HotCore", "HotTesting", "HotTestServers"]),
         .testTarget(
-            name: "HotTransportTests", dependencies: ["HotTransport", "HotCore", "HotTesting", "HotTestServers"]),
+            name: "HotTransportTests",
+            dependencies: ["HotTransport", "HotCore", "HotTesting", "HotTestServers", "HotVerify"]),
         .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore", "HotTesting", "HotTestServers"]),
         .testTarget(name: "HotStoreTests", dependencies: ["HotStore", "HotCore", "HotTesting", "HotTestServers"]),
         .testTarget(

@@ -18,6 +18,14 @@ static inline CURLcode hot_curl_setopt_pointer(CURL *handle, CURLoption option, 
 static inline CURLcode hot_curl_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value) {
     return curl_easy_setopt(handle, option, value);
 }
+/* A blob libcurl copies (CURL_BLOB_COPY), such as CURLOPT_CAINFO_BLOB. */
+static inline CURLcode hot_curl_setopt_blob(CURL *handle, CURLoption option, void *data, size_t length) {
+    struct curl_blob blob;
+    blob.data = data;
+    blob.len = length;
+    blob.flags = CURL_BLOB_COPY;
+    return curl_easy_setopt(handle, option, &blob);
+}
 typedef size_t (*hot_curl_data_callback)(char *data, size_t size, size_t count, void *context);
 static inline CURLcode hot_curl_setopt_data_callback(CURL *handle, CURLoption option, hot_curl_data_callback value) {
     return curl_easy_setopt(handle, option, value);

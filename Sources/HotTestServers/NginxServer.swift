@@ -70,10 +70,45 @@ public final class NginxServer: @unchecked Sendable {
         }
     }
 
+    /// TLS for the server: it then speaks only HTTPS, with this certificate.
+    public struct TLS: Sendable, Hashable {
+        /// The server's certificate chain, PEM (the leaf first).
+        public var certificate: URL
+        /// The certificate's private key, PEM.
+        public var key: URL
+        /// The protocol versions served, in nginx's words.
+        public var protocols: String
+
+        /// Creates TLS settings.
+        ///
+        /// - Parameters:
+        ///   - certificate: The certificate chain, PEM.
+        ///   - key: Its private key, PEM.
+        ///   - protocols: nginx's `ssl_protocols`, `TLSv1.2 TLSv1.3` by default.
+        public init(certificate: URL, key: URL, protocols: String = "TLSv1.2 TLSv1.3") {
+            self.certificate = certificate
+            self.key = key
+            self.protocols = protocols
+        }
+
+        /// A certificate a ``TestCertificateAuthority`` issued.
+        public init(_ issued: TestCertificateAuthority.Issued) {
+            self.init(certificate: issued.certificate, key: issued.key)
+        }
+    }
+
     /// How to start the server.
     public struct Options: Sendable, Hashable {
         /// Extra `location` blocks, placed before the default `location /`.
         public var locations: [Location]
+        /// HTTPS instead of HTTP, with this certificate; nil for plain HTTP.
+        public var tls: TLS?
+        /// Where the default `location /` sends requests (a reverse proxy, such as to
+        /// ``MotoServer``), keeping their `Host`; nil serves the root's files.
+        public var proxyTo: URL?
+        /// How long an idle kept-alive connection stays open, in seconds (nginx's
+        /// `keepalive_timeout`).
+        public var keepAliveSeconds: Int
         /// The nginx executable; nil searches `PATH`, `/usr/sbin` and `/usr/local/sbin`.
         public var executable: URL?
         /// How long to wait for the server to accept connections.
@@ -89,13 +124,22 @@ public final class NginxServer: @unchecked Sendable {
         ///   - executable: The nginx executable, or nil to search for it.
         ///   - startTimeout: How long to wait for the server to accept connections.
         ///   - port: The port, or nil for a free one.
+        ///   - tls: HTTPS with this certificate, or nil for plain HTTP.
+        ///   - proxyTo: Where to proxy every request not in `locations`, or nil to serve files.
+        ///   - keepAliveSeconds: How long an idle connection stays open, 5 seconds by default.
         public init(
             locations: [Location] = [],
             executable: URL? = nil,
             startTimeout: Duration = .seconds(15),
-            port: Int? = nil
+            port: Int? = nil,
+            tls: TLS? = nil,
+            proxyTo: URL? = nil,
+            keepAliveSeconds: Int = 5
         ) {
             self.locations = locations
+            self.tls = tls
+            self.proxyTo = proxyTo
+            self.keepAliveSeconds = keepAliveSeconds
             self.executable = executable
             self.startTimeout = startTimeout
             self.port = port
@@ -112,9 +156,13 @@ public final class NginxServer: @unchecked Sendable {
         public var status: Int
         /// How many body bytes the server sent before the request ended.
         public var bodyBytesSent: Int64
+        /// The serial number of the connection the request came on: requests on one
+        /// kept-alive connection share it.
+        public var connection: Int = 0
     }
 
-    /// The address the server listens on, such as `http://127.0.0.1:40123/`.
+    /// The address the server listens on, such as `http://127.0.0.1:40123/`
+    /// (`https://` with ``Options/tls``).
     public let baseURL: URL
     /// The port the server listens on.
     public let port: Int
@@ -125,12 +173,23 @@ public final class NginxServer: @unchecked Sendable {
     private let lifeline: Int32
     private let stopped = Locked(false)
 
-    private init(process: SupervisedProcess, lifeline: Int32, port: Int, workDirectory: URL) {
+    private init(process: SupervisedProcess, lifeline: Int32, port: Int, workDirectory: URL, secure: Bool) {
         self.process = process
         self.lifeline = lifeline
         self.port = port
         self.workDirectory = workDirectory
-        self.baseURL = URL(string: "http://127.0.0.1:\(port)/") ?? URL(fileURLWithPath: "/")
+        self.baseURL = URL(string: "\(secure ? "https" : "http")://127.0.0.1:\(port)/") ?? URL(fileURLWithPath: "/")
+    }
+
+    /// This server's URL for `path` under another host name that resolves to 127.0.0.1, such
+    /// as `localhost`.
+    ///
+    /// - Parameters:
+    ///   - host: The host name.
+    ///   - path: The path, without a leading `/`.
+    public func url(host: String, path: String = "") -> URL {
+        let scheme = baseURL.scheme ?? "http"
+        return URL(string: "\(scheme)://\(host):\(port)/\(path)") ?? baseURL
     }
 
     deinit {
@@ -187,12 +246,20 @@ public final class NginxServer: @unchecked Sendable {
         let log = workDirectory.appendingPathComponent("access.log")
         guard let text = try? String(contentsOf: log, encoding: .utf8) else { return [] }
         return text.split(separator: "\n").compactMap { line in
-            let fields = line.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
-            guard fields.count == 4, let status = Int(fields[1]), let sent = Int64(fields[2]) else { return nil }
-            let uri = String(fields[3])
+            let fields = line.split(separator: " ", maxSplits: 4, omittingEmptySubsequences: false)
+            guard fields.count == 5, let status = Int(fields[1]), let sent = Int64(fields[2]),
+                let connection = Int(fields[3])
+            else { return nil }
+            let uri = String(fields[4])
             let rawPath = uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? uri
             let path = rawPath.removingPercentEncoding ?? rawPath
-            return Request(method: String(fields[0]), path: path, status: status, bodyBytesSent: sent)
+            return Request(
+                method: String(fields[0]),
+                path: path,
+                status: status,
+                bodyBytesSent: sent,
+                connection: connection
+            )
         }
     }
 
@@ -257,7 +324,7 @@ public final class NginxServer: @unchecked Sendable {
             let port = try options.port ?? freePort()
             let config = configuration(root: root.standardizedFileURL, work: work, port: port, options: options)
             try config.write(to: work.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
-            let server = try spawn(executable: executable, work: work, port: port)
+            let server = try spawn(executable: executable, work: work, port: port, secure: options.tls != nil)
             try await server.waitUntilAccepting(timeout: options.startTimeout)
             return server
         } catch {
@@ -279,7 +346,7 @@ public final class NginxServer: @unchecked Sendable {
         lines.append("error_log \(quoted(work.appendingPathComponent("error.log").path)) warn;")
         lines.append("events { worker_connections 256; }")
         lines.append("http {")
-        lines.append("  log_format hot '$request_method $status $body_bytes_sent $request_uri';")
+        lines.append("  log_format hot '$request_method $status $body_bytes_sent $connection $request_uri';")
         lines.append("  access_log \(quoted(work.appendingPathComponent("access.log").path)) hot;")
         for (directive, sub) in [
             ("client_body_temp_path", "body"), ("proxy_temp_path", "proxy"), ("fastcgi_temp_path", "fastcgi"),
@@ -290,13 +357,31 @@ public final class NginxServer: @unchecked Sendable {
         lines.append("  types { text/html html; text/plain txt; application/json json; application/zip zip; }")
         lines.append("  default_type application/octet-stream;")
         lines.append("  sendfile on;")
-        lines.append("  keepalive_timeout 5;")
+        lines.append("  keepalive_timeout \(options.keepAliveSeconds);")
         lines.append("  server {")
-        lines.append("    listen 127.0.0.1:\(port);")
+        if let tls = options.tls {
+            lines.append("    listen 127.0.0.1:\(port) ssl;")
+            lines.append("    ssl_certificate \(quoted(tls.certificate.path));")
+            lines.append("    ssl_certificate_key \(quoted(tls.key.path));")
+            lines.append("    ssl_protocols \(tls.protocols);")
+            lines.append("    ssl_session_cache builtin:1000;")
+        } else {
+            lines.append("    listen 127.0.0.1:\(port);")
+        }
         lines.append("    server_name localhost;")
         lines.append("    root \(quoted(root.path));")
         for location in options.locations { lines.append("    \(location.block)") }
-        lines.append("    location / { }")
+        if let upstream = options.proxyTo {
+            var target = upstream.absoluteString
+            while target.hasSuffix("/") { target.removeLast() }
+            lines.append(
+                "    location / { proxy_pass \(target); proxy_set_header Host $http_host; "
+                    + "proxy_request_buffering off; proxy_buffering off; client_max_body_size 0; "
+                    + "proxy_http_version 1.1; }"
+            )
+        } else {
+            lines.append("    location / { }")
+        }
         lines.append("  }")
         lines.append("}")
         return lines.joined(separator: "\n") + "\n"
@@ -324,7 +409,7 @@ public final class NginxServer: @unchecked Sendable {
 
     private static let spawnLock = NSLock()
 
-    private static func spawn(executable: URL, work: URL, port: Int) throws -> NginxServer {
+    private static func spawn(executable: URL, work: URL, port: Int, secure: Bool) throws -> NginxServer {
         var fds: [Int32] = [-1, -1]
         // The write end must never leak into another child, or the pipe would not close with
         // us: it is close-on-exec, and servers start one at a time so none inherits another's.
@@ -354,7 +439,7 @@ public final class NginxServer: @unchecked Sendable {
             throw error
         }
         close(fds[0])
-        return NginxServer(process: child, lifeline: fds[1], port: port, workDirectory: work)
+        return NginxServer(process: child, lifeline: fds[1], port: port, workDirectory: work, secure: secure)
     }
 
     private func waitUntilAccepting(timeout: Duration) async throws {

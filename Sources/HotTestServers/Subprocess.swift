@@ -68,7 +68,7 @@ public enum Subprocess {
         return output
     }
 
-    private static func runBlocking(
+    static func runBlocking(
         _ executable: String,
         _ arguments: [String],
         in directory: URL?,

@@ -23,6 +23,15 @@ import HotCore
 ///   `HotUpdateError.Code.transportFailed` with curl's message. They surface from
 ///   ``fetch(_:)`` before the headers are complete, and from iterating the body after.
 /// - A slow consumer slows the transfer down; the low-speed limit counts that time too.
+/// - TLS: the ``trust`` given at creation (a private CA's bundle, pinned keys, TLS 1.2 at
+///   least), applied to every connection, redirects included. A certificate from an unknown
+///   CA fails with `HotUpdateError.Code.certificateUntrusted`, one for another host with
+///   `HotUpdateError.Code.certificateHostMismatch`, an expired one with
+///   `HotUpdateError.Code.certificateExpired`, a key not pinned with
+///   `HotUpdateError.Code.pinMismatch`; a redirect from `https` to `http` with
+///   `HotUpdateError.Code.insecureRedirect`.
+/// - Connections are reused: a finished request's handle, with its open connection and TLS
+///   session, serves the next request of the same transport (and its copies).
 ///
 /// ```swift
 /// let transport = CurlTransport()
@@ -37,11 +46,35 @@ public struct CurlTransport: Transport {
     /// The settings of this transport.
     public var options: HTTPTransportOptions
 
-    /// Creates a transport.
+    /// Whom TLS trusts, fixed at creation.
+    public var trust: TLSTrust { tls.trust }
+
+    private let tls: CurlTLS
+    private let pool = CurlHandlePool()
+
+    /// Creates a transport trusting the system's certificate authorities (TLS 1.2 or later).
     ///
-    /// - Parameter options: Redirects, user agent, buffering and the CA bundle.
+    /// - Parameter options: Redirects, user agent and buffering.
     public init(options: HTTPTransportOptions = HTTPTransportOptions()) {
         self.options = options
+        self.tls = .system
+    }
+
+    /// Creates a transport with its own trust: a private CA's bundle, pinned keys.
+    ///
+    /// ```swift
+    /// let transport = try CurlTransport(trust: TLSTrust(authorities: .only(bundle: caPath), pins: [pin]))
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - options: Redirects, user agent and buffering.
+    ///   - trust: The certificate authorities, pins and TLS floor of every connection.
+    /// - Throws: `HotUpdateError.Code.invalidArgument` for a CA bundle that cannot be read or
+    ///   holds no certificate; `HotUpdateError.Code.unsupported` when this libcurl cannot honour
+    ///   a setting (its TLS backend cannot pin, say), rather than skip it.
+    public init(options: HTTPTransportOptions = HTTPTransportOptions(), trust: TLSTrust) throws {
+        self.options = options
+        self.tls = trust.isSystem ? .system : try CurlTLS(trust: trust)
     }
 
     /// libcurl's process-wide initialisation, run once, the first time a request starts.
@@ -65,7 +98,7 @@ public struct CurlTransport: Transport {
             )
         }
         try Task.checkCancellation()
-        let transfer = CurlTransfer(request: request, options: options)
+        let transfer = CurlTransfer(request: request, options: options, tls: tls, pool: pool)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.start(continuation)
@@ -82,6 +115,8 @@ public struct CurlTransport: Transport {
 private final class CurlTransfer: @unchecked Sendable {
     let request: TransportRequest
     let options: HTTPTransportOptions
+    private let tls: CurlTLS
+    private let pool: CurlHandlePool
     private let writer: ByteStream.Writer
 
     private let lock = NSLock()
@@ -99,9 +134,11 @@ private final class CurlTransfer: @unchecked Sendable {
     private var received: Int64 = 0
     private var abort: HTTPFailure?
 
-    init(request: TransportRequest, options: HTTPTransportOptions) {
+    init(request: TransportRequest, options: HTTPTransportOptions, tls: CurlTLS, pool: CurlHandlePool) {
         self.request = request
         self.options = options
+        self.tls = tls
+        self.pool = pool
         let (stream, writer) = ByteStream.makeStream(capacity: options.streamCapacity)
         self.stream = stream
         self.writer = writer
@@ -152,7 +189,7 @@ private final class CurlTransfer: @unchecked Sendable {
     // MARK: - The curl thread
 
     private func run() {
-        guard let handle = curl_easy_init() else {
+        guard let handle = pool.take() else {
             finish(error: HotUpdateError(.transportFailed, "libcurl could not create a handle", subject: subject))
             return
         }
@@ -161,7 +198,8 @@ private final class CurlTransfer: @unchecked Sendable {
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
         var headerList: UnsafeMutablePointer<curl_slist>?
         defer {
-            curl_easy_cleanup(handle)
+            // Back to the pool, reset but with its connection and TLS session, for the next request.
+            pool.give(handle)
             curl_slist_free_all(headerList)
             errorBuffer.deallocate()
             self.handle = nil
@@ -223,11 +261,8 @@ private final class CurlTransfer: @unchecked Sendable {
         try check(hot_curl_setopt_long(handle, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1), "CURLOPT_SUPPRESS_CONNECT_HEADERS")
         // Older libcurl lacks the string forms; it then allows its default protocols.
         _ = hot_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
-        _ = hot_curl_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         _ = hot_curl_setopt_long(handle, CURLOPT_BUFFERSIZE, max(1024, options.bufferSize))
-        if let caBundlePath = options.caBundlePath {
-            try check(hot_curl_setopt_string(handle, CURLOPT_CAINFO, caBundlePath), "the CA bundle")
-        }
+        try tls.configure(handle, url: request.url, check: check)
 
         let timeouts = request.timeouts
         try check(
@@ -345,6 +380,13 @@ private final class CurlTransfer: @unchecked Sendable {
         if (100..<200).contains(status) { return true }  // 100 Continue, 103 Early Hints: another block follows
         let followed = [301, 302, 303, 307, 308].contains(status) && headers["location"] != nil
         if followed {
+            // Never from https down to http, whatever libcurl's protocol list allows.
+            if let location = headers["location"], let target = redirectTarget(location),
+                currentURL.isDowngrade(to: target)
+            {
+                abort = .insecureRedirect(target.absoluteString)
+                return false
+            }
             // libcurl follows it, or fails with too many redirects; either way it is not the answer.
             redirects += 1
             return true
@@ -359,16 +401,26 @@ private final class CurlTransfer: @unchecked Sendable {
         return true
     }
 
-    private func response(body: ByteStream) -> TransportResponse {
-        var url = request.url
+    /// The URL of the response being read: the request's, or where redirects have led.
+    private var currentURL: URL {
         if let handle {
             var pointer: UnsafePointer<CChar>?
             if hot_curl_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer,
                 let effective = URL(string: String(cString: pointer))
             {
-                url = effective
+                return effective
             }
         }
+        return request.url
+    }
+
+    /// Where a `Location` header leads from the current URL.
+    private func redirectTarget(_ location: String) -> URL? {
+        URL(string: location, relativeTo: currentURL)?.absoluteURL
+    }
+
+    private func response(body: ByteStream) -> TransportResponse {
+        let url = currentURL
         var code = status
         if code == 0, let handle {
             var value = 0
@@ -416,8 +468,14 @@ private final class CurlTransfer: @unchecked Sendable {
     private func map(_ code: CURLcode, detail: String) -> HotUpdateError {
         if let abort { return abort.error(subject: subject) }
         let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        if let refused = tls.failure(code, handle: handle, reason: reason, host: currentURL.host ?? subject) {
+            return refused.error(subject: currentURL.absoluteString)
+        }
         let failure: HTTPFailure
         switch code {
+        case CURLE_UNSUPPORTED_PROTOCOL where redirects > 0 && request.url.scheme?.lowercased() == "https":
+            // libcurl's protocol list refused where a redirect led: plain http.
+            failure = .insecureRedirect(reason)
         case CURLE_OPERATION_TIMEDOUT:
             failure = .timedOut(reason)
         case CURLE_PARTIAL_FILE:

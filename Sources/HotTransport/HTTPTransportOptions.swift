@@ -6,7 +6,8 @@ import HotCore
 /// configured alike whichever transport the platform gets.
 ///
 /// Timeouts, the byte limit, the range and headers are set per request, in HotCore's
-/// `TransportRequest`.
+/// `TransportRequest`; whom TLS trusts (CA bundle, pins) is a ``TLSTrust`` given when a
+/// transport is created, so that a transport that cannot honour it refuses to exist.
 ///
 /// ```swift
 /// var options = HTTPTransportOptions()
@@ -29,10 +30,6 @@ public struct HTTPTransportOptions: Sendable, Hashable {
     /// its task, on Apple platforms (FoundationNetworking cannot). `CurlTransport` holds the
     /// transfer back as soon as ``streamCapacity`` chunks wait.
     public var bufferLimit: Int
-    /// A file of CA certificates to trust instead of the system's, in PEM. `CurlTransport`
-    /// only: ``URLSessionTransport`` refuses to fetch with one (`HotUpdateError.Code.invalidArgument`)
-    /// rather than trust the system's certificates instead.
-    public var caBundlePath: String?
 
     /// Creates options.
     ///
@@ -43,22 +40,18 @@ public struct HTTPTransportOptions: Sendable, Hashable {
     ///   - bufferSize: The largest chunk of the body in bytes, 64 KiB by default.
     ///   - bufferLimit: How many bytes may wait before ``URLSessionTransport`` suspends its
     ///     task (Apple platforms), 4 MiB by default.
-    ///   - caBundlePath: A PEM file of CA certificates to trust instead of the system's
-    ///     (`CurlTransport` only).
     public init(
         maxRedirects: Int = 10,
         userAgent: String = "HotUpdate",
         streamCapacity: Int = 8,
         bufferSize: Int = 64 << 10,
-        bufferLimit: Int = 4 << 20,
-        caBundlePath: String? = nil
+        bufferLimit: Int = 4 << 20
     ) {
         self.maxRedirects = maxRedirects
         self.userAgent = userAgent
         self.streamCapacity = streamCapacity
         self.bufferSize = bufferSize
         self.bufferLimit = bufferLimit
-        self.caBundlePath = caBundlePath
     }
 }
 
@@ -84,6 +77,11 @@ enum HTTPFailure: Sendable {
     case truncated(received: Int64, expected: Int64?, reason: String?)
     /// The HTTP stack cannot fetch the URL: the message says why.
     case badURL(String)
+    /// The server's certificate or key was refused: `code` is one of the certificate codes
+    /// or `HotUpdateError.Code.pinMismatch`; the message says why.
+    case tls(HotUpdateError.Code, String)
+    /// An `https` request was redirected to this `http` URL.
+    case insecureRedirect(String)
     /// Any other failure: the message, in the HTTP stack's words.
     case failed(String)
 
@@ -137,6 +135,14 @@ enum HTTPFailure: Sendable {
             )
         case .badURL(let message):
             return HotUpdateError(.invalidArgument, message, subject: subject, cause: box)
+        case .tls(let code, let message):
+            return HotUpdateError(code, message, subject: subject, cause: box)
+        case .insecureRedirect(let target):
+            return HotUpdateError(
+                .insecureRedirect,
+                "refused a redirect from https to plain http (\(target))",
+                subject: subject
+            )
         case .failed(let message):
             return HotUpdateError(.transportFailed, message, subject: subject, cause: box)
         }
@@ -198,5 +204,13 @@ extension Duration {
         let total = seconds.multipliedReportingOverflow(by: 1000)
         guard !total.overflow else { return Int.max }
         return Int(clamping: total.partialValue + attoseconds / 1_000_000_000_000_000)
+    }
+}
+
+extension URL {
+    /// Whether a redirect from this URL to `target` leaves `https` for plain `http`: a
+    /// downgrade both HTTP transports refuse with `HotUpdateError.Code.insecureRedirect`.
+    package func isDowngrade(to target: URL) -> Bool {
+        scheme?.lowercased() == "https" && target.scheme?.lowercased() == "http"
     }
 }

@@ -17,4 +17,28 @@ extension SchemeRoutingTransport {
         return URLSessionTransport(options: options)
         #endif
     }
+
+    /// The HTTP transport this platform builds best, with its own TLS trust.
+    ///
+    /// ```swift
+    /// let trust = try TLSTrust(authorities: .only(bundle: caPath), pins: [currentKey, nextKey])
+    /// let http = try SchemeRoutingTransport.platformHTTP(trust: trust)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - options: The settings of its requests, the same for either transport.
+    ///   - trust: The certificate authorities, pins and TLS floor of every connection.
+    /// - Throws: What the transport's initialiser throws when it cannot honour `trust`
+    ///   (`HotUpdateError.Code.unsupported`), or the CA bundle cannot be read
+    ///   (`HotUpdateError.Code.invalidArgument`).
+    public static func platformHTTP(
+        options: HTTPTransportOptions = HTTPTransportOptions(),
+        trust: TLSTrust
+    ) throws -> any Transport {
+        #if Curl && canImport(CHotCurl)
+        return try CurlTransport(options: options, trust: trust)
+        #else
+        return try URLSessionTransport(options: options, trust: trust)
+        #endif
+    }
 }

@@ -23,9 +23,14 @@ import FoundationNetworking
 ///   ``HTTPTransportOptions/maxRedirects``) and only the final response is reported.
 /// - `Accept-Encoding: identity` is sent unless the request sets the header, so the
 ///   bytes are the server's file, as digests expect; the options' `User-Agent` likewise.
-/// - A CA bundle (``HTTPTransportOptions/caBundlePath``) cannot be given to `URLSession`: a
-///   fetch with one fails with `HotUpdateError.Code.invalidArgument` rather than trust the
-///   system's certificates instead.
+/// - TLS: the ``trust`` given at creation. On Apple platforms its session delegate answers
+///   the server-trust challenge of every connection (redirects included): the chain is
+///   evaluated by the Security framework against the system's CAs or the bundle's (SecTrust
+///   anchors), then the leaf's key is compared with the pins; TLS 1.2 is the floor.
+///   FoundationNetworking (Linux) has no server-trust hook: there a trust other than
+///   ``TLSTrust/system`` is refused at creation with `HotUpdateError.Code.unsupported`, and the
+///   floor is the system OpenSSL's (TLS 1.2 on Debian and Ubuntu).
+/// - A redirect from `https` to `http` fails with `HotUpdateError.Code.insecureRedirect`.
 /// - Timeouts: a transfer that moves fewer than
 ///   `TransportRequest.Timeouts.lowSpeedBytesPerSecond` over a `TransportRequest.Timeouts.lowSpeedWindow`
 ///   (waiting for the response included) or that outlives `TransportRequest.Timeouts.total` fails with
@@ -51,7 +56,13 @@ public struct URLSessionTransport: Transport {
     /// from the request.
     public var makeConfiguration: @Sendable () -> URLSessionConfiguration
 
-    /// Creates a transport.
+    /// Whom TLS trusts, fixed at creation.
+    public let trust: TLSTrust
+
+    /// The DER certificates of the trust's CA bundle, the anchors of each evaluation.
+    private let anchors: [[UInt8]]
+
+    /// Creates a transport trusting the system's certificate authorities.
     ///
     /// - Parameters:
     ///   - options: Redirects, user agent and buffering.
@@ -62,6 +73,48 @@ public struct URLSessionTransport: Transport {
     ) {
         self.options = options
         self.makeConfiguration = makeConfiguration
+        self.trust = .system
+        self.anchors = []
+    }
+
+    /// Creates a transport with its own trust: a private CA's bundle, pinned keys.
+    ///
+    /// ```swift
+    /// let transport = try URLSessionTransport(trust: TLSTrust(pins: [current, next]))
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - options: Redirects, user agent and buffering.
+    ///   - trust: The certificate authorities, pins and TLS floor of every connection.
+    ///   - makeConfiguration: Makes each session's configuration; `.ephemeral` by default.
+    /// - Throws: `HotUpdateError.Code.unsupported` over FoundationNetworking (Linux) for any
+    ///   trust but ``TLSTrust/system``, which it has no hook to honour;
+    ///   `HotUpdateError.Code.invalidArgument` for a CA bundle that cannot be read or holds no
+    ///   certificate.
+    public init(
+        options: HTTPTransportOptions = HTTPTransportOptions(),
+        trust: TLSTrust,
+        makeConfiguration: @escaping @Sendable () -> URLSessionConfiguration = { .ephemeral }
+    ) throws {
+        #if canImport(Security)
+        try trust.validateBundle()
+        self.anchors = try trust.authorities.bundlePath.map { try PEMCertificates.read(path: $0) } ?? []
+        #else
+        guard trust.isSystem else { throw Self.unsupported(trust) }
+        self.anchors = []
+        #endif
+        self.options = options
+        self.makeConfiguration = makeConfiguration
+        self.trust = trust
+    }
+
+    /// Why this platform's URLSession cannot honour `trust`.
+    static func unsupported(_ trust: TLSTrust) -> HotUpdateError {
+        HotUpdateError(
+            .unsupported,
+            "URLSessionTransport cannot honour \(trust) here: FoundationNetworking has no server-trust hook "
+                + "for a CA bundle, pins or a TLS floor; use CurlTransport"
+        )
     }
 
     /// Starts the request and returns once the final response's headers are complete.
@@ -71,17 +124,11 @@ public struct URLSessionTransport: Transport {
     /// - Throws: `HotUpdateError` with `HotUpdateError.Code.invalidArgument` for a URL that
     ///   is not `http` or `https`, `HotUpdateError.Code.timedOut`,
     ///   `HotUpdateError.Code.byteLimitExceeded` (announced length over the limit),
-    ///   `HotUpdateError.Code.transportFailed` or `HotUpdateError.Code.cancelled`;
-    ///   `HotUpdateError.Code.invalidArgument` too when the options name a CA bundle.
+    ///   `HotUpdateError.Code.transportFailed` or `HotUpdateError.Code.cancelled`; the
+    ///   certificate codes, `HotUpdateError.Code.pinMismatch` and
+    ///   `HotUpdateError.Code.insecureRedirect` when TLS refuses the server.
     public func fetch(_ request: TransportRequest) async throws -> TransportResponse {
         try request.requireHTTP("URLSessionTransport")
-        if let caBundlePath = options.caBundlePath {
-            throw HotUpdateError(
-                .invalidArgument,
-                "URLSessionTransport cannot use a CA bundle file (\(caBundlePath)); CurlTransport can",
-                subject: request.url.absoluteString
-            )
-        }
         try Task.checkCancellation()
 
         let configuration = makeConfiguration()
@@ -91,6 +138,9 @@ public struct URLSessionTransport: Transport {
         configuration.timeoutIntervalForResource = total
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.urlCache = nil
+        #if canImport(Security)
+        configuration.tlsMinimumSupportedProtocolVersion = trust.minimumVersion == .tls13 ? .TLSv13 : .TLSv12
+        #endif
 
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method
@@ -107,7 +157,7 @@ public struct URLSessionTransport: Transport {
         if let range = request.range { urlRequest.setValue(range.headerValue, forHTTPHeaderField: "Range") }
         urlRequest.httpBody = request.body
 
-        let transfer = SessionTransfer(request: request, options: options)
+        let transfer = SessionTransfer(request: request, options: options, trust: trust, anchors: anchors)
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
         queue.name = "URLSessionTransport"
@@ -126,9 +176,11 @@ public struct URLSessionTransport: Transport {
 
 /// One request: the session's delegate, the thread that feeds the body stream (the
 /// pump), and the state they share, guarded by `lock`.
-private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     let request: TransportRequest
     let options: HTTPTransportOptions
+    let trust: TLSTrust
+    let anchors: [[UInt8]]
     private let writer: ByteStream.Writer
 
     private let lock = NSCondition()
@@ -153,9 +205,11 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
     private var redirects = 0
     private var finished = false
 
-    init(request: TransportRequest, options: HTTPTransportOptions) {
+    init(request: TransportRequest, options: HTTPTransportOptions, trust: TLSTrust, anchors: [[UInt8]]) {
         self.request = request
         self.options = options
+        self.trust = trust
+        self.anchors = anchors
         self.backPressure = BackPressure(limit: options.bufferLimit)
         let (stream, writer) = ByteStream.makeStream(capacity: options.streamCapacity)
         self.stream = stream
@@ -318,7 +372,11 @@ private final class SessionTransfer: NSObject, URLSessionDataDelegate, @unchecke
         redirects += 1
         let count = redirects
         lock.unlock()
-        if count > options.maxRedirects {
+        let from = task.currentRequest?.url ?? response.url ?? request.url
+        if let target = newRequest.url, from.isDowngrade(to: target) {
+            fail(.insecureRedirect(target.absoluteString), cancelTask: false)
+            completionHandler(nil)
+        } else if count > options.maxRedirects {
             // Not following ends the task with the redirect as its response, which is then refused.
             fail(.tooManyRedirects(count, limit: options.maxRedirects), cancelTask: false)
             completionHandler(nil)

@@ -32,15 +32,28 @@ enum TransportKind: String, ExpressibleByArgument, CaseIterable {
         "the curl transport is not in this build of hot: build it with the package trait 'Curl' "
         + "(on by default), or use --transport urlsession"
 
-    func make() throws -> any Transport {
+    /// The transport, trusting what `trust` says over TLS (file URLs speak no TLS).
+    ///
+    /// - Throws: A one-line error when the transport cannot honour `trust` on this platform
+    ///   (URLSession over FoundationNetworking takes no CA file or pin), before any request.
+    func make(trust: TLSTrust = .system) throws -> any Transport {
         switch self {
         case .curl:
             #if Curl && canImport(CHotCurl)
-            return CurlTransport()
+            return try CurlTransport(trust: trust)
             #else
             throw ValidationError(Self.missing)
             #endif
-        case .urlsession: return URLSessionTransport()
+        case .urlsession:
+            do {
+                return try URLSessionTransport(trust: trust)
+            } catch let error as HotUpdateError where error.code == .unsupported {
+                throw HotUpdateError(
+                    .unsupported,
+                    "--transport urlsession cannot use --ca-file or --pin on this platform "
+                        + "(FoundationNetworking has no server-trust hook); use --transport curl"
+                )
+            }
         case .file: return FileTransport()
         }
     }

@@ -79,6 +79,8 @@ struct Repair: AsyncParsableCommand {
     @Option(help: "The transport for re-downloads; chosen from each package's URL when omitted.")
     var transport: TransportKind?
 
+    @OptionGroup(title: "TLS") var tlsOptions: TLSOptions
+
     func run() async throws {
         try await runReportingErrors {
             let probe = storeOptions.makeUpdater()
@@ -86,7 +88,7 @@ struct Repair: AsyncParsableCommand {
             let firstSource = snapshot.packages.values.compactMap { $0.active.flatMap { URL(string: $0.sourceURL) } }
                 .first
             let kind = transport ?? firstSource.map(TransportKind.defaultKind(for:)) ?? .defaultHTTP
-            let updater = storeOptions.makeUpdater(transport: try kind.make())
+            let updater = storeOptions.makeUpdater(transport: try kind.make(trust: tlsOptions.trust()))
             let reports = try await updater.health.repairAll(depth: quick ? .quick : .full)
             if reports.isEmpty { print("no packages installed in \(storeOptions.rootURL.path)") }
             for report in reports {

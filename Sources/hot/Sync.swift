@@ -41,6 +41,8 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "The transport; chosen from the URL when omitted.")
     var transport: TransportKind?
 
+    @OptionGroup(title: "TLS") var tlsOptions: TLSOptions
+
     @Option(help: "The unarchiver.")
     var unarchiver: UnarchiverKind = .zip
 
@@ -142,7 +144,9 @@ struct Sync: AsyncParsableCommand {
     func run() async throws {
         try await runReportingErrors {
             let manifestURL = try parseLocation(manifest)
-            var transport = try (transport ?? TransportKind.defaultKind(for: manifestURL)).make()
+            var transport = try (transport ?? TransportKind.defaultKind(for: manifestURL)).make(
+                trust: tlsOptions.trust()
+            )
             if !mirror.isEmpty {
                 transport = MirroredTransport(mirrors: try mirror.map(parseLocation), transport: transport)
             }

@@ -35,6 +35,8 @@ struct Verify: AsyncParsableCommand {
 
     @Option(help: "With --url: how many package files are downloaded at once.") var concurrency = 4
 
+    @OptionGroup(title: "TLS (with --url)") var tlsOptions: TLSOptions
+
     func validate() throws {
         guard (repo == nil) != (url == nil) else { throw ValidationError("give either --repo or --url") }
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be 1 or more") }
@@ -106,7 +108,7 @@ struct Verify: AsyncParsableCommand {
     private func verifyPublished(_ manifestURL: URL) async throws {
         let verifier = CryptoVerifier()
         let trusted = try trustedKeys(verifier)
-        let transport = try TransportKind.defaultKind(for: manifestURL).make()
+        let transport = try TransportKind.defaultKind(for: manifestURL).make(trust: tlsOptions.trust())
         let name = manifestURL.absoluteString
         let data = try await transport.fetchDocument(url: manifestURL, maxBytes: 8 << 20)
         var (body, problems) = checkManifest(data, name: name, trusted: trusted, verifier: verifier)

@@ -71,15 +71,4 @@ struct HTTPFailureTests {
             #expect(refused == !accepted, "\(text)")
         }
     }
-
-    @Test("URLSessionTransport refuses a CA bundle it cannot use, before connecting")
-    func urlSessionRefusesCABundle() async throws {
-        let transport = URLSessionTransport(options: HTTPTransportOptions(caBundlePath: "/nonexistent/ca.pem"))
-        do {
-            _ = try await transport.fetch(TransportRequest(url: try #require(URL(string: "https://127.0.0.1:9/x"))))
-            Issue.record("the fetch succeeded")
-        } catch let error as HotUpdateError {
-            #expect(error.code == .invalidArgument)
-        }
-    }
 }

@@ -22,6 +22,18 @@ import Testing
     func curlTransportConforms(_ check: ConformanceCheck) async throws {
         try await check.run()
     }
+
+    /// Over HTTPS, under a private CA's certificate, trusting only that CA.
+    static let curlTLS = TransportConformance(serve: TransportConformance.nginxTLS) {
+        let bundle = (try? TestCertificateAuthority.shared().certificate.path) ?? "/nonexistent/ca.pem"
+        // A bundle that cannot be read fails the check that uses the transport, naming it.
+        return (try? CurlTransport(trust: TLSTrust(authorities: .only(bundle: bundle)))) ?? CurlTransport()
+    }
+
+    @Test(arguments: curlTLS.checks)
+    func curlTransportConformsOverTLS(_ check: ConformanceCheck) async throws {
+        try await check.run()
+    }
     #endif
 
     static let urlSession = TransportConformance(serve: TransportConformance.nginx) { URLSessionTransport() }
@@ -30,6 +42,19 @@ import Testing
     func urlSessionTransportConforms(_ check: ConformanceCheck) async throws {
         try await check.run()
     }
+
+    #if canImport(Security)
+    /// Over HTTPS on Apple platforms, where the session's delegate evaluates the private CA.
+    static let urlSessionTLS = TransportConformance(serve: TransportConformance.nginxTLS) {
+        let bundle = (try? TestCertificateAuthority.shared().certificate.path) ?? "/nonexistent/ca.pem"
+        return (try? URLSessionTransport(trust: TLSTrust(authorities: .only(bundle: bundle)))) ?? URLSessionTransport()
+    }
+
+    @Test(arguments: urlSessionTLS.checks)
+    func urlSessionTransportConformsOverTLS(_ check: ConformanceCheck) async throws {
+        try await check.run()
+    }
+    #endif
 
     /// A server that already serves the fixtures, written once: the suite fetches them from its URL.
     @Test func conformsAgainstAServerAlreadyServingTheFixtures() async throws {

@@ -56,6 +56,11 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case notAManifest
             case manifestUnsigned
             case pathCollision
+            case certificateUntrusted
+            case certificateHostMismatch
+            case certificateExpired
+            case pinMismatch
+            case insecureRedirect
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -155,6 +160,18 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         /// package for case-sensitive file systems only meets a store on a volume that ignores
         /// case.
         public static let pathCollision = Code(.pathCollision)
+        /// The server's TLS certificate does not chain to a trusted certificate authority (an
+        /// unknown or private CA whose bundle was not given, a self-signed certificate).
+        public static let certificateUntrusted = Code(.certificateUntrusted)
+        /// The server's TLS certificate is valid but names another host than the URL's.
+        public static let certificateHostMismatch = Code(.certificateHostMismatch)
+        /// The server's TLS certificate (or one of its chain) has expired or is not valid yet.
+        public static let certificateExpired = Code(.certificateExpired)
+        /// No public key of the server's certificate chain matches a pinned SPKI SHA-256
+        /// (`sha256//BASE64`): the connection was refused before any byte of the request.
+        public static let pinMismatch = Code(.pinMismatch)
+        /// An `https` request was redirected to plain `http` (a downgrade), and refused.
+        public static let insecureRedirect = Code(.insecureRedirect)
 
         public var description: String { value.rawValue }
     }

@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import HotCore
 import HotManifest
+import HotTransport
 import HotVerify
 
 /// `hot publish REPO s3://BUCKET/PREFIX`
@@ -68,6 +69,8 @@ struct Publish: AsyncParsableCommand {
 
     @Flag(help: "Publish manifests that carry no signature (development repositories only).") var allowUnsigned = false
 
+    @OptionGroup(title: "TLS (an https endpoint)") var tlsOptions: TLSOptions
+
     func validate() throws {
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be 1 or more") }
         guard partSize >= 5, multipartThreshold >= partSize else {
@@ -94,7 +97,8 @@ struct Publish: AsyncParsableCommand {
                         addressing: addressing
                     ),
                     credentials: try S3Credentials.load(),
-                    region: region
+                    region: region,
+                    tls: try CurlTLS(trust: tlsOptions.trust())
                 )
             )
             let publisher = Publisher(

@@ -2,6 +2,7 @@
 import CHotCurl
 import Foundation
 import HotCore
+import HotTransport
 import HotVerify
 
 /// One S3 request: the method, the object's key (nil for the bucket) with its query, the
@@ -55,6 +56,8 @@ struct S3Client: Sendable {
     let endpoint: S3Endpoint
     let credentials: S3Credentials
     let region: String
+    /// Whom TLS trusts for an https endpoint: the system's CAs, a private CA, pins.
+    let tls: CurlTLS
     /// Attempts per request for connection failures and 5xx answers.
     var attempts = 3
 
@@ -111,7 +114,8 @@ struct S3Client: Sendable {
             headers: headers,
             body: request.body,
             sigv4: "aws:amz:\(region):s3",
-            credentials: credentials
+            credentials: credentials,
+            tls: tls
         )
         return try await withCheckedThrowingContinuation { continuation in
             let thread = Thread { continuation.resume(with: Result { try call.perform() }) }
@@ -129,19 +133,28 @@ private final class S3Call: @unchecked Sendable {
     let body: Data?
     let sigv4: String
     let credentials: S3Credentials
+    let tls: CurlTLS
 
     private var status = 0
     private var responseHeaders: [String: String] = [:]
     private var responseBody = Data()
 
-    init(method: String, url: String, headers: [String: String], body: Data?, sigv4: String, credentials: S3Credentials)
-    {
+    init(
+        method: String,
+        url: String,
+        headers: [String: String],
+        body: Data?,
+        sigv4: String,
+        credentials: S3Credentials,
+        tls: CurlTLS
+    ) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.sigv4 = sigv4
         self.credentials = credentials
+        self.tls = tls
     }
 
     private static let globalInit: CURLcode = hot_curl_global_init_all()
@@ -172,6 +185,9 @@ private final class S3Call: @unchecked Sendable {
         try check(hot_curl_setopt_string(handle, CURLOPT_URL, url), "the URL")
         try check(hot_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1), "CURLOPT_NOSIGNAL")
         _ = hot_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+        // S3 answers with no redirect a client follows: none is followed, so none can downgrade.
+        try check(hot_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0), "CURLOPT_FOLLOWLOCATION")
+        if let target = URL(string: url) { try tls.configure(handle, url: target, check: check) }
         try check(hot_curl_setopt_string(handle, CURLOPT_AWS_SIGV4, sigv4), "CURLOPT_AWS_SIGV4 (libcurl 7.75 or later)")
         try check(hot_curl_setopt_string(handle, CURLOPT_USERNAME, credentials.accessKeyID), "the access key")
         try check(hot_curl_setopt_string(handle, CURLOPT_PASSWORD, credentials.secretAccessKey), "the secret key")
@@ -216,6 +232,7 @@ private final class S3Call: @unchecked Sendable {
         guard code == CURLE_OK else {
             let detail = String(cString: errorBuffer)
             let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+            if let refused = tls.error(code, handle: handle, reason: reason, url: url) { throw refused }
             throw HotUpdateError(
                 code == CURLE_OPERATION_TIMEDOUT ? .timedOut : .transportFailed,
                 "\(method) failed: \(reason)",
