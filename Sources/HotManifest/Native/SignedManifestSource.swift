@@ -55,7 +55,7 @@ public struct SignedManifestSource: ManifestSource {
     ///   - url: The manifest's URL; package URLs resolve against it.
     ///   - transport: How to fetch it.
     ///   - verifier: Checks signatures (`CryptoVerifier`).
-    ///   - trust: The app's root keys and threshold, or ``ManifestTrust/unsignedDevelopment(keys:threshold:)``.
+    ///   - trust: The app's root keys and threshold, or ``ManifestTrust/unsignedDevelopment(keys:threshold:despiteKeys:)``.
     ///   - storeRoot: The updater's root; `trust.json` is kept there.
     ///   - context: App version, client id and channel.
     ///   - maxBytes: The largest manifest accepted.

@@ -49,7 +49,7 @@ public struct SignedEnvelope: Sendable, Hashable {
         return spans["signed"] != nil
     }
 
-    /// Reads served manifest bytes with the strict reader (``StrictJSON``): the envelope, or
+    /// Reads served manifest bytes with the strict reader (`StrictJSON`): the envelope, or
     /// nil for a schema-1 document (an object with a `schema` and no `signed`).
     ///
     /// - Throws: `HotUpdateError` with what is wrong, each with its own code:
