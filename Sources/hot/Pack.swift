@@ -40,6 +40,35 @@ struct Pack: AsyncParsableCommand {
     @Option(help: "Build delta packages against this many of the last releases (0 for none).")
     var deltas = 5
 
+    @Option(
+        help: ArgumentHelp(
+            "Encrypt the package and its deltas with this password, which goes into the version's manifest entry.",
+            discussion: """
+                It keeps the files from whoever copies the archive (from the CDN or the device) without the \
+                manifest, not from whoever can read the manifest.
+                """
+        )
+    )
+    var password: String?
+
+    @Option(
+        help:
+            "The cipher with --password: aes256 (the default), aes192, aes128 or zipcrypto (weak: any unzip reads it)."
+    )
+    var encryption: EncryptionChoice?
+
+    func validate() throws {
+        if encryption != nil && password == nil {
+            throw ValidationError("--encryption needs --password")
+        }
+        if password?.isEmpty == true { throw ValidationError("--password must not be empty") }
+    }
+
+    /// The writer's encryption setting, when --password is given.
+    var zipEncryption: ZipWriter.Encryption? {
+        password.map { ZipWriter.Encryption((encryption ?? .aes256).method, password: $0) }
+    }
+
     func run() async throws {
         try await runReportingErrors {
             let source = directoryURL(directory)
@@ -54,7 +83,11 @@ struct Pack: AsyncParsableCommand {
             defer { try? FileSystem.remove(temporary) }
             // Each file's SHA-256 goes into the archive: clients that checked the archive against
             // the signed manifest take them instead of hashing every unpacked file again.
-            let zipOptions = ZipWriter.Options(fileHasher: { try CryptoVerifier().makeHasher(for: .sha256) })
+            // (Not in an encrypted archive, where they would let anyone confirm a guess of a file.)
+            let zipOptions = ZipWriter.Options(
+                fileHasher: { try CryptoVerifier().makeHasher(for: .sha256) },
+                encryption: zipEncryption
+            )
             let summary = try ZipWriter.write(directory: source, to: temporary, options: zipOptions)
             let sha256 = try CryptoVerifier().digest(ofFile: temporary, using: .sha256)
             let archive = files.packagesDirectory.appendingPathComponent(
@@ -65,6 +98,7 @@ struct Pack: AsyncParsableCommand {
             }
             var entry = try files.versionEntry(of: archive, version: version, channel: repository.channel)
             entry.unpackedSize = summary.uncompressedBytes
+            entry.password = password
             if summary.uncompressedBytes > UpdaterConfiguration.defaultMaxPackageBytes {
                 FileHandle.standardError.write(
                     Data(
@@ -74,7 +108,11 @@ struct Pack: AsyncParsableCommand {
                     )
                 )
             }
-            let deltaEntries = try await DeltaBuilder(files: files, channel: repository.channel).build(
+            let deltaEntries = try await DeltaBuilder(
+                files: files,
+                channel: repository.channel,
+                encryption: zipEncryption
+            ).build(
                 package: try files.loadBody(channel: repository.channel).package(id),
                 id: id,
                 target: entry,
@@ -90,8 +128,22 @@ struct Pack: AsyncParsableCommand {
             }
             print(
                 "packed \(id) \(version): \(summary.fileCount) files, \(entry.size) bytes, \(archive.lastPathComponent)"
-                    + (noRelease ? "" : ", released")
+                    + (zipEncryption.map { ", encrypted (\($0.method))" } ?? "") + (noRelease ? "" : ", released")
             )
+        }
+    }
+}
+
+/// `hot pack --encryption`: the ciphers ``ZipWriter`` writes.
+enum EncryptionChoice: String, ExpressibleByArgument, CaseIterable {
+    case aes256, aes192, aes128, zipcrypto
+
+    var method: ZipWriter.Encryption.Method {
+        switch self {
+        case .aes256: .aes256
+        case .aes192: .aes192
+        case .aes128: .aes128
+        case .zipcrypto: .zipCrypto
         }
     }
 }

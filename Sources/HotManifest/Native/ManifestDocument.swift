@@ -34,6 +34,8 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
         public var unpackedSize: Int64?
         /// Delta packages from earlier versions to this one, if the publisher built any.
         public var deltas: [DeltaEntry]?
+        /// The password of the archive and its deltas, if they are encrypted.
+        public var password: String?
 
         /// Creates an entry.
         public init(
@@ -84,6 +86,7 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
                 descriptor.unpackedSize = unpackedSize
             }
             descriptor.deltas = try (deltas ?? []).compactMap { try $0.delta(relativeTo: baseURL, packageID: id) }
+            descriptor.password = password
             return descriptor
         }
     }

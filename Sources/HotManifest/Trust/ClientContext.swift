@@ -162,6 +162,7 @@ public struct ReleasePolicy: Sendable {
                 deltas: chosen.deltas
             )
             entry.unpackedSize = chosen.unpackedSize
+            entry.password = chosen.password
             offered.append(try entry.descriptor(relativeTo: baseURL))
         }
         return try Manifest(
