@@ -112,8 +112,13 @@ enum WinZipAES {
     ///   WinZip's ("AE"), or the entry lacks the encryption flag;
     ///   `HotUpdateError.Code.unsupportedEncryption` for a vendor version other than 1 and 2 or a
     ///   strength other than 1, 2 and 3; `HotUpdateError.Code.unsupportedMethod` when the data's
-    ///   method is neither stored nor deflate.
-    static func parameters(of entry: ZipEntryRecord, name: String, archive: String) throws -> Parameters {
+    ///   method is neither stored nor deflate, unless `anyMethod` (a reader with more methods).
+    static func parameters(
+        of entry: ZipEntryRecord,
+        name: String,
+        archive: String,
+        anyMethod: Bool = false
+    ) throws -> Parameters {
         guard let field = entry.aes else {
             throw ArchiveError.corrupt(
                 archive,
@@ -158,7 +163,7 @@ enum WinZipAES {
                 entry: name
             )
         }
-        guard field.method == ZipFormat.methodStored || field.method == ZipFormat.methodDeflate else {
+        guard anyMethod || field.method == ZipFormat.methodStored || field.method == ZipFormat.methodDeflate else {
             throw ArchiveError.make(
                 .unsupportedMethod,
                 archive,
