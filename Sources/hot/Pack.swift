@@ -41,13 +41,7 @@ struct Pack: AsyncParsableCommand {
     var deltas = 5
 
     @Option(
-        help: ArgumentHelp(
-            "Encrypt the package and its deltas with this password, which goes into the version's manifest entry.",
-            discussion: """
-                It keeps the files from whoever copies the archive (from the CDN or the device) without the \
-                manifest, not from whoever can read the manifest.
-                """
-        )
+        help: "Encrypt the package and its deltas; the password goes into the manifest: it guards the files from those without it."
     )
     var password: String?
 

@@ -96,7 +96,7 @@ final class HMACSHA1 {
 
     /// Adds bytes.
     func update(_ bytes: UnsafeRawBufferPointer) throws {
-        mac.update(bufferPointer: bytes)
+        mac.update(data: bytes)
     }
 
     /// The 20-byte code of everything added.
