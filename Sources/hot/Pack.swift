@@ -41,7 +41,8 @@ struct Pack: AsyncParsableCommand {
     var deltas = 5
 
     @Option(
-        help: "Encrypt the package and its deltas; the password goes into the manifest: it guards the files from those without it."
+        help:
+            "Encrypt the package and its deltas; the password goes into the manifest: it guards the files from those without it."
     )
     var password: String?
 
