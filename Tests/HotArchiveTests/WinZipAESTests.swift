@@ -169,7 +169,7 @@ struct WinZipAESTests {
         content: Data = Data(String(repeating: "compressible resource text\n", count: 4000).utf8),
         method: ZipWriter.Encryption.Method = .aes256,
         password: String? = WinZipAESTests.password,
-        mentioning: [String] = [],
+        mentioning: [String] = ["a.bin"],
         damage: (inout Data, LocalEntry) -> Void = { _, _ in }
     ) async throws {
         let scratch = try Scratch()
@@ -192,12 +192,13 @@ struct WinZipAESTests {
             with: .zip,
             options: ExtractOptions(password: password),
             in: scratch,
-            expecting: .refuses(code, mentioning: ["a.bin"] + mentioning)
+            expecting: .refuses(code, mentioning: mentioning)
         )
     }
 
     @Test("a wrong password is refused by the verifier, before anything is decrypted")
     func wrongPassword() async throws {
+        // Either file may be the first a worker finds wrong.
         try await refusal(.wrongPassword, password: "not it", mentioning: ["verifier"])
     }
 
@@ -213,7 +214,7 @@ struct WinZipAESTests {
 
     @Test("a tampered authentication code is refused", arguments: [0, 9])
     func tamperedCode(_ index: Int) async throws {
-        try await refusal(.authenticationFailed, mentioning: ["authentication code"]) { bytes, entry in
+        try await refusal(.authenticationFailed, mentioning: ["a.bin", "authentication code"]) { bytes, entry in
             bytes[entry.dataOffset + entry.data.count - 10 + index] ^= 0x80
         }
     }
@@ -237,14 +238,14 @@ struct WinZipAESTests {
     @Test("an entry too short for its salt, verifier and code is corrupt")
     func tooShort() async throws {
         // Declares 20 bytes of data: fewer than AES-256's 28 of salt, verifier and code.
-        try await refusal(.corruptArchive, mentioning: ["too few"]) { bytes, entry in
+        try await refusal(.corruptArchive, mentioning: ["a.bin", "too few"]) { bytes, entry in
             entry.setCompressedSize(20, in: &bytes)
         }
     }
 
     @Test("an AES field that lies is refused with the code its lie deserves", arguments: AESFieldLie.allCases)
     func lyingField(_ lie: AESFieldLie) async throws {
-        try await refusal(lie.code, mentioning: lie.mentions) { bytes, entry in
+        try await refusal(lie.code, mentioning: ["a.bin"] + lie.mentions) { bytes, entry in
             entry.editAESField(in: &bytes, lie.apply)
         }
     }
@@ -289,7 +290,7 @@ struct WinZipAESTests {
 
     @Test("ZipCrypto written by ZipWriter is refused with a wrong password")
     func zipCryptoWrongPassword() async throws {
-        try await refusal(.wrongPassword, method: .zipCrypto, password: "not it")
+        try await refusal(.wrongPassword, method: .zipCrypto, password: "not it", mentioning: ["password"])
     }
 
     @Test("ZipWriter refuses an empty password")
