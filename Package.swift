@@ -14,8 +14,8 @@ let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package
 /// Apple platforms: swift-crypto's `Crypto` re-exports CryptoKit there.
 let apple: [Platform] = [.macOS, .iOS, .tvOS, .watchOS, .visionOS, .macCatalyst]
 
-/// swift-crypto's products, used by HotVerify on Apple platforms always, and elsewhere with the
-/// `SwiftCrypto` trait.
+/// swift-crypto's products, used by HotVerify and HotArchive (WinZip AES) on Apple platforms
+/// always, and elsewhere with the `SwiftCrypto` trait.
 let swiftCrypto: [Target.Dependency] = ["Crypto", "_CryptoExtras"].flatMap { product -> [Target.Dependency] in
     [
         .product(name: product, package: "swift-crypto", condition: .when(platforms: apple)),
@@ -67,10 +67,10 @@ let package = Package(
             description: "The ZIP reader decodes small deflate entries whole and computes CRC-32 with libdeflate (links libdeflate; not on Apple platforms); zlib without it."),
         .trait(
             name: "Libcrypto",
-            description: "HotVerify over libcrypto (OpenSSL 3; not on Apple platforms, which use swift-crypto). SwiftCrypto wins when both are on; with neither, off Apple platforms, CryptoVerifier and CryptoSigner throw `unsupported`."),
+            description: "HotVerify and the ZIP reader's and writer's WinZip AES over libcrypto (OpenSSL 3; not on Apple platforms, which use swift-crypto). SwiftCrypto wins when both are on; with neither, off Apple platforms, CryptoVerifier and CryptoSigner throw `unsupported` and AES entries `unsupportedEncryption`."),
         .trait(
             name: "SwiftCrypto",
-            description: "HotVerify over swift-crypto (the code Apple platforms run) instead of libcrypto off Apple platforms."),
+            description: "HotVerify and WinZip AES over swift-crypto (the code Apple platforms run) instead of libcrypto off Apple platforms."),
         .trait(
             name: "FaultPoints",
             description: "Named fault points for the kill tests: the process aborts where HOT_ABORT_AT says. Off by default; scripts/test and scripts/kill-harness turn it on. A build without it holds no fault point and never reads HOT_ABORT_AT."),
@@ -138,7 +138,10 @@ let package = Package(
                 .target(name: "CHotZstd", condition: .when(platforms: nonApple, traits: ["Zstd"])),
                 // Whole-entry inflate and fast CRC-32; zlib's streaming inflate without it.
                 .target(name: "CHotDeflate", condition: .when(platforms: nonApple, traits: ["Deflate"])),
-            ]),
+                // WinZip AES (AES-CTR, HMAC-SHA1, PBKDF2) in the ZIP reader and writer: libcrypto off
+                // Apple platforms, swift-crypto on them and with the `SwiftCrypto` trait (it wins).
+                .target(name: "CHotCrypto", condition: .when(platforms: nonApple, traits: ["Libcrypto"])),
+            ] + swiftCrypto),
         .target(
             name: "HotVerify",
             dependencies: [

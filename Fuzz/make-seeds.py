@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the fuzzer's seed archives into the directory given as argument.
 
-Real archives from real tools (Info-ZIP's zip, bsdtar, python's zipfile) and a
+Real archives from real tools (Info-ZIP's zip, bsdtar, python's zipfile, and for WinZip AES
+7-Zip and pyzipper where they are installed) and a
 few written byte by byte for the features the tools do not produce on demand
 (descriptors without signature, Unicode Path fields, MS-DOS attributes, code
 page 437 names, a `./` entry, a self-extractor prefix). Every seed is small: the
@@ -76,6 +77,37 @@ def tool_seeds(out, work):
         run(["bsdtar", "--format", "zip", "-cf", os.path.join(out, "bsdtar.zip"), "."], cwd=tree)
         run(["bsdtar", "--format", "zip", "--options", "zip:compression=store", "-cf",
              os.path.join(out, "bsdtar-stored.zip"), "hello.txt", "dir"], cwd=tree)
+
+
+def aes_seeds(out, work):
+    """WinZip AES archives with the harness's password: 7-Zip's (AE-2, AES-256 and AES-128,
+    stored and deflated) and pyzipper's (AE-1 and AE-2), where those tools are installed."""
+    tree = os.path.join(work, "aes-tree")
+    os.makedirs(os.path.join(tree, "dir"))
+    with open(os.path.join(tree, "hello.txt"), "w") as f:
+        f.write("hello, world\n")
+    with open(os.path.join(tree, "dir/repeat.txt"), "w") as f:
+        f.write("abcdefgh" * 300)
+    sevenzip = shutil.which("7z") or shutil.which("7zz")
+    if sevenzip:
+        for name, flags in {
+            "7z-aes256.zip": ["-mem=AES256"],
+            "7z-aes256-stored.zip": ["-mem=AES256", "-mx=0"],
+            "7z-aes128.zip": ["-mem=AES128"],
+        }.items():
+            run([sevenzip, "a", "-tzip", "-p" + PASSWORD] + flags + [os.path.join(out, name), "."], cwd=tree)
+    try:
+        import pyzipper
+    except ImportError:
+        return
+    for version, bits, method in ((1, 256, pyzipper.ZIP_DEFLATED), (2, 192, pyzipper.ZIP_STORED)):
+        name = os.path.join(out, "pyzipper-ae%d-aes%d.zip" % (version, bits))
+        kwargs = {"nbits": bits, "force_wz_aes_version": version}
+        with pyzipper.AESZipFile(name, "w", compression=method, encryption=pyzipper.WZ_AES,
+                                 encryption_kwargs=kwargs) as z:
+            z.setpassword(PASSWORD.encode())
+            z.writestr("a.txt", "alpha " * 50)
+            z.writestr("b/c.txt", "charlie")
 
 
 def python_seeds(out):
@@ -199,6 +231,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
         tool_seeds(out, work)
+        aes_seeds(out, work)
     python_seeds(out)
     crafted_seeds(out)
 

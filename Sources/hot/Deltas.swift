@@ -8,6 +8,8 @@ import HotVerify
 struct DeltaBuilder {
     var files: RepositoryFiles
     var channel: String?
+    /// The new version's encryption: its deltas are encrypted alike, with its password.
+    var encryption: ZipWriter.Encryption? = nil
 
     /// Said once, before the first delta, by a build that cannot make binary patches.
     static let noPatchesNote =
@@ -18,6 +20,13 @@ struct DeltaBuilder {
     /// (a patcher that cannot make patches would fail the delta).
     static var deltaOptions: DeltaWriter.Options {
         DeltaWriter.Options(patcher: ZstdPatcher.canMakePatches ? ZstdPatcher() : nil)
+    }
+
+    /// ``deltaOptions``, encrypting like the new version.
+    var deltaOptions: DeltaWriter.Options {
+        var options = Self.deltaOptions
+        options.zip.encryption = encryption
+        return options
     }
 
     /// Writes `packages/<id>-<base>-to-<version>-<sha>.delta` for each of the last `count`
@@ -53,6 +62,7 @@ struct DeltaBuilder {
             defer { try? FileSystem.remove(work) }
             var options = ExtractOptions()
             options.maxTotalBytes = Int64.max / 2
+            options.password = base.password
             _ = try await ZipUnarchiver().extract(archive, to: work, options: options, progress: { _ in })
             let temporary = files.packagesDirectory.appendingPathComponent(".\(id)-\(UUID().uuidString).delta")
             defer { try? FileSystem.remove(temporary) }
@@ -66,7 +76,7 @@ struct DeltaBuilder {
                 target: DeltaWriter.Side(version: target.version, sha256: target.sha256, directory: targetTree),
                 to: temporary,
                 verifier: verifier,
-                options: Self.deltaOptions
+                options: deltaOptions
             )
             guard summary.archiveBytes < target.size else {
                 printNote("no delta from \(id) \(base.version): it would not be smaller than the package")

@@ -43,6 +43,30 @@ struct Pack: AsyncParsableCommand {
     @Flag(help: "Allow paths that differ only by case; clients on volumes that ignore case refuse the package.")
     var caseSensitiveOnly = false
 
+    @Option(
+        help:
+            "Encrypt the package and its deltas; the password goes into the manifest: it guards the files from those without it."
+    )
+    var password: String?
+
+    @Option(
+        help:
+            "The cipher with --password: aes256 (the default), aes192, aes128 or zipcrypto (weak: any unzip reads it)."
+    )
+    var encryption: EncryptionChoice?
+
+    func validate() throws {
+        if encryption != nil && password == nil {
+            throw ValidationError("--encryption needs --password")
+        }
+        if password?.isEmpty == true { throw ValidationError("--password must not be empty") }
+    }
+
+    /// The writer's encryption setting, when --password is given.
+    var zipEncryption: ZipWriter.Encryption? {
+        password.map { ZipWriter.Encryption((encryption ?? .aes256).method, password: $0) }
+    }
+
     func run() async throws {
         try await runReportingErrors {
             let source = directoryURL(directory)
@@ -64,7 +88,11 @@ struct Pack: AsyncParsableCommand {
             defer { try? FileSystem.remove(temporary) }
             // Each file's SHA-256 goes into the archive: clients that checked the archive against
             // the signed manifest take them instead of hashing every unpacked file again.
-            let zipOptions = ZipWriter.Options(fileHasher: { try CryptoVerifier().makeHasher(for: .sha256) })
+            // (Not in an encrypted archive, where they would let anyone confirm a guess of a file.)
+            let zipOptions = ZipWriter.Options(
+                fileHasher: { try CryptoVerifier().makeHasher(for: .sha256) },
+                encryption: zipEncryption
+            )
             let summary = try ZipWriter.write(directory: source, to: temporary, options: zipOptions)
             let sha256 = try CryptoVerifier().digest(ofFile: temporary, using: .sha256)
             let archive = files.packagesDirectory.appendingPathComponent(
@@ -76,6 +104,8 @@ struct Pack: AsyncParsableCommand {
             var entry = try files.versionEntry(of: archive, version: version, channel: repository.channel)
             entry.unpackedSize = summary.uncompressedBytes
             entry.caseSensitive = caseSensitiveOnly ? true : nil
+
+            entry.password = password
             if summary.uncompressedBytes > UpdaterConfiguration.defaultMaxPackageBytes {
                 FileHandle.standardError.write(
                     Data(
@@ -85,7 +115,11 @@ struct Pack: AsyncParsableCommand {
                     )
                 )
             }
-            let deltaEntries = try await DeltaBuilder(files: files, channel: repository.channel).build(
+            let deltaEntries = try await DeltaBuilder(
+                files: files,
+                channel: repository.channel,
+                encryption: zipEncryption
+            ).build(
                 package: try files.loadBody(channel: repository.channel).package(id),
                 id: id,
                 target: entry,
@@ -101,8 +135,22 @@ struct Pack: AsyncParsableCommand {
             }
             print(
                 "packed \(id) \(version): \(summary.fileCount) files, \(entry.size) bytes, \(archive.lastPathComponent)"
-                    + (noRelease ? "" : ", released")
+                    + (zipEncryption.map { ", encrypted (\($0.method))" } ?? "") + (noRelease ? "" : ", released")
             )
+        }
+    }
+}
+
+/// `hot pack --encryption`: the ciphers ``ZipWriter`` writes.
+enum EncryptionChoice: String, ExpressibleByArgument, CaseIterable {
+    case aes256, aes192, aes128, zipcrypto
+
+    var method: ZipWriter.Encryption.Method {
+        switch self {
+        case .aes256: .aes256
+        case .aes192: .aes192
+        case .aes128: .aes128
+        case .zipcrypto: .zipCrypto
         }
     }
 }

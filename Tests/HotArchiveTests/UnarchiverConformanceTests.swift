@@ -8,7 +8,7 @@ import Testing
 /// Both unarchivers pass the public Unarchiver conformance suite: every hostile archive it
 /// builds is refused with the documented code and leaves nothing behind.
 @Suite struct UnarchiverConformanceTests {
-    static let zip = UnarchiverConformance { ZipUnarchiver() }
+    static let zip = UnarchiverConformance(readsWinZipAES: ZipUnarchiver.readsWinZipAES) { ZipUnarchiver() }
 
     @Test(arguments: zip.checks)
     func zipUnarchiverConforms(_ check: ConformanceCheck) async throws {

@@ -29,6 +29,9 @@ struct Extract: AsyncParsableCommand {
     @Flag(help: "Only list the entries (the checks that precede extraction) and print how long that took.")
     var listOnly = false
 
+    @Option(help: "The password of an encrypted archive.")
+    var password: String?
+
     func run() async throws {
         let source = URL(fileURLWithPath: archive)
         let target = URL(fileURLWithPath: destination, isDirectory: true)
@@ -42,11 +45,12 @@ struct Extract: AsyncParsableCommand {
                 print(Int64((monotonicSeconds() - start) * 1e9))
                 return
             }
+            let options = ExtractOptions(password: password)
             switch backend {
             case .zip:
-                _ = try await ZipUnarchiver().extract(source, to: target)
+                _ = try await ZipUnarchiver().extract(source, to: target, options: options)
             case .libarchive:
-                _ = try await LibArchiveUnarchiver().extract(source, to: target)
+                _ = try await LibArchiveUnarchiver().extract(source, to: target, options: options)
             }
             print(Int64((monotonicSeconds() - start) * 1e9))
         } catch let error as HotUpdateError {

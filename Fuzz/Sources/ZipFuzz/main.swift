@@ -13,7 +13,8 @@
 //   bytes, no duplicate), no device,
 //   and declared file sizes within `maxTotalBytes`;
 // - once an archive lists, extraction fails only for reasons in its data
-//   (corrupt data, checksum, password, limit, method), never `.unsafeEntry` or a
+//   (corrupt data, checksum, password, WinZip AES authentication, limit, method),
+//   never `.unsafeEntry` or a
 //   file-system error (a name component over 255 bytes is refused when listing);
 // - after a failed extraction, the destination does not exist and nothing was left
 //   beside it (no staging directory);
@@ -36,7 +37,8 @@ import HotArchive
 import HotCore
 
 /// What the harness extracts with: tight limits, symlinks allowed (so their
-/// checks run), a password (so encrypted entries are decrypted and inflated).
+/// checks run), a password (so encrypted entries, ZipCrypto and WinZip AES, are
+/// decrypted, authenticated and inflated: the seeds use this password).
 let options = ExtractOptions(
     password: "12345678",
     maxTotalBytes: 16 << 20,
@@ -277,8 +279,8 @@ func checkExtraction(_ report: ExtractionReport, listing: [ArchiveEntry], destin
 
 /// Error codes an extraction may fail with once the archive has listed: reasons in the data.
 let dataErrorCodes: Set<HotUpdateError.Code> = [
-    .corruptArchive, .checksumMismatch, .wrongPassword, .passwordRequired, .unsupportedMethod,
-    .unsupportedEncryption, .limitExceeded,
+    .corruptArchive, .checksumMismatch, .wrongPassword, .authenticationFailed, .passwordRequired,
+    .unsupportedMethod, .unsupportedEncryption, .limitExceeded,
 ]
 
 func typed(_ error: any Error, stage: String) -> HotUpdateError {

@@ -104,6 +104,11 @@ public struct LibArchiveUnarchiver: Unarchiver {
                         entry: entry.name
                     )
                 }
+                // A WinZip AES field is judged as our reader judges it: libarchive takes an unknown
+                // strength for damage and an unknown vendor version for AE-1.
+                if entry.record.method == ZipFormat.methodAES {
+                    _ = try WinZipAES.parameters(of: entry.record, name: entry.name, archive: name, anyMethod: true)
+                }
                 if options.password == nil {
                     throw ArchiveError.make(
                         .passwordRequired,
@@ -488,7 +493,9 @@ private final class LibArchiveReader {
         let message = archive_error_string(handle).map { String(cString: $0) } ?? "unknown error"
         let lower = message.lowercased()
         let code: HotUpdateError.Code
-        if lower.contains("crc") {
+        if lower.contains("authentication code") {
+            code = .authenticationFailed
+        } else if lower.contains("crc") {
             code = .checksumMismatch
         } else if lower.contains("passphrase") || lower.contains("password") {
             code = hasPassword ? .wrongPassword : .passwordRequired

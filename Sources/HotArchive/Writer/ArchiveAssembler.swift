@@ -113,21 +113,29 @@ struct ArchiveAssembler {
             guard let data else {
                 throw HotUpdateError(.internalInconsistency, "'\(item.path)' was not compressed", subject: item.path)
             }
-            (method, crc, usize, csize) = (data.method, data.crc32, data.uncompressedSize, data.compressedSize)
+            // WinZip AES: method 99, the data's method in the AES field, and (AE-2) no CRC-32.
+            let aes = data.aes != nil
+            (method, crc, usize, csize) = (
+                aes ? ZipFormat.methodAES : data.method, aes ? 0 : data.crc32, data.uncompressedSize, data.storedSize
+            )
             if case .symlink = item.kind { mode = 0o120000 | 0o777 } else { mode = 0o100000 | UInt32(item.permissions) }
         }
         let offset = output.written
         let bigSizes = usize >= Self.saturated32 || csize >= Self.saturated32
         let bigOffset = offset >= Self.saturated32
+        let aesField = data?.aes?.bytes ?? []
+        let flags = ZipFormat.flagUTF8 | (data?.isEncrypted == true ? ZipFormat.flagEncrypted : 0)
         let needed: UInt16 =
-            bigSizes || bigOffset
-            ? 45 : (method == ZipFormat.methodDeflate || item.archiveName.hasSuffix("/") ? 20 : 10)
+            !aesField.isEmpty
+            ? 51
+            : bigSizes || bigOffset
+                ? 45 : (method == ZipFormat.methodDeflate || item.archiveName.hasSuffix("/") ? 20 : 10)
 
         var local: [UInt8] = []
         local.reserveCapacity(ZipFormat.localHeaderLength + name.count + 20)
         local.appendLE(ZipFormat.localHeaderSignature)
         local.appendLE(needed)
-        local.appendLE(ZipFormat.flagUTF8)
+        local.appendLE(flags)
         local.appendLE(method)
         local.appendLE(timestamp.time)
         local.appendLE(timestamp.date)
@@ -135,7 +143,7 @@ struct ArchiveAssembler {
         local.appendLE(UInt32(bigSizes ? Self.saturated32 : csize))
         local.appendLE(UInt32(bigSizes ? Self.saturated32 : usize))
         local.appendLE(UInt16(name.count))
-        local.appendLE(UInt16(bigSizes ? 20 : 0))
+        local.appendLE(UInt16((bigSizes ? 20 : 0) + aesField.count))
         local.append(contentsOf: name)
         if bigSizes {
             local.appendLE(ZipFormat.extraZip64)
@@ -143,10 +151,20 @@ struct ArchiveAssembler {
             local.appendLE(usize)
             local.appendLE(csize)
         }
+        local.append(contentsOf: aesField)
         try output.append(local)
-        if let data, csize > 0 {
-            let spill = spills[data.worker]
-            try output.copy(from: spill.descriptor, offset: data.spillOffset, count: csize, sourcePath: item.path)
+        if let data {
+            try output.append(data.encryptionHeader)
+            if data.compressedSize > 0 {
+                let spill = spills[data.worker]
+                try output.copy(
+                    from: spill.descriptor,
+                    offset: data.spillOffset,
+                    count: data.compressedSize,
+                    sourcePath: item.path
+                )
+            }
+            try output.append(data.encryptionTrailer)
         }
 
         var extra: [UInt8] = []
@@ -165,10 +183,11 @@ struct ArchiveAssembler {
             extra.appendLE(UInt16(digest.count))
             extra.append(contentsOf: digest)
         }
+        extra.append(contentsOf: aesField)
         central.appendLE(ZipFormat.centralHeaderSignature)
         central.appendLE(Self.versionMadeBy)
         central.appendLE(needed)
-        central.appendLE(ZipFormat.flagUTF8)
+        central.appendLE(flags)
         central.appendLE(method)
         central.appendLE(timestamp.time)
         central.appendLE(timestamp.date)

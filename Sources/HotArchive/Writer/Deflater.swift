@@ -28,6 +28,20 @@ final class Deflater: @unchecked Sendable {
         var worker: Int = 0
         /// The SHA-256 of the uncompressed bytes, when a SHA-256 hasher was given.
         var sha256: [UInt8]? = nil
+        /// Encrypted entries: what precedes the spilled bytes in the archive (WinZip AES's salt
+        /// and password verifier, or ZipCrypto's 12-byte header).
+        var encryptionHeader: [UInt8] = []
+        /// Encrypted entries: what follows them (WinZip AES's authentication code).
+        var encryptionTrailer: [UInt8] = []
+        /// WinZip AES entries: the extra field the headers carry (`method` is the data's).
+        var aes: WinZipAES.ExtraField? = nil
+        /// Whether the entry is encrypted.
+        var isEncrypted = false
+
+        /// The entry's data size in the archive: the spilled bytes and what encryption adds.
+        var storedSize: UInt64 {
+            compressedSize + UInt64(encryptionHeader.count + encryptionTrailer.count)
+        }
     }
 
     private let level: Int32
@@ -63,6 +77,10 @@ final class Deflater: @unchecked Sendable {
 
     /// The spill file, for reading back.
     var descriptor: Int32 { spill }
+    /// The spill file's path, for messages.
+    var path: String { spillPath }
+    /// A 256 KiB buffer free between files.
+    var scratch: UnsafeMutableRawBufferPointer { input }
 
     /// Compresses (or stores, when deflate does not shrink it) the file at `path`,
     /// whose `lstat` size was `expectedSize`, appending the result to the spill file.

@@ -6,7 +6,7 @@ import CHotDeflate
 #endif
 
 /// Decodes entries' data: reads the compressed bytes with `pread`, decrypts
-/// ZipCrypto, inflates raw deflate, and hands out the uncompressed bytes chunk
+/// ZipCrypto and WinZip AES (``WinZipAESCipher``), inflates raw deflate, and hands out the uncompressed bytes chunk
 /// by chunk, checking the declared size and the CRC-32 (the data descriptor is
 /// checked with the structure, by ``LocalHeaders``).
 ///
@@ -43,7 +43,7 @@ package final class EntryDataReader {
 
     /// - Parameters:
     ///   - file: The archive.
-    ///   - password: The ZipCrypto password, if any.
+    ///   - password: The password of encrypted entries (ZipCrypto or WinZip AES), if any.
     ///   - wholeEntryLimit: The largest declared size decoded in one call where libdeflate is
     ///     linked (0: every entry streams through zlib).
     init(file: ReadOnlyFile, password: String?, wholeEntryLimit: UInt64 = EntryDataReader.defaultWholeEntryLimit) {
@@ -80,13 +80,19 @@ package final class EntryDataReader {
 
     /// Streams the uncompressed bytes of `entry` to `consume`.
     ///
+    /// A WinZip AES entry's password verifier is checked before anything is decrypted, and its
+    /// authentication code once every encrypted byte has been read, before the CRC-32 (AE-1) is
+    /// compared; when its data turns out damaged on the way (bad deflate data, more bytes than
+    /// declared), the rest is authenticated first, so that tampering is reported as such.
+    ///
     /// - Parameters:
     ///   - name: The entry's name, for messages.
     ///   - isCancelled: Polled between chunks.
     ///   - consume: Receives each chunk; the buffer is valid only during the call.
     /// - Throws: ``HotUpdateError`` — `.corruptArchive` (bad deflate data, more or
-    ///   fewer bytes than declared), `.checksumMismatch`, `.wrongPassword`,
-    ///   `.passwordRequired`, `.unsupportedMethod`, `.unsupportedEncryption`, `.cancelled`.
+    ///   fewer bytes than declared, a malformed AES field or an entry too short for its
+    ///   encryption header), `.checksumMismatch`, `.wrongPassword`, `.authenticationFailed`
+    ///   (WinZip AES), `.passwordRequired`, `.unsupportedMethod`, `.unsupportedEncryption`, `.cancelled`.
     func read(
         _ entry: ZipEntryRecord,
         name: String,
@@ -94,15 +100,22 @@ package final class EntryDataReader {
         consume: (UnsafeRawBufferPointer) throws -> Void
     ) throws {
         let archive = file.displayName
-        try Self.checkReadable(entry, name: name, archive: archive, hasPassword: password != nil)
+        let aes = try Self.checkReadable(entry, name: name, archive: archive, hasPassword: password != nil)
         var offset = entry.dataOffset
         var remaining = entry.compressedSize
-        var decryptor: TraditionalDecryptor?
-        if entry.isEncrypted, let password {
+        var decryptor: TraditionalCipher?
+        var cipher: WinZipAESCipher?
+        if let aes, let password {
+            cipher = try openAES(entry, name: name, password: password, parameters: aes)
+            let header = UInt64(aes.strength.saltLength + WinZipAES.verifierLength)
+            offset += header
+            remaining -= header + UInt64(WinZipAES.authenticationCodeLength)
+        } else if entry.isEncrypted, let password {
             decryptor = try openEncryption(entry, name: name, password: password)
             offset += UInt64(ZipFormat.traditionalEncryptionHeaderLength)
             remaining -= UInt64(ZipFormat.traditionalEncryptionHeaderLength)
         }
+        let method = aes?.method ?? entry.method
         var crc: UInt32 = 0
         var written: UInt64 = 0
         let declared = entry.uncompressedSize
@@ -116,7 +129,11 @@ package final class EntryDataReader {
             guard got == count else {
                 throw ArchiveError.corrupt(archive, "its data is cut short by the end of the file", entry: name)
             }
-            decryptor?.decrypt(chunk)
+            if let cipher {
+                try cipher.decrypt(chunk)
+            } else {
+                decryptor?.decrypt(chunk)
+            }
             offset += UInt64(count)
             remaining -= UInt64(count)
             return count
@@ -135,26 +152,45 @@ package final class EntryDataReader {
             written += UInt64(bytes.count)
         }
 
-        if entry.method == ZipFormat.methodStored {
-            guard remaining == declared else {
-                throw ArchiveError.corrupt(
-                    archive,
-                    "it is stored but declares \(remaining) compressed and \(declared) uncompressed bytes",
-                    entry: name
+        do {
+            if method == ZipFormat.methodStored {
+                guard remaining == declared else {
+                    throw ArchiveError.corrupt(
+                        archive,
+                        "it is stored but declares \(remaining) compressed and \(declared) uncompressed bytes",
+                        entry: name
+                    )
+                }
+                while remaining > 0 {
+                    let count = try fill()
+                    try emit(UnsafeRawBufferPointer(rebasing: input[0..<count]))
+                }
+            } else if decryptor == nil, declared <= wholeEntryLimit, remaining <= wholeEntryLimit + 65_536,
+                let whole = try decodeWhole(
+                    entry,
+                    name: name,
+                    at: offset,
+                    compressed: remaining,
+                    decrypt: cipher.map { cipher in
+                        { bytes in
+                            try cipher.decrypt(bytes)
+                            offset += UInt64(bytes.count)
+                            remaining = 0
+                        }
+                    }
                 )
+            {
+                if isCancelled() { throw HotUpdateError(.cancelled, "extraction cancelled", subject: name) }
+                try emit(whole)
+            } else {
+                try inflateData(entry, name: name, remaining: { remaining }, fill: fill, emit: emit)
             }
-            while remaining > 0 {
-                let count = try fill()
-                try emit(UnsafeRawBufferPointer(rebasing: input[0..<count]))
-            }
-        } else if decryptor == nil, declared <= wholeEntryLimit, remaining <= wholeEntryLimit + 65_536,
-            let whole = try decodeWhole(entry, name: name, at: offset, compressed: remaining)
-        {
-            if isCancelled() { throw HotUpdateError(.cancelled, "extraction cancelled", subject: name) }
-            try emit(whole)
-        } else {
-            try inflateData(entry, name: name, remaining: { remaining }, fill: fill, emit: emit)
+        } catch let error as HotUpdateError where error.code == .corruptArchive {
+            // Damaged data in an authenticated entry: tampering, when the code says so.
+            if let cipher { try authenticate(cipher, from: offset, count: remaining, name: name, cause: error) }
+            throw error
         }
+        if let cipher { try authenticate(cipher, from: offset, count: remaining, name: name, cause: nil) }
 
         guard written == declared else {
             throw ArchiveError.corrupt(
@@ -163,8 +199,9 @@ package final class EntryDataReader {
                 entry: name
             )
         }
-        guard crc == entry.crc32 else {
-            if entry.isEncrypted {
+        // AE-2 records no CRC-32: its authentication code vouches for the bytes.
+        guard crc == entry.crc32 || aes?.checksCRC == false else {
+            if decryptor != nil {
                 throw ArchiveError.make(
                     .wrongPassword,
                     archive,
@@ -177,6 +214,47 @@ package final class EntryDataReader {
                 archive,
                 "its CRC-32 is \(hex(crc)) but the archive declares \(hex(entry.crc32))",
                 entry: name
+            )
+        }
+    }
+
+    /// Authenticates the `count` encrypted bytes left at `offset`, then compares the code the
+    /// entry ends with to the one computed.
+    ///
+    /// - Throws: `.authenticationFailed` when they differ (with `cause`, the damage found on
+    ///   the way, if any); `.corruptArchive` when the file ends first.
+    private func authenticate(
+        _ cipher: WinZipAESCipher,
+        from offset: UInt64,
+        count: UInt64,
+        name: String,
+        cause: HotUpdateError?
+    ) throws {
+        let archive = file.displayName
+        var position = offset
+        var left = count
+        while left > 0 {
+            let chunk = Int(min(left, UInt64(input.count)))
+            let buffer = UnsafeMutableRawBufferPointer(rebasing: input[0..<chunk])
+            guard try file.read(into: buffer, at: Int64(position)) == chunk else {
+                throw ArchiveError.corrupt(archive, "its data is cut short by the end of the file", entry: name)
+            }
+            try cipher.authenticate(UnsafeRawBufferPointer(buffer))
+            position += UInt64(chunk)
+            left -= UInt64(chunk)
+        }
+        let stored = try file.readExactly(
+            WinZipAES.authenticationCodeLength,
+            at: Int64(position),
+            what: "the authentication code of '\(name)'"
+        )
+        guard try cipher.authenticationCode() == stored else {
+            throw ArchiveError.make(
+                .authenticationFailed,
+                archive,
+                "its WinZip AES authentication code does not match its encrypted bytes: they were altered (or the password is wrong)",
+                entry: name,
+                cause: cause
             )
         }
     }
@@ -207,8 +285,9 @@ package final class EntryDataReader {
     }
     #endif
 
-    /// Decodes a whole unencrypted deflate entry of `compressed` bytes at `offset` into a
-    /// buffer of exactly its declared size, or returns nil where libdeflate is not linked.
+    /// Decodes a whole deflate entry of `compressed` bytes at `offset` (decrypted first by
+    /// `decrypt`, for WinZip AES) into a buffer of exactly its declared size, or returns nil
+    /// where libdeflate is not linked.
     /// The bytes are valid until the next call; the caller checks their CRC-32.
     ///
     /// - Throws: `.corruptArchive` when the data is cut short by the end of the file, is
@@ -217,7 +296,8 @@ package final class EntryDataReader {
         _ entry: ZipEntryRecord,
         name: String,
         at offset: UInt64,
-        compressed: UInt64
+        compressed: UInt64,
+        decrypt: ((UnsafeMutableRawBufferPointer) throws -> Void)?
     ) throws -> UnsafeRawBufferPointer? {
         #if Deflate && canImport(CHotDeflate)
         let archive = file.displayName
@@ -235,6 +315,7 @@ package final class EntryDataReader {
         guard try file.read(into: source, at: Int64(offset)) == count else {
             throw ArchiveError.corrupt(archive, "its data is cut short by the end of the file", entry: name)
         }
+        try decrypt?(source)
         var produced = 0
         let status = libdeflate_deflate_decompress(
             decompressor,
@@ -277,17 +358,43 @@ package final class EntryDataReader {
     }
     #endif
 
-    /// Refuses entries this reader cannot decode, before any byte is written.
-    static func checkReadable(_ entry: ZipEntryRecord, name: String, archive: String, hasPassword: Bool) throws {
-        if entry.isEncrypted {
-            if entry.flags & ZipFormat.flagStrongEncryption != 0 || entry.method == ZipFormat.methodAES {
+    /// Refuses entries this reader cannot decode, before any byte is written, and returns a
+    /// WinZip AES entry's parameters.
+    ///
+    /// In this order: PKWARE strong encryption (`.unsupportedEncryption`); a WinZip AES field
+    /// that is missing, malformed or lies (see ``WinZipAES/parameters(of:name:archive:)``); a
+    /// build without a crypto library (`.unsupportedEncryption`, naming the traits); no password
+    /// (`.passwordRequired`); data too short for its encryption header (`.corruptArchive`); a
+    /// compression method other than stored and deflate (`.unsupportedMethod`).
+    @discardableResult
+    static func checkReadable(
+        _ entry: ZipEntryRecord,
+        name: String,
+        archive: String,
+        hasPassword: Bool
+    ) throws -> WinZipAES.Parameters? {
+        var aes: WinZipAES.Parameters?
+        if entry.isEncrypted && entry.flags & ZipFormat.flagStrongEncryption != 0 {
+            throw ArchiveError.make(
+                .unsupportedEncryption,
+                archive,
+                "it uses PKWARE strong encryption, which is not supported",
+                entry: name
+            )
+        }
+        if entry.method == ZipFormat.methodAES {
+            let parameters = try WinZipAES.parameters(of: entry, name: name, archive: archive)
+            if let missing = CipherBackend.missing {
                 throw ArchiveError.make(
                     .unsupportedEncryption,
                     archive,
-                    "it uses \(entry.method == ZipFormat.methodAES ? "WinZip AES" : "PKWARE strong") encryption, which is not supported",
+                    "it uses WinZip AES-\(parameters.strength.bits) encryption, and \(missing)",
                     entry: name
                 )
             }
+            aes = parameters
+        }
+        if entry.isEncrypted {
             guard hasPassword else {
                 throw ArchiveError.make(
                     .passwordRequired,
@@ -296,27 +403,64 @@ package final class EntryDataReader {
                     entry: name
                 )
             }
-            guard entry.compressedSize >= UInt64(ZipFormat.traditionalEncryptionHeaderLength) else {
+            let header = aes?.strength.overhead ?? ZipFormat.traditionalEncryptionHeaderLength
+            guard entry.compressedSize >= UInt64(header) else {
+                let parts =
+                    aes.map { "its \($0.strength.saltLength)-byte salt, password verifier and authentication code" }
+                    ?? "the encryption header"
                 throw ArchiveError.corrupt(
                     archive,
-                    "it is encrypted but too short to hold the encryption header",
+                    "it is encrypted but its \(entry.compressedSize) bytes are too few to hold \(parts) (\(header) bytes)",
                     entry: name
                 )
             }
         }
-        guard entry.method == ZipFormat.methodStored || entry.method == ZipFormat.methodDeflate else {
+        let method = aes?.method ?? entry.method
+        guard method == ZipFormat.methodStored || method == ZipFormat.methodDeflate else {
             throw ArchiveError.make(
                 .unsupportedMethod,
                 archive,
-                "it uses compression method \(entry.method) (\(ZipFormat.methodName(entry.method))); only stored (0) and deflate (8) are supported",
+                "it uses compression method \(method) (\(ZipFormat.methodName(method))); only stored (0) and deflate (8) are supported",
                 entry: name
             )
         }
+        return aes
     }
 
-    private func openEncryption(_ entry: ZipEntryRecord, name: String, password: [UInt8]) throws -> TraditionalDecryptor
-    {
-        var decryptor = TraditionalDecryptor(password: password)
+    /// Derives `entry`'s keys from the password and its salt and checks its password verifier.
+    ///
+    /// - Throws: `.wrongPassword` when the verifier differs (a wrong password, or a verifier
+    ///   that was altered: the two cannot be told apart).
+    private func openAES(
+        _ entry: ZipEntryRecord,
+        name: String,
+        password: [UInt8],
+        parameters: WinZipAES.Parameters
+    ) throws -> WinZipAESCipher {
+        let saltLength = parameters.strength.saltLength
+        let header = try file.readExactly(
+            saltLength + WinZipAES.verifierLength,
+            at: Int64(entry.dataOffset),
+            what: "the AES salt and password verifier of '\(name)'"
+        )
+        let keys = try WinZipAES.Keys(
+            password: password,
+            salt: Array(header[0..<saltLength]),
+            strength: parameters.strength
+        )
+        guard keys.verifier == Array(header[saltLength...]) else {
+            throw ArchiveError.make(
+                .wrongPassword,
+                file.displayName,
+                "the password does not match its WinZip AES password verifier",
+                entry: name
+            )
+        }
+        return try WinZipAESCipher(keys: keys)
+    }
+
+    private func openEncryption(_ entry: ZipEntryRecord, name: String, password: [UInt8]) throws -> TraditionalCipher {
+        var decryptor = TraditionalCipher(password: password)
         var header = try file.readExactly(
             ZipFormat.traditionalEncryptionHeaderLength,
             at: Int64(entry.dataOffset),
@@ -383,7 +527,8 @@ package final class EntryDataReader {
                 )
             default:
                 let reason = stream.pointee.msg.map { String(cString: $0) } ?? "error \(status)"
-                if entry.isEncrypted {
+                // ZipCrypto has no other check of its password; WinZip AES's authentication code decides.
+                if entry.isEncrypted && entry.method != ZipFormat.methodAES {
                     throw ArchiveError.make(
                         .wrongPassword,
                         archive,

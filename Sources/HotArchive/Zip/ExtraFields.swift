@@ -1,7 +1,8 @@
 import CHotZlib
 
 /// The extra fields HotArchive reads: zip64 sizes and offsets, the Info-ZIP
-/// Unicode Path field, the compression method inside WinZip AES, and the SHA-256
+/// Unicode Path field, WinZip AES's field (judged by ``WinZipAES/parameters(of:name:archive:)``),
+/// and the SHA-256
 /// `ZipWriter` records.
 enum ExtraFields {
     /// Applies the extra fields in `extra` to `record`.
@@ -29,8 +30,8 @@ enum ExtraFields {
                 try applyZip64(field, to: &record, central: central, archive: archive)
             case ZipFormat.extraUnicodePath:
                 applyUnicodePath(field, to: &record)
-            case ZipFormat.extraWinZipAES where field.count >= 7:
-                record.aesMethod = field.uint16LE(at: 5)
+            case ZipFormat.extraWinZipAES:
+                record.aes = WinZipAES.ExtraField(field)
             case ZipFormat.extraSHA256 where central && field.count == ZipFormat.sha256Length:
                 record.sha256 = Array(field)
             default:

@@ -68,6 +68,7 @@ enum LocalHeaders {
             local.flags = localFlags
             local.usesZip64 = false
             local.unicodePath = nil
+            local.aes = nil
             local.crc32 = header.uint32LE(at: 14)
             local.compressedSize = UInt64(header.uint32LE(at: 18))
             local.uncompressedSize = UInt64(header.uint32LE(at: 22))
@@ -97,6 +98,14 @@ enum LocalHeaders {
                 throw ArchiveError.corrupt(
                     archive,
                     "the local header says method \(localMethod), the central directory \(entry.method)",
+                    entry: entry.displayName
+                )
+            }
+            // A WinZip AES field in both headers says the same in both.
+            if let localAES = local.aes, let centralAES = entry.aes, localAES != centralAES {
+                throw ArchiveError.corrupt(
+                    archive,
+                    "the local header's AES extra field disagrees with the central directory's",
                     entry: entry.displayName
                 )
             }

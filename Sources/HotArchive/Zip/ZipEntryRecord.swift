@@ -25,8 +25,10 @@ struct ZipEntryRecord: Sendable {
     var localName: [UInt8]?
     /// Absolute offset of the entry's data; known once the local header has been read.
     var dataOffset: UInt64 = 0
+    /// The WinZip AES extra field (0x9901), as found; judged when the entry is read.
+    var aes: WinZipAES.ExtraField?
     /// For a WinZip AES entry (method 99), the compression method of the encrypted data.
-    var aesMethod: UInt16?
+    var aesMethod: UInt16? { aes?.method }
     /// The SHA-256 of the uncompressed bytes that the central directory records
     /// (`ZipFormat.extraSHA256`), when it records one.
     var sha256: [UInt8]?

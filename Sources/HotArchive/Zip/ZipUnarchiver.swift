@@ -20,7 +20,10 @@ import Darwin
 ///
 /// What it reads: stored and deflate entries, zip64 (end record, locator and
 /// extra fields), data descriptors with and without signature, PKWARE
-/// traditional encryption ("ZipCrypto", with `ExtractOptions.password`),
+/// traditional encryption ("ZipCrypto", with `ExtractOptions.password`), WinZip AES
+/// (AE-1 and AE-2, AES-128, -192 and -256, where the build links a crypto library: see
+/// ``readsWinZipAES``; the password verifier is checked first, the HMAC-SHA1 authentication
+/// code over the encrypted bytes before the CRC-32, which only AE-1 records),
 /// UTF-8 names (bit 11), Info-ZIP Unicode Path fields, and code page 437 names
 /// (a name not flagged UTF-8 is read as UTF-8 only when the archive was made on
 /// Unix or macOS and the bytes are valid UTF-8, as Info-ZIP's tools write them), and the
@@ -40,12 +43,18 @@ import Darwin
 /// - `HotUpdateError.Code.limitExceeded`: too many entries, a name too long or with a
 ///   component over 255 bytes, declared sizes over `ExtractOptions.maxTotalBytes`, a
 ///   compression ratio over the limit;
-/// - `HotUpdateError.Code.unsupportedMethod` and `HotUpdateError.Code.unsupportedEncryption`
-///   (WinZip AES, PKWARE strong encryption), `HotUpdateError.Code.passwordRequired`.
+/// - `HotUpdateError.Code.unsupportedMethod` (also inside WinZip AES) and
+///   `HotUpdateError.Code.unsupportedEncryption` (PKWARE strong encryption; WinZip AES of an
+///   unknown vendor version or strength, or in a build without a crypto library),
+///   `HotUpdateError.Code.passwordRequired`, and as `HotUpdateError.Code.corruptArchive` a
+///   WinZip AES entry without its AES extra field, with a vendor other than "AE", or too short
+///   for its salt, password verifier and authentication code.
 ///
 /// And while inflating: more or fewer bytes than declared (`.corruptArchive`), a bad
 /// CRC-32 or data descriptor (`.checksumMismatch`), a password that does not decrypt
-/// (`.wrongPassword`), more than `ExtractOptions.maxTotalBytes` written (`.limitExceeded`).
+/// (`.wrongPassword`; for WinZip AES, a password verifier that does not match, which an altered
+/// verifier cannot be told from), WinZip AES bytes that do not match their authentication code
+/// (`.authenticationFailed`), more than `ExtractOptions.maxTotalBytes` written (`.limitExceeded`).
 ///
 /// Prefix and trailing data: bytes before the archive (a self-extractor stub, or an
 /// archive appended to another file) are accepted the way Info-ZIP accepts them: the
@@ -68,6 +77,15 @@ import Darwin
 public struct ZipUnarchiver: Unarchiver {
     /// Creates an unarchiver. It holds no state; one value serves any number of extractions.
     public init() {}
+
+    /// Whether this build reads (and ``ZipWriter`` writes) WinZip AES entries: where it links a
+    /// crypto library, libcrypto (the `Libcrypto` trait, on by default off Apple platforms) or
+    /// swift-crypto (Apple platforms, and the `SwiftCrypto` trait elsewhere).
+    ///
+    /// ```swift
+    /// let suite = UnarchiverConformance(readsWinZipAES: ZipUnarchiver.readsWinZipAES) { ZipUnarchiver() }
+    /// ```
+    public static var readsWinZipAES: Bool { CipherBackend.missing == nil }
 
     /// Lists the entries of `archive` without extracting anything.
     ///

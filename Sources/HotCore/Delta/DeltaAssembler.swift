@@ -55,6 +55,8 @@ extension PackageFetcher {
             options.maxTotalBytes = configuration.maxPackageBytes
             options.fileHasher = nil
             options.symlinks = .refuse
+            // A delta is encrypted with its version's password (`hot pack --password`).
+            if let password = descriptor.password { options.password = password }
             do {
                 _ = try await configuration.unarchiver.extract(
                     archive,

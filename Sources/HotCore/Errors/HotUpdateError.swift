@@ -36,6 +36,7 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case unsupportedEncryption
             case passwordRequired
             case wrongPassword
+            case authenticationFailed
             case checksumMismatch
             case fileSystem
             case storeCorrupt
@@ -106,6 +107,10 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let passwordRequired = Code(.passwordRequired)
         /// The password given does not decrypt an entry.
         public static let wrongPassword = Code(.wrongPassword)
+        /// An encrypted entry's authentication code (WinZip AES's HMAC-SHA1) does not match its
+        /// encrypted bytes: they were altered after they were encrypted (a wrong password whose
+        /// verifier matches by chance, one in 65,536, ends here too).
+        public static let authenticationFailed = Code(.authenticationFailed)
         /// An entry's CRC-32 does not match its data.
         public static let checksumMismatch = Code(.checksumMismatch)
         /// A file-system operation failed (permissions, missing directory); a full disk is

@@ -37,6 +37,8 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
         public var caseSensitive: Bool?
         /// Delta packages from earlier versions to this one, if the publisher built any.
         public var deltas: [DeltaEntry]?
+        /// The password of the archive and its deltas, if they are encrypted.
+        public var password: String?
 
         /// Creates an entry.
         public init(
@@ -88,6 +90,7 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
             }
             descriptor.caseSensitive = caseSensitive ?? false
             descriptor.deltas = try (deltas ?? []).compactMap { try $0.delta(relativeTo: baseURL, packageID: id) }
+            descriptor.password = password
             return descriptor
         }
     }

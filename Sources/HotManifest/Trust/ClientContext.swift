@@ -163,6 +163,7 @@ public struct ReleasePolicy: Sendable {
             )
             entry.unpackedSize = chosen.unpackedSize
             entry.caseSensitive = chosen.caseSensitive
+            entry.password = chosen.password
             offered.append(try entry.descriptor(relativeTo: baseURL))
         }
         return try Manifest(

@@ -64,6 +64,10 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         /// Delta packages from earlier versions to this one (`hot pack` builds them against
         /// the last releases); absent in manifests without deltas, which stay byte-identical.
         public var deltas: [DeltaEntry]?
+        /// The password of the version's archive and its deltas (`hot pack --password`), which
+        /// the client unpacks them with; absent for plain archives. It keeps the files from
+        /// whoever has the archive but not the manifest, and from no one who reads the manifest.
+        public var password: String?
 
         /// Creates a version entry.
         public init(

@@ -7,8 +7,9 @@ import HotCore
 /// Entries are stored (method 0) or deflated with fixed Huffman codes from a run of one
 /// byte (``Entry/deflatedRun(_:byte:count:)``), which is enough to make a compression bomb.
 /// Every field an attacker controls can be set: the name (raw bytes), the declared CRC and
-/// size, the Unix mode (file type included), and a local header name that disagrees with the
-/// central directory's.
+/// size, the Unix mode (file type included), a local header name that disagrees with the
+/// central directory's, the flags and the extra fields (a WinZip AES entry's, with
+/// ``Entry/winZipAES(_:payload:crc32:uncompressedSize:vendorVersion:vendorID:strength:method:)``).
 ///
 /// ```swift
 /// let zip = RawZipArchive([
@@ -35,6 +36,11 @@ public struct RawZipArchive: Sendable, Hashable {
         public var mode: UInt32
         /// A different name for the local header only; nil writes ``name`` in both.
         public var localName: [UInt8]?
+        /// General purpose flags besides UTF-8 (bit 11, set for names with non-ASCII bytes):
+        /// 1 for an encrypted entry.
+        public var flags: UInt16 = 0
+        /// Extra fields (id, length, data each), written into both headers.
+        public var extra: [UInt8] = []
 
         /// Creates an entry from raw fields, for archives that lie.
         public init(
@@ -104,6 +110,40 @@ public struct RawZipArchive: Sendable, Hashable {
             return copy
         }
 
+        /// A WinZip AES entry (method 99, encrypted) whose data is `payload` (salt, password
+        /// verifier, encrypted bytes, authentication code, as a WinZip AES writer made them),
+        /// with an AES extra field (0x9901) saying `vendorVersion`, `vendorID` ("AE" is 0x4541),
+        /// `strength` (1, 2, 3: AES-128, -192, -256) and the data's `method`; nil `vendorVersion`
+        /// leaves the field out. AE-2 (vendor version 2) entries declare a CRC-32 of 0.
+        public static func winZipAES(
+            _ name: String,
+            payload: [UInt8],
+            crc32: UInt32 = 0,
+            uncompressedSize: UInt32,
+            vendorVersion: UInt16? = 2,
+            vendorID: UInt16 = 0x4541,
+            strength: UInt8 = 3,
+            method: UInt16 = 0
+        ) -> Entry {
+            var entry = Entry(
+                name: Array(name.utf8),
+                payload: payload,
+                method: 99,
+                crc32: crc32,
+                uncompressedSize: uncompressedSize
+            )
+            entry.flags = 1
+            if let vendorVersion {
+                entry.extra.append16(0x9901)
+                entry.extra.append16(7)
+                entry.extra.append16(vendorVersion)
+                entry.extra.append16(vendorID)
+                entry.extra.append(strength)
+                entry.extra.append16(method)
+            }
+            return entry
+        }
+
         /// A copy declaring another CRC-32.
         public func declaring(crc32: UInt32) -> Entry {
             var copy = self
@@ -127,7 +167,7 @@ public struct RawZipArchive: Sendable, Hashable {
         for entry in entries {
             let offset = UInt32(truncatingIfNeeded: out.count)
             let localName = entry.localName ?? entry.name
-            let flags: UInt16 = entry.name.contains { $0 >= 0x80 } ? 0x0800 : 0
+            let flags: UInt16 = (entry.name.contains { $0 >= 0x80 } ? 0x0800 : 0) | entry.flags
             out.append32(0x0403_4b50)
             out.append16(20)
             out.append16(flags)
@@ -138,8 +178,9 @@ public struct RawZipArchive: Sendable, Hashable {
             out.append32(UInt32(truncatingIfNeeded: entry.payload.count))
             out.append32(entry.uncompressedSize)
             out.append16(UInt16(truncatingIfNeeded: localName.count))
-            out.append16(0)
+            out.append16(UInt16(truncatingIfNeeded: entry.extra.count))
             out.append(contentsOf: localName)
+            out.append(contentsOf: entry.extra)
             out.append(contentsOf: entry.payload)
 
             central.append32(0x0201_4b50)
@@ -153,7 +194,7 @@ public struct RawZipArchive: Sendable, Hashable {
             central.append32(UInt32(truncatingIfNeeded: entry.payload.count))
             central.append32(entry.uncompressedSize)
             central.append16(UInt16(truncatingIfNeeded: entry.name.count))
-            central.append16(0)  // extra
+            central.append16(UInt16(truncatingIfNeeded: entry.extra.count))
             central.append16(0)  // comment
             central.append16(0)  // disk
             central.append16(0)  // internal attributes
@@ -161,6 +202,7 @@ public struct RawZipArchive: Sendable, Hashable {
             central.append32(entry.mode << 16 | dosDirectory)
             central.append32(offset)
             central.append(contentsOf: entry.name)
+            central.append(contentsOf: entry.extra)
         }
         let centralOffset = UInt32(truncatingIfNeeded: out.count)
         out.append(contentsOf: central)

@@ -18,6 +18,12 @@ import HotCore
 ///   are no archive) are refused with the documented `HotUpdateError` code, and leave
 ///   nothing behind: neither in the destination (which stays missing, or empty), nor beside
 ///   it (no staging directory), nor at the place an entry aimed for;
+/// - WinZip AES (an AES-256 entry 7-Zip wrote): it extracts with its password; a wrong password,
+///   an altered password verifier, a tampered authentication code, a flipped byte of ciphertext,
+///   an entry too short for its salt, and an AES extra field that lies (unknown strength or
+///   vendor version, a vendor other than "AE", an unsupported method inside, a strength other
+///   than the data's, no field at all) are each refused with their own code, leaving nothing
+///   behind;
 /// - listing refuses unsafe names, non-archives and too many entries the same way.
 ///
 /// Each check makes a fresh unarchiver from the factory. The suite reads ZIP only: an
@@ -32,17 +38,26 @@ import HotCore
 public struct UnarchiverConformance: Sendable {
     /// Makes the unarchiver under test.
     public let makeUnarchiver: @Sendable () -> any Unarchiver
+    /// Whether the unarchiver reads WinZip AES entries: then a valid one must extract and each
+    /// hostile one be refused with its own code; else refusing them all with
+    /// `HotUpdateError.Code.unsupportedEncryption` is conforming too.
+    public let readsWinZipAES: Bool
 
     /// Creates the suite.
     ///
-    /// - Parameter makeUnarchiver: Makes the unarchiver under test; called once per check.
-    public init(makeUnarchiver: @escaping @Sendable () -> any Unarchiver) {
+    /// - Parameters:
+    ///   - readsWinZipAES: Whether the unarchiver reads WinZip AES entries (see ``readsWinZipAES``).
+    ///   - makeUnarchiver: Makes the unarchiver under test; called once per check.
+    public init(readsWinZipAES: Bool = true, makeUnarchiver: @escaping @Sendable () -> any Unarchiver) {
+        self.readsWinZipAES = readsWinZipAES
         self.makeUnarchiver = makeUnarchiver
     }
 
     /// Every check of the suite.
     public var checks: [ConformanceCheck] {
-        validChecks + Self.hostileCases.map(hostileCheck) + listingChecks
+        validChecks + (readsWinZipAES ? [winZipAESCheck] : [])
+            + (Self.hostileCases + Self.winZipAESCases(readsWinZipAES: readsWinZipAES)).map(hostileCheck)
+            + listingChecks
     }
 
     static let suite = "Unarchiver"
@@ -530,6 +545,168 @@ extension UnarchiverConformance {
             build: { _ in Array(String(repeating: "hello, this is not a zip\n", count: 10).utf8) }
         ),
     ]
+
+    /// The WinZip AES entry's password.
+    static let aesPassword = "conformance"
+    /// The WinZip AES entry's plain bytes.
+    static let aesContent = Array("HotUpdate conformance: a WinZip AES entry.\n".utf8)
+    /// The data of the entry `7z a -tzip -mem=AES256 -mx=0 -pconformance` (7-Zip 26.02) wrote for
+    /// ``aesContent``: AE-2, stored, a 16-byte salt, the 2-byte password verifier, 43 encrypted
+    /// bytes and the 10-byte authentication code.
+    static let aesPayload: [UInt8] = [
+        0xf4, 0x11, 0xcd, 0x22, 0x9f, 0xad, 0x02, 0x89, 0x0d, 0x0a, 0xdd, 0xfe, 0x41, 0x40, 0x54, 0xa1,
+        0x17, 0x63,
+        0x27, 0xc0, 0x6e, 0x58, 0xad, 0xd9, 0x60, 0x7d, 0x4e, 0xfb, 0x29, 0xae, 0x6a, 0xa4, 0x01, 0xea,
+        0x82, 0xce, 0x99, 0x66, 0x1f, 0xdf, 0xcf, 0xff, 0x4f, 0xde, 0x91, 0xfa, 0xc2, 0x2c, 0x5b, 0xb2,
+        0x8d, 0x51, 0x71, 0x4b, 0xcc, 0x5b, 0x0f, 0x63, 0x6b, 0x9f, 0x62,
+        0xd2, 0x89, 0x56, 0xa3, 0xba, 0x08, 0xc1, 0xe9, 0x80, 0xc2,
+    ]
+
+    /// The WinZip AES entry, its data or its AES field changed.
+    static func aesEntry(
+        payload: [UInt8] = aesPayload,
+        vendorVersion: UInt16? = 2,
+        vendorID: UInt16 = 0x4541,
+        strength: UInt8 = 3,
+        method: UInt16 = 0
+    ) -> RawZipArchive.Entry {
+        .winZipAES(
+            "secret.txt",
+            payload: payload,
+            uncompressedSize: UInt32(aesContent.count),
+            vendorVersion: vendorVersion,
+            vendorID: vendorID,
+            strength: strength,
+            method: method
+        )
+    }
+
+    /// `payload` with the byte at `index` flipped.
+    private static func flipping(_ index: Int, of payload: [UInt8] = aesPayload) -> [UInt8] {
+        var copy = payload
+        copy[index] ^= 0x20
+        return copy
+    }
+
+    var winZipAESCheck: ConformanceCheck {
+        check(
+            "WinZip AES entry extracts",
+            "an AES-256 entry 7-Zip wrote extracts byte-identical with its password"
+        ) { unarchiver, scratch in
+            let archive = scratch.appendingPathComponent("aes.zip")
+            try RawZipArchive([.file("plain.txt", Self.x), Self.aesEntry()]).write(to: archive)
+            let destination = scratch.appendingPathComponent("out")
+            _ = try await unarchiver.extract(
+                archive,
+                to: destination,
+                options: ExtractOptions(password: Self.aesPassword)
+            )
+            let tree = Conformance.tree(destination)
+            let expected = [
+                "plain.txt": "file 1 \(FNV1a.hash(Self.x))",
+                "secret.txt": "file \(Self.aesContent.count) \(FNV1a.hash(Self.aesContent))",
+            ]
+            try Conformance.require(
+                tree == expected,
+                "the extracted tree differs from the archive: \(Conformance.difference(expected, tree))"
+            )
+        }
+    }
+
+    /// The hostile WinZip AES archives: each behind a good file, so that refusing it has
+    /// something to leave behind. An unarchiver that does not read WinZip AES may refuse each
+    /// with `unsupportedEncryption`.
+    static func winZipAESCases(readsWinZipAES: Bool) -> [HostileArchive] {
+        let password = ExtractOptions(password: aesPassword)
+        let salt = 16
+        func codes(_ code: HotUpdateError.Code...) -> Set<HotUpdateError.Code> {
+            Set(code).union(readsWinZipAES ? [] : [.unsupportedEncryption])
+        }
+        func archive(_ entry: RawZipArchive.Entry) -> @Sendable (URL) -> [UInt8] {
+            HostileArchive.zip([.file("ok.txt", x), entry])
+        }
+        return [
+            HostileArchive(
+                name: "WinZip AES wrong password",
+                contract: "an AES entry given another password is refused (wrongPassword)",
+                codes: codes(.wrongPassword),
+                options: ExtractOptions(password: "not the password"),
+                build: archive(aesEntry())
+            ),
+            HostileArchive(
+                name: "WinZip AES altered password verifier",
+                contract: "an AES entry whose password verifier does not match is refused (wrongPassword)",
+                codes: codes(.wrongPassword),
+                options: password,
+                build: archive(aesEntry(payload: flipping(salt)))
+            ),
+            HostileArchive(
+                name: "WinZip AES tampered authentication code",
+                contract: "an AES entry whose authentication code was changed is refused (authenticationFailed)",
+                codes: codes(.authenticationFailed),
+                options: password,
+                build: archive(aesEntry(payload: flipping(aesPayload.count - 1)))
+            ),
+            HostileArchive(
+                name: "WinZip AES flipped ciphertext byte",
+                contract: "an AES entry with one byte of its ciphertext changed is refused (authenticationFailed)",
+                codes: codes(.authenticationFailed),
+                options: password,
+                build: archive(aesEntry(payload: flipping(salt + 2 + 20)))
+            ),
+            HostileArchive(
+                name: "WinZip AES entry shorter than its salt",
+                contract:
+                    "an AES-256 entry of 20 bytes cannot hold its 16-byte salt, verifier and code (corruptArchive)",
+                codes: codes(.corruptArchive),
+                options: password,
+                build: archive(aesEntry(payload: Array(aesPayload.prefix(20))))
+            ),
+            HostileArchive(
+                name: "WinZip AES unknown strength",
+                contract: "an AES field of strength 4 is refused (unsupportedEncryption)",
+                codes: [.unsupportedEncryption],
+                options: password,
+                build: archive(aesEntry(strength: 4))
+            ),
+            HostileArchive(
+                name: "WinZip AES strength other than the data's",
+                contract:
+                    "an AES field saying AES-128 over AES-256 data is refused (wrongPassword: the salt is misread)",
+                codes: codes(.wrongPassword, .authenticationFailed),
+                options: password,
+                build: archive(aesEntry(strength: 1))
+            ),
+            HostileArchive(
+                name: "WinZip AES vendor other than AE",
+                contract: "an AES field whose vendor is not \"AE\" is refused (corruptArchive)",
+                codes: codes(.corruptArchive),
+                options: password,
+                build: archive(aesEntry(vendorID: 0x4242))
+            ),
+            HostileArchive(
+                name: "WinZip AES vendor version 3",
+                contract: "an AES field of vendor version 3 (neither AE-1 nor AE-2) is refused (unsupportedEncryption)",
+                codes: [.unsupportedEncryption],
+                options: password,
+                build: archive(aesEntry(vendorVersion: 3))
+            ),
+            HostileArchive(
+                name: "WinZip AES over an unsupported method",
+                contract: "an AES field saying the data is LZMA is refused (unsupportedMethod)",
+                codes: codes(.unsupportedMethod),
+                options: password,
+                build: archive(aesEntry(method: 14))
+            ),
+            HostileArchive(
+                name: "WinZip AES without its extra field",
+                contract: "method 99 without an AES extra field is refused (corruptArchive)",
+                codes: codes(.corruptArchive),
+                options: password,
+                build: archive(aesEntry(vendorVersion: nil))
+            ),
+        ]
+    }
 
     /// Extracts `hostile` into a missing destination and requires a refusal that leaves the
     /// scratch tree, the aimed-at outside directory included, exactly as it was.

@@ -1,8 +1,11 @@
 import CHotZlib
 
-/// PKWARE's traditional ("ZipCrypto") stream cipher, for reading archives made
-/// with `zip -P`. It is weak; it is read for compatibility, never written.
-struct TraditionalDecryptor {
+/// PKWARE's traditional ("ZipCrypto") stream cipher: read for archives made with `zip -P`,
+/// written by ``ZipWriter`` when asked for it (``ZipWriter/Encryption/Method/zipCrypto``).
+///
+/// It is weak: a known-plaintext attack (Biham and Kocher) recovers the keys from 12 known
+/// bytes of an entry. It is here for compatibility; WinZip AES is what protects anything.
+struct TraditionalCipher {
     private var key0: UInt32 = 0x1234_5678
     private var key1: UInt32 = 0x2345_6789
     private var key2: UInt32 = 0x3456_7890
@@ -24,12 +27,25 @@ struct TraditionalDecryptor {
         key2 = crcStep(key2, UInt8(truncatingIfNeeded: key1 >> 24))
     }
 
+    @inline(__always) private var keystreamByte: UInt8 {
+        let temp = (key2 | 2) & 0xFFFF
+        return UInt8(truncatingIfNeeded: (temp &* (temp ^ 1)) >> 8)
+    }
+
     /// Decrypts `buffer` in place.
     mutating func decrypt(_ buffer: UnsafeMutableRawBufferPointer) {
         for index in 0..<buffer.count {
-            let temp = (key2 | 2) & 0xFFFF
-            let plain = buffer[index] ^ UInt8(truncatingIfNeeded: (temp &* (temp ^ 1)) >> 8)
+            let plain = buffer[index] ^ keystreamByte
             buffer[index] = plain
+            update(plain)
+        }
+    }
+
+    /// Encrypts `buffer` in place.
+    mutating func encrypt(_ buffer: UnsafeMutableRawBufferPointer) {
+        for index in 0..<buffer.count {
+            let plain = buffer[index]
+            buffer[index] = plain ^ keystreamByte
             update(plain)
         }
     }
