@@ -109,24 +109,13 @@ public struct TLSTrust: Sendable, Hashable, CustomStringConvertible {
         return parts.joined(separator: "; ")
     }
 
-    /// Checks that the CA bundle, if any, is a readable PEM file holding a certificate.
+    /// Checks that the CA bundle, if any, is a readable PEM file holding certificates whose
+    /// blocks decode (``PEMCertificates``, the reader the Apple platforms' anchors come from).
     ///
     /// - Throws: `HotUpdateError.Code.invalidArgument` naming the file and what is wrong.
     package func validateBundle() throws {
         guard let path = authorities.bundlePath else { return }
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch {
-            throw HotUpdateError(
-                .invalidArgument,
-                "cannot read the CA bundle: \(error.localizedDescription)",
-                subject: path
-            )
-        }
-        guard String(decoding: data, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----") else {
-            throw HotUpdateError(.invalidArgument, "the CA bundle holds no PEM certificate", subject: path)
-        }
+        _ = try PEMCertificates.read(path: path)
     }
 }
 

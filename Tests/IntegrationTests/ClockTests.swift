@@ -9,63 +9,9 @@ import Testing
 /// no good version is rolled back, and an expired manifest stays expired.
 @Suite("Wrong clocks")
 struct ClockTests {
-    /// A publisher's repository made with `hot keygen`, `hot pack`, `hot release` and
-    /// `hot sign`, served by nginx, and a client store.
-    final class Setup: Sendable {
-        let work: URL
-        let repo: String
-        let root: String
-        let privateKey: String
-        let publicKey: String
-        let nginx: NginxServer
-        var manifestURL: String { nginx.baseURL.appendingPathComponent("manifest.json").absoluteString }
-        var sync: [String] { ["sync", "--manifest", manifestURL, "--root", root, "--trust", publicKey] }
-
-        init(_ name: String) async throws {
-            work = try makeTemporaryDirectory(name)
-            repo = work.appendingPathComponent("repo").path
-            root = work.appendingPathComponent("store").path
-            privateKey = work.appendingPathComponent("release.pem").path
-            publicKey = work.appendingPathComponent("release.pub").path
-            try await PublisherWorkflowTests.hot(["keygen", "--private", privateKey, "--public", publicKey])
-            try FileManager.default.createDirectory(atPath: repo, withIntermediateDirectories: true)
-            nginx = try await NginxServer.start(root: URL(fileURLWithPath: repo))
-        }
-
-        /// Packs, releases and signs `version` of `app` (expiring after `expires`); returns the
-        /// archive's path on the server.
-        @discardableResult
-        func publish(_ version: String, expires: String = "30d") async throws -> String {
-            let source = work.appendingPathComponent("v\(version)")
-            try writeTree(Self.files(version), under: source)
-            try await PublisherWorkflowTests.hot([
-                "pack", source.path, "--id", "app", "--version", version, "--repo", repo, "--deltas", "0",
-            ])
-            try await PublisherWorkflowTests.hot(["sign", "--repo", repo, "--key", privateKey, "--expires", expires])
-            let packages = try FileManager.default.contentsOfDirectory(atPath: repo + "/packages")
-            let archive = try #require(packages.first { $0.hasPrefix("app-\(version)-") && $0.hasSuffix(".zip") })
-            return "/packages/" + archive
-        }
-
-        static func files(_ version: String) -> [String: Data] {
-            ["config.txt": Data("config \(version)".utf8), "data/blob.bin": noise(40_000, seed: UInt64(version) ?? 1)]
-        }
-
-        /// The active version of `app` and its files, as `hot status --json` names them.
-        func active() async throws -> (version: String?, files: [String: Data]) {
-            let status = try JSONDecoder().decode(
-                CommandLineTests.StatusDocument.self,
-                from: Data(try await PublisherWorkflowTests.hot(["status", "--root", root, "--json"]).stdout.utf8)
-            )
-            let package = try #require(status.packages.first { $0.id == "app" })
-            let path = try #require(package.path)
-            return (package.version, try readTree(URL(fileURLWithPath: path, isDirectory: true)))
-        }
-
-        func stop() async {
-            await nginx.stop()
-            try? FileManager.default.removeItem(at: work)
-        }
+    /// The files of `version`.
+    static func files(_ version: String) -> [String: Data] {
+        ["config.txt": Data("config \(version)".utf8), "data/blob.bin": noise(40_000, seed: UInt64(version) ?? 1)]
     }
 
     /// Runs `hot` under `faketime -m -f OFFSET`: the clock starts `offset` away from now and runs.
@@ -87,20 +33,20 @@ struct ClockTests {
 
     @Test("with the clock set back 10 minutes, then a day, then 20 days ahead and corrected, every sync installs")
     func updatesFlowWhateverTheClock() async throws {
-        let setup = try await Setup("clock-back")
+        let setup = try await PublishedRepository("clock-back")
         defer { Task { await setup.stop() } }
-        try await setup.publish("1")
+        try await setup.publish("1", files: Self.files("1"))
         try await PublisherWorkflowTests.hot(setup.sync)
         #expect(try await setup.active().version == "1")
 
         for (version, offset) in [("2", "-10m"), ("3", "-1d"), ("4", "+20d"), ("5", "+0"), ("6", "-3d")] {
-            let archive = try await setup.publish(version)
+            let archive = try await setup.publish(version, files: Self.files(version))
             let run = try await Self.hot(at: offset, setup.sync)
             #expect(run.status == 0, "version \(version), clock \(offset): \(run.stderr)")
             #expect(run.stdout.contains("app\tupdate\tok"), "version \(version), clock \(offset): \(run.stdout)")
             let active = try await setup.active()
             #expect(active.version == version, "clock \(offset)")
-            #expect(active.files == Setup.files(version), "clock \(offset)")
+            #expect(active.files == Self.files(version), "clock \(offset)")
             // Downloaded once and installed: nothing fetched to be thrown away.
             #expect(setup.nginx.requestCount(for: archive) == 1, "version \(version), clock \(offset)")
             let again = try await Self.hot(at: offset, setup.sync)
@@ -111,15 +57,15 @@ struct ClockTests {
 
     @Test("a manifest refused as expired with the clock 2 days ahead stays refused with the clock 30 minutes ahead")
     func expiryHasAFloor() async throws {
-        let setup = try await Setup("clock-expiry")
+        let setup = try await PublishedRepository("clock-expiry")
         defer { Task { await setup.stop() } }
-        try await setup.publish("1", expires: "1h")
+        try await setup.publish("1", files: Self.files("1"), expires: "1h")
         try await PublisherWorkflowTests.hot(setup.sync)
         let installed = try await setup.active()
         #expect(installed.version == "1")
 
         // Version 2 is signed to expire in an hour too.
-        try await setup.publish("2", expires: "1h")
+        try await setup.publish("2", files: Self.files("2"), expires: "1h")
         let ahead = try await Self.hot(at: "+2d", setup.sync)
         #expect(ahead.status != 0)
         #expect(ahead.stderr.contains("manifestExpired") || ahead.stderr.contains("expired"), "\(ahead.stderr)")
@@ -147,9 +93,9 @@ struct ClockTests {
         "installed with the clock 20 days ahead, launched with it corrected, confirmed after it jumps 2 days: no rollback"
     )
     func launchesSurviveClockJumps() async throws {
-        let setup = try await Setup("clock-launch")
+        let setup = try await PublishedRepository("clock-launch")
         defer { Task { await setup.stop() } }
-        try await setup.publish("1")
+        try await setup.publish("1", files: Self.files("1"))
         let timestamps = setup.work.appendingPathComponent("faketime.rc")
         try "+20d".write(to: timestamps, atomically: true, encoding: .utf8)
         // `faketime` starts the example with libfaketime loaded; the offset is read from the
