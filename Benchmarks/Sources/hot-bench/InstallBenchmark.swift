@@ -213,13 +213,6 @@ struct InstallBenchmark: AsyncParsableCommand {
         return Corpus(spec: spec, root: root, files: [Corpus.File(path: "big.bin", size: bytes)], fingerprint: "")
     }
 
-    private func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        guard !sorted.isEmpty else { return .nan }
-        return sorted.count % 2 == 1
-            ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-    }
-
     private func format(_ seconds: Double) -> String {
         seconds < 1 ? String(format: "%.0f ms", seconds * 1000) : String(format: "%.2f s", seconds)
     }

@@ -679,13 +679,6 @@ struct StoreBenchmark: AsyncParsableCommand {
         return Updater(configuration: configuration)
     }
 
-    private func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        guard !sorted.isEmpty else { return .nan }
-        let middle = sorted.count / 2
-        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
-    }
-
     private func format(seconds: Double) -> String {
         seconds < 1 ? String(format: "%.1f ms", seconds * 1000) : String(format: "%.2f s", seconds)
     }

@@ -180,13 +180,6 @@ struct TLSBenchmark: AsyncParsableCommand {
         return candidates.first { fileManager.isExecutableFile(atPath: $0) }
     }
 
-    private func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        guard !sorted.isEmpty else { return .nan }
-        return sorted.count % 2 == 1
-            ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-    }
-
     private func format(_ seconds: Double) -> String {
         seconds < 1 ? String(format: "%.0f ms", seconds * 1000) : String(format: "%.3f s", seconds)
     }

@@ -335,13 +335,6 @@ struct ZstdBenchmark: AsyncParsableCommand {
     }
 }
 
-private func median(_ values: [Double]) -> Double {
-    let sorted = values.sorted()
-    guard !sorted.isEmpty else { return .nan }
-    return sorted.count % 2 == 1
-        ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-}
-
 private func format(bytes: Int) -> String {
     bytes >= 1 << 20
         ? String(format: "%.1f MiB", Double(bytes) / mebibyte) : String(format: "%d KiB", bytes >> 10)
