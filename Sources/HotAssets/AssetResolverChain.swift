@@ -304,7 +304,23 @@ extension AssetResolverChain {
             }
             do {
                 var listed = package
-                listed.files = try await updater.fileList(of: package).files.map(\.path)
+                let files = try await updater.fileList(of: package).files.map(\.path)
+                // The lists are what was installed; a file gone since is left out, so its names
+                // fall through to the next package and the bundle, and the package is marked
+                // for the next sync to heal (a stat per file, on this path only: the name index
+                // checks each answer once instead).
+                let prefix = package.directory.path + "/"
+                let present = try await FileSystem.offload { () -> [String] in
+                    files.filter { FileSystem.isRegularFile(atPath: prefix + $0) }
+                }
+                if present.count < files.count {
+                    logger.error(
+                        "installed files are gone: answering the next candidate, and the next sync heals the package",
+                        metadata: metadata.merging(["missing": "\(files.count - present.count)"]) { $1 }
+                    )
+                    LossMarker.record(package.id, layout: updater.layout)
+                }
+                listed.files = present
                 packages.append(listed)
             } catch {
                 logger.warning(

@@ -91,8 +91,9 @@ public struct DirectoryAssetResolver: AssetResolver {
     /// exactly as for a resolver that walked the tree.
     ///
     /// The paths are taken to be the tree's regular files, as the store's file lists are:
-    /// nothing is checked on disk, so a path the list names resolves even when the file has
-    /// since gone (`Updater.repair(packageID:)` puts it back). A path with a `..`
+    /// nothing is checked on disk here, so a path the list names resolves even when the file
+    /// has since gone. The chain made from an updater leaves such files out before it gets
+    /// here, and marks their package for the next sync to heal. A path with a `..`
     /// component is skipped; leading `/`, `./` and empty components are dropped.
     ///
     /// ```swift

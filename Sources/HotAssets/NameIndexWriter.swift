@@ -79,6 +79,12 @@ public struct NameIndexWriter: StoreCommitHook {
         Self.removeOldIndexes(layout: StoreLayout(root: root), keeping: generation)
     }
 
+    /// Whether the index of `generation` is gone from `root`: one `stat`. A sync that finds
+    /// it gone writes it again.
+    public func isMissing(generation: Int, root: URL) -> Bool {
+        !FileSystem.isRegularFile(atPath: NameIndex.url(in: StoreLayout(root: root), generation: generation).path)
+    }
+
     // MARK: - The files
 
     /// Writes `data` as the index of `generation`, durably.

@@ -128,8 +128,10 @@ public struct ResourcePackResolver: Sendable {
 
     /// Opens every resource pack among the packages `updater` has installed and not
     /// disabled, checking each listed resource against the store's name index: which
-    /// packages carry an `index.json` and whether each listed file is there is answered from
-    /// the mapped index, without a system call per name (each pack's `index.json` is read).
+    /// packages carry an `index.json` and whether each listed file is one of the package's
+    /// regular files is answered from the mapped index (each pack's `index.json` is read),
+    /// then one `stat` per listed file finds those deleted since they were installed: such a
+    /// pack is refused until the next sync heals it (it is marked for that sync).
     ///
     /// When the store has no usable index for its current snapshot (missing, damaged, of an
     /// older format, or naming a tree that is gone; the reason is logged on the updater's
@@ -160,9 +162,17 @@ public struct ResourcePackResolver: Sendable {
         for (number, package) in store.locations.enumerated()
         where store.contains(package: number, path: ResourcePackIndex.fileName) {
             do {
+                let directory = store.directory(number).path + "/"
                 packs.append(
-                    try open(package, root: store.resolvedDirectory(number)) {
-                        store.contains(package: number, path: $0)
+                    try open(package, root: store.resolvedDirectory(number)) { name in
+                        guard store.contains(package: number, path: name) else { return false }
+                        // Installed, and gone since: the pack is refused whole, as for any
+                        // listed file it lacks, and marked for the next sync to heal.
+                        guard FileSystem.isRegularFile(atPath: directory + name) else {
+                            store.damage.reportLoss(package: number, id: package.id, path: name, root: store.root)
+                            return false
+                        }
+                        return true
                     }
                 )
             } catch {

@@ -91,9 +91,11 @@ public struct OnlineFallbackReason: Hashable, Sendable, CustomStringConvertible 
 ///
 /// The resolver is a value built from the installed packages: build a new one after each
 /// sync. Made from an updater (``make(modules:updater:inactiveModuleIDs:rebuildingIndex:)``),
-/// it checks that a page's file exists in the store's name index, mapped and queried in
-/// place, without a system call; made from a list of packages, or when the store has no
-/// usable index, it checks the file system. It never touches the network.
+/// it checks that a page's file is in the store's name index, mapped and queried in place,
+/// then that it is still on disk (one `stat`): a file deleted since it was installed loads
+/// online, and its package is marked for the next sync to heal. Made from a list of
+/// packages, or when the store has no usable index, it checks the file system. It never
+/// touches the network.
 ///
 /// ```swift
 /// let resolver = await WebModuleResolver.make(
@@ -220,6 +222,17 @@ public struct WebModuleResolver: Sendable {
             let packageRoot = store.resolvedDirectory(number)
             readAccessRoot = folder.reduce(packageRoot) { $0.appendingPathComponent($1, isDirectory: true) }
             file = components.reduce(readAccessRoot) { $0.appendingPathComponent($1) }
+            // Installed, and gone since (one stat, against a page load): the page loads online,
+            // and the package is marked for the next sync to heal.
+            guard FileSystem.isRegularFile(atPath: file.path) else {
+                store.damage.reportLoss(
+                    package: number,
+                    id: module.id,
+                    path: (folder + components).joined(separator: "/"),
+                    root: store.root
+                )
+                return .online(url, reason: .fileMissing)
+            }
         } else {
             let packageRoot = package.directory.standardizedFileURL.resolvingSymlinksInPath()
             readAccessRoot = folder.reduce(packageRoot) { $0.appendingPathComponent($1, isDirectory: true) }

@@ -76,8 +76,18 @@ extension Updater {
                 else { continue }
                 if let healed = await healIfLost(entry.id) { outcomes[entry.id] = healed }
             }
+            // Objects deleted one by one: a `stat` per file, and only the lost ones hashed.
+            do {
+                let restored = try await store.restoreLostObjects()
+                if restored > 0 {
+                    logger.warning("objects were gone: put back from the trees", metadata: ["objects": "\(restored)"])
+                }
+            } catch {
+                logger.warning("cannot put back lost objects: \(error)")
+            }
             LossMarker.quickCheckDone(layout: layout)
         }
+        await restoreStoreFiles()
         let ordered = plan.packages.compactMap { outcomes[$0.id] }
         await prunePartialDownloads()
         return SyncReport(manifestVersion: plan.manifest.version, packages: ordered)
@@ -172,14 +182,32 @@ extension Updater {
         let recorded = record.state == .fileMissing || record.state == .digestMismatch
         // A reader that found one of its files gone left a marker: every file is checked.
         let reported = LossMarker.isRecorded(id, layout: layout)
-        guard recorded || reported || !store.treeExists(active) else { return nil }
+        // Without its file list, a version cannot be checked or put together from the objects:
+        // it is downloaded again, which writes the list anew.
+        let listed = store.fileListExists(active)
+        guard recorded || reported || !listed || !store.treeExists(active) else { return nil }
         defer { if reported { LossMarker.clear(id, layout: layout) } }
         logger.warning(
-            "the active version's files are gone or damaged: healing",
+            listed
+                ? "the active version's files are gone or damaged: healing"
+                : "the active version's file list is gone: healing",
             metadata: ["package": "\(id)", "version": "\(active.version)"]
         )
         let failure: HotUpdateError
         do {
+            if !listed {
+                let descriptor = try UpdaterHealth.descriptor(fetchingAgain: active, of: id)
+                let result = try await join(descriptor, repairing: active.path)
+                report(TelemetryEvent(kind: .heal, packageID: id, version: result.version.version))
+                hub.publish(id, result.version.version, .installed)
+                logger.notice("healed", metadata: ["package": "\(id)", "downloaded": "true"])
+                return SyncReport.PackageOutcome(
+                    id: id,
+                    change: .heal,
+                    activeVersion: result.version.version,
+                    bytesDownloaded: result.bytesDownloaded
+                )
+            }
             let repair = try await health.repair(packageID: id, depth: .quick)
             if reported, !recorded, repair.after.isHealthy, repair.restored.isEmpty, !repair.refetched {
                 return nil  // every file was there after all
@@ -207,6 +235,26 @@ extension Updater {
         }
         report(TelemetryEvent(kind: .heal, packageID: id, version: active.version, errorCode: failure.code.description))
         return SyncReport.PackageOutcome(id: id, change: .heal, activeVersion: active.version, error: failure)
+    }
+
+    /// Puts back what was deleted from under the store besides the trees: the objects, when
+    /// `objects/` is gone (one `stat`), from the trees that still hold them, each file hashed;
+    /// and what the commit hooks keep for the snapshot (the name index: one `stat` per hook).
+    /// Failures are logged: the packages serve without them, and the next sync tries again.
+    private func restoreStoreFiles() async {
+        if store.objectsDirectoryIsGone {
+            do {
+                let restored = try await store.restoreLostObjects()
+                logger.warning("the objects were gone: put back from the trees", metadata: ["objects": "\(restored)"])
+            } catch {
+                logger.warning("the objects were gone and cannot be put back: \(error)")
+            }
+        }
+        do {
+            _ = try await store.restoreHookOutputs()
+        } catch {
+            logger.warning("cannot write again what the store keeps for its snapshot: \(error)")
+        }
     }
 
     /// Plans `manifest` against the snapshot current now and records what the plan found,

@@ -161,6 +161,39 @@ struct ObjectStore: Sendable {
         return adoption
     }
 
+    /// Puts back the objects of `files` that are gone from `objects/` (deleted by something
+    /// other than the store), from the tree at `tree` that still holds the files: each tree
+    /// file of the recorded size is hashed, and one whose content is its recorded SHA-256
+    /// becomes its object again, linked under `objects/` and read-only. A file that is
+    /// missing, of another size or another content is left for a repair; an object that
+    /// exists is not read.
+    ///
+    /// - Returns: How many objects were put back.
+    /// - Throws: ``HotUpdateError/Code/fileSystem`` when an object cannot be linked.
+    func restoreMissing(_ files: [FileList.Entry], tree: URL, verifier: any Verifier) throws -> Int {
+        var restored = 0
+        let treePath = tree.path
+        for file in files {
+            let objectPath = layout.objectURL(sha256: file.sha256).path
+            guard FileInfo(path: objectPath) == nil else { continue }
+            let filePath = treePath + "/" + file.path
+            guard let info = FileInfo(path: filePath), info.isRegular, info.size == file.size,
+                (try? verifier.digest(ofFile: URL(fileURLWithPath: filePath), using: .sha256).hex) == file.sha256
+            else { continue }
+            try FileSystem.createDirectory(
+                URL(fileURLWithPath: objectPath, isDirectory: false).deletingLastPathComponent()
+            )
+            guard posixLink(filePath, objectPath) == 0 else {
+                let code = errno
+                if code == EEXIST || Self.linkUnsupported(code) { continue }
+                throw posixError(code, "cannot put object \(file.sha256) back from \(file.path)")
+            }
+            _ = chmod(objectPath, 0o444)
+            restored += 1
+        }
+        return restored
+    }
+
     /// Whether `link(2)` failed because the file system cannot link this file, not because
     /// something is wrong: no hard links there, or the inode has as many links as it may.
     private static func linkUnsupported(_ code: Int32) -> Bool {

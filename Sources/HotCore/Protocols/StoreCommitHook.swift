@@ -43,11 +43,21 @@ public protocol StoreCommitHook: Sendable {
     ///   - root: The store root.
     ///   - logger: The updater's logger.
     func removeLeftovers(keeping generation: Int, root: URL, logger: Logger) async
+
+    /// Whether what the hook keeps for `generation` is gone from `root` (deleted by
+    /// something other than the store). It must cost no more than a `stat`: every sync asks
+    /// it. When it answers true, the sync runs ``willCommit(_:)`` again for the snapshot
+    /// committed now, with ``StoreCommitContext/previous`` and ``StoreCommitContext/next``
+    /// both that snapshot, under the exclusive lock.
+    func isMissing(generation: Int, root: URL) -> Bool
 }
 
 extension StoreCommitHook {
     /// Nothing to remove: a hook that keeps nothing per generation.
     public func removeLeftovers(keeping generation: Int, root: URL, logger: Logger) async {}
+
+    /// Never missing: a hook that keeps nothing per generation.
+    public func isMissing(generation: Int, root: URL) -> Bool { false }
 }
 
 /// What a ``StoreCommitHook`` is given in a commit: the snapshot before and after, where
