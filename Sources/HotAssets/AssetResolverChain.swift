@@ -273,12 +273,51 @@ extension AssetResolverChain {
         extensionOrder: [String] = DirectoryAssetResolver.defaultExtensionOrder,
         rebuildingIndex: Bool = true
     ) async throws -> AssetResolverChain {
+        try await make(
+            updater: updater,
+            bundle: bundle,
+            scales: scales,
+            extensionOrder: extensionOrder,
+            rebuildingIndex: rebuildingIndex,
+            checkingPresence: true
+        )
+    }
+
+    /// The chain ``make(updater:bundle:scales:extensionOrder:rebuildingIndex:)`` makes, with
+    /// the check of each answer's file turned off when the store's name index answers: for
+    /// the benchmark that measures what the check costs, never for an app (an answer could
+    /// then name a file that is gone).
+    @_spi(Benchmarks)
+    public static func makeWithoutPresenceCheck(updater: Updater, bundle: URL?) async throws -> AssetResolverChain {
+        try await make(
+            updater: updater,
+            bundle: bundle,
+            scales: .standard,
+            extensionOrder: DirectoryAssetResolver.defaultExtensionOrder,
+            rebuildingIndex: false,
+            checkingPresence: false
+        )
+    }
+
+    private static func make(
+        updater: Updater,
+        bundle: URL?,
+        scales: ScalePreference,
+        extensionOrder: [String],
+        rebuildingIndex: Bool,
+        checkingPresence: Bool
+    ) async throws -> AssetResolverChain {
         let logger = updater.configuration.logger
         if scales.scales == NameIndexFormat.defaultScales, extensionOrder == NameIndexFormat.defaultExtensionOrder,
             let store = await IndexedStore.open(updater, rebuilding: rebuildingIndex)
         {
             let index: [any AssetResolver] = [
-                StoreIndexResolver(index: store.index, root: store.root, damage: store.damage)
+                StoreIndexResolver(
+                    index: store.index,
+                    root: store.root,
+                    damage: store.damage,
+                    checkingPresence: checkingPresence
+                )
             ]
             return AssetResolverChain(
                 try index + bundleResolver(bundle, scales: scales, extensionOrder: extensionOrder)

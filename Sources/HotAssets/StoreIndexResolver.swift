@@ -21,8 +21,10 @@ import HotCore
 struct StoreIndexResolver: AssetResolver {
     let storage: Storage
 
-    init(index: NameIndex, root: URL, damage: IndexDamage) {
-        storage = Storage(index: index, root: root, damage: damage)
+    /// - Parameter checkingPresence: Whether each answer's file is checked once, when the
+    ///   answer is made (one `stat`); off only to measure what that check costs.
+    init(index: NameIndex, root: URL, damage: IndexDamage, checkingPresence: Bool = true) {
+        storage = Storage(index: index, root: root, damage: damage, checkingPresence: checkingPresence)
     }
 
     /// The index queried.
@@ -46,10 +48,13 @@ struct StoreIndexResolver: AssetResolver {
 
         /// The store root, where a package found missing a file is marked for healing.
         private let root: URL
+        /// Whether an answer's file is checked when the answer is made.
+        private let checkingPresence: Bool
 
-        init(index: NameIndex, root: URL, damage: IndexDamage) {
+        init(index: NameIndex, root: URL, damage: IndexDamage, checkingPresence: Bool) {
             self.index = index
             self.root = root
+            self.checkingPresence = checkingPresence
             fileCount = index.fileCount
             self.damage = damage
             let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
@@ -99,7 +104,7 @@ struct StoreIndexResolver: AssetResolver {
                     // An answer is checked once, when it is made: a file that is gone is not
                     // kept, and the name is answered as if the package lacked that file
                     // (another scale, another package, then the next resolver: the bundle).
-                    guard FileSystem.isRegularFile(atPath: made.asset.url.path) else {
+                    guard !checkingPresence || FileSystem.isRegularFile(atPath: made.asset.url.path) else {
                         let file = try index.file(number)
                         let package = min(file.package, prefixes.count - 1)
                         if case .package(let id, _) = origins[package] {

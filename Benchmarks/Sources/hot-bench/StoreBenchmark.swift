@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import HotArchive
-import HotAssets
+@_spi(Benchmarks) import HotAssets
 import HotCore
 import HotManifest
 import HotStore
@@ -268,6 +268,60 @@ struct StoreBenchmark: AsyncParsableCommand {
         return ((median(builds), builds.min() ?? 0), chain)
     }
 
+    /// Resolves per second of a first sweep over every name through a chain just made, with
+    /// the check of each answer's file and without it, in turns: `runs` samples of each.
+    private func measureFirstAnswers(
+        root: URL,
+        names: [[String]]
+    ) async throws -> (checked: (median: Double, best: Double), unchecked: (median: Double, best: Double)) {
+        let flat = names.flatMap { $0 }
+        let clock = ContinuousClock()
+        var checked: [Double] = []
+        var unchecked: [Double] = []
+        for _ in 0..<max(runs, 3) {
+            for checking in [true, false] {
+                let updater = makeUpdater(root: root, transport: FileTransport(), concurrency: concurrency)
+                let chain =
+                    checking
+                    ? try await AssetResolverChain.make(updater: updater, bundle: nil)
+                    : try await AssetResolverChain.makeWithoutPresenceCheck(updater: updater, bundle: nil)
+                let start = clock.now
+                var hits = 0
+                for name in flat where chain.resolve(name) != nil { hits += 1 }
+                let seconds = (clock.now - start).seconds
+                guard hits == flat.count else {
+                    throw HotUpdateError(.internalInconsistency, "\(flat.count - hits) names did not resolve")
+                }
+                if checking {
+                    checked.append(Double(flat.count) / seconds)
+                } else {
+                    unchecked.append(Double(flat.count) / seconds)
+                }
+            }
+        }
+        return ((median(checked), checked.max() ?? 0), (median(unchecked), unchecked.max() ?? 0))
+    }
+
+    /// Resolves per second over every name asked again (the answers kept), through a chain
+    /// made with the check and one made without it, in the same run.
+    private func measureAskedAgain(
+        root: URL,
+        names: [[String]]
+    ) async throws -> (checked: (median: Double, best: Double), unchecked: (median: Double, best: Double)) {
+        let updater = makeUpdater(root: root, transport: FileTransport(), concurrency: concurrency)
+        let checked = try await AssetResolverChain.make(updater: updater, bundle: nil)
+        let unchecked = try await AssetResolverChain.makeWithoutPresenceCheck(updater: updater, bundle: nil)
+        var checkedRates: [Double] = []
+        var uncheckedRates: [Double] = []
+        for _ in 0..<max(runs, 3) {
+            checkedRates.append(try measureResolves(chain: checked, names: names).median)
+            uncheckedRates.append(try measureResolves(chain: unchecked, names: names).median)
+        }
+        return (
+            (median(checkedRates), checkedRates.max() ?? 0), (median(uncheckedRates), uncheckedRates.max() ?? 0)
+        )
+    }
+
     /// Every name of `names` resolved through `chain`, at least two million per run. The
     /// names are made before the timed loop, as an app holds its names as constants.
     private func measureResolves(
@@ -409,6 +463,30 @@ struct StoreBenchmark: AsyncParsableCommand {
         // mapped and queried in place (the file lists only when the index is missing), for
         // each store size.
         try await measureGrowth(in: work, names: names, into: &table, growth: &growth)
+
+        // First answers: each name asked once of a chain just made, so every answer is made
+        // and its file checked once (a `stat`), against the same chain with that check off:
+        // what noticing deleted files costs, sampled in turns in this one run.
+        let firstAnswers = try await measureFirstAnswers(root: root, names: names)
+        table.add([
+            "first answers, each file checked once (resolves/s)", format(rate: firstAnswers.checked.median),
+            format(rate: firstAnswers.checked.best), "",
+        ])
+        table.add([
+            "first answers, without the check (resolves/s)", format(rate: firstAnswers.unchecked.median),
+            format(rate: firstAnswers.unchecked.best),
+            String(format: "check costs %.2f×", firstAnswers.unchecked.median / max(firstAnswers.checked.median, 1)),
+        ])
+        let asked = try await measureAskedAgain(root: root, names: names)
+        table.add([
+            "every name asked again, checked chain (resolves/s)", format(rate: asked.checked.median),
+            format(rate: asked.checked.best), verdict(asked.checked.median >= 2_000_000, "≥ 2 M/s"),
+        ])
+        table.add([
+            "every name asked again, chain without the check (resolves/s)", format(rate: asked.unchecked.median),
+            format(rate: asked.unchecked.best),
+            String(format: "%.2f× the checked chain", asked.unchecked.median / max(asked.checked.median, 1)),
+        ])
 
         // What an app's screens ask: the same names again and again, here every 100th name
         // of every package (1,000 at 100 × 1,000), so the slots and answers stay in cache.
