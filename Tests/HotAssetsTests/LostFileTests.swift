@@ -57,7 +57,9 @@ struct LostFileTests {
             )
             let library = await ResourcePackResolver().open(updater: store.relaunch())
             #expect(library.pack(packageID: "overlays") == nil)
-            #expect(library.failures["overlays"]?.code == .fileSystem || library.failures["overlays"]?.code == .notFound)
+            #expect(
+                library.failures["overlays"]?.code == .fileSystem || library.failures["overlays"]?.code == .notFound
+            )
             #expect(marked(store, "overlays"))
         }
     }
@@ -91,7 +93,9 @@ struct LostFileTests {
         try await withTemporaryDirectory { parent in
             let store = EngineStore(parent: parent)
             try await store.install("images", files: ["logo@2x.png": "2x", "logo.png": "1x"])
-            try FileManager.default.removeItem(at: try await tree(store, "images").appendingPathComponent("logo@2x.png"))
+            try FileManager.default.removeItem(
+                at: try await tree(store, "images").appendingPathComponent("logo@2x.png")
+            )
             let chain = try await AssetResolverChain.make(updater: store.relaunch(), bundle: nil)
             let logo = try #require(chain.resolve("logo"))
             #expect(try String(contentsOf: logo.url, encoding: .utf8) == "1x")
