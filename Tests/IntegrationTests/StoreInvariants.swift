@@ -77,6 +77,9 @@ final class HotRun: @unchecked Sendable {
         try process.run()
     }
 
+    /// Whether the process (or its wrapper) still runs.
+    var isRunning: Bool { process.isRunning }
+
     /// Sends SIGKILL if the process is still running; returns whether it was.
     @discardableResult
     func kill() -> Bool {
