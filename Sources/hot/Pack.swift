@@ -14,7 +14,7 @@ struct Pack: AsyncParsableCommand {
             The archive is written to REPO/packages/ID-VERSION-SHA.zip, named by its content \
             (the first 12 hex digits of its SHA-256), so the file never changes and a CDN may \
             cache it forever; the manifest is the only file that changes. The version is listed \
-            in the channel's manifest (size, sha256, md5) and released unless --no-release is \
+            in the channel's manifest (size and sha256; md5 too with --md5) and released unless --no-release is \
             given. Delta packages against the last --deltas releases (5 by default) are written \
             beside it and listed with the version: clients holding one of those releases download \
             only the changed files, or zstd patches of them (made where hot links libzstd, the \
@@ -42,6 +42,9 @@ struct Pack: AsyncParsableCommand {
 
     @Flag(help: "Allow paths that differ only by case; clients on volumes that ignore case refuse the package.")
     var caseSensitiveOnly = false
+
+    @Flag(help: "Also list the package's MD5, for clients that check nothing else (ours check the SHA-256 alone).")
+    var md5 = false
 
     @Option(
         help:
@@ -101,7 +104,7 @@ struct Pack: AsyncParsableCommand {
             if !FileManager.default.fileExists(atPath: archive.path) {
                 try FileSystem.rename(temporary, to: archive)
             }
-            var entry = try files.versionEntry(of: archive, version: version, channel: repository.channel)
+            var entry = try files.versionEntry(of: archive, version: version, channel: repository.channel, md5: md5)
             entry.unpackedSize = summary.uncompressedBytes
             entry.caseSensitive = caseSensitiveOnly ? true : nil
 

@@ -152,8 +152,14 @@ struct RepositoryFiles {
         return try versionEntry(of: packagesDirectory.appendingPathComponent(name), version: version, channel: channel)
     }
 
-    /// Measures a package file for the manifest.
-    func versionEntry(of file: URL, version: String, channel: String?) throws -> SignedManifestBody.Version {
+    /// Measures a package file for the manifest: its size and SHA-256, and its MD5 when
+    /// `md5` is set (for clients that check nothing else; ours check the SHA-256 alone).
+    func versionEntry(
+        of file: URL,
+        version: String,
+        channel: String?,
+        md5: Bool = false
+    ) throws -> SignedManifestBody.Version {
         let verifier = CryptoVerifier()
         let size = try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? NSNumber
         return SignedManifestBody.Version(
@@ -161,7 +167,7 @@ struct RepositoryFiles {
             url: packageReference(file.lastPathComponent, channel: channel),
             size: size?.int64Value ?? 0,
             sha256: try verifier.digest(ofFile: file, using: .sha256).hex,
-            md5: try verifier.digest(ofFile: file, using: .md5).hex
+            md5: md5 ? try verifier.digest(ofFile: file, using: .md5).hex : nil
         )
     }
 }

@@ -118,6 +118,15 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "Check every installed file's presence and size at most once per this many seconds (0: every sync).")
     var checkInterval: Int = 86_400
 
+    @Option(
+        help: ArgumentHelp(
+            "Write how long each phase took to this file, as JSON.",
+            discussion: "The manifest and its trust, then per package: download and hash, unpack, adopt "
+                + "(objects and links), commit and index (the flush, the name index, the store file)."
+        )
+    )
+    var timings: String?
+
     func validate() throws {
         if format == .native, trust.isEmpty, !allowUnsigned {
             throw ValidationError(
@@ -234,7 +243,34 @@ struct Sync: AsyncParsableCommand {
                     print("\(outcome.id)\t\(outcome.change)\tok\t\(version)")
                 }
             }
+            if let timings { try writeTimings(report, to: timings) }
             if !report.failures.isEmpty { throw ExitCode(1) }
         }
+    }
+
+    /// Writes the phases of `report` as JSON: `{"manifestSeconds": …, "packages": [{"id": …,
+    /// "downloadSeconds": …, "unpackSeconds": …, "adoptSeconds": …, "commitSeconds": …}]}`.
+    private func writeTimings(_ report: SyncReport, to path: String) throws {
+        struct Timed: Encodable {
+            var id: String
+            var phases: InstallPhases
+            func encode(to encoder: any Encoder) throws {
+                try phases.encode(to: encoder)
+                var container = encoder.container(keyedBy: Key.self)
+                try container.encode(id, forKey: .id)
+            }
+            enum Key: String, CodingKey { case id }
+        }
+        struct Document: Encodable {
+            var manifestSeconds: Double?
+            var packages: [Timed]
+        }
+        let document = Document(
+            manifestSeconds: report.manifestSeconds,
+            packages: report.packages.compactMap { outcome in outcome.phases.map { Timed(id: outcome.id, phases: $0) } }
+        )
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try encoder.encode(document).write(to: URL(fileURLWithPath: path), options: .atomic)
     }
 }

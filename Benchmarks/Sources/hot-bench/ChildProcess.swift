@@ -234,3 +234,19 @@ func findExecutable(_ name: String) -> String? {
     }
     return nil
 }
+
+/// The `hot` executable: `given` (a path or a name on `PATH`), else the one beside
+/// hot-bench (`swift build --package-path Benchmarks -c release --product hot` puts it there),
+/// `.build/release/hot`, then `PATH`.
+func locateHot(_ given: String?) -> String? {
+    if let given { return findExecutable(given) }
+    var candidates: [String] = []
+    if let executable = Bundle.main.executablePath {
+        candidates.append(
+            URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("hot").path
+        )
+    }
+    candidates.append(FileManager.default.currentDirectoryPath + "/.build/release/hot")
+    for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    return findExecutable("hot")
+}

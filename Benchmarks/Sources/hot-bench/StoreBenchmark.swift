@@ -403,18 +403,7 @@ struct StoreBenchmark: AsyncParsableCommand {
 
     /// The `hot` executable: `--hot`, else one beside hot-bench, else the repository's release
     /// build, else the first on `PATH`.
-    private func hotExecutable() -> String? {
-        if let hot { return findExecutable(hot) }
-        var candidates: [String] = []
-        if let executable = Bundle.main.executablePath {
-            candidates.append(
-                URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("hot").path
-            )
-        }
-        candidates.append(FileManager.default.currentDirectoryPath + "/.build/release/hot")
-        for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        return findExecutable("hot")
-    }
+    private func hotExecutable() -> String? { locateHot(hot) }
 
     private func measureLargeStore(in work: URL, into table: inout Table, growth: inout Table) async throws {
         let names = try await prepareStores(in: work, into: &table)

@@ -84,7 +84,9 @@ struct PackageFetcher: Sendable {
         do {
             try checkDeclaredSizes(descriptor)
             var archive = staging.appendingPathComponent("package.archive")
-            let (size, sha256, md5, kept) = try await download(descriptor, to: archive, observer: observer)
+            let (size, sha256, md5, kept) = try await PhaseRecorder.measure(\.downloadSeconds) {
+                try await download(descriptor, to: archive, observer: observer)
+            }
             // A resumable download is unpacked where it lies: killed while unpacking, the next
             // attempt finds it whole and checks it instead of downloading it again.
             if let kept { archive = kept.dataURL }
@@ -104,12 +106,14 @@ struct PackageFetcher: Sendable {
             options.trustsRecordedDigests = descriptor.sha256?.algorithm == .sha256
             let report: ExtractionReport
             do {
-                report = try await configuration.unarchiver.extract(
-                    archive,
-                    to: tree,
-                    options: options,
-                    progress: observer.unpacked
-                )
+                report = try await PhaseRecorder.measure(\.unpackSeconds) {
+                    try await configuration.unarchiver.extract(
+                        archive,
+                        to: tree,
+                        options: options,
+                        progress: observer.unpacked
+                    )
+                }
             } catch {
                 // A package that matched its digest and cannot be unpacked will not unpack next time.
                 if !(error is CancellationError), (error as? HotUpdateError)?.code != .cancelled { kept?.discard() }
@@ -117,7 +121,9 @@ struct PackageFetcher: Sendable {
             }
             if let kept { kept.discard() } else { try? FileSystem.remove(archive) }
             try Task.checkCancellation()
-            let files = try await FileSystem.offload { try Self.installedFiles(report, in: tree, verifier: verifier) }
+            let files = try await PhaseRecorder.measure(\.unpackSeconds) {
+                try await FileSystem.offload { try Self.installedFiles(report, in: tree, verifier: verifier) }
+            }
             return StagedPackage(
                 owner: owner,
                 tree: tree,

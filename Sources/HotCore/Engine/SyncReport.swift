@@ -4,6 +4,9 @@ public struct SyncReport: Sendable, Equatable {
     public var manifestVersion: Int?
     /// One outcome per planned package.
     public var packages: [SyncReport.PackageOutcome]
+    /// How long fetching and checking the manifest took (its signatures, its trust state),
+    /// when the sync fetched it (``Updater/sync(from:)``).
+    public var manifestSeconds: Double?
 
     /// Creates a report.
     public init(manifestVersion: Int?, packages: [SyncReport.PackageOutcome]) {
@@ -43,6 +46,9 @@ extension SyncReport {
         /// The delta the package was fetched as, or tried as before falling back; nil when
         /// the full package was fetched directly.
         public var delta: SyncReport.DeltaUse?
+        /// How long each phase of the install took, when the package was downloaded and
+        /// installed by this sync (a flight another caller began included).
+        public var phases: InstallPhases?
 
         /// Creates an outcome.
         public init(

@@ -26,6 +26,8 @@ struct FlightResult: Sendable {
     var bytesDownloaded: Int64
     /// The delta the flight tried, if any.
     var delta: SyncReport.DeltaUse? = nil
+    /// How long each phase of the install took.
+    var phases: InstallPhases? = nil
 }
 
 /// The newest request for a package in this process.
@@ -135,6 +137,16 @@ extension Updater {
     /// install through the store queue. States and progress are published on the way; a
     /// failure is recorded, a cancellation puts back the stored state.
     private nonisolated func fly(_ descriptor: PackageDescriptor, key: FlightKey) async throws -> FlightResult {
+        let recorder = PhaseRecorder()
+        var result = try await PhaseRecorder.$current.withValue(recorder) {
+            try await flyRecorded(descriptor, key: key)
+        }
+        result.phases = recorder.recorded
+        return result
+    }
+
+    /// ``fly(_:key:)`` with the phases recorded by the task's ``PhaseRecorder``.
+    private nonisolated func flyRecorded(_ descriptor: PackageDescriptor, key: FlightKey) async throws -> FlightResult {
         let id = descriptor.id
         let progressKey = "\(id)#\(UUID().uuidString)"
         let tracker = Locked(UpdateEvent.PackageProgress(id: id, version: descriptor.version))

@@ -20,6 +20,8 @@ extension Updater {
     /// ```
     public func sync(from source: any ManifestSource) async throws -> SyncReport {
         let manifest: Manifest
+        let clock = ContinuousClock()
+        let start = clock.now
         do {
             manifest = try await source.fetchManifest()
         } catch {
@@ -27,8 +29,11 @@ extension Updater {
             report(TelemetryEvent(kind: .check, errorCode: hot.code.description))
             throw hot
         }
+        let fetched = clock.now - start
         report(TelemetryEvent(kind: .check, manifestVersion: manifest.version))
-        return try await apply(manifest)
+        var result = try await apply(manifest)
+        result.manifestSeconds = Double(fetched.components.seconds) + Double(fetched.components.attoseconds) / 1e18
+        return result
     }
 
     /// Brings the store up to date with `manifest`.
@@ -103,13 +108,15 @@ extension Updater {
             // A version waiting for the next launch is not active yet.
             let record = await store.cachedRecord(entry.id)
             let waits = record?.pending.map { $0.path == result.version.path } ?? false
-            return SyncReport.PackageOutcome(
+            var outcome = SyncReport.PackageOutcome(
                 id: entry.id,
                 change: entry.change,
                 activeVersion: waits ? record?.active?.version : result.version.version,
                 bytesDownloaded: result.bytesDownloaded,
                 delta: result.delta
             )
+            outcome.phases = result.phases
+            return outcome
         } catch {
             let active = await store.cachedRecord(entry.id)?.active?.version
             return SyncReport.PackageOutcome(

@@ -243,16 +243,18 @@ extension Store {
             files: files
         )
         do {
-            files = try await adoptObjects(of: staged, for: offered.id, distrusting: distrusting)
-            placed.files = files
-            FaultPoint.reached("after-adopt")
-            try await FileSystem.offload { [files] in
-                try FileList(files: files).write(to: listURL)
-                try FileSystem.createDirectory(packageDirectory)
-                try FileSystem.remove(destination)
-                try FileSystem.rename(tree, to: destination, durable: false)  // the commit's flush follows
+            try await PhaseRecorder.measure(\.adoptSeconds) {
+                files = try await adoptObjects(of: staged, for: offered.id, distrusting: distrusting)
+                placed.files = files
+                FaultPoint.reached("after-adopt")
+                try await FileSystem.offload { [files] in
+                    try FileList(files: files).write(to: listURL)
+                    try FileSystem.createDirectory(packageDirectory)
+                    try FileSystem.remove(destination)
+                    try FileSystem.rename(tree, to: destination, durable: false)  // the commit's flush follows
+                }
+                FaultPoint.reached("after-rename")
             }
-            FaultPoint.reached("after-rename")
         } catch {
             // The staged tree goes first, so the objects only it linked are free to release.
             await discard(placed)

@@ -344,15 +344,18 @@ package actor Store {
             let layout = self.layout
             next = StoreTransaction.retaining(transaction.snapshot, from: before) { LaunchOwner.live(in: layout).paths }
             if next != before {
-                if transaction.placedTrees {
-                    let root = layout.root
-                    try await FileSystem.offload { try FileSystem.syncFileSystem(containing: root) }
-                    FaultPoint.reached("after-flush")
+                let bumped = try await PhaseRecorder.measure(\.commitSeconds) {
+                    if transaction.placedTrees {
+                        let root = layout.root
+                        try await FileSystem.offload { try FileSystem.syncFileSystem(containing: root) }
+                        FaultPoint.reached("after-flush")
+                    }
+                    next.generation = before.generation + 1
+                    await runHooks(previous: before, next: next)
+                    let bumped = try lock.bumpCounter()
+                    try await commit(next)
+                    return bumped
                 }
-                next.generation = before.generation + 1
-                await runHooks(previous: before, next: next)
-                let bumped = try lock.bumpCounter()
-                try await commit(next)
                 snapshot = next
                 counter = bumped
                 await removeHookLeftovers(keeping: next.generation)
