@@ -1,11 +1,13 @@
 // One launch of an app whose code is the package `app`, guarded by a launch trial: a version
 // that crashes before confirming its launch is rolled back and blocked by the next launch.
 //
-//     LaunchGuard --manifest URL --root DIR --trust PUBLIC_KEY [--stop-before-confirm]
+//     LaunchGuard --manifest URL --root DIR --trust PUBLIC_KEY [--stop-before-confirm] [--telemetry URL]
 //
 // Each run: begin the launch, print `running VERSION` (or `running bundle`), abort when the
 // version's tree holds a file named `crash` (hang when it holds `hang`), else confirm the launch, sync (a new version
-// takes effect at the next launch) and print one line per package.
+// takes effect at the next launch) and print one line per package. With --telemetry, the
+// engine's events go to that collector; they are kept under the store root until sent, so
+// those of a launch that crashes are sent by the next one, and each run flushes before it exits.
 
 import ArgumentParser
 import Foundation
@@ -71,6 +73,17 @@ struct LaunchGuardCommand: AsyncParsableCommand {
     )
     var trialTimeout: Double?
 
+    @Option(
+        help: ArgumentHelp(
+            "A telemetry collector's URL (hot-server collect) to report checks, downloads, installs, confirmations and rollbacks to.",
+            valueName: "url"
+        )
+    )
+    var telemetry: String?
+
+    @Option(help: ArgumentHelp("The channel this app follows (the repository's channels/NAME).", valueName: "name"))
+    var channel: String?
+
     func run() async throws {
         do {
             try await launch()
@@ -97,6 +110,44 @@ struct LaunchGuardCommand: AsyncParsableCommand {
         let rootURL = URL(fileURLWithPath: root, isDirectory: true)
         let keys = try trust.map { try CryptoVerifier.publicKey(pem: String(contentsOfFile: $0, encoding: .utf8)) }
         let transport: any Transport = manifestURL.isFileURL ? FileTransport() : SchemeRoutingTransport.platformHTTP()
+        let appVersion = "1.0"
+        var reporter: HTTPTelemetryReporter?
+        if let telemetry {
+            guard let url = URL(string: telemetry), ["http", "https"].contains(url.scheme ?? "") else {
+                throw ValidationError("--telemetry takes an http or https URL, not '\(telemetry)'")
+            }
+            reporter = try HTTPTelemetryReporter(
+                url: url,
+                transport: SchemeRoutingTransport.platformHTTP(),
+                root: rootURL,
+                options: .init(channel: channel, appVersion: appVersion)
+            )
+        }
+        // Whatever happens next, what was reported is sent before the process exits (a
+        // crash sends nothing; the next launch does).
+        do {
+            try await run(
+                manifestURL: manifestURL,
+                rootURL: rootURL,
+                keys: keys,
+                transport: transport,
+                reporter: reporter
+            )
+        } catch {
+            await reporter?.flush()
+            throw error
+        }
+        await reporter?.flush()
+    }
+
+    func run(
+        manifestURL: URL,
+        rootURL: URL,
+        keys: [PublicKey],
+        transport: any Transport,
+        reporter: HTTPTelemetryReporter?
+    ) async throws {
+        let appVersion = "1.0"
         var logger = Logger(label: "LaunchGuard")
         logger.logLevel = .critical
         let updater = Updater(
@@ -111,7 +162,8 @@ struct LaunchGuardCommand: AsyncParsableCommand {
                     guarded: ["app"],
                     trialTimeout: trialTimeout,
                     concurrentLaunch: LaunchPolicy.ConcurrentLaunch(rawValue: concurrentLaunch)
-                )
+                ),
+                telemetry: reporter
             )
         )
 
@@ -149,7 +201,12 @@ struct LaunchGuardCommand: AsyncParsableCommand {
             verifier: CryptoVerifier(),
             trust: .signed(by: keys),
             storeRoot: rootURL,
-            context: ClientContext(appVersion: "1.0"),
+            // The rollout bucket comes from the per-install random id.
+            context: ClientContext(
+                appVersion: appVersion,
+                clientID: try TelemetryEvent.ClientID.load(root: rootURL),
+                channel: channel
+            ),
             logger: logger
         )
         let report = try await updater.sync(from: source)

@@ -252,3 +252,127 @@ struct HTTPTelemetryReporterTests {
         await server.stop()
     }
 }
+
+/// The queue kept in files under the store root.
+@Suite("HTTPTelemetryReporter's queue file")
+struct HTTPTelemetryQueueFileTests {
+    struct FullBatch: Decodable {
+        var batch: String
+        var client: String
+        var channel: String?
+        var appVersion: String?
+        var events: [TelemetryEvent]
+    }
+
+    func fullBatches(_ server: CollectorServer) throws -> [FullBatch] {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try FileManager.default.contentsOfDirectory(atPath: server.bodies.path).sorted().map {
+            try decoder.decode(FullBatch.self, from: Data(contentsOf: server.bodies.appendingPathComponent($0)))
+        }
+    }
+
+    @Test(
+        "events recorded are on disk before record returns; a reporter that never flushes loses none, the next sends them"
+    )
+    func survivesTheProcess() async throws {
+        let server = try await CollectorServer.start()
+        let root = try ScratchDirectory.make("telemetry-root")
+        let gate = SleepGate()
+        // The first reporter never gets to flush: its sleep is never released, as a process
+        // killed within the flush interval.
+        let first = try HTTPTelemetryReporter(
+            url: server.collectURL,
+            transport: SchemeRoutingTransport.platformHTTP(),
+            clientID: try TelemetryEvent.ClientID.load(root: root),
+            queueDirectory: root.appendingPathComponent(HTTPTelemetryReporter.queueDirectoryName),
+            options: .init(channel: "beta", appVersion: "5.2"),
+            sleep: { await gate.sleep($0) }
+        )
+        for index in 0..<5 { first.record(event(index)) }
+        let queue = root.appendingPathComponent("telemetry/queue.jsonl")
+        #expect(try String(contentsOf: queue, encoding: .utf8).split(separator: "\n").count == 5)
+        #expect(first.statistics.queued == 5)
+
+        // A second reporter on the same root (the next launch) sends them, once, with the
+        // batch fields.
+        let second = try HTTPTelemetryReporter(
+            url: server.collectURL,
+            transport: SchemeRoutingTransport.platformHTTP(),
+            root: root,
+            options: .init(channel: "beta", appVersion: "5.2")
+        )
+        await second.flush()
+        let batches = try fullBatches(server)
+        #expect(batches.count == 1)
+        #expect(batches.first?.events.compactMap(\.version) == ["0", "1", "2", "3", "4"])
+        #expect(batches.first?.channel == "beta")
+        #expect(batches.first?.appVersion == "5.2")
+        #expect(batches.first?.client == first.clientID)
+        #expect(UUID(uuidString: batches.first?.batch ?? "") != nil)
+        #expect(try String(contentsOf: queue, encoding: .utf8).isEmpty)
+        #expect(second.statistics.sent == 5)
+        await server.stop()
+    }
+
+    @Test("a batch that got no answer is kept and sent again with the same batch id; a refused one is dropped")
+    func resendsWithTheSameID() async throws {
+        let server = try await CollectorServer.start()
+        let root = try ScratchDirectory.make("telemetry-resend")
+        let broken = try HTTPTelemetryReporter(
+            url: server.brokenURL,
+            transport: SchemeRoutingTransport.platformHTTP(),
+            root: root
+        )
+        broken.record(event(1))
+        broken.record(event(2))
+        await broken.flush()
+        #expect(broken.statistics.batchesFailed == 1)
+        #expect(broken.statistics.droppedWithFailedBatches == 0)
+        let kept = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("telemetry").path)
+            .filter { $0.hasPrefix("batch-") }
+        #expect(kept.count == 1)
+
+        let healthy = try HTTPTelemetryReporter(
+            url: server.collectURL,
+            transport: SchemeRoutingTransport.platformHTTP(),
+            root: root
+        )
+        healthy.record(event(3))
+        await healthy.flush()
+        let batches = try fullBatches(server)
+        #expect(batches.map { $0.events.compactMap(\.version) } == [["1", "2"], ["3"]])
+        #expect(kept.first == "batch-\(batches[0].batch).json")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("telemetry").path)
+                .filter { $0.hasPrefix("batch-") }.isEmpty
+        )
+        await server.stop()
+    }
+
+    @Test("the queue file is bounded: past the bound the oldest events are dropped")
+    func bounded() async throws {
+        let root = try ScratchDirectory.make("telemetry-bound")
+        let gate = SleepGate()
+        let reporter = try HTTPTelemetryReporter(
+            url: URL(string: "http://127.0.0.1:9/collect")!,
+            transport: SchemeRoutingTransport.platformHTTP(),
+            clientID: UUID().uuidString.lowercased(),
+            queueDirectory: root,
+            options: .init(maxQueuedEvents: 4),
+            sleep: { await gate.sleep($0) }
+        )
+        for index in 0..<10 { reporter.record(event(index)) }
+        #expect(reporter.statistics.queued == 4)
+        #expect(reporter.statistics.droppedFromQueue == 6)
+        let lines = try String(contentsOf: root.appendingPathComponent("queue.jsonl"), encoding: .utf8)
+            .split(separator: "\n")
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        #expect(
+            try lines.map { try decoder.decode(TelemetryEvent.self, from: Data($0.utf8)).version } == [
+                "6", "7", "8", "9",
+            ]
+        )
+    }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import HotCore
+import HotManifest
+
+/// A static repository as `hot` writes it, read for the console and the rollout command, and
+/// changed through the `hot` executable (the existing publisher): each change edits a
+/// channel's manifest and signs it with the publisher's keys.
+public struct PublisherRepository: Sendable {
+    /// The repository directory.
+    public let directory: URL
+    /// The `hot` executable.
+    public let hot: URL
+    /// The private keys each change is signed with (paths of PEM files, read by `hot sign`).
+    public let keys: [String]
+    /// How long each signed manifest is valid (`hot sign --expires`).
+    public let expires: String
+
+    /// Creates a repository: the keys must be readable PEM private keys.
+    public init(directory: URL, hot: URL, keys: [String], expires: String = "30d") throws {
+        guard !keys.isEmpty else { throw HotUpdateError(.invalidArgument, "give at least one --key") }
+        for key in keys {
+            guard let pem = try? String(contentsOfFile: key, encoding: .utf8), pem.contains("PRIVATE KEY") else {
+                throw HotUpdateError(.invalidArgument, "\(key) is not a readable PEM private key")
+            }
+        }
+        self.directory = directory
+        self.hot = hot
+        self.keys = keys
+        self.expires = expires
+    }
+
+    /// One package in one channel's manifest.
+    public struct PackageState: Sendable, Hashable {
+        /// The channel; empty for the root manifest.
+        public var channel: String
+        /// The package id.
+        public var id: String
+        /// The releases, oldest first; the last is current.
+        public var releases: [String]
+        /// Every version listed.
+        public var versions: [String]
+        /// The current release's rollout percentage (100 when the manifest sets none).
+        public var rollout: Int
+        /// Whether the package is disabled.
+        public var disabled: Bool
+        /// The current release.
+        public var current: String? { releases.last }
+        /// The release before it.
+        public var previous: String? { releases.count >= 2 ? releases[releases.count - 2] : nil }
+    }
+
+    /// Every package of every channel, as the signed manifests say now.
+    public func packages() throws -> [PackageState] {
+        var result: [PackageState] = []
+        var manifests: [(String, URL)] = [("", directory.appendingPathComponent("manifest.json"))]
+        let channels = directory.appendingPathComponent("channels")
+        for name in ((try? FileManager.default.contentsOfDirectory(atPath: channels.path)) ?? []).sorted() {
+            manifests.append((name, channels.appendingPathComponent(name).appendingPathComponent("manifest.json")))
+        }
+        for (channel, url) in manifests {
+            guard let data = try? Data(contentsOf: url) else { continue }
+            let body: SignedManifestBody
+            if let envelope = try SignedEnvelope.read(data) {
+                body = try SignedManifestBody.decode(envelope.signed)
+            } else {
+                continue
+            }
+            for package in body.packages {
+                result.append(
+                    PackageState(
+                        channel: channel,
+                        id: package.id,
+                        releases: package.releases,
+                        versions: package.versions.map(\.version),
+                        rollout: package.rollout ?? 100,
+                        disabled: package.disabled
+                    )
+                )
+            }
+        }
+        return result
+    }
+
+    /// A change the console or the rollout command makes.
+    public enum Change: Sendable, Hashable {
+        /// Make `version` current, to `rollout` percent of clients (nil: all).
+        case release(version: String, rollout: Int?)
+        /// Make the previous release, or `to`, current again.
+        case rollback(to: String?)
+        /// Stop clients using the package.
+        case disable
+        /// Let them use it again.
+        case enable
+    }
+
+    /// Applies `change` to `package` in `channel` and signs the manifest.
+    ///
+    /// - Returns: What `hot` printed.
+    /// - Throws: `HotUpdateError` with `hot`'s error line when a step fails.
+    @discardableResult
+    public func apply(_ change: Change, package: String, channel: String) throws -> String {
+        var arguments: [String]
+        switch change {
+        case .release(let version, let rollout):
+            arguments = ["release", package, version] + (rollout.map { ["--rollout", String($0)] } ?? [])
+        case .rollback(let to):
+            arguments = ["rollback", package] + (to.map { ["--to", $0] } ?? [])
+        case .disable: arguments = ["disable", package]
+        case .enable: arguments = ["enable", package]
+        }
+        let where_ = ["--repo", directory.path] + (channel.isEmpty ? [] : ["--channel", channel])
+        let edited = try run(arguments + where_)
+        try run(["sign"] + where_ + keys.flatMap { ["--key", $0] } + ["--expires", expires])
+        return edited
+    }
+
+    @discardableResult
+    private func run(_ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = hot
+        process.arguments = arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let printed = output.fileHandleForReading.readDataToEndOfFile()
+        let complaint = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            let line = String(decoding: complaint, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
+            throw HotUpdateError(.invalidArgument, "hot \(arguments.first ?? "") failed: \(line)")
+        }
+        return String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The `hot` executable: beside this one, else on `PATH`.
+    public static func findHot(named explicit: String?) -> URL? {
+        if let explicit { return URL(fileURLWithPath: explicit) }
+        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            .deletingLastPathComponent()
+            .appendingPathComponent("hot")
+        if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
+        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
+            let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent("hot")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        }
+        return nil
+    }
+}

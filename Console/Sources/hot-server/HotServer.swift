@@ -1,0 +1,281 @@
+import ArgumentParser
+import Foundation
+import HotCore
+import HotServerKit
+import Hummingbird
+import Logging
+
+/// `hot-server`: the publisher's server.
+@main
+struct HotServer: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hot-server",
+        abstract: "Collect telemetry, report the health of each version, serve the release console, advance rollouts.",
+        subcommands: [Collect.self, Report.self, ConsoleCommand.self, Rollout.self]
+    )
+}
+
+/// Options every subcommand that reads the database shares.
+struct DatabaseOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("sqlite:PATH or postgres://user[:password]@host[:port]/database.", valueName: "url"))
+    var db: String
+
+    func open() async throws -> any TelemetryDatabase {
+        var logger = Logger(label: "hot-server.db")
+        logger.logLevel = .error
+        return try await openTelemetryDatabase(db, logger: logger)
+    }
+}
+
+/// Options of the commands that change the repository.
+struct RepositoryOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The repository directory (as `hot` writes it).", valueName: "dir"))
+    var repo: String
+
+    @Option(
+        name: .customLong("key"),
+        help: ArgumentHelp("A private key (PEM) each change is signed with (repeatable).", valueName: "key.pem")
+    )
+    var keys: [String] = []
+
+    @Option(help: ArgumentHelp("The `hot` executable; beside hot-server or on PATH by default.", valueName: "path"))
+    var hot: String?
+
+    @Option(help: "How long each signed manifest is valid (hot sign --expires).")
+    var expires = "30d"
+
+    func open() throws -> PublisherRepository {
+        guard let executable = PublisherRepository.findHot(named: hot) else {
+            throw ValidationError("no `hot` executable beside hot-server or on PATH: give --hot")
+        }
+        return try PublisherRepository(
+            directory: URL(fileURLWithPath: repo, isDirectory: true),
+            hot: executable,
+            keys: keys,
+            expires: expires
+        )
+    }
+}
+
+func quietLogger(_ label: String) -> Logger {
+    var logger = Logger(label: label)
+    logger.logLevel = .warning
+    return logger
+}
+
+/// Prints errors as one line and exits 1.
+func reporting(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as ValidationError {
+        throw error
+    } catch let error as ExitCode {
+        throw error
+    } catch {
+        FileHandle.standardError.write(Data("hot-server: error: \(error)\n".utf8))
+        throw ExitCode(1)
+    }
+}
+
+struct Collect: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Receive the batches HTTPTelemetryReporter posts (POST /collect) and store them.",
+        discussion: """
+            Each batch is checked (size, schema, event kinds and fields, client id, time bounds); \
+            a bad one is answered 4xx with the reason and nothing of it is stored. A batch sent \
+            twice is stored once (by its id). Each client may send --rate batches a second \
+            (bursts of --burst); past --max-in-flight batches being stored, requests are answered \
+            503 at once, so memory stays bounded under a flood.
+            """
+    )
+
+    @Option(help: ArgumentHelp("Where to listen; port 0 picks one (printed).", valueName: "host:port"))
+    var listen = "127.0.0.1:8787"
+
+    @OptionGroup var database: DatabaseOptions
+
+    @Option(help: "Batches a second each client may send, sustained.")
+    var rate = 2.0
+
+    @Option(help: "Batches a client may send at once.")
+    var burst = 20.0
+
+    @Option(help: "Batches stored at once; past it the collector answers 503.")
+    var maxInFlight = 64
+
+    func run() async throws {
+        try await reporting {
+            let db = try await database.open()
+            let collector = Collector(
+                database: db,
+                limiter: ClientRateLimiter(rate: rate, burst: burst),
+                maxInFlight: maxInFlight
+            )
+            let router = Router()
+            collector.addRoutes(to: router)
+            try await serve(router: router, listen: listen, logger: quietLogger("hot-server"))
+            await db.close()
+        }
+    }
+}
+
+struct Report: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The health per channel, package and version.",
+        discussion: """
+            Devices that checked, downloaded (full or delta, with bytes), installed, confirmed a \
+            launch, rolled back and blocked; errors by code; the trial failure rate, rollbacks / \
+            (confirmed + rolled back), with its 95% Wilson interval; adoption over time (--json).
+            """
+    )
+
+    @OptionGroup var database: DatabaseOptions
+
+    @Flag(
+        help: "Print JSON: {\"versions\": [{\"package\", \"version\", \"channel\", \"devices\", …}], \"checks\": […]}."
+    )
+    var json = false
+
+    func run() async throws {
+        try await reporting {
+            let db = try await database.open()
+            let report = try await HealthReport.load(from: db)
+            await db.close()
+            if json {
+                FileHandle.standardOutput.write(try report.json() + Data("\n".utf8))
+            } else {
+                print(report.text())
+            }
+        }
+    }
+}
+
+struct ConsoleCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "console",
+        abstract: "Serve the release console (and the collector) in the browser.",
+        discussion: """
+            The page shows each package, version and channel with its rollout and state, an \
+            adoption curve and the failure rate with its interval, drawn as SVG on the server. \
+            Actions (release, roll back, disable, enable, set the rollout) are signed with the \
+            --key files and published to --repo through `hot`; each is recorded and shown. They \
+            need the token printed at start (open /login?token=TOKEN) or --token-file's. It \
+            binds 127.0.0.1 by default.
+            """
+    )
+
+    @Option(help: ArgumentHelp("Where to listen; port 0 picks one (printed).", valueName: "host:port"))
+    var listen = "127.0.0.1:8788"
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var repository: RepositoryOptions
+
+    @Option(
+        help: ArgumentHelp(
+            "A file holding the token actions need; a random one, printed, by default.",
+            valueName: "path"
+        )
+    )
+    var tokenFile: String?
+
+    @Option(
+        help: ArgumentHelp("Run `rollout advance` every this many seconds; never by default.", valueName: "seconds")
+    )
+    var advanceEvery: Double?
+
+    func run() async throws {
+        try await reporting {
+            let repo = try repository.open()
+            let db = try await database.open()
+            let token: String
+            if let tokenFile {
+                token = try String(contentsOfFile: tokenFile, encoding: .utf8).trimmingCharacters(
+                    in: .whitespacesAndNewlines
+                )
+                guard token.count >= 16 else {
+                    throw ValidationError("the token in \(tokenFile) is shorter than 16 characters")
+                }
+            } else {
+                token = ReleaseConsole.randomToken()
+                FileHandle.standardOutput.write(Data("token \(token)\n".utf8))
+            }
+            let console = ReleaseConsole(repository: repo, database: db, token: token)
+            let router = Router()
+            Collector(database: db).addRoutes(to: router)
+            console.addRoutes(to: router)
+            var scheduler: Task<Void, Never>?
+            if let advanceEvery, advanceEvery > 0 {
+                scheduler = Task {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(advanceEvery))
+                        _ = try? await RolloutAdvance(repository: repo, database: db, policy: RolloutPolicy()).run()
+                    }
+                }
+            }
+            try await serve(router: router, listen: listen, logger: quietLogger("hot-server"))
+            scheduler?.cancel()
+            await db.close()
+        }
+    }
+}
+
+struct Rollout: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Health-gated rollouts.",
+        subcommands: [Advance.self]
+    )
+
+    struct Advance: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Advance, hold or halt each package's current release once (for cron or CI).",
+            discussion: """
+                A release moves through --steps (1,5,25,50,100). It advances when the upper bound \
+                of its failure rate's 95% interval is under --threshold, after --min-trials trial \
+                launches and --min-step-seconds at its step; it is rolled back when the lower \
+                bound is over --threshold, or over the previous version's rate by --margin; \
+                otherwise it holds. Each change signs and publishes the manifest and is recorded.
+                """
+        )
+
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var repository: RepositoryOptions
+
+        @Option(help: "The rollout percentages, in order.")
+        var steps = "1,5,25,50,100"
+        @Option(help: "Trial launches a step needs before a decision.")
+        var minTrials = 10
+        @Option(help: "Seconds a step is held at least.")
+        var minStepSeconds = 3600.0
+        @Option(help: "The highest acceptable failure rate (0-1).")
+        var threshold = 0.05
+        @Option(help: "How far over the previous version's rate the lower bound may be (0-1).")
+        var margin = 0.02
+
+        func run() async throws {
+            try await reporting {
+                var policy = RolloutPolicy()
+                let parsed = steps.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+                guard !parsed.isEmpty, parsed.allSatisfy({ (1...100).contains($0) }), parsed == parsed.sorted() else {
+                    throw ValidationError("--steps takes increasing percentages, such as 1,5,25,50,100")
+                }
+                policy.steps = parsed
+                policy.minTrials = max(1, minTrials)
+                policy.minStepTime = max(0, minStepSeconds)
+                policy.threshold = threshold
+                policy.margin = margin
+                let repo = try repository.open()
+                let db = try await database.open()
+                let outcomes = try await RolloutAdvance(repository: repo, database: db, policy: policy).run()
+                await db.close()
+                for outcome in outcomes {
+                    let channel = outcome.channel.isEmpty ? "" : " (\(outcome.channel))"
+                    print(
+                        "\(outcome.package) \(outcome.version)\(channel): \(outcome.decision)"
+                            + (outcome.error.map { "; failed: \($0)" } ?? "")
+                    )
+                }
+                if outcomes.contains(where: { $0.error != nil }) { throw ExitCode(1) }
+            }
+        }
+    }
+}

@@ -1,0 +1,196 @@
+import Foundation
+import HotCore
+import HotTestServers
+import HotTesting
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The Console package's directory, and the repository's above it.
+let consoleDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
+let repositoryDirectory = consoleDirectory.deletingLastPathComponent()
+
+/// An executable built beside these tests (hot-server), or by the library's own build
+/// (`hot`, `LaunchGuard`: `swift build` at the repository's root, which scripts/test runs first).
+func executable(_ name: String) throws -> String {
+    var directory = Bundle.main.bundleURL
+    if directory.pathExtension == "xctest" { directory.deleteLastPathComponent() }
+    let candidates = [
+        directory, Bundle.main.bundleURL.deletingLastPathComponent(),
+        repositoryDirectory.appendingPathComponent(".build/debug"),
+    ]
+    for candidate in candidates {
+        let url = candidate.appendingPathComponent(name)
+        if FileManager.default.isExecutableFile(atPath: url.path) { return url.path }
+    }
+    Issue.record("\(name) is not built: run `swift build` at the repository's root and in Console/")
+    throw HotUpdateError(.notFound, "\(name) not found")
+}
+
+/// A scratch directory removed by the system's temporary cleanup.
+func scratch(_ label: String) throws -> URL { try ScratchDirectory.make("hot-server-\(label)") }
+
+/// Runs `hot` and fails on a non-zero exit.
+@discardableResult
+func hot(_ arguments: [String]) async throws -> String {
+    try await Subprocess.check(try executable("hot"), arguments).stdout
+}
+
+/// A signing key pair made by `hot keygen`, and a repository made by `hot pack`.
+struct PublishedApp {
+    let directory: URL
+    let repo: URL
+    let privateKey: URL
+    let publicKey: URL
+
+    static func make() async throws -> PublishedApp {
+        let directory = try scratch("published")
+        let app = PublishedApp(
+            directory: directory,
+            repo: directory.appendingPathComponent("repo"),
+            privateKey: directory.appendingPathComponent("release.pem"),
+            publicKey: directory.appendingPathComponent("release.pub")
+        )
+        try await hot(["keygen", "--private", app.privateKey.path, "--public", app.publicKey.path])
+        return app
+    }
+
+    /// Packs and releases `version` of `app` (crashing at launch when `crashes`) and signs.
+    func publish(version: String, crashes: Bool = false) async throws {
+        let tree = directory.appendingPathComponent("app-\(version)")
+        try FileManager.default.createDirectory(at: tree, withIntermediateDirectories: true)
+        try Data("print(\(version))".utf8).write(to: tree.appendingPathComponent("main.js"))
+        if crashes { try Data().write(to: tree.appendingPathComponent("crash")) }
+        try await hot(["pack", tree.path, "--id", "app", "--version", version, "--repo", repo.path])
+        try await hot(["sign", "--repo", repo.path, "--key", privateKey.path, "--expires", "30d"])
+    }
+
+    /// The current release of `app` in the signed manifest.
+    func currentRelease() throws -> String? {
+        let data = try Data(contentsOf: repo.appendingPathComponent("manifest.json"))
+        let envelope = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        let signed = (envelope?["signed"] as? [String: Any]) ?? envelope
+        let packages = signed?["packages"] as? [[String: Any]] ?? []
+        return (packages.first { $0["id"] as? String == "app" }?["releases"] as? [String])?.last
+    }
+}
+
+/// `hot-server` running as a process of its own until ``stop()``.
+final class ServerProcess: @unchecked Sendable {
+    let process: Process
+    let url: URL
+    /// The first lines it printed (the console's token among them).
+    let lines: [String]
+
+    static func start(_ arguments: [String]) async throws -> ServerProcess {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try executable("hot-server"))
+        process.arguments = arguments + ["--listen", "127.0.0.1:0"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.standardError
+        try process.run()
+        let reader = output.fileHandleForReading
+        let found: (URL?, [String]) = try await withCheckedThrowingContinuation { continuation in
+            Thread {
+                var lines: [String] = []
+                var buffer = Data()
+                while true {
+                    let chunk = reader.availableData
+                    if chunk.isEmpty {
+                        continuation.resume(returning: (nil, lines))
+                        return
+                    }
+                    buffer.append(chunk)
+                    while let newline = buffer.firstIndex(of: 0x0A) {
+                        let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                        buffer = Data(buffer[(newline + 1)...])
+                        lines.append(line)
+                        if line.hasPrefix("listening on ") {
+                            continuation.resume(
+                                returning: (URL(string: String(line.dropFirst("listening on ".count))), lines)
+                            )
+                            // Keep draining so the server never blocks on a full pipe.
+                            Thread { while !reader.availableData.isEmpty {} }.start()
+                            return
+                        }
+                    }
+                }
+            }.start()
+        }
+        guard let url = found.0 else {
+            process.waitUntilExit()
+            throw HotUpdateError(
+                .internalInconsistency,
+                "hot-server exited \(process.terminationStatus) before listening: \(found.1)"
+            )
+        }
+        return ServerProcess(process: process, url: url, lines: found.1)
+    }
+
+    private init(process: Process, url: URL, lines: [String]) {
+        self.process = process
+        self.url = url
+        self.lines = lines
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+    }
+}
+
+/// Posts `body` to `url` with curl; returns the status.
+func post(_ body: Data, to url: URL, type: String = "application/json") async throws -> Int {
+    let file = try scratch("body").appendingPathComponent("body")
+    try body.write(to: file)
+    let output = try await Subprocess.check(
+        "curl",
+        [
+            "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "Content-Type: \(type)", "--data-binary",
+            "@\(file.path)", url.absoluteString,
+        ]
+    )
+    return Int(output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+}
+
+/// `hot-server report --json` decoded.
+func report(_ database: String) async throws -> [[String: Any]] {
+    let output = try await Subprocess.check(try executable("hot-server"), ["report", "--db", database, "--json"])
+    let document = try JSONSerialization.jsonObject(with: output.standardOutput) as? [String: Any]
+    return document?["versions"] as? [[String: Any]] ?? []
+}
+
+/// The entry of `version` of `package` in a report.
+func entry(_ versions: [[String: Any]], _ package: String, _ version: String) -> [String: Any]? {
+    versions.first { $0["package"] as? String == package && $0["version"] as? String == version }
+}
+
+/// One device: LaunchGuard with its own store.
+struct Device {
+    let store: URL
+    let manifest: URL
+    let trust: URL
+    let telemetry: URL
+
+    /// One launch: its exit status and the version it ran.
+    func launch() async throws -> (status: Int32, running: String, output: String) {
+        let output = try await Subprocess.run(
+            try executable("LaunchGuard"),
+            [
+                "--manifest", manifest.absoluteString, "--root", store.path, "--trust", trust.path, "--telemetry",
+                telemetry.absoluteString,
+            ]
+        )
+        let running =
+            output.stdout.split(separator: "\n").first { $0.hasPrefix("running ") }
+            .map { String($0.dropFirst("running ".count)) } ?? ""
+        return (output.status, running, output.stdout + output.stderr)
+    }
+}
