@@ -119,11 +119,8 @@ struct Sync: AsyncParsableCommand {
     var checkInterval: Int = 86_400
 
     @Option(
-        help: ArgumentHelp(
-            "Write how long each phase took to this file, as JSON.",
-            discussion: "The manifest and its trust, then per package: download and hash, unpack, adopt "
-                + "(objects and links), commit and index (the flush, the name index, the store file)."
-        )
+        help:
+            "Write each phase's time to this file as JSON: the manifest, then each package's download, unpack, adopt, commit."
     )
     var timings: String?
 
