@@ -109,7 +109,9 @@ struct ClockTests {
         ]
         let arguments = [
             "--manifest", setup.manifestURL, "--root", setup.root, "--trust", setup.publicKey,
-            "--trial-timeout", "60",
+            // Ten minutes: a machine busy with other tests may take more than a minute between
+            // the launch and its confirmation; the clock jumps by days.
+            "--trial-timeout", "600",
         ]
         var launches = 0
         /// One launch of the example app under the faked clock.
@@ -130,7 +132,7 @@ struct ClockTests {
         #expect(run.standardOutput.contains("running bundle"))
 
         // Clock corrected: version 1 runs on trial; the clock jumps 2 days forward before the
-        // launch confirms, well past the 60 s the trial has.
+        // launch confirms, well past the 600 s the trial has.
         try "+0".write(to: timestamps, atomically: true, encoding: .utf8)
         run = try launch(stopping: true)
         try await run.waitUntilStopped()
