@@ -214,6 +214,26 @@ struct DeliveryTests {
         #expect(await fixture.transport.requestCount(for: packs[3].url) == 2)
     }
 
+    @Test("a pack a live launch runs from is not evicted; once that launch is gone, it is")
+    func liveLaunchProtects() async throws {
+        let fixture = try EngineFixture()
+        // The app loads the pack at launch and runs from it (not resolved afresh each time).
+        let updater = Self.updater(fixture) { $0.launch = LaunchPolicy(timings: ["filters": .nextLaunch]) }
+        let pack = try await Self.publish(fixture, "filters", .onDemand)
+        _ = try await updater.apply(try Manifest(packages: [pack]))
+        _ = try await updater.install(id: "filters")
+        let launch = try await updater.launch.begin()
+        #expect(launch.package("filters")?.version == "1")
+        let kept = try await updater.evictOnDemandPacks(budget: OnDemandBudget(maxBytes: 0))
+        #expect(kept.evicted.isEmpty)
+        #expect(try await updater.currentSnapshot().packages["filters"]?.active?.version == "1")
+        // A later process, after the earlier one's launch ended.
+        updater.store.endLaunches()
+        let later = Updater(configuration: updater.configuration)
+        #expect(try await later.evictOnDemandPacks(budget: OnDemandBudget(maxBytes: 0)).evicted == ["filters"])
+        #expect(try await later.currentSnapshot().packages["filters"] == nil)
+    }
+
     @Test("a pack unused for longer than the budget's days is evicted")
     func evictionByDays() throws {
         let now = Date(timeIntervalSince1970: 1_800_000_000)

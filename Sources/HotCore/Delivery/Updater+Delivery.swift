@@ -10,12 +10,30 @@ final class DeliveryState: Sendable {
         var holds: [String: Int] = [:]
         /// When this process last recorded a use of each package.
         var usesRecorded: [String: Date] = [:]
+        /// The catalog last read, and the file it was read from (inode, size, modification).
+        var catalog: (key: [String], catalog: OfferedCatalog)?
     }
 
     let value: Locked<Value>
 
     init(network: NetworkConditions) {
         value = Locked(Value(network: network))
+    }
+
+    /// The catalog under `root`, decoded again only when the file was replaced since the last
+    /// read (it is only ever replaced whole, by a rename): an ask for an installed pack costs a
+    /// `stat`, not a parse of every package the manifest offers.
+    func catalog(root: URL) throws -> OfferedCatalog? {
+        let url = StoreStateFile.catalog.url(root: root)
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path) else { return nil }
+        let key = [
+            "\(attributes[.systemFileNumber] ?? "")", "\(attributes[.size] ?? "")",
+            "\((attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0)",
+        ]
+        if let cached = value.withLock({ $0.catalog }), cached.key == key { return cached.catalog }
+        let catalog = try OfferedCatalog.read(root: root)
+        value.withLock { $0.catalog = catalog.map { (key, $0) } }
+        return catalog
     }
 }
 
@@ -132,8 +150,7 @@ extension Updater {
     /// let packs = try await updater.offeredPackages().filter { $0.delivery == .onDemand }
     /// ```
     public func offeredPackages() async throws -> [PackageDescriptor] {
-        let root = layout.root
-        guard let catalog = try await FileSystem.offload({ try OfferedCatalog.read(root: root) }) else { return [] }
+        guard let catalog = try await readCatalog() else { return [] }
         return try catalog.packages.map { try $0.descriptor() }
     }
 
@@ -154,13 +171,19 @@ extension Updater {
         return manifest
     }
 
+    /// The catalog under the root (see ``DeliveryState/catalog(root:)``), off the actor.
+    func readCatalog() async throws -> OfferedCatalog? {
+        let root = layout.root
+        let delivery = self.delivery
+        return try await FileSystem.offload { try delivery.catalog(root: root) }
+    }
+
     /// The descriptor the catalog offers for `id`.
     ///
     /// - Throws: ``HotUpdateError/Code/notFound`` when no manifest was applied, or the last
     ///   one does not offer `id` to this client.
     func offeredDescriptor(_ id: String) async throws -> (PackageDescriptor, OfferedCatalog) {
-        let root = layout.root
-        guard let catalog = try await FileSystem.offload({ try OfferedCatalog.read(root: root) }) else {
+        guard let catalog = try await readCatalog() else {
             throw HotUpdateError(
                 .notFound,
                 "no trusted manifest was applied to this store yet: sync first, or record one",
@@ -307,9 +330,7 @@ extension Updater {
     /// The launch packages of the catalog not installed at the offered version; nil when no
     /// manifest was applied yet.
     private func missingLaunchPackages() async -> [String]? {
-        let root = layout.root
-        guard let catalog = try? await FileSystem.offload({ try OfferedCatalog.read(root: root) }),
-            let snapshot = try? await open()
+        guard let catalog = try? await readCatalog(), let snapshot = try? await open()
         else { return nil }
         return catalog.packages.filter { entry in
             guard entry.delivery?.effective == .launch, let offered = try? entry.descriptor() else { return false }
@@ -338,8 +359,7 @@ extension Updater {
     /// ```
     @discardableResult
     public func evictOnDemandPacks(budget: OnDemandBudget) async throws -> EvictionReport {
-        let root = layout.root
-        guard let catalog = try await FileSystem.offload({ try OfferedCatalog.read(root: root) }) else {
+        guard let catalog = try await readCatalog() else {
             return EvictionReport(
                 evicted: [],
                 bytes: 0,
