@@ -4,9 +4,9 @@ import HotCore
 import Network
 
 /// Tells an updater what the network is like, from `NWPathMonitor`: every path the monitor
-/// reports becomes ``HotCore/NetworkConditions`` (expensive: cellular or a personal hotspot;
+/// reports becomes `NetworkConditions` (expensive: cellular or a personal hotspot;
 /// constrained: Low Data Mode) passed to `Updater.setNetworkConditions(_:)`. Which downloads
-/// wait is decided by HotCore's ``HotCore/NetworkPolicy``, the same code on every platform;
+/// wait is decided by HotCore's `NetworkPolicy`, the same code on every platform;
 /// this type only reads the path.
 ///
 /// Apple platforms only (the Network framework); on Linux the app sets the conditions itself.

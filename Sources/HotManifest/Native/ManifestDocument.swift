@@ -39,7 +39,7 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
         public var deltas: [DeltaEntry]?
         /// The password of the archive and its deltas, if they are encrypted.
         public var password: String?
-        /// When the client downloads the package; absent means ``DeliveryMode/prefetch``.
+        /// When the client downloads the package; absent means `DeliveryMode.prefetch`.
         public var delivery: DeliveryMode?
 
         /// Creates an entry.

@@ -105,7 +105,7 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         /// get the previous one. Nil means everyone.
         public var rollout: Int?
         /// When clients download the package (`hot pack --delivery`, `hot release --delivery`);
-        /// absent means ``DeliveryMode/prefetch``, and manifests that never set it stay
+        /// absent means `DeliveryMode.prefetch`, and manifests that never set it stay
         /// byte-identical. Clients older than delivery modes ignore it and prefetch.
         public var delivery: DeliveryMode?
 
