@@ -5,8 +5,8 @@ import Foundation
 /// An on-demand pack (``DeliveryMode/onDemand``) unused for ``maxUnusedDays`` is evicted;
 /// then, while the packs together take more than ``maxBytes``, the least recently used is
 /// evicted, until they fit. Launch and prefetch packages are never evicted, nor a pack that is
-/// guarded (``LaunchPolicy/guarded``), that a live launch runs from, or that the app holds
-/// open (``Updater/beginUsing(packageID:)``). An evicted pack is deleted with every version
+/// guarded (``LaunchPolicy/guarded``), that a live launch runs from, that the app holds
+/// open (``Updater/beginUsing(packageID:)``), or that this process is downloading. An evicted pack is deleted with every version
 /// kept, in one store transaction; the next sync leaves it alone and the next
 /// ``Updater/install(id:)`` downloads it again.
 ///

@@ -368,10 +368,12 @@ extension Updater {
         }
         let held = delivery.value.withLock { Set($0.holds.keys) }
         let guarded = configuration.launch.guarded
+        // A pack downloading or unpacking in this process right now is in use too.
+        let busy = Set(catalog.packages.map(\.id).filter { hub.transientState(of: $0) != nil })
         let committed = try await store.evictOnDemand(
             budget: budget,
             deliveries: catalog.deliveries,
-            protected: held.union(guarded),
+            protected: held.union(guarded).union(busy),
             now: Date()
         )
         for candidate in committed.value {
