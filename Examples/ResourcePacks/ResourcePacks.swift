@@ -1,8 +1,9 @@
 // Resource packs, as a camera or editing app downloads them: zip packs of overlays,
-// filters, images and fonts listed in each pack's index.json, requested from many screens at
-// once, sharing files, cancelled, checked, repaired and deleted.
+// filters, images and fonts listed in each pack's index.json, published as on-demand packages
+// of a signed manifest, installed when a screen first asks for them (from many screens at
+// once), sharing files, cancelled, checked, repaired, deleted and evicted under a budget.
 //
-//     ResourcePacks <catalog-url> [--root DIR] [--requests N]
+//     ResourcePacks <manifest-url> --key PUBLIC_KEY.pem [--root DIR] [--requests N]
 //
 // `ResourcePacks --help` says what each argument means.
 
@@ -11,6 +12,7 @@ import Foundation
 import HotArchive
 import HotAssets
 import HotCore
+import HotManifest
 import HotStore
 import HotTransport
 import HotVerify
@@ -20,9 +22,6 @@ struct ExampleError: Error, CustomStringConvertible {
     let description: String
 }
 
-/// The password the app knows for its encrypted packs (as `zip -P` made them).
-let packPasswords = ["fonts": "hot-update-example"]
-
 /// The pack the app ships in its bundle.
 let bundledPack = "starter"
 
@@ -31,15 +30,20 @@ let bundledPack = "starter"
 struct ResourcePacksCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ResourcePacks",
-        abstract: "Download, share, cancel, check, repair and delete resource packs listed in a catalog.",
+        abstract: "Install, share, cancel, check, repair, delete and evict on-demand resource packs.",
         discussion: """
-            <catalog-url> is an http(s):// or file:// URL of packs.json, as `make-repository` (beside this \
-            example's source) publishes it. One pack ships inside the app (bundle:///packs/starter.zip).
+            <manifest-url> is an http(s):// or file:// URL of the signed manifest.json that \
+            `make-repository` (beside this example's source) publishes, every pack in it on \
+            demand; --key is the public key it is signed with. One pack ships inside the app \
+            (bundle:///packs/starter.zip).
             """
     )
 
-    @Argument(help: ArgumentHelp("The catalog's URL (http, https or file).", valueName: "catalog-url"))
-    var catalog: String
+    @Argument(help: ArgumentHelp("The signed manifest's URL (http, https or file).", valueName: "manifest-url"))
+    var manifest: String
+
+    @Option(help: ArgumentHelp("The public key (PEM) the manifest is signed with.", valueName: "file"))
+    var key: String
 
     @Option(
         help: ArgumentHelp(
@@ -53,13 +57,13 @@ struct ResourcePacksCommand: AsyncParsableCommand {
     var requests = 20
 
     func validate() throws {
-        guard catalogURL != nil else { throw ValidationError("'\(catalog)' is not a URL") }
+        guard manifestURL != nil else { throw ValidationError("'\(manifest)' is not a URL") }
         guard requests > 0 else { throw ValidationError("--requests needs a positive number") }
     }
 
-    /// The catalog's URL, when it has a scheme.
-    var catalogURL: URL? {
-        URL(string: catalog).flatMap { $0.scheme == nil ? nil : $0 }
+    /// The manifest's URL, when it has a scheme.
+    var manifestURL: URL? {
+        URL(string: manifest).flatMap { $0.scheme == nil ? nil : $0 }
     }
 
     func run() async throws {
@@ -73,13 +77,17 @@ struct ResourcePacksCommand: AsyncParsableCommand {
 }
 
 struct Arguments {
-    var catalog: URL
+    var manifest: URL
+    var key: PublicKey
     var root: URL
     var requests: Int
 
     init(_ command: ResourcePacksCommand) throws {
-        guard let url = command.catalogURL else { throw ExampleError(description: "'\(command.catalog)' is not a URL") }
-        catalog = url
+        guard let url = command.manifestURL else {
+            throw ExampleError(description: "'\(command.manifest)' is not a URL")
+        }
+        manifest = url
+        key = try CryptoVerifier.publicKey(pem: try String(contentsOfFile: command.key, encoding: .utf8))
         root =
             (command.root.map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("ResourcePacks-store"))
@@ -88,41 +96,14 @@ struct Arguments {
     }
 }
 
-/// The catalog the app's server publishes: one entry per pack.
-struct Catalog: Decodable {
-    struct Entry: Decodable {
-        var id: String
-        var version: String
-        var url: String
-        var sha256: String
-        var size: Int64
-    }
-    var packs: [Entry]
-
-    func descriptors(relativeTo base: URL) throws -> [String: PackageDescriptor] {
-        var result: [String: PackageDescriptor] = [:]
-        for entry in packs {
-            guard let url = URL(string: entry.url, relativeTo: base)?.absoluteURL else {
-                throw ExampleError(description: "pack \(entry.id): '\(entry.url)' is not a URL")
-            }
-            result[entry.id] = try PackageDescriptor(
-                id: entry.id,
-                version: entry.version,
-                url: url,
-                size: entry.size,
-                sha256: try Digest(algorithm: .sha256, hex: entry.sha256),
-                password: packPasswords[entry.id]
-            )
-        }
-        return result
-    }
-}
-
 /// Counts the archives fetched, to show that many requests make one download.
 actor FetchCounter {
     private var counts: [String: Int] = [:]
     func record(_ url: URL) { counts[url.lastPathComponent, default: 0] += 1 }
     func count(_ name: String) -> Int { counts[name] ?? 0 }
+    /// The fetches of archives whose name starts with `prefix` (`hot pack` names them
+    /// `ID-VERSION-SHA.zip`).
+    func count(prefix: String) -> Int { counts.filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +) }
 }
 
 struct CountingTransport: Transport {
@@ -223,36 +204,46 @@ func runExample(_ arguments: Arguments) async throws {
     let listener = Task { for await event in events { await log.record(event) } }
     defer { listener.cancel() }
 
-    print("catalog \(arguments.catalog.absoluteString)")
-    let catalogData = try await routing.fetchDocument(url: arguments.catalog, maxBytes: 1 << 20)
-    let catalog: Catalog
-    do {
-        catalog = try JSONDecoder().decode(Catalog.self, from: catalogData)
-    } catch {
-        throw ExampleError(description: "the catalog is not the expected JSON: \(error)")
+    // The signed manifest offers every pack on demand: a sync checks it and records what it
+    // offers, and downloads none of them.
+    let source = SignedManifestSource(
+        url: arguments.manifest,
+        transport: routing,
+        verifier: CryptoVerifier(),
+        trust: .signed(by: [arguments.key]),
+        storeRoot: root,
+        logger: logger
+    )
+    let sync = try await updater.sync(from: source)
+    let offered = try await updater.offeredPackages()
+    let notRequested = sync.packages.filter { $0.change == .notRequested }.count
+    let manifestVersion = sync.manifestVersion.map { String($0) } ?? "-"
+    print(
+        "sync: manifest \(manifestVersion), \(notRequested) on-demand packs offered, \(sync.bytesDownloaded) bytes downloaded"
+    )
+    for pack in offered.sorted(by: { $0.id < $1.id }) {
+        print("  \(pack.id): \(pack.delivery), \(pack.size ?? 0) bytes")
     }
-    var packs = try catalog.descriptors(relativeTo: arguments.catalog)
-    guard let bundledURL = URL(string: "bundle:///packs/\(bundledPack).zip") else {
-        throw ExampleError(description: "cannot name the bundled pack")
-    }
-    packs[bundledPack] = try PackageDescriptor(id: bundledPack, version: "1", url: bundledURL)
-    for (id, pack) in packs.sorted(by: { $0.key < $1.key }) { print("  \(id): \(pack.url.absoluteString)") }
-    guard let overlays = packs["3000"], let filters = packs["3001"], let fonts = packs["fonts"],
-        let large = packs["3002"], let starter = packs[bundledPack]
-    else { throw ExampleError(description: "the catalog lacks one of the packs 3000, 3001, 3002, fonts") }
+    guard let fonts = offered.first(where: { $0.id == "fonts" }), let large = offered.first(where: { $0.id == "3002" }),
+        let filters = offered.first(where: { $0.id == "3001" }),
+        let bundledURL = URL(string: "bundle:///packs/\(bundledPack).zip")
+    else { throw ExampleError(description: "the manifest lacks one of the packs 3001, 3002, fonts") }
+    // The pack shipped in the app's bundle is described by the app itself.
+    let starter = try PackageDescriptor(id: bundledPack, version: "1", url: bundledURL)
 
     // 1. Many screens ask for the same pack at once: one download, one unpack.
     let requests = arguments.requests
     let directories = try await withThrowingTaskGroup(of: URL.self) { group in
-        for _ in 0..<requests { group.addTask { try await updater.install(overlays).directory } }
+        for _ in 0..<requests { group.addTask { try await updater.install(id: "3000").directory } }
         return try await group.reduce(into: Set<URL>()) { $0.insert($1) }
     }
     print(
-        "\(requests) concurrent requests for 3000: \(await counter.count(overlays.url.lastPathComponent)) download, "
+        "\(requests) concurrent requests for 3000: \(await counter.count(prefix: "3000-")) download, "
             + "every caller got \(directories.map { relative($0, to: root) }.sorted().joined(separator: ", "))"
     )
 
-    // 2. An encrypted pack: the wrong password fails it and installs nothing.
+    // 2. An encrypted pack, its password in the signed manifest. A copy of its descriptor
+    // with another password fails and installs nothing.
     var wrong = fonts
     wrong.password = "not-the-password"
     do {
@@ -264,9 +255,18 @@ func runExample(_ arguments: Arguments) async throws {
         )
     }
 
+    // A pack the signed manifest does not offer is refused: nothing enters from elsewhere.
+    do {
+        _ = try await updater.install(id: "4000")
+        print("4000: installed (unexpected)")
+    } catch {
+        print("4000: \(describe(error))")
+    }
+
     // 3. The other packs together, one from the app's bundle.
     try await withThrowingTaskGroup(of: Void.self) { group in
-        for pack in [filters, fonts, starter] { group.addTask { _ = try await updater.install(pack) } }
+        for id in ["3001", "fonts"] { group.addTask { _ = try await updater.install(id: id) } }
+        group.addTask { _ = try await updater.install(starter) }
         try await group.waitForAll()
     }
     for id in ["3000", "3001", "fonts", bundledPack] { print("  events \(await log.summary(id))") }
@@ -309,7 +309,7 @@ func runExample(_ arguments: Arguments) async throws {
     )
 
     // 7. Cancel one pack while it downloads: nothing half-installed, and a later request starts afresh.
-    let first = Task { try await updater.install(large) }
+    let first = Task { try await updater.install(id: "3002") }
     var waited = 0
     while await log.bytesReceived("3002") == 0, waited < 2000 {
         try await Task.sleep(for: .milliseconds(5))
@@ -325,13 +325,13 @@ func runExample(_ arguments: Arguments) async throws {
     // asks first and its download has begun before the other asks and leaves, so the
     // leaving caller never owns the flight alone.
     let requestsBefore = await counter.count(large.url.lastPathComponent)
-    let staying = Task { try await updater.install(large) }
+    let staying = Task { try await updater.install(id: "3002") }
     waited = 0
     while await counter.count(large.url.lastPathComponent) == requestsBefore, waited < 2000 {
         try await Task.sleep(for: .milliseconds(5))
         waited += 1
     }
-    let leaving = Task { try await updater.install(large) }
+    let leaving = Task { try await updater.install(id: "3002") }
     leaving.cancel()
     let leavingResult = await leaving.result
     let kept = try await staying.value
@@ -363,6 +363,20 @@ func runExample(_ arguments: Arguments) async throws {
         "delete 3000: \(freed.objectsRemoved) objects, \(freed.bytesFreed) bytes freed; "
             + "3001 healthy \(afterDelete.isHealthy) (\(afterDelete.filesChecked) files hashed)"
     )
+
+    // 10. A storage budget: with none to spare, every on-demand pack not open goes, least
+    // recently used first; the open one and the bundled one stay. Asked again, a pack comes back.
+    updater.beginUsing(packageID: "3001")
+    let eviction = try await updater.evictOnDemandPacks(budget: OnDemandBudget(maxBytes: 0))
+    updater.endUsing(packageID: "3001")
+    print(
+        "evict (budget 0, 3001 open): \(eviction.evicted.joined(separator: ", ")); "
+            + "\(eviction.garbage.objectsRemoved) objects, \(eviction.garbage.bytesFreed) bytes freed"
+    )
+    let fontsBefore = await counter.count(prefix: "fonts-")
+    let again = try await updater.install(id: "fonts")
+    let fontsFetched = await counter.count(prefix: "fonts-") - fontsBefore
+    print("fonts asked again: \(relative(again.directory, to: root)), downloaded again \(fontsFetched)")
 
     print("states:")
     let snapshot = try await updater.currentSnapshot()

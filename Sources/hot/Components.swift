@@ -160,7 +160,8 @@ struct StoreOptions: ParsableArguments {
         keepPreviousVersions: Int = 1,
         maxConcurrentPackages: Int = 2,
         maxPackageBytes: Int64 = UpdaterConfiguration.defaultMaxPackageBytes,
-        quickCheckInterval: TimeInterval? = 86_400
+        quickCheckInterval: TimeInterval? = 86_400,
+        network: NetworkOptions? = nil
     ) -> Updater {
         let kind = store ?? StoreKind.detect(root: rootURL)
         var configuration = UpdaterConfiguration(
@@ -179,6 +180,37 @@ struct StoreOptions: ParsableArguments {
         configuration.commitHooks = [NameIndexWriter()]
         configuration.lockWait = lockWait
         configuration.quickCheckInterval = quickCheckInterval
+        if let network {
+            configuration.network = network.policy
+            configuration.initialNetwork = network.conditions
+        }
         return Updater(configuration: configuration)
+    }
+}
+
+/// The network a command assumes, and which downloads wait on a metered one.
+struct NetworkOptions: ParsableArguments {
+    @Flag(help: "Treat the network as metered (cellular): downloads above their delivery mode's limit wait.")
+    var metered = false
+
+    @Option(help: "On a metered network, the largest prefetch download in bytes (default 20 MiB).")
+    var meteredPrefetchLimit: Int64?
+
+    @Option(help: "On a metered network, the largest on-demand download in bytes (default 200 MiB).")
+    var meteredOnDemandLimit: Int64?
+
+    func validate() throws {
+        for limit in [meteredPrefetchLimit, meteredOnDemandLimit].compactMap({ $0 }) where limit < 0 {
+            throw ValidationError("a metered limit must not be negative")
+        }
+    }
+
+    var conditions: NetworkConditions { metered ? .metered : .unmetered }
+
+    var policy: NetworkPolicy {
+        var policy = NetworkPolicy.standard
+        if let meteredPrefetchLimit { policy.meteredLimits[.prefetch] = meteredPrefetchLimit }
+        if let meteredOnDemandLimit { policy.meteredLimits[.onDemand] = meteredOnDemandLimit }
+        return policy
     }
 }

@@ -37,7 +37,11 @@ struct GarbageCollect: AsyncParsableCommand {
         discussion: """
             Keeps each package's active version and its newest previous versions (one unless \
             --keep says otherwise), and frees every object no installed tree links and every \
-            partial download (partial/) no download in progress holds.
+            partial download (partial/) no download in progress holds. With \
+            --on-demand-budget or --unused-days, on-demand packs are evicted first: those \
+            unused for that many days, then the least recently used until the rest fit in the \
+            budget. Launch and prefetch packages, guarded ones and those a live launch runs \
+            from stay. An evicted pack is downloaded again when asked for (hot install).
             """
     )
 
@@ -46,10 +50,33 @@ struct GarbageCollect: AsyncParsableCommand {
     @Option(help: "How many previous versions of each package to keep for rollback.")
     var keep = 1
 
+    @Option(help: "Evict on-demand packs, least recently used first, until they take at most this many bytes.")
+    var onDemandBudget: Int64?
+
+    @Option(help: "Evict on-demand packs unused for more than this many days.")
+    var unusedDays: Int?
+
+    func validate() throws {
+        guard keep >= 0 else { throw ValidationError("--keep must be 0 or more") }
+        guard onDemandBudget ?? 0 >= 0, unusedDays ?? 0 >= 0 else {
+            throw ValidationError("--on-demand-budget and --unused-days must not be negative")
+        }
+    }
+
     func run() async throws {
         try await runReportingErrors {
-            guard keep >= 0 else { throw ValidationError("--keep must be 0 or more") }
-            let report = try await storeOptions.makeUpdater(keepPreviousVersions: keep).collectGarbage()
+            let updater = storeOptions.makeUpdater(keepPreviousVersions: keep)
+            if onDemandBudget != nil || unusedDays != nil {
+                let eviction = try await updater.evictOnDemandPacks(
+                    budget: OnDemandBudget(maxBytes: onDemandBudget, maxUnusedDays: unusedDays)
+                )
+                for id in eviction.evicted { print("evicted \(id)") }
+                print(
+                    "evicted \(eviction.evicted.count) on-demand pack(s), \(ByteCount.format(eviction.bytes)) of files, "
+                        + "\(ByteCount.format(eviction.garbage.bytesFreed)) freed"
+                )
+            }
+            let report = try await updater.collectGarbage()
             print(
                 "removed \(report.versionsRemoved) version(s), \(report.objectsRemoved) object(s), "
                     + "\(ByteCount.format(report.bytesFreed)) freed" + ByteCount.partials(report)

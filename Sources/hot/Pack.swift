@@ -19,7 +19,10 @@ struct Pack: AsyncParsableCommand {
             beside it and listed with the version: clients holding one of those releases download \
             only the changed files, or zstd patches of them (made where hot links libzstd, the \
             package trait 'Zstd'; a hot without it says so once and stores changed files whole). \
-            The manifest is left unsigned: run `hot sign` before publishing.
+            --delivery sets when clients download the package: launch (first, before use), \
+            prefetch (the default, in the background) or on-demand (only once the app asks for \
+            it; kept current from then on). The manifest is left unsigned: run `hot sign` \
+            before publishing.
             """
     )
 
@@ -33,6 +36,9 @@ struct Pack: AsyncParsableCommand {
     var version: String
 
     @OptionGroup var repository: RepositoryOptions
+
+    @Option(help: "When clients download the package: launch, prefetch or on-demand; kept when omitted.")
+    var delivery: DeliveryChoice?
 
     @Flag(help: "Only list the version; release it later with `hot release`.")
     var noRelease = false
@@ -134,6 +140,7 @@ struct Pack: AsyncParsableCommand {
                     try package.addVersion(entry)
                     if !deltaEntries.isEmpty { package.setDeltas(deltaEntries, of: version) }
                     if !noRelease { package.release(version, rollout: nil) }
+                    if let delivery { package.setDelivery(delivery.mode) }
                 }
             }
             print(
@@ -141,6 +148,23 @@ struct Pack: AsyncParsableCommand {
                     + (zipEncryption.map { ", encrypted (\($0.method))" } ?? "") + (noRelease ? "" : ", released")
             )
         }
+    }
+}
+
+/// `--delivery`: the delivery modes a manifest names.
+enum DeliveryChoice: String, ExpressibleByArgument, CaseIterable {
+    case launch
+    case prefetch
+    case onDemand = "on-demand"
+
+    var mode: DeliveryMode { DeliveryMode(rawValue: rawValue) }
+}
+
+extension SignedManifestBody.Package {
+    /// Records `mode`; prefetch, the default, is written as no field, so a manifest that never
+    /// used delivery modes stays byte-identical.
+    mutating func setDelivery(_ mode: DeliveryMode) {
+        delivery = mode == .prefetch ? nil : mode
     }
 }
 

@@ -14,6 +14,9 @@ struct PolicyOptions: ParsableArguments {
     @Option(help: "The percentage of clients (0-100) that get the release; the others keep the previous one.")
     var rollout: Int?
 
+    @Option(help: "When clients download the package: launch, prefetch or on-demand; kept when omitted.")
+    var delivery: DeliveryChoice?
+
     func validate() throws {
         if let rollout, !(0...100).contains(rollout) {
             throw ValidationError("--rollout takes a percentage from 0 to 100")
@@ -23,6 +26,7 @@ struct PolicyOptions: ParsableArguments {
     func apply(to package: inout SignedManifestBody.Package) {
         if let minAppVersion { package.minAppVersion = minAppVersion.isEmpty ? nil : minAppVersion }
         if let maxAppVersion { package.maxAppVersion = maxAppVersion.isEmpty ? nil : maxAppVersion }
+        if let delivery { package.setDelivery(delivery.mode) }
     }
 }
 
@@ -34,8 +38,8 @@ struct Release: AsyncParsableCommand {
             The version must be packed in the repository (`hot pack`); a version packed for \
             another channel is found in packages/ and listed here. With --rollout only that \
             percentage of clients gets it, chosen by each client's id; the others keep the \
-            previous release. --min-app-version and --max-app-version stay until changed (an \
-            empty value clears them).
+            previous release. --min-app-version, --max-app-version and --delivery stay until \
+            changed (an empty app version clears it).
             """
     )
 

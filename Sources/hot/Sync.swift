@@ -14,7 +14,10 @@ struct Sync: AsyncParsableCommand {
             before unpacking it, stores each file once in the store's objects, and records the \
             version atomically. A package that fails leaves the version installed before it \
             active. Progress goes to stderr: a status line on a terminal, one line per state \
-            change otherwise. Prints one line per package on stdout; exits 1 if any failed.
+            change otherwise. Prints one line per package on stdout; exits 1 if any failed. \
+            An on-demand package is fetched only once `hot install` asked for it \
+            (notRequested until then); with --metered, a package above its delivery mode's \
+            limit is left waiting for an unmetered network (not a failure).
 
             Besides the signed native manifest, three older server formats are read: \
             patchinfo (one {"url", "md5"} patch), patchlist (a script-patch list whose MD5s \
@@ -124,6 +127,8 @@ struct Sync: AsyncParsableCommand {
     )
     var timings: String?
 
+    @OptionGroup(title: "Network") var network: NetworkOptions
+
     func validate() throws {
         if format == .native, trust.isEmpty, !allowUnsigned {
             throw ValidationError(
@@ -163,7 +168,8 @@ struct Sync: AsyncParsableCommand {
                 timeouts: TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime)),
                 maxConcurrentPackages: concurrency,
                 maxPackageBytes: maxPackageBytes,
-                quickCheckInterval: TimeInterval(checkInterval)
+                quickCheckInterval: TimeInterval(checkInterval),
+                network: network
             )
             let source: any ManifestSource
             switch format {
@@ -219,7 +225,9 @@ struct Sync: AsyncParsableCommand {
             display.finish()
             for outcome in report.packages {
                 let version = outcome.activeVersion ?? "-"
-                if let error = outcome.error {
+                if outcome.isWaitingForNetwork {
+                    print("\(outcome.id)\t\(outcome.change)\twaiting\t\(version)\tfor an unmetered network")
+                } else if let error = outcome.error {
                     print("\(outcome.id)\t\(outcome.change)\tfailed\t\(version)")
                     printError(error.description)
                 } else if let delta = outcome.delta {

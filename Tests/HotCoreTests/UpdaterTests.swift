@@ -111,8 +111,12 @@ struct UpdaterTests {
         let fixture = try EngineFixture()
         let v1 = try await fixture.publish("images", "1", ["a.png": "one", "sub/b.png": "bee"])
         _ = try await fixture.sync([v1])
-        // The store file and the name index (one per generation) change with the failure's record.
-        let before = try fixture.tree().filter { !$0.key.hasPrefix("/store") && !$0.key.hasPrefix("/index") }
+        // The store file and the name index (one per generation) change with the failure's record,
+        // and the catalog with the manifest that offered v2.
+        let unchanged: (String) -> Bool = {
+            !$0.hasPrefix("/store") && !$0.hasPrefix("/index") && $0 != "/catalog.json"
+        }
+        let before = try fixture.tree().filter { unchanged($0.key) }
 
         let v2 = try await fixture.publish("images", "2", ["a.png": "two"])
         let offered = try await kind.sabotage(v2, fixture)
@@ -123,7 +127,7 @@ struct UpdaterTests {
         #expect(failure.error?.packageID == "images")
         #expect(failure.activeVersion == "1")
         #expect(try await fixture.contents(of: "images", "a.png") == "one")
-        #expect(try fixture.tree().filter { !$0.key.hasPrefix("/store") && !$0.key.hasPrefix("/index") } == before)
+        #expect(try fixture.tree().filter { unchanged($0.key) } == before)
         let record = try #require(await fixture.store.snapshot.packages["images"])
         #expect(record.state == kind.expectedState)
         #expect(record.active?.version == "1")

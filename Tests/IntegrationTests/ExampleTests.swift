@@ -108,28 +108,49 @@ struct ExampleTests {
         #expect(stored.values.contains(try Data(contentsOf: patches.appendingPathComponent("dark-mode/main.js"))))
     }
 
-    @Test("ResourcePacks over HTTP and file://: one download for many requests, shared files, cancel, repair, delete")
+    @Test(
+        "ResourcePacks over HTTP and file://: on-demand packs of a signed manifest, one download for many requests, shared files, cancel, repair, delete, eviction"
+    )
     func resourcePacks() async throws {
         let repo = try makeTemporaryDirectory("pack-repo")
-        try await Subprocess.check(Self.resourcePacks.appendingPathComponent("make-repository").path, [repo.path])
+        let keys = try makeTemporaryDirectory("pack-keys")
+        try await Subprocess.check(
+            "env",
+            [
+                "HOT=\(try builtExecutable("hot").path)",
+                Self.resourcePacks.appendingPathComponent("make-repository").path, repo.path, keys.path,
+            ]
+        )
+        let publicKey = keys.appendingPathComponent("release.pub").path
+        /// The server path of a pack's archive, as `hot pack` named it.
+        func archive(_ id: String) throws -> String {
+            let names = try FileManager.default.contentsOfDirectory(
+                atPath: repo.appendingPathComponent("packages").path
+            )
+            return "/packages/" + (try #require(names.first { $0.hasPrefix("\(id)-1-") && $0.hasSuffix(".zip") }))
+        }
         // The large pack trickles, so the example cancels it mid-download.
         let nginx = try await NginxServer.start(
             root: repo,
-            options: .init(locations: [.rateLimited(prefix: "/packs/large/", bytesPerSecond: 300_000)])
+            options: .init(locations: [.rateLimited(prefix: "/packages/3002-", bytesPerSecond: 300_000)])
         )
         let store = try makeTemporaryDirectory("store")
         let http = try await Self.run(
             "ResourcePacks",
             [
-                nginx.baseURL.appendingPathComponent("packs.json").absoluteString, "--root", store.path, "--requests",
-                "25",
+                nginx.baseURL.appendingPathComponent("manifest.json").absoluteString, "--key", publicKey, "--root",
+                store.path, "--requests", "25",
             ]
         )
         #expect(http.status == 0)
         let out = http.stdout
+        // The sync downloads no pack: all four are on demand.
+        #expect(out.contains("sync: manifest 1, 4 on-demand packs offered, 0 bytes downloaded\n"))
+        #expect(out.contains("  3002: on-demand, "))
         #expect(out.contains("25 concurrent requests for 3000: 1 download, every caller got packages/3000/1\n"))
-        #expect(nginx.requestCount(for: "/packs/3000.zip") == 1)
+        #expect(nginx.requestCount(for: try archive("3000")) == 1)
         #expect(Self.lines(out, starting: "fonts with a wrong password: wrongPassword:").count == 1)
+        #expect(out.contains("4000: notFound: package 4000: the trusted manifest offers no such package\n"))
         #expect(out.contains("events fonts: downloading → verifying → failed → downloading → verifying → installed;"))
         #expect(
             Self.lines(out, starting: "events 3001: downloading → verifying → installed;").first?.contains("5/5 files")
@@ -149,40 +170,47 @@ struct ExampleTests {
                 "3002 again: the caller that left got cancelled, the other got packages/3002/1; available: true"
             )
         )
-        #expect(nginx.requestCount(for: "/packs/large/3002.zip") == 2)
+        #expect(nginx.requestCount(for: try archive("3002")) == 2)
         #expect(out.contains("verify 3001: missing sepia.png; state fileMissing"))
         #expect(out.contains("repair 3001: restored sepia.png, downloads 0, identical true, healthy true"))
-        #expect(nginx.requestCount(for: "/packs/3001.zip") == 1)
+        #expect(nginx.requestCount(for: try archive("3001")) == 1)
         #expect(
             Self.lines(out, starting: "delete 3000: 3 objects,").first?.hasSuffix("3001 healthy true (5 files hashed)")
                 == true
         )
+        // The budget evicts what is not open, least recently used first; asked again, a pack
+        // is downloaded again.
+        #expect(Self.lines(out, starting: "evict (budget 0, 3001 open): fonts, 3002;").count == 1)
+        #expect(out.contains("fonts asked again: packages/fonts/1, downloaded again 1\n"))
+        #expect(nginx.requestCount(for: try archive("fonts")) == 3)
         let states = try #require(out.components(separatedBy: "states:\n").last)
         #expect(
             Self.lines(states, starting: "").sorted() == [
-                "3001 1 installed", "3002 1 installed", "fonts 1 installed", "starter 1 installed",
+                "3001 1 installed", "fonts 1 installed", "starter 1 installed",
             ]
         )
         await nginx.stop()
 
         // What the example left on disk: the repaired filter is the published one, the
-        // bundled pack's image is the one shipped, the deleted pack is gone.
+        // bundled pack's image is the one shipped, the deleted and evicted packs are gone.
         let sepia = try await Subprocess.check(
             "unzip",
-            ["-p", repo.appendingPathComponent("packs/3001.zip").path, "sepia.png"]
+            ["-p", repo.appendingPathComponent(String(try archive("3001").dropFirst())).path, "sepia.png"]
         )
         #expect(try Data(contentsOf: store.appendingPathComponent("packages/3001/1/sepia.png")) == sepia.standardOutput)
         #expect(
             try String(contentsOf: store.appendingPathComponent("packages/starter/1/frame.png"), encoding: .utf8)
                 == "starter frame\n"
         )
-        #expect(!FileManager.default.fileExists(atPath: store.appendingPathComponent("packages/3000").path))
+        for id in ["3000", "3002"] {
+            #expect(!FileManager.default.fileExists(atPath: store.appendingPathComponent("packages/\(id)").path))
+        }
 
         // The same repository over file://, into a fresh store.
         let local = try await Self.run(
             "ResourcePacks",
             [
-                repo.appendingPathComponent("packs.json").absoluteString, "--root",
+                repo.appendingPathComponent("manifest.json").absoluteString, "--key", publicKey, "--root",
                 try makeTemporaryDirectory("store").path,
             ]
         )

@@ -19,7 +19,15 @@ public struct SyncReport: Sendable, Equatable {
     /// Bytes downloaded in all.
     public var bytesDownloaded: Int64 { packages.reduce(0) { $0 + $1.bytesDownloaded } }
     /// Whether anything was installed, updated or removed.
-    public var changedAnything: Bool { packages.contains { $0.change != .unchanged && $0.succeeded } }
+    public var changedAnything: Bool {
+        packages.contains {
+            $0.change != .unchanged && $0.change != .notRequested && $0.succeeded && !$0.isWaitingForNetwork
+        }
+    }
+
+    /// The packages left to a later sync because the network is metered or constrained and
+    /// they are larger than the policy lets through (see ``NetworkPolicy``). Not failures.
+    public var waiting: [SyncReport.PackageOutcome] { packages.filter(\.isWaitingForNetwork) }
 
     /// The packages whose delta was refused and that fell back to the full package.
     public var deltaFallbacks: [SyncReport.PackageOutcome] { packages.filter { $0.deltaFallback != nil } }
@@ -49,6 +57,9 @@ extension SyncReport {
         /// How long each phase of the install took, when the package was downloaded and
         /// installed by this sync (a flight another caller began included).
         public var phases: InstallPhases?
+        /// Whether the download waits for an unmetered network (see ``NetworkPolicy``): nothing
+        /// was fetched, nothing failed, and a later sync on another network fetches it.
+        public var isWaitingForNetwork = false
 
         /// Creates an outcome.
         public init(

@@ -14,7 +14,7 @@ public struct UpdatePlan: Hashable, Sendable {
     }
 
     /// Whether the plan changes anything.
-    public var isEmpty: Bool { packages.allSatisfy { $0.change == .unchanged } }
+    public var isEmpty: Bool { packages.allSatisfy { $0.change == .unchanged || $0.change == .notRequested } }
 
     /// The packages that will be downloaded.
     public var downloads: [PackageDescriptor] {
@@ -31,14 +31,18 @@ public struct UpdatePlan: Hashable, Sendable {
     /// it offers a version kept for rollback (same version and digest), that version is
     /// restored without a download. A version a failed launch blocked (see
     /// ``PackageRecord/BlockedVersion``) is neither downloaded nor restored while it blocks at `now`; a
-    /// version installed and waiting for the next launch is not downloaded again.
+    /// version installed and waiting for the next launch is not downloaded again. An
+    /// ``DeliveryMode/onDemand`` package the store has no record of (the app never asked for
+    /// it, or it was evicted) is ``UpdatePlan/Change/notRequested``: nothing is downloaded.
     public static func make(manifest: Manifest, snapshot: StoreSnapshot, now: Date = Date()) -> UpdatePlan {
         var entries: [UpdatePlan.PackagePlan] = []
         for offered in manifest.packages {
             let record = snapshot.packages[offered.id]
             let installed = record?.active
             let change: UpdatePlan.Change
-            if let record, record.blocking(offered, at: now) != nil,
+            if record == nil, offered.delivery == .onDemand {
+                change = .notRequested
+            } else if let record, record.blocking(offered, at: now) != nil,
                 !(installed.map { Self.isSame(offered, $0) } ?? false)
             {
                 change = .blocked
@@ -121,6 +125,9 @@ extension UpdatePlan {
         /// or damaged, and the sync made them whole again, from the store's objects or by
         /// downloading the version again.
         public static let heal = UpdatePlan.Change("heal")
+        /// An ``DeliveryMode/onDemand`` package the app has not asked for (or that was
+        /// evicted): nothing is downloaded until ``Updater/install(id:)`` asks for it.
+        public static let notRequested = UpdatePlan.Change("notRequested")
         public var description: String { name }
 
         /// Whether the change downloads anything.

@@ -16,6 +16,9 @@ struct FlightKey: Hashable, Sendable {
         content = descriptor.strongestDigest.map { "\($0.algorithm):\($0.hex)" } ?? descriptor.url.absoluteString
         self.repairing = repairing
     }
+
+    /// Names the flight's wait for a download slot.
+    var slotTag: String { "\(id)\n\(version)\n\(content)\n\(repairing ?? "")" }
 }
 
 /// What a flight gives every caller.
@@ -61,6 +64,11 @@ extension Updater {
     /// _ = try await b
     /// ```
     public func install(_ descriptor: PackageDescriptor) async throws -> InstalledPackage {
+        try await install(descriptor, priority: .requested)
+    }
+
+    /// ``install(_:)`` at a priority.
+    func install(_ descriptor: PackageDescriptor, priority: DownloadPriority) async throws -> InstalledPackage {
         // A caller cancelled before it asks, or while the store is read, gets no answer even
         // when the version is already installed.
         try Task.checkCancellation()
@@ -71,7 +79,7 @@ extension Updater {
         {
             return try store.installedPackage(record, version: active)
         }
-        let result = try await join(descriptor)
+        let result = try await join(descriptor, priority: priority)
         guard let record = await store.cachedRecord(descriptor.id) else {
             throw HotUpdateError(.internalInconsistency, "installed but not recorded", packageID: descriptor.id)
         }
@@ -103,8 +111,14 @@ extension Updater {
     /// Waits for the flight fetching `descriptor`, starting it if none runs. An install
     /// (not a repair) becomes the package's newest request: an older flight for other
     /// content that finishes later does not install over it.
-    func join(_ descriptor: PackageDescriptor, repairing: String? = nil) async throws -> FlightResult {
+    func join(
+        _ descriptor: PackageDescriptor,
+        repairing: String? = nil,
+        priority: DownloadPriority = .update
+    ) async throws -> FlightResult {
         let key = FlightKey(descriptor, repairing: repairing)
+        // A flight already waiting for a slot goes ahead of what this caller outranks.
+        slots.raise(tag: key.slotTag, to: priority.rawValue)
         if repairing == nil {
             // The snapshot the caller read just before it asked (`install` and `sync` read the
             // store first): a version committed after it was chosen after this request.
@@ -113,7 +127,7 @@ extension Updater {
             requested[key] = (Date(), seen)
         }
         return try await flights.join(key) { [self] in
-            try await self.fly(descriptor, key: key)
+            try await self.fly(descriptor, key: key, priority: priority)
         }
     }
 
@@ -136,17 +150,25 @@ extension Updater {
     /// The flight's work: wait for a slot, download, check and unpack into staging, then
     /// install through the store queue. States and progress are published on the way; a
     /// failure is recorded, a cancellation puts back the stored state.
-    private nonisolated func fly(_ descriptor: PackageDescriptor, key: FlightKey) async throws -> FlightResult {
+    private nonisolated func fly(
+        _ descriptor: PackageDescriptor,
+        key: FlightKey,
+        priority: DownloadPriority
+    ) async throws -> FlightResult {
         let recorder = PhaseRecorder()
         var result = try await PhaseRecorder.$current.withValue(recorder) {
-            try await flyRecorded(descriptor, key: key)
+            try await flyRecorded(descriptor, key: key, priority: priority)
         }
         result.phases = recorder.recorded
         return result
     }
 
-    /// ``fly(_:key:)`` with the phases recorded by the task's ``PhaseRecorder``.
-    private nonisolated func flyRecorded(_ descriptor: PackageDescriptor, key: FlightKey) async throws -> FlightResult {
+    /// ``fly(_:key:priority:)`` with the phases recorded by the task's ``PhaseRecorder``.
+    private nonisolated func flyRecorded(
+        _ descriptor: PackageDescriptor,
+        key: FlightKey,
+        priority: DownloadPriority
+    ) async throws -> FlightResult {
         let id = descriptor.id
         let progressKey = "\(id)#\(UUID().uuidString)"
         let tracker = Locked(UpdateEvent.PackageProgress(id: id, version: descriptor.version))
@@ -155,7 +177,7 @@ extension Updater {
         var downloaded = false
         do {
             try store.requireCaseSensitiveVolume(for: descriptor)
-            try await slots.acquire()
+            try await slots.acquire(priority: priority.rawValue, tag: key.slotTag)
             let staged: StagedPackage
             let delta: SyncReport.DeltaUse?
             do {

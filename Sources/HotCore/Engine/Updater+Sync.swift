@@ -58,7 +58,12 @@ extension Updater {
         await withTaskGroup(of: SyncReport.PackageOutcome.self) { group in
             for entry in plan.packages where entry.change.downloads {
                 guard let offered = entry.offered else { continue }
-                group.addTask { await self.download(entry, offered) }
+                if let waiting = networkWait(entry, offered) {
+                    outcomes[entry.id] = waiting
+                    continue
+                }
+                let priority = DownloadPriority.of(entry.change, offered)
+                group.addTask { await self.download(entry, offered, priority: priority) }
             }
             for await outcome in group { outcomes[outcome.id] = outcome }
         }
@@ -95,16 +100,18 @@ extension Updater {
         await restoreStoreFiles()
         let ordered = plan.packages.compactMap { outcomes[$0.id] }
         await prunePartialDownloads()
+        await evictAfterSync()
         return SyncReport(manifestVersion: plan.manifest.version, packages: ordered)
     }
 
     /// Joins the flight for one planned download and turns its result into an outcome.
     private func download(
         _ entry: UpdatePlan.PackagePlan,
-        _ offered: PackageDescriptor
+        _ offered: PackageDescriptor,
+        priority: DownloadPriority = .update
     ) async -> SyncReport.PackageOutcome {
         do {
-            let result = try await join(offered)
+            let result = try await join(offered, priority: priority)
             // A version waiting for the next launch is not active yet.
             let record = await store.cachedRecord(entry.id)
             let waits = record?.pending.map { $0.path == result.version.path } ?? false

@@ -39,12 +39,15 @@ public actor Updater {
 
     nonisolated let hub = EventHub()
     nonisolated let slots: AsyncSemaphore
+    /// The network's state, packs held open, uses recorded (see `Updater+Delivery`).
+    nonisolated let delivery: DeliveryState
     nonisolated var logger: Logger { configuration.logger }
 
     /// Creates an updater. Nothing is read or written until the first call.
     public init(configuration: UpdaterConfiguration) {
         self.configuration = configuration
         self.slots = AsyncSemaphore(slots: configuration.maxConcurrentPackages)
+        self.delivery = DeliveryState(network: configuration.initialNetwork)
         self.store = Store(
             layout: StoreLayout(root: configuration.root),
             metadata: configuration.store,

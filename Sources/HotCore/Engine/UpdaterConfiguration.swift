@@ -86,6 +86,20 @@ public struct UpdaterConfiguration: Sendable {
     /// A sync always checks each package's tree (one stat per package), and the packages a
     /// resolver found missing a file.
     public var quickCheckInterval: TimeInterval? = 86_400
+    /// Which downloads wait for an unmetered network (see ``NetworkPolicy``);
+    /// ``NetworkPolicy/standard`` by default.
+    public var network = NetworkPolicy.standard
+    /// The network the updater assumes until the app says otherwise
+    /// (``Updater/setNetworkConditions(_:)``): unmetered by default.
+    public var initialNetwork = NetworkConditions.unmetered
+    /// The storage budget of on-demand packs, applied after every sync (see
+    /// ``OnDemandBudget`` and ``Updater/evictOnDemandPacks(budget:)``); nil, the default,
+    /// evicts nothing unless asked.
+    public var onDemandBudget: OnDemandBudget?
+    /// How seldom a pack's last use is written to the store: ``Updater/install(id:)`` records
+    /// a use at most once per package per this interval (an hour by default), so asking for a
+    /// pack each time a screen opens costs no write.
+    public var usageRecordingInterval: TimeInterval = 3_600
 
     /// Creates a configuration.
     ///

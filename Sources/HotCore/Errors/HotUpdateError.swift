@@ -62,6 +62,7 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case certificateExpired
             case pinMismatch
             case insecureRedirect
+            case waitingForNetwork
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -177,6 +178,10 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let pinMismatch = Code(.pinMismatch)
         /// An `https` request was redirected to plain `http` (a downgrade), and refused.
         public static let insecureRedirect = Code(.insecureRedirect)
+        /// The package is larger than the network policy lets through on a metered or
+        /// constrained network (see `NetworkPolicy`): it is downloaded once the network is
+        /// unmetered. Not a failure of the package.
+        public static let waitingForNetwork = Code(.waitingForNetwork)
 
         public var description: String { value.rawValue }
     }

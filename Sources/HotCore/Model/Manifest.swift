@@ -32,6 +32,10 @@ public struct PackageDescriptor: Sendable, Hashable {
     /// exact figure is the unarchiver's limit (``ExtractOptions/maxTotalBytes``), and a package
     /// declaring more than ``UpdaterConfiguration/maxPackageBytes`` is refused before download.
     public var unpackedSize: Int64? = nil
+    /// When the package is downloaded (``DeliveryMode``): ``DeliveryMode/prefetch`` unless the
+    /// manifest says otherwise. A sync skips an ``DeliveryMode/onDemand`` package the app never
+    /// asked for.
+    public var delivery: DeliveryMode = .prefetch
 
     public init(
         id: String,

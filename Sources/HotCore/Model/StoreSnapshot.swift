@@ -45,6 +45,15 @@ public struct PackageState: RawRepresentable, Hashable, Sendable, Codable, Custo
     /// The package was deleted with every version (published, never stored: the record goes).
     public static let removed = PackageState(rawValue: "removed")
 
+    /// An on-demand pack was evicted to keep within the storage budget: deleted with every
+    /// version, downloaded again when asked for (published, never stored: the record goes).
+    public static let evicted = PackageState(rawValue: "evicted")
+
+    /// The download waits for an unmetered network (see ``NetworkPolicy``); a later sync
+    /// fetches it (published, never stored: the record says what is true, new or update
+    /// available).
+    public static let waitingForNetwork = PackageState(rawValue: "waitingForNetwork")
+
     /// Whether the state is only published while work runs and never committed.
     public var isTransient: Bool { self == .downloading || self == .verifying }
 
@@ -138,6 +147,11 @@ public struct PackageRecord: Codable, Sendable, Hashable {
     /// Versions a failed launch blocked: no sync downloads or restores them again (see
     /// ``PackageRecord/BlockedVersion``). Nil when none.
     public var blocked: [PackageRecord.BlockedVersion]?
+    /// When the app last asked for the package (``Updater/install(id:)``), by the device's
+    /// clock, written at most once per ``UpdaterConfiguration/usageRecordingInterval``: what
+    /// the on-demand storage budget evicts by, least recently used first. Nil when never
+    /// recorded: the active version's install time stands in.
+    public var lastUsedAt: Date?
 
     /// Creates a record.
     public init(

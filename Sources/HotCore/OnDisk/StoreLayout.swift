@@ -19,6 +19,8 @@ package struct StoreLayout: Sendable, Hashable {
     /// The name of the trust state file a manifest source keeps under the root (`trust.json`);
     /// the first change of a process sweeps its leftover temporary files.
     package static let trustFileName = "trust.json"
+    /// What the last manifest applied offered (``OfferedCatalog``), beside the snapshot.
+    package static let catalogFileName = "catalog.json"
 
     /// The store root.
     package let root: URL

@@ -10,7 +10,10 @@ extension Store {
     ///
     /// - Returns: The plan, and the states that changed.
     func recordPlan(_ manifest: Manifest) async throws -> (UpdatePlan, [UpdateEvent.StateChange]) {
-        try await transaction { transaction in
+        let catalog = try OfferedCatalog(manifest).encoded()
+        return try await transaction { transaction in
+            // What the manifest offers, for installs on demand (see `OfferedCatalog`).
+            try StoreStateFile.catalog.replace(root: transaction.layout.root, with: catalog)
             let plan = UpdatePlan.make(manifest: manifest, snapshot: transaction.snapshot)
             var changes: [UpdateEvent.StateChange] = []
             for entry in plan.packages {

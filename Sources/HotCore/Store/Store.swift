@@ -437,6 +437,7 @@ package actor Store {
             await metadata.removeLeftovers()
             await removeHookLeftovers(keeping: current.generation)
             StoreStateFile.trust.removeLeftovers(root: layout.root)
+            StoreStateFile.catalog.removeLeftovers(root: layout.root)
             outcome.add((try? await FileSystem.offload { sweeper.sweepTrees(current) }) ?? StoreSweeper.Outcome())
         }
         guard everyObject || outcome.needsObjectSweep else { return outcome.freed }

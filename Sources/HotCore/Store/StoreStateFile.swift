@@ -12,6 +12,9 @@ package struct StoreStateFile: Sendable {
     /// version trusted per channel, which no later manifest may go below.
     package static let trust = StoreStateFile(name: StoreLayout.trustFileName)
 
+    /// What the last manifest applied offered (`catalog.json`, see ``OfferedCatalog``).
+    package static let catalog = StoreStateFile(name: StoreLayout.catalogFileName)
+
     /// The file under `root`.
     package func url(root: URL) -> URL {
         root.appendingPathComponent(name, isDirectory: false)
@@ -48,6 +51,16 @@ package struct StoreStateFile: Sendable {
             }
             return result
         }
+    }
+
+    /// Replaces the file with `data` durably, when it differs; the caller holds the store's
+    /// exclusive lock (a store transaction).
+    ///
+    /// - Throws: `HotUpdateError.Code.fileSystem` when the file cannot be written.
+    func replace(root: URL, with data: Data) throws {
+        guard try read(root: root) != data else { return }
+        try FileSystem.createDirectory(root)
+        try FileSystem.replaceDurably(url(root: root), with: data)
     }
 
     /// Removes the temporaries an interrupted write left; under the exclusive lock.

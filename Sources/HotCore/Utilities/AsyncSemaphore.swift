@@ -1,11 +1,19 @@
 import Foundation
 
-/// Limits how many tasks hold a slot at once. Waiting is cancellable: a cancelled waiter
-/// leaves the queue and throws `CancellationError` without taking a slot.
+/// Limits how many tasks hold a slot at once. A free slot goes to the waiter of highest
+/// priority, in arrival order among equals. Waiting is cancellable: a cancelled waiter leaves
+/// the queue and throws `CancellationError` without taking a slot.
 final class AsyncSemaphore: Sendable {
+    private struct Waiter {
+        var id: UUID
+        var priority: Int
+        var tag: String?
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+
     private struct State {
         var available: Int
-        var waiters: [(id: UUID, continuation: CheckedContinuation<Void, any Error>)] = []
+        var waiters: [Waiter] = []
     }
 
     private let state: Locked<State>
@@ -15,10 +23,14 @@ final class AsyncSemaphore: Sendable {
         state = Locked(State(available: max(1, slots)))
     }
 
-    /// Takes a slot, waiting for one in arrival order.
+    /// Takes a slot, waiting for one behind every waiter of higher or equal priority that
+    /// came first.
     ///
+    /// - Parameters:
+    ///   - priority: Higher goes first.
+    ///   - tag: Names the waiter for ``raise(tag:to:)``.
     /// - Throws: `CancellationError` when the task is cancelled while it waits.
-    func acquire() async throws {
+    func acquire(priority: Int = 0, tag: String? = nil) async throws {
         let id = UUID()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -29,7 +41,7 @@ final class AsyncSemaphore: Sendable {
                         state.available -= 1
                         return .acquired
                     }
-                    state.waiters.append((id, continuation))
+                    state.waiters.append(Waiter(id: id, priority: priority, tag: tag, continuation: continuation))
                     return .waiting
                 }
                 switch outcome {
@@ -46,14 +58,29 @@ final class AsyncSemaphore: Sendable {
         }
     }
 
-    /// Gives a slot back, to the first waiter if any.
+    /// Raises the priority of the waiters tagged `tag` to at least `priority` (a user now
+    /// waits for what a background download queued).
+    func raise(tag: String, to priority: Int) {
+        state.withLock { state in
+            for index in state.waiters.indices where state.waiters[index].tag == tag {
+                state.waiters[index].priority = max(state.waiters[index].priority, priority)
+            }
+        }
+    }
+
+    /// How many tasks wait for a slot (for tests).
+    var waiting: Int { state.withLock { $0.waiters.count } }
+
+    /// Gives a slot back, to the first waiter of the highest priority if any.
     func release() {
         let next = state.withLock { state -> CheckedContinuation<Void, any Error>? in
-            guard !state.waiters.isEmpty else {
+            guard let top = state.waiters.map(\.priority).max(),
+                let index = state.waiters.firstIndex(where: { $0.priority == top })
+            else {
                 state.available += 1
                 return nil
             }
-            return state.waiters.removeFirst().continuation
+            return state.waiters.remove(at: index).continuation
         }
         next?.resume()
     }

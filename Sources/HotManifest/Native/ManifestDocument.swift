@@ -39,6 +39,8 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
         public var deltas: [DeltaEntry]?
         /// The password of the archive and its deltas, if they are encrypted.
         public var password: String?
+        /// When the client downloads the package; absent means `DeliveryMode.prefetch`.
+        public var delivery: DeliveryMode?
 
         /// Creates an entry.
         public init(
@@ -91,6 +93,7 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
             descriptor.caseSensitive = caseSensitive ?? false
             descriptor.deltas = try (deltas ?? []).compactMap { try $0.delta(relativeTo: baseURL, packageID: id) }
             descriptor.password = password
+            descriptor.delivery = delivery?.effective ?? .prefetch
             return descriptor
         }
     }

@@ -164,6 +164,7 @@ public struct ReleasePolicy: Sendable {
             entry.unpackedSize = chosen.unpackedSize
             entry.caseSensitive = chosen.caseSensitive
             entry.password = chosen.password
+            entry.delivery = package.delivery
             offered.append(try entry.descriptor(relativeTo: baseURL))
         }
         return try Manifest(

@@ -104,6 +104,10 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         /// The percentage (0–100) of clients that get the current release; the others
         /// get the previous one. Nil means everyone.
         public var rollout: Int?
+        /// When clients download the package (`hot pack --delivery`, `hot release --delivery`);
+        /// absent means `DeliveryMode.prefetch`, and manifests that never set it stay
+        /// byte-identical. Clients older than delivery modes ignore it and prefetch.
+        public var delivery: DeliveryMode?
 
         /// Creates a package entry.
         public init(
@@ -133,6 +137,7 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
             minAppVersion = try container.decodeIfPresent(String.self, forKey: .minAppVersion)
             maxAppVersion = try container.decodeIfPresent(String.self, forKey: .maxAppVersion)
             rollout = try container.decodeIfPresent(Int.self, forKey: .rollout)
+            delivery = try container.decodeIfPresent(DeliveryMode.self, forKey: .delivery)
         }
 
         /// The current release, if any.
