@@ -19,7 +19,8 @@ let package = Package(
     name: "HotUpdateConsole",
     platforms: [.macOS(.v14)],
     products: [
-        .executable(name: "hot-server", targets: ["hot-server"])
+        .executable(name: "hot-server", targets: ["hot-server"]),
+        .executable(name: "hot-server-bench", targets: ["hot-server-bench"]),
     ],
     dependencies: [
         .package(name: "HotUpdate", path: ".."),
@@ -48,6 +49,14 @@ let package = Package(
             dependencies: [
                 "HotServerKit", hot("HotCore"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The collector's throughput against direct inserts, and its memory under a flood.
+        .executableTarget(
+            name: "hot-server-bench",
+            dependencies: [
+                "HotServerKit",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -229,11 +229,11 @@ extension TelemetryBatch {
         return date
     }
 
+    // Made once: an ISO8601DateFormatter per date was most of a batch's parse time.
+    private static let plainDate = Date.ISO8601FormatStyle()
+    private static let fractionalDate = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
     private static func parseDate(_ text: String) -> Date? {
-        let plain = ISO8601DateFormatter()
-        if let date = plain.date(from: text) { return date }
-        let fractional = ISO8601DateFormatter()
-        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return fractional.date(from: text)
+        (try? plainDate.parse(text)) ?? (try? fractionalDate.parse(text))
     }
 }
