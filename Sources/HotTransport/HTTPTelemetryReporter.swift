@@ -147,7 +147,7 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
     ///   - options: How the reporter batches.
     ///   - logger: Where failed batches are logged (at debug level).
     ///   - sleep: Waits between flushes; tests pass one they control.
-    public init(
+    public convenience init(
         url: URL,
         transport: any Transport,
         clientID: String,
@@ -155,13 +155,34 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
         logger: Logger = Logger(label: "HotUpdate.telemetry"),
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     ) {
+        self.init(
+            url: url,
+            transport: transport,
+            clientID: clientID,
+            options: options,
+            logger: logger,
+            sleep: sleep,
+            spool: nil
+        )
+    }
+
+    /// The one initializer the public ones call.
+    private init(
+        url: URL,
+        transport: any Transport,
+        clientID: String,
+        options: Options,
+        logger: Logger,
+        sleep: @escaping @Sendable (Duration) async throws -> Void,
+        spool: TelemetrySpool?
+    ) {
         self.url = url
         self.transport = transport
         self.clientID = clientID
         self.options = options
         self.logger = logger
         self.sleep = sleep
-        self.spool = nil
+        self.spool = spool
     }
 
     /// Creates a reporter with a client identifier of your own whose unsent events are kept
@@ -176,7 +197,7 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
     ///   - logger: Where failed batches are logged (at debug level).
     ///   - sleep: Waits between flushes; tests pass one they control.
     /// - Throws: `HotUpdateError.Code.fileSystem` when the directory cannot be created.
-    public init(
+    public convenience init(
         url: URL,
         transport: any Transport,
         clientID: String,
@@ -185,13 +206,15 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
         logger: Logger = Logger(label: "HotUpdate.telemetry"),
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     ) throws {
-        self.url = url
-        self.transport = transport
-        self.clientID = clientID
-        self.options = options
-        self.logger = logger
-        self.sleep = sleep
-        self.spool = try TelemetrySpool(directory: queueDirectory, bound: options.maxQueuedEvents)
+        self.init(
+            url: url,
+            transport: transport,
+            clientID: clientID,
+            options: options,
+            logger: logger,
+            sleep: sleep,
+            spool: try TelemetrySpool(directory: queueDirectory, bound: options.maxQueuedEvents)
+        )
     }
 
     /// The directory under a store root that holds the reporter's queue.
