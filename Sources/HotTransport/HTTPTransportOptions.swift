@@ -192,12 +192,6 @@ extension TransportRequest {
 }
 
 extension Duration {
-    /// The duration in seconds.
-    var timeInterval: TimeInterval {
-        let (seconds, attoseconds) = components
-        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
-    }
-
     /// The duration in whole milliseconds, `Int.max` when it does not fit.
     var clampedMilliseconds: Int {
         let (seconds, attoseconds) = components

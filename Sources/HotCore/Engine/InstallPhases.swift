@@ -42,8 +42,7 @@ final class PhaseRecorder: Sendable {
         let clock = ContinuousClock()
         let start = clock.now
         defer {
-            let elapsed = clock.now - start
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let seconds = (clock.now - start).timeInterval
             recorder.phases.withLock { $0[keyPath: phase] += seconds }
         }
         return try await body()

@@ -32,7 +32,7 @@ extension Updater {
         let fetched = clock.now - start
         report(TelemetryEvent(kind: .check, manifestVersion: manifest.version))
         var result = try await apply(manifest)
-        result.manifestSeconds = Double(fetched.components.seconds) + Double(fetched.components.attoseconds) / 1e18
+        result.manifestSeconds = fetched.timeInterval
         return result
     }
 

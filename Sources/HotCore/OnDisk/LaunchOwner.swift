@@ -37,8 +37,7 @@ package final class LaunchOwner: Sendable {
 
     /// How long ago the launch began, in seconds.
     var secondsSinceBegan: TimeInterval {
-        let elapsed = ContinuousClock.now - began
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        (ContinuousClock.now - began).timeInterval
     }
 
     /// The owner file of the launch of `token`.

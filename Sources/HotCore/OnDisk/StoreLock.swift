@@ -133,8 +133,7 @@ package final class StoreLock: @unchecked Sendable {
                 noticed = true
                 wait.onWait?(holder(of: descriptor))
             }
-            let (seconds, attoseconds) = pause.components
-            Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) / 1e18)
+            Thread.sleep(forTimeInterval: pause.timeInterval)
             pause = min(pause * 2, .milliseconds(50))
         }
     }
