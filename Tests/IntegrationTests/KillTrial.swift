@@ -42,10 +42,7 @@ extension KillRig {
             environment: ["HOT_ABORT_AT": point],
             log: logs.appendingPathComponent("run.log")
         )
-        if let delay {
-            try await Task.sleep(for: delay)
-            run.kill()
-        }
+        if let delay { run.kill(after: delay) }
         let ending = await run.wait()
         let died: Bool
         switch ending {

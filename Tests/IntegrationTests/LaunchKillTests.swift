@@ -132,8 +132,7 @@ struct LaunchKillTests {
                 log: rig.logs.appendingPathComponent("kill-\(index).log"),
                 executable: "LaunchGuard"
             )
-            try await Task.sleep(for: .milliseconds(delay))
-            run.kill()
+            run.kill(after: .milliseconds(delay))
             // Only the ending tells whether the kill landed: a launch that had just exited
             // (not yet reaped) takes the signal without dying of it.
             let ending = await run.wait()

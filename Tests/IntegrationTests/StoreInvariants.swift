@@ -87,6 +87,17 @@ final class HotRun: @unchecked Sendable {
         return sendSignal(process.processIdentifier, SIGKILL) == 0
     }
 
+    /// Sends SIGKILL after `delay`, timed on a thread of its own: a task sleeping on the
+    /// cooperative pool can wake seconds late while other tests hold its few threads, and a
+    /// short run has then finished before the kill it was meant to take.
+    func kill(after delay: Duration) {
+        let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+        Thread { [self] in
+            if seconds > 0 { Thread.sleep(forTimeInterval: seconds) }
+            kill()
+        }.start()
+    }
+
     /// The process id: of the executable, the wrapper's child when it runs under one (0
     /// while the wrapper has not started it).
     var processIdentifier: Int32 {
