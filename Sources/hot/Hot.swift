@@ -9,7 +9,8 @@ struct Hot: AsyncParsableCommand {
         commandName: "hot",
         abstract: "Publish, install and inspect HotUpdate packages.",
         subcommands: [
-            Keygen.self, Pack.self, Release.self, Rollback.self, Disable.self, Enable.self, Sign.self, Verify.self,
+            Keygen.self, Pack.self, Release.self, Rollback.self, Rollout.self, Disable.self, Enable.self, Sign.self,
+            Verify.self,
             Sync.self, Install.self, Status.self, Resolve.self, Unpack.self, Delete.self, GarbageCollect.self,
             Repair.self,
             Unblock.self,

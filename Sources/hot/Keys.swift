@@ -74,7 +74,10 @@ struct Sign: AsyncParsableCommand {
             --expires takes a duration (30d, 12h, 15m, 2s) or an ISO 8601 time; 30 days by \
             default. The manifest declares the keys allowed to sign the next one: on the first \
             signing the signing keys, later the same keys unless --trusted-key lists new ones \
-            (key rotation: sign with a threshold of the old keys and of the new ones).
+            (key rotation: sign with a threshold of the old keys and of the new ones). \
+            --rollout-key delegates rollout steps (`hot rollout`) to keys that can change \
+            percentages and roll back to a listed release, and nothing else; the role is kept \
+            until --rollout-key names others or --no-rollout-role removes it.
             """
     )
 
@@ -95,6 +98,21 @@ struct Sign: AsyncParsableCommand {
     @Option(help: "How many declared keys must sign (kept when omitted; 1 at first).")
     var threshold: Int?
 
+    @Option(
+        name: .customLong("rollout-key"),
+        help: "A public key of the rollout role (repeatable; replaces the role's keys)."
+    )
+    var rolloutKeys: [String] = []
+
+    @Option(help: "How many rollout role keys must sign a step (kept when omitted; 1 at first).")
+    var rolloutThreshold: Int?
+
+    @Option(help: "How long after this signing the role's steps may expire (14d by default, kept when omitted).")
+    var rolloutLifetime: String?
+
+    @Flag(help: "Remove the rollout role: only release keys sign from now on.")
+    var noRolloutRole = false
+
     func run() async throws {
         try await runReportingErrors {
             guard !keys.isEmpty else { throw ValidationError("give at least one --key") }
@@ -102,15 +120,7 @@ struct Sign: AsyncParsableCommand {
             let now = Date()
             let expiry = try parseExpiry(expires, now: now)
             guard expiry > now else { throw ValidationError("--expires \(expires) is in the past") }
-            let signers = try keys.map { path -> CryptoSigner in
-                let pem: String
-                do {
-                    pem = try String(contentsOfFile: path, encoding: .utf8)
-                } catch {
-                    throw HotUpdateError.wrap(error, as: .notFound, "cannot read the private key \(path)")
-                }
-                return try CryptoSigner(privateKeyPEM: pem)
-            }
+            let signers = try keys.map { try readSigner($0) }
             let verifier = CryptoVerifier()
             let files = repository.files
             var body = try files.loadBody(channel: repository.channel)
@@ -124,6 +134,7 @@ struct Sign: AsyncParsableCommand {
             guard body.threshold <= body.keys.count else {
                 throw ValidationError("the threshold \(body.threshold) is above the \(body.keys.count) declared keys")
             }
+            try setRolloutRole(&body, verifier: verifier)
             try PathCollision.check(body.packages.map(\.id), caseSensitive: false, what: "the manifest's package ids")
             body.version += 1
             body.expires = expiry
@@ -143,6 +154,52 @@ struct Sign: AsyncParsableCommand {
                 "signed \(files.manifestPath(channel: repository.channel)) version \(body.version), expires \(SignedManifestBody.rfc3339(expiry)), \(envelope.signatures.count) signature(s)"
             )
         }
+    }
+
+    /// Applies the rollout role options to `body`.
+    private func setRolloutRole(_ body: inout SignedManifestBody, verifier: CryptoVerifier) throws {
+        if noRolloutRole {
+            guard rolloutKeys.isEmpty, rolloutThreshold == nil, rolloutLifetime == nil else {
+                throw ValidationError("--no-rollout-role goes with no other --rollout option")
+            }
+            body.rolloutRole = nil
+            return
+        }
+        var role = body.rolloutRole
+        if !rolloutKeys.isEmpty {
+            let keys = try keyTable(readPublicKeys(rolloutKeys), verifier: verifier)
+            if let overlap = keys.keys.first(where: { body.keys[$0] != nil }) {
+                throw ValidationError(
+                    "the rollout key \(overlap.prefix(12)) is a release key too; a rollout role needs keys of its own"
+                )
+            }
+            role = RolloutRole(
+                keys: keys,
+                threshold: role?.threshold ?? 1,
+                maxLifetime: role?.maxLifetime ?? 14 * 86_400
+            )
+        }
+        guard var role else {
+            if rolloutThreshold != nil || rolloutLifetime != nil {
+                throw ValidationError("the manifest has no rollout role: give --rollout-key")
+            }
+            return
+        }
+        if let rolloutThreshold { role.threshold = rolloutThreshold }
+        if let rolloutLifetime {
+            let now = Date()
+            let until = try parseExpiry(rolloutLifetime, now: now)
+            guard until > now else {
+                throw ValidationError("--rollout-lifetime \(rolloutLifetime) is not in the future")
+            }
+            role.maxLifetime = Int(until.timeIntervalSince(now).rounded())
+        }
+        guard role.threshold >= 1, role.threshold <= role.keys.count else {
+            throw ValidationError(
+                "the rollout threshold \(role.threshold) is not between 1 and the role's \(role.keys.count) keys"
+            )
+        }
+        body.rolloutRole = role
     }
 
     private func keyTable(_ keys: [PublicKey], verifier: CryptoVerifier) throws -> [String: SignedManifestBody.Key] {

@@ -95,7 +95,8 @@ struct RepositoryFiles {
         }
         let data = try manifestData(channel: channel)
         if let envelope = try SignedEnvelope.read(data) {
-            return try SignedManifestBody.decode(envelope.signed)
+            // A rollout step signed by the rollout role is kept: the next release starts from it.
+            return try envelope.effectiveBody(verifier: CryptoVerifier())
         }
         let document = try ManifestDocument.decode(data)
         var body = SignedManifestBody(version: document.version ?? 0, channel: channel)

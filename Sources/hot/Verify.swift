@@ -54,9 +54,10 @@ struct Verify: AsyncParsableCommand {
         let body: SignedManifestBody
         do {
             guard let envelope = try SignedEnvelope.read(data) else { return (nil, ["\(name): not signed (schema 1)"]) }
-            body = try SignedManifestBody.decode(envelope.signed)
+            let release = try SignedManifestBody.decode(envelope.signed)
             for (keys, needed, whose) in [
-                (trusted, threshold, "trusted"), (try body.keyTable(verifier: verifier), body.threshold, "declared"),
+                (trusted, threshold, "trusted"),
+                (try release.keyTable(verifier: verifier), release.threshold, "declared"),
             ] {
                 do {
                     try envelope.tally(keys: keys, verifier: verifier).require(needed, whose: whose)
@@ -64,6 +65,15 @@ struct Verify: AsyncParsableCommand {
                     problems.append("\(name): \(error.message)")
                 }
             }
+            if let rollout = envelope.rollout, let role = release.rolloutRole {
+                do {
+                    try rollout.tally(role: role, verifier: verifier).require(role.threshold, whose: "rollout role")
+                } catch let error as HotUpdateError {
+                    problems.append("\(name): the rollout part: \(error.message)")
+                }
+            }
+            // The manifest clients act on: the rollout part's limits are checked here.
+            body = try envelope.effectiveBody(verifier: verifier)
         } catch let error as HotUpdateError {
             return (nil, problems + ["\(name): \(error.message)"])
         } catch {

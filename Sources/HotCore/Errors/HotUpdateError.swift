@@ -63,6 +63,7 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case pinMismatch
             case insecureRedirect
             case waitingForNetwork
+            case rolloutRoleExceeded
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -182,6 +183,11 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         /// constrained network (see `NetworkPolicy`): it is downloaded once the network is
         /// unmetered. Not a failure of the package.
         public static let waitingForNetwork = Code(.waitingForNetwork)
+        /// A manifest's rollout part, signed by the rollout role the release keys delegate to,
+        /// changes something that role may not: a package the release does not list, a
+        /// release it does not name, an expiry past the role's bound, or a release manifest
+        /// other than its own (see `RolloutRole`).
+        public static let rolloutRoleExceeded = Code(.rolloutRoleExceeded)
 
         public var description: String { value.rawValue }
     }

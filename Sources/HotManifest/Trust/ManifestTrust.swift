@@ -152,22 +152,21 @@ struct ManifestAuthenticator: Sendable {
                 subject: subject
             )
 
-            let body = try SignedManifestBody.decode(envelope.signed)
-            guard body.channel == context.channel else {
+            let release = try SignedManifestBody.decode(envelope.signed)
+            guard release.channel == context.channel else {
                 throw HotUpdateError(
                     .manifestInvalid,
-                    "the manifest is for channel '\(body.channel ?? "(none)")', this client follows '\(context.channel ?? "(none)")'",
+                    "the manifest is for channel '\(release.channel ?? "(none)")', this client follows '\(context.channel ?? "(none)")'",
                     subject: subject
                 )
             }
-            let declared = try body.keyTable(verifier: verifier)
+            let declared = try release.keyTable(verifier: verifier)
             try envelope.tally(keys: declared, verifier: verifier).require(
-                body.threshold,
+                release.threshold,
                 whose: "declared",
                 subject: subject
             )
-
-            let signedSHA256 = try verifier.digest(of: envelope.signed, using: .sha256).hex
+            let (body, signedSHA256) = try applyingRollout(envelope, to: release, subject: subject)
             // The signatures hold: the signing time is trustworthy, and so is the clock up to a
             // bound. The floor they raise is kept whatever is decided next.
             let clock = now()
@@ -209,6 +208,37 @@ struct ManifestAuthenticator: Sendable {
             return .success(.signed(body))
         }
         .get()
+    }
+
+    /// The manifest to act on and the digest that identifies it: the release manifest, or,
+    /// when a rollout part is served with it, that part applied after a threshold of the
+    /// rollout role the release keys declare signed it. The digest then covers both parts, so
+    /// one version with another rollout part is refused as other content.
+    private func applyingRollout(
+        _ envelope: SignedEnvelope,
+        to release: SignedManifestBody,
+        subject: String
+    ) throws -> (SignedManifestBody, String) {
+        let releaseSHA256 = try verifier.digest(of: envelope.signed, using: .sha256).hex
+        guard let rollout = envelope.rollout else { return (release, releaseSHA256) }
+        do {
+            guard let role = release.rolloutRole else {
+                throw HotUpdateError(
+                    .rolloutRoleExceeded,
+                    "the manifest carries a rollout part but its release keys declare no rollout role"
+                )
+            }
+            try rollout.tally(role: role, verifier: verifier).require(role.threshold, whose: "rollout role")
+            let body = try RolloutPart.decode(rollout.signed).apply(
+                to: release,
+                releaseSHA256: releaseSHA256,
+                role: role
+            )
+            return (body, try verifier.digest(of: envelope.signed + rollout.signed, using: .sha256).hex)
+        } catch var error as HotUpdateError {
+            error.subject = error.subject ?? subject
+            throw error
+        }
     }
 
     /// Refuses a signed body whose version goes below what is trusted (rollback), or that
@@ -275,7 +305,7 @@ struct ManifestAuthenticator: Sendable {
     /// its channel and expiry still hold. A body never signed (`hot pack` writes its expiry
     /// as the epoch until `hot sign` sets one) has no expiry to check.
     private func checkedUnverified(_ envelope: SignedEnvelope, subject: String) throws -> SignedManifestBody {
-        let body = try SignedManifestBody.decode(envelope.signed)
+        let body = try envelope.effectiveBody(verifier: verifier)
         guard body.channel == context.channel else {
             throw HotUpdateError(
                 .manifestInvalid,

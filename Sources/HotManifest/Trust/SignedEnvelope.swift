@@ -31,15 +31,61 @@ public struct SignedEnvelope: Sendable, Hashable {
         }
     }
 
+    /// A rollout step served with the release manifest: the exact bytes of a
+    /// ``RolloutPart`` and the rollout role's signatures over them.
+    public struct Rollout: Sendable, Hashable {
+        /// The rollout part, byte for byte as served.
+        public var signed: Data
+        /// The rollout role's signatures, in the order served.
+        public var signatures: [Signature]
+
+        /// Creates a served rollout part.
+        public init(signed: Data, signatures: [Signature]) {
+            self.signed = signed
+            self.signatures = signatures
+        }
+
+        /// Checks every signature against the keys of `role`.
+        package func tally(role: RolloutRole, verifier: any Verifier) throws -> Tally {
+            try SignedEnvelope(signed: signed, signatures: signatures)
+                .tally(keys: try role.keyTable(verifier: verifier), verifier: verifier)
+        }
+    }
+
     /// The signed part, byte for byte as served.
     public var signed: Data
     /// The signatures, in the order served.
     public var signatures: [Signature]
+    /// The rollout role's step over the signed part, when one is served (`hot rollout`).
+    public var rollout: Rollout?
 
     /// Creates an envelope.
-    public init(signed: Data, signatures: [Signature]) {
+    public init(signed: Data, signatures: [Signature], rollout: Rollout? = nil) {
         self.signed = signed
         self.signatures = signatures
+        self.rollout = rollout
+    }
+
+    /// The manifest as clients act on it, signatures unchecked (for publishing tools): the
+    /// signed part, with the rollout part applied when there is one.
+    ///
+    /// - Throws: As ``SignedManifestBody/decode(_:)`` and ``RolloutPart/apply(to:releaseSHA256:role:)``,
+    ///   and `HotUpdateError.Code.rolloutRoleExceeded` for a rollout part in a manifest that
+    ///   declares no rollout role.
+    public func effectiveBody(verifier: any Verifier) throws -> SignedManifestBody {
+        let body = try SignedManifestBody.decode(signed)
+        guard let rollout else { return body }
+        guard let role = body.rolloutRole else {
+            throw HotUpdateError(
+                .rolloutRoleExceeded,
+                "the manifest carries a rollout part but its release keys declare no rollout role"
+            )
+        }
+        return try RolloutPart.decode(rollout.signed).apply(
+            to: body,
+            releaseSHA256: try verifier.digest(of: signed, using: .sha256).hex,
+            role: role
+        )
     }
 
     /// Whether `data` is an envelope (a JSON object with a `signed` key, read by the strict
@@ -89,35 +135,65 @@ public struct SignedEnvelope: Sendable, Hashable {
         guard let signedRange = spans["signed"], data[signedRange.lowerBound] == UInt8(ascii: "{") else {
             throw HotUpdateError(.manifestInvalid, "the manifest's \"signed\" part is not an object")
         }
-        var signatures: [Signature] = []
-        if let range = spans["signatures"] {
-            do {
-                signatures = try JSONDecoder().decode([Signature].self, from: Data(data[range]))
-            } catch {
-                throw HotUpdateError.wrap(
-                    error,
-                    as: .manifestInvalid,
-                    "\"signatures\" is not a list of {keyid, sig}"
+        var rollout: Rollout?
+        if let range = spans["rollout"] {
+            let part = Data(data[range])
+            guard case .object(let partSpans) = try StrictJSON.read(part, what: "the rollout part"),
+                let partSigned = partSpans["signed"], part[partSigned.lowerBound] == UInt8(ascii: "{")
+            else {
+                throw HotUpdateError(
+                    .manifestInvalid,
+                    "the manifest's \"rollout\" is not an object with a \"signed\" object"
                 )
             }
+            rollout = Rollout(
+                signed: Data(part[partSigned]),
+                signatures: try signatures(in: part, at: partSpans["signatures"])
+            )
         }
-        return SignedEnvelope(signed: Data(data[signedRange]), signatures: signatures)
+        return SignedEnvelope(
+            signed: Data(data[signedRange]),
+            signatures: try signatures(in: data, at: spans["signatures"]),
+            rollout: rollout
+        )
     }
 
-    /// The envelope as it is served: signatures first, then the signed bytes verbatim.
+    private static func signatures(in data: Data, at range: Range<Data.Index>?) throws -> [Signature] {
+        guard let range else { return [] }
+        do {
+            return try JSONDecoder().decode([Signature].self, from: Data(data[range]))
+        } catch {
+            throw HotUpdateError.wrap(error, as: .manifestInvalid, "\"signatures\" is not a list of {keyid, sig}")
+        }
+    }
+
+    /// The envelope as it is served: the rollout part when there is one, the signatures,
+    /// then the signed bytes verbatim.
     public func encoded() throws -> Data {
+        var data = Data("{\n".utf8)
+        if let rollout {
+            data.append(contentsOf: Array("  \"rollout\": {\n".utf8))
+            data.append(try Self.encode(rollout.signatures, signed: rollout.signed, indent: "    "))
+            data.append(contentsOf: Array("\n  },\n".utf8))
+        }
+        data.append(try Self.encode(signatures, signed: signed, indent: "  "))
+        data.append(contentsOf: Array("\n}\n".utf8))
+        return data
+    }
+
+    /// `"signatures": [...], "signed": BYTES` at `indent`.
+    private static func encode(_ signatures: [Signature], signed: Data, indent: String) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         var lines: [String] = []
         for signature in signatures {
-            lines.append("    " + String(decoding: try encoder.encode(signature), as: UTF8.self))
+            lines.append(indent + "  " + String(decoding: try encoder.encode(signature), as: UTF8.self))
         }
-        var text = "{\n  \"signatures\": ["
-        text += lines.isEmpty ? "]" : "\n" + lines.joined(separator: ",\n") + "\n  ]"
-        text += ",\n  \"signed\": "
+        var text = indent + "\"signatures\": ["
+        text += lines.isEmpty ? "]" : "\n" + lines.joined(separator: ",\n") + "\n\(indent)]"
+        text += ",\n\(indent)\"signed\": "
         var data = Data(text.utf8)
         data.append(signed)
-        data.append(contentsOf: Array("\n}\n".utf8))
         return data
     }
 

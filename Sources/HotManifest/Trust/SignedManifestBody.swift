@@ -173,10 +173,13 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
     public var threshold: Int
     /// The packages.
     public var packages: [Package]
+    /// The keys that may sign rollout steps of this manifest (``RolloutPart``), and their
+    /// bounds; nil when only the release keys sign. Manifests without it stay byte-identical.
+    public var rolloutRole: RolloutRole?
 
     private enum CodingKeys: String, CodingKey {
         case type = "_type"
-        case schema, version, expires, signedAt, channel, keys, threshold, packages
+        case schema, version, expires, signedAt, channel, keys, threshold, packages, rolloutRole
     }
 
     /// Creates a body.
@@ -206,7 +209,7 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         _ = try StrictJSON.read(data, what: "the signed manifest")
         let body: SignedManifestBody
         do {
-            body = try decoder.decode(SignedManifestBody.self, from: data)
+            body = try jsonDecoder.decode(SignedManifestBody.self, from: data)
         } catch {
             throw HotUpdateError.wrap(error, as: .manifestInvalid, "the signed manifest is not valid schema-2 JSON")
         }
@@ -219,6 +222,20 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         guard body.threshold >= 1 else {
             throw HotUpdateError(.manifestInvalid, "the manifest's threshold \(body.threshold) is below 1")
         }
+        if let role = body.rolloutRole {
+            guard role.threshold >= 1, role.threshold <= role.keys.count else {
+                throw HotUpdateError(
+                    .manifestInvalid,
+                    "the rollout role's threshold \(role.threshold) is not between 1 and its \(role.keys.count) keys"
+                )
+            }
+            guard role.maxLifetime > 0 else {
+                throw HotUpdateError(
+                    .manifestInvalid,
+                    "the rollout role's maxLifetime \(role.maxLifetime) is not positive"
+                )
+            }
+        }
         if let signedAt = body.signedAt, signedAt > body.expires {
             throw HotUpdateError(
                 .manifestInvalid,
@@ -230,6 +247,11 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
 
     /// The bytes to sign and serve: sorted keys, indented, RFC 3339 UTC dates.
     public func canonicalBytes() throws -> Data {
+        try Self.canonicalEncoding(self, what: "the manifest")
+    }
+
+    /// `value` as signed documents are written: sorted keys, indented, RFC 3339 UTC dates.
+    static func canonicalEncoding(_ value: some Encodable, what: String) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .custom { date, encoder in
@@ -237,9 +259,9 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
             try container.encode(SignedManifestBody.rfc3339(date))
         }
         do {
-            return try encoder.encode(self)
+            return try encoder.encode(value)
         } catch {
-            throw HotUpdateError.wrap(error, as: .internalInconsistency, "cannot encode the manifest")
+            throw HotUpdateError.wrap(error, as: .internalInconsistency, "cannot encode \(what)")
         }
     }
 
@@ -299,7 +321,8 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         return fractional.date(from: text)
     }
 
-    private static var decoder: JSONDecoder {
+    /// Reads signed documents: RFC 3339 dates.
+    static var jsonDecoder: JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()

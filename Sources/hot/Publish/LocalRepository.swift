@@ -1,6 +1,7 @@
 import Foundation
 import HotCore
 import HotManifest
+import HotVerify
 
 /// What a repository on disk offers for publishing: its immutable files and its manifests.
 struct LocalRepository {
@@ -58,7 +59,7 @@ struct LocalRepository {
         guard let envelope = try SignedEnvelope.read(data) else {
             throw HotUpdateError(.manifestUnsigned, "not a signed manifest (schema 1 is not published)", subject: path)
         }
-        let body = try SignedManifestBody.decode(envelope.signed)
+        let body = try envelope.effectiveBody(verifier: CryptoVerifier())
         var named = Set<String>()
         for package in body.packages {
             for version in package.versions {

@@ -1,0 +1,279 @@
+import Foundation
+import HotCore
+import HotManifest
+import HotTestServers
+import HotTesting
+import HotVerify
+import Testing
+
+/// The rollout role, over nginx on 127.0.0.1: the release keys delegate rollout steps to a
+/// key that can change percentages and roll back to a release they listed, and the client
+/// refuses every step that does more, keeping what it installed.
+@Suite("The rollout role: what a rollout key can and cannot do")
+struct RolloutRoleTests {
+    /// A repository whose release manifest (version 1, signed by `release`) releases app 1
+    /// then 2, lists 3 unreleased, and delegates rollout steps to `rollout`, valid an hour
+    /// past its signing.
+    struct Rig {
+        let release: CryptoSigner
+        let rollout: CryptoSigner
+        let repository: SignedRepository
+        let releaseBytes: Data
+        let server: NginxServer
+
+        var releaseSHA256: String {
+            get throws {
+                try CryptoVerifier().digest(of: SignedEnvelope.parse(releaseBytes).signed, using: .sha256).hex
+            }
+        }
+
+        var url: URL { repository.url(on: server) }
+
+        /// A client that trusts the release key and accepted the release manifest: app 2.
+        func client() async throws -> SignedClient {
+            let client = try SignedClient(trust: .signed(by: [release.publicKey]))
+            try repository.write(releaseBytes)
+            #expect(try await client.sync(url).failures.isEmpty)
+            #expect(try await client.active() == ["app 2"])
+            return client
+        }
+
+        /// Serves the release manifest with `part` signed by `signers`.
+        @discardableResult
+        func serve(_ part: RolloutPart, signedBy signers: [any Signer], release bytes: Data? = nil) throws -> Data {
+            var envelope = try SignedEnvelope.parse(bytes ?? releaseBytes)
+            let signed = try part.canonicalBytes()
+            envelope.rollout = SignedEnvelope.Rollout(
+                signed: signed,
+                signatures: try SignedEnvelope.sign(signed, with: signers, verifier: CryptoVerifier()).signatures
+            )
+            return try repository.write(envelope.encoded())
+        }
+
+        /// A step of version `version` for app, expiring in half an hour.
+        func part(current: String = "2", rollout: Int? = 0, version: Int = 2) throws -> RolloutPart {
+            RolloutPart(
+                release: try releaseSHA256,
+                version: version,
+                signedAt: Date(),
+                expires: Date().addingTimeInterval(1_800),
+                packages: [RolloutPart.Package(id: "app", current: current, rollout: rollout)]
+            )
+        }
+    }
+
+    static func makeRig(role: Bool = true) async throws -> Rig {
+        let release = try CryptoSigner.generate()
+        let rollout = try CryptoSigner.generate()
+        let repository = try SignedRepository(keys: [release])
+        for version in ["1", "2"] { try repository.pack(releaseFiles(version), id: "app", version: version) }
+        try repository.pack(releaseFiles("3"), id: "app", version: "3", release: false)
+        if role {
+            let id = try CryptoVerifier().keyID(of: rollout.publicKey)
+            repository.body.rolloutRole = RolloutRole(keys: [id: .init(rollout.publicKey)], maxLifetime: 3_600)
+        }
+        repository.body.signedAt = Date()
+        let bytes = try repository.sign(with: [release], expires: Date().addingTimeInterval(1_200))
+        let server = try await NginxServer.start(root: repository.directory)
+        return Rig(release: release, rollout: rollout, repository: repository, releaseBytes: bytes, server: server)
+    }
+
+    @Test("a rollout key lowers the percentage and rolls back; the release keys then release again")
+    func allowedSteps() async throws {
+        let rig = try await Self.makeRig()
+        let client = try await rig.client()
+        // 0%: every client gets the release before the current one.
+        try rig.serve(try rig.part(rollout: 0), signedBy: [rig.rollout])
+        #expect(try await client.sync(rig.url).failures.isEmpty)
+        #expect(try await client.active() == ["app 1"])
+        #expect(try TrustState.load(root: client.root).channels[""]?.version == 2)
+        // 100%: back to 2, to everyone.
+        try rig.serve(try rig.part(rollout: 100, version: 3), signedBy: [rig.rollout])
+        #expect(try await client.sync(rig.url).failures.isEmpty)
+        #expect(try await client.active() == ["app 2"])
+        // A rollback to 1, which the release manifest released.
+        try rig.serve(try rig.part(current: "1", rollout: nil, version: 4), signedBy: [rig.rollout])
+        #expect(try await client.sync(rig.url).failures.isEmpty)
+        #expect(try await client.active() == ["app 1"])
+        // A new client, with no trust state, takes the served step too.
+        let fresh = try SignedClient(trust: .signed(by: [rig.release.publicKey]))
+        #expect(try await fresh.sync(rig.url).failures.isEmpty)
+        #expect(try await fresh.active() == ["app 1"])
+        // The release keys release 3 in a manifest above the steps: the role is theirs to use.
+        rig.repository.body.editPackage("app") { $0.releases.append("3") }
+        try rig.repository.sign(with: [rig.release], version: 5)
+        #expect(try await client.sync(rig.url).failures.isEmpty)
+        #expect(try await client.active() == ["app 3"])
+        await rig.server.stop()
+    }
+
+    enum Overreach: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case unlistedPackage, unreleasedVersion, expiryPastBound, otherRelease, versionNotAbove
+        case percentageOutOfRange, packageTwice, noRoleDeclared
+        case attackerKey, releaseKeyAsRollout, rolloutKeySignsRelease
+        case replayRelease, replayOlderStep, sameVersionOtherStep
+        var testDescription: String { rawValue }
+
+        var expected: HotUpdateError.Code {
+            switch self {
+            case .attackerKey, .releaseKeyAsRollout, .rolloutKeySignsRelease: .signatureInvalid
+            case .replayRelease, .replayOlderStep, .sameVersionOtherStep: .manifestRollback
+            default: .rolloutRoleExceeded
+            }
+        }
+    }
+
+    @Test(
+        "a step that does more than the role allows is refused, and the client keeps what it has",
+        arguments: Overreach.allCases
+    )
+    func refused(_ overreach: Overreach) async throws {
+        let rig = try await Self.makeRig(role: overreach != .noRoleDeclared)
+        let server = rig.server
+        defer { Task { await server.stop() } }
+        let client = try await rig.client()
+        var trustedVersion = 1
+        var active = ["app 2"]
+        switch overreach {
+        case .unlistedPackage:
+            var part = try rig.part()
+            part.packages.append(RolloutPart.Package(id: "other", current: "1", rollout: nil))
+            try rig.serve(part, signedBy: [rig.rollout])
+        case .unreleasedVersion:
+            try rig.serve(try rig.part(current: "3", rollout: nil), signedBy: [rig.rollout])
+        case .expiryPastBound:
+            var part = try rig.part()
+            part.expires = Date().addingTimeInterval(7_200)
+            try rig.serve(part, signedBy: [rig.rollout])
+        case .otherRelease:
+            var part = try rig.part()
+            part.release = String(repeating: "0", count: 64)
+            try rig.serve(part, signedBy: [rig.rollout])
+        case .versionNotAbove:
+            try rig.serve(try rig.part(version: 1), signedBy: [rig.rollout])
+        case .percentageOutOfRange:
+            try rig.serve(try rig.part(rollout: 101), signedBy: [rig.rollout])
+        case .packageTwice:
+            var part = try rig.part(rollout: 0)
+            part.packages.append(RolloutPart.Package(id: "app", current: "2", rollout: 100))
+            try rig.serve(part, signedBy: [rig.rollout])
+        case .noRoleDeclared:
+            try rig.serve(try rig.part(), signedBy: [rig.rollout])
+        case .attackerKey:
+            try rig.serve(try rig.part(), signedBy: [try CryptoSigner.generate()])
+        case .releaseKeyAsRollout:
+            try rig.serve(try rig.part(), signedBy: [rig.release])
+        case .rolloutKeySignsRelease:
+            // The rollout key cannot sign the release part: it adds a package, or anything.
+            try rig.repository.pack(["evil.js": Data("evil".utf8)], id: "evil", version: "1")
+            try rig.repository.sign(with: [rig.rollout])
+        case .replayRelease, .replayOlderStep, .sameVersionOtherStep:
+            try rig.serve(try rig.part(rollout: 0, version: 2), signedBy: [rig.rollout])
+            try rig.serve(try rig.part(current: "1", rollout: nil, version: 3), signedBy: [rig.rollout])
+            #expect(try await client.sync(rig.url).failures.isEmpty)
+            (trustedVersion, active) = (3, ["app 1"])
+            #expect(try await client.active() == active)
+            switch overreach {
+            case .replayRelease: try rig.repository.write(rig.releaseBytes)
+            case .replayOlderStep: try rig.serve(try rig.part(rollout: 0, version: 2), signedBy: [rig.rollout])
+            default: try rig.serve(try rig.part(current: "2", rollout: nil, version: 3), signedBy: [rig.rollout])
+            }
+        }
+        let thrown = await #expect(throws: HotUpdateError.self) { try await client.sync(rig.url) }
+        #expect(thrown?.code == overreach.expected, "\(thrown?.message ?? "")")
+        #expect(try await client.active() == active)
+        #expect(try TrustState.load(root: client.root).channels[""]?.version == trustedVersion)
+        // And after a restart, still.
+        #expect(try await client.updater().installedPackages().map { "\($0.id) \($0.version)" } == active)
+    }
+}
+
+/// The rollout role with the real `hot` commands, served by nginx on 127.0.0.1.
+@Suite("hot rollout: steps signed by the rollout role")
+struct RolloutCommandTests {
+    @discardableResult
+    static func hot(_ arguments: [String]) async throws -> CommandLineTests.Result {
+        try await PublisherWorkflowTests.hot(arguments)
+    }
+
+    @Test(
+        "hot sign --rollout-key delegates; hot rollout steps, refuses what it may not, and the next hot sign keeps the step"
+    )
+    func workflow() async throws {
+        let work = try makeTemporaryDirectory("rollout-role")
+        let repo = work.appendingPathComponent("repo").path
+        let root = work.appendingPathComponent("store").path
+        let (release, rollout) = (work.appendingPathComponent("release"), work.appendingPathComponent("rollout"))
+        for key in [release, rollout] {
+            try await Self.hot(["keygen", "--private", key.path + ".pem", "--public", key.path + ".pub"])
+        }
+        for version in ["1", "2"] {
+            let source = work.appendingPathComponent("v\(version)")
+            try writeTree(releaseFiles(version), under: source)
+            try await Self.hot(["pack", source.path, "--id", "app", "--version", version, "--repo", repo])
+        }
+        let server = try await NginxServer.start(root: URL(fileURLWithPath: repo))
+        defer { Task { await server.stop() } }
+        let manifest = server.baseURL.appendingPathComponent("manifest.json").absoluteString
+        func active() async throws -> String? {
+            try await Self.hot(["sync", "--manifest", manifest, "--root", root, "--trust", release.path + ".pub"])
+            let status = try JSONDecoder().decode(
+                CommandLineTests.StatusDocument.self,
+                from: Data(try await Self.hot(["status", "--root", root, "--json"]).stdout.utf8)
+            )
+            return status.packages.first?.version
+        }
+
+        // Without a role, a rollout key has nothing to sign.
+        try await Self.hot(["sign", "--repo", repo, "--key", release.path + ".pem", "--expires", "1h"])
+        let none = try await CommandLineTests.run([
+            "rollout", "app", "--percent", "0", "--key", rollout.path + ".pem", "--repo", repo,
+        ])
+        #expect(none.status != 0)
+        #expect(none.stderr.contains("declares no rollout role"), "\(none.stderr)")
+        let role = ["--rollout-key", rollout.path + ".pub", "--rollout-lifetime", "2h"]
+        try await Self.hot(["sign", "--repo", repo, "--key", release.path + ".pem", "--expires", "1h"] + role)
+        #expect(try await active() == "2")
+
+        let step = ["--key", rollout.path + ".pem", "--repo", repo]
+        try await Self.hot(["rollout", "app", "--percent", "0"] + step)
+        #expect(try await active() == "1")
+        #expect(try await Self.hot(["verify", "--repo", repo, "--trust", release.path + ".pub"]).stdout.contains("ok"))
+        try await Self.hot(["rollout", "app", "--percent", "100"] + step)
+        #expect(try await active() == "2")
+        try await Self.hot(["rollout", "app", "--back"] + step)
+        #expect(try await active() == "1")
+
+        // What the role may not do, refused before anything is written.
+        let before = try Data(contentsOf: URL(fileURLWithPath: repo + "/manifest.json"))
+        for (arguments, complaint) in [
+            (
+                ["rollout", "app", "--percent", "50", "--key", release.path + ".pem", "--repo", repo],
+                "belong to the rollout role"
+            ),
+            (["rollout", "app", "--percent", "50", "--expires", "3h"] + step, "past the rollout role's bound"),
+            (["rollout", "app", "--back"] + step, "no earlier release"),
+            (["rollout", "app", "--back", "--to", "3"] + step, "names (1), not 3"),
+            (["rollout", "other", "--percent", "50"] + step, "no release in this channel"),
+        ] {
+            let refused = try await CommandLineTests.run(arguments)
+            #expect(refused.status != 0, "\(arguments)")
+            #expect(refused.stderr.contains(complaint), "\(arguments): \(refused.stderr)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: repo + "/manifest.json")) == before)
+        // The release key signing what it may not do for clients: the rollout key cannot sign
+        // a release manifest.
+        let stolen = try await CommandLineTests.run(["sign", "--repo", repo, "--key", rollout.path + ".pem"])
+        #expect(stolen.status != 0, "\(stolen.stdout)")
+
+        // The release keys' next edit starts from the step: app 1 stays current.
+        try await Self.hot(["enable", "app", "--repo", repo])
+        try await Self.hot(["sign", "--repo", repo, "--key", release.path + ".pem", "--expires", "1h"])
+        #expect(try await active() == "1")
+        let served = try SignedEnvelope.parse(Data(contentsOf: URL(fileURLWithPath: repo + "/manifest.json")))
+        #expect(served.rollout == nil)
+        #expect(try SignedManifestBody.decode(served.signed).rolloutRole != nil)
+        // Above the last step's version (2 signings, 3 steps).
+        #expect(try SignedManifestBody.decode(served.signed).version == 6)
+    }
+}
