@@ -1,22 +1,37 @@
 import Foundation
 import HotCore
 import HotManifest
+import HotVerify
 
 /// A static repository as `hot` writes it, read for the console and the rollout command, and
 /// changed through the `hot` executable (the existing publisher): each change edits a
-/// channel's manifest and signs it with the publisher's keys.
+/// channel's manifest and signs it with the publisher's keys, or, given rollout role keys,
+/// is signed as a rollout step (`hot rollout`).
 public struct PublisherRepository: Sendable {
+    /// What the keys may sign.
+    public enum Role: String, Sendable, Hashable {
+        /// Release keys: every change, signed with `hot sign`.
+        case release
+        /// Keys of the rollout role the release keys delegate to: the current release's
+        /// percentage and rollbacks to a listed release, signed with `hot rollout`. A machine
+        /// that advances rollouts on a schedule should hold these, never a release key.
+        case rollout
+    }
+
     /// The repository directory.
     public let directory: URL
     /// The `hot` executable.
     public let hot: URL
     /// The private keys each change is signed with (paths of PEM files, read by `hot sign`).
     public let keys: [String]
-    /// How long each signed manifest is valid (`hot sign --expires`).
+    /// How long each signed manifest is valid (`hot sign --expires`); rollout steps expire at
+    /// the bound their release manifest gives the role.
     public let expires: String
+    /// What ``keys`` may sign.
+    public let role: Role
 
     /// Creates a repository: the keys must be readable PEM private keys.
-    public init(directory: URL, hot: URL, keys: [String], expires: String = "30d") throws {
+    public init(directory: URL, hot: URL, keys: [String], expires: String = "30d", role: Role = .release) throws {
         guard !keys.isEmpty else { throw HotUpdateError(.invalidArgument, "give at least one --key") }
         for key in keys {
             guard let pem = try? String(contentsOfFile: key, encoding: .utf8), pem.contains("PRIVATE KEY") else {
@@ -27,6 +42,7 @@ public struct PublisherRepository: Sendable {
         self.hot = hot
         self.keys = keys
         self.expires = expires
+        self.role = role
     }
 
     /// One package in one channel's manifest.
@@ -61,7 +77,7 @@ public struct PublisherRepository: Sendable {
             guard let data = try? Data(contentsOf: url) else { continue }
             let body: SignedManifestBody
             if let envelope = try SignedEnvelope.read(data) {
-                body = try SignedManifestBody.decode(envelope.signed)
+                body = try envelope.effectiveBody(verifier: CryptoVerifier())
             } else {
                 continue
             }
@@ -99,6 +115,12 @@ public struct PublisherRepository: Sendable {
     /// - Throws: `HotUpdateError` with `hot`'s error line when a step fails.
     @discardableResult
     public func apply(_ change: Change, package: String, channel: String) throws -> String {
+        let where_ = ["--repo", directory.path] + (channel.isEmpty ? [] : ["--channel", channel])
+        if role == .rollout {
+            return try run(
+                try rolloutStep(change, package: package, channel: channel) + where_ + keys.flatMap { ["--key", $0] }
+            )
+        }
         var arguments: [String]
         switch change {
         case .release(let version, let rollout):
@@ -108,10 +130,31 @@ public struct PublisherRepository: Sendable {
         case .disable: arguments = ["disable", package]
         case .enable: arguments = ["enable", package]
         }
-        let where_ = ["--repo", directory.path] + (channel.isEmpty ? [] : ["--channel", channel])
         let edited = try run(arguments + where_)
         try run(["sign"] + where_ + keys.flatMap { ["--key", $0] } + ["--expires", expires])
         return edited
+    }
+
+    /// The `hot rollout` arguments of `change`, which the rollout role may sign only when it
+    /// sets the current release's percentage or rolls back.
+    private func rolloutStep(_ change: Change, package: String, channel: String) throws -> [String] {
+        let refusal = { (what: String) in
+            HotUpdateError(
+                .rolloutRoleExceeded,
+                "\(what) needs the release keys; this server holds rollout role keys, which set percentages and roll back",
+                packageID: package
+            )
+        }
+        switch change {
+        case .release(let version, let rollout):
+            let current = try packages().first { $0.channel == channel && $0.id == package }?.current
+            guard version == current else { throw refusal("releasing \(version)") }
+            return ["rollout", package, "--percent", String(rollout ?? 100)]
+        case .rollback(let to):
+            return ["rollout", package, "--back"] + (to.map { ["--to", $0] } ?? [])
+        case .disable: throw refusal("disabling")
+        case .enable: throw refusal("enabling")
+        }
     }
 
     @discardableResult

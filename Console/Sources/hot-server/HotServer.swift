@@ -44,6 +44,9 @@ struct RepositoryOptions: ParsableArguments {
     @Option(help: "How long each signed manifest is valid (hot sign --expires).")
     var expires = "30d"
 
+    @Flag(help: "The --key files are rollout role keys: steps are signed with hot rollout.")
+    var rolloutRole = false
+
     func open() throws -> PublisherRepository {
         guard let executable = PublisherRepository.findHot(named: hot) else {
             throw ValidationError("no `hot` executable beside hot-server or on PATH: give --hot")
@@ -52,7 +55,8 @@ struct RepositoryOptions: ParsableArguments {
             directory: URL(fileURLWithPath: repo, isDirectory: true),
             hot: executable,
             keys: keys,
-            expires: expires
+            expires: expires,
+            role: rolloutRole ? .rollout : .release
         )
     }
 }
@@ -233,7 +237,9 @@ struct Rollout: AsyncParsableCommand {
                 of its failure rate's 95% interval is under --threshold, after --min-trials trial \
                 launches and --min-step-seconds at its step; it is rolled back when the lower \
                 bound is over --threshold, or over the previous version's rate by --margin; \
-                otherwise it holds. Each change signs and publishes the manifest and is recorded.
+                otherwise it holds. Each change signs and publishes the manifest and is recorded. \
+                With --rollout-role the keys are rollout role keys (hot sign --rollout-key): each \
+                step is signed with hot rollout, and can set percentages and roll back only.
                 """
         )
 

@@ -1,5 +1,6 @@
 import Foundation
 import HotCore
+import HotServerKit
 import HotTestServers
 import HotTesting
 import Testing
@@ -134,13 +135,14 @@ struct FleetTests {
         versions = try await report(database)
         #expect(entry(versions, "app", "2")?["rollbacks"] as? Int == 13)
 
-        // The rollout command sees v2 failing and rolls it back, signed; a new device runs v1.
+        // The rollout command, holding only a rollout role key, sees v2 failing and rolls it
+        // back with a signed rollout step; a new device runs v1.
         #expect(try app.currentRelease() == "2")
         let advance = try await Subprocess.check(
             try executable("hot-server"),
             [
-                "rollout", "advance", "--repo", app.repo.path, "--db", database, "--key", app.privateKey.path, "--hot",
-                try executable("hot"),
+                "rollout", "advance", "--repo", app.repo.path, "--db", database, "--rollout-role", "--key",
+                app.rolloutKey.path, "--hot", try executable("hot"),
             ]
         )
         #expect(advance.stdout.contains("app 2: halt and roll back"), "\(advance.stdout)")
@@ -158,10 +160,24 @@ struct FleetTests {
         let again = try await Subprocess.check(
             try executable("hot-server"),
             [
-                "rollout", "advance", "--repo", app.repo.path, "--db", database, "--key", app.privateKey.path, "--hot",
-                try executable("hot"),
+                "rollout", "advance", "--repo", app.repo.path, "--db", database, "--rollout-role", "--key",
+                app.rolloutKey.path, "--hot", try executable("hot"),
             ]
         )
         #expect(again.stdout.contains("app 1: hold"), "\(again.stdout)")
+        // The rollout role's keys cannot disable, nor release a version that is not current.
+        let repository = try PublisherRepository(
+            directory: app.repo,
+            hot: URL(fileURLWithPath: try executable("hot")),
+            keys: [app.rolloutKey.path],
+            role: .rollout
+        )
+        let served = try Data(contentsOf: app.repo.appendingPathComponent("manifest.json"))
+        for change in [PublisherRepository.Change.disable, .release(version: "2", rollout: nil)] {
+            #expect(throws: HotUpdateError(.rolloutRoleExceeded, "")) {
+                try repository.apply(change, package: "app", channel: "")
+            }
+        }
+        #expect(try Data(contentsOf: app.repo.appendingPathComponent("manifest.json")) == served)
     }
 }

@@ -1,7 +1,9 @@
 import Foundation
 import HotCore
+import HotManifest
 import HotTestServers
 import HotTesting
+import HotVerify
 import Testing
 
 #if canImport(Glibc)
@@ -47,6 +49,8 @@ struct PublishedApp {
     let repo: URL
     let privateKey: URL
     let publicKey: URL
+    /// The rollout role's key, which the release key delegates rollout steps to.
+    let rolloutKey: URL
 
     static func make() async throws -> PublishedApp {
         let directory = try scratch("published")
@@ -54,9 +58,14 @@ struct PublishedApp {
             directory: directory,
             repo: directory.appendingPathComponent("repo"),
             privateKey: directory.appendingPathComponent("release.pem"),
-            publicKey: directory.appendingPathComponent("release.pub")
+            publicKey: directory.appendingPathComponent("release.pub"),
+            rolloutKey: directory.appendingPathComponent("rollout.pem")
         )
         try await hot(["keygen", "--private", app.privateKey.path, "--public", app.publicKey.path])
+        try await hot([
+            "keygen", "--private", app.rolloutKey.path, "--public",
+            app.rolloutKey.deletingPathExtension().path + ".pub",
+        ])
         return app
     }
 
@@ -67,16 +76,17 @@ struct PublishedApp {
         try Data("print(\(version))".utf8).write(to: tree.appendingPathComponent("main.js"))
         if crashes { try Data().write(to: tree.appendingPathComponent("crash")) }
         try await hot(["pack", tree.path, "--id", "app", "--version", version, "--repo", repo.path])
-        try await hot(["sign", "--repo", repo.path, "--key", privateKey.path, "--expires", "30d"])
+        try await hot([
+            "sign", "--repo", repo.path, "--key", privateKey.path, "--expires", "30d",
+            "--rollout-key", rolloutKey.deletingPathExtension().path + ".pub",
+        ])
     }
 
-    /// The current release of `app` in the signed manifest.
+    /// The current release of `app` in the signed manifest, a rollout step applied.
     func currentRelease() throws -> String? {
         let data = try Data(contentsOf: repo.appendingPathComponent("manifest.json"))
-        let envelope = try JSONSerialization.jsonObject(with: data) as? [String: Any]
-        let signed = (envelope?["signed"] as? [String: Any]) ?? envelope
-        let packages = signed?["packages"] as? [[String: Any]] ?? []
-        return (packages.first { $0["id"] as? String == "app" }?["releases"] as? [String])?.last
+        let body = try SignedEnvelope.parse(data).effectiveBody(verifier: CryptoVerifier())
+        return body.package("app")?.current
     }
 }
 
