@@ -19,7 +19,7 @@ struct Hot: AsyncParsableCommand {
 
     /// `hot publish` speaks S3 through libcurl, where libcurl is linked.
     #if Curl && canImport(CHotCurl)
-    static let publishing: [any ParsableCommand.Type] = [Publish.self]
+    static let publishing: [any ParsableCommand.Type] = [Publish.self, Pull.self]
     #else
     static let publishing: [any ParsableCommand.Type] = []
     #endif

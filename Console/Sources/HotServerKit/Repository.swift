@@ -29,9 +29,37 @@ public struct PublisherRepository: Sendable {
     public let expires: String
     /// What ``keys`` may sign.
     public let role: Role
+    /// Where the repository is published, when ``directory`` is a working copy of a bucket.
+    public let remote: Remote?
+
+    /// A repository published to S3-compatible storage (`s3://BUCKET/PREFIX`): its live
+    /// manifests are pulled into ``directory`` before each read and change (`hot pull`), and
+    /// each change is published back (`hot publish`); package files stay in the bucket.
+    public struct Remote: Sendable, Hashable {
+        /// `s3://BUCKET/PREFIX`.
+        public var location: String
+        /// Options of `hot pull` and `hot publish` (`--endpoint URL`, `--region NAME`, …).
+        public var options: [String]
+        /// Options of `hot publish` alone (`--acl public-read`).
+        public var publishOptions: [String]
+
+        /// Creates a remote.
+        public init(location: String, options: [String] = [], publishOptions: [String] = []) {
+            self.location = location
+            self.options = options
+            self.publishOptions = publishOptions
+        }
+    }
 
     /// Creates a repository: the keys must be readable PEM private keys.
-    public init(directory: URL, hot: URL, keys: [String], expires: String = "30d", role: Role = .release) throws {
+    public init(
+        directory: URL,
+        hot: URL,
+        keys: [String],
+        expires: String = "30d",
+        role: Role = .release,
+        remote: Remote? = nil
+    ) throws {
         guard !keys.isEmpty else { throw HotUpdateError(.invalidArgument, "give at least one --key") }
         for key in keys {
             guard let pem = try? String(contentsOfFile: key, encoding: .utf8), pem.contains("PRIVATE KEY") else {
@@ -43,6 +71,7 @@ public struct PublisherRepository: Sendable {
         self.keys = keys
         self.expires = expires
         self.role = role
+        self.remote = remote
     }
 
     /// One package in one channel's manifest.
@@ -65,8 +94,15 @@ public struct PublisherRepository: Sendable {
         public var previous: String? { releases.count >= 2 ? releases[releases.count - 2] : nil }
     }
 
-    /// Every package of every channel, as the signed manifests say now.
+    /// Every package of every channel, as the signed manifests say now (pulled first from
+    /// ``remote``, when there is one).
     public func packages() throws -> [PackageState] {
+        try pull()
+        return try localPackages()
+    }
+
+    /// Every package of every channel in ``directory``.
+    private func localPackages() throws -> [PackageState] {
         var result: [PackageState] = []
         var manifests: [(String, URL)] = [("", directory.appendingPathComponent("manifest.json"))]
         let channels = directory.appendingPathComponent("channels")
@@ -115,11 +151,14 @@ public struct PublisherRepository: Sendable {
     /// - Throws: `HotUpdateError` with `hot`'s error line when a step fails.
     @discardableResult
     public func apply(_ change: Change, package: String, channel: String) throws -> String {
+        try pull()
         let where_ = ["--repo", directory.path] + (channel.isEmpty ? [] : ["--channel", channel])
         if role == .rollout {
-            return try run(
+            let printed = try run(
                 try rolloutStep(change, package: package, channel: channel) + where_ + keys.flatMap { ["--key", $0] }
             )
+            try publish()
+            return printed
         }
         var arguments: [String]
         switch change {
@@ -132,7 +171,20 @@ public struct PublisherRepository: Sendable {
         }
         let edited = try run(arguments + where_)
         try run(["sign"] + where_ + keys.flatMap { ["--key", $0] } + ["--expires", expires])
+        try publish()
         return edited
+    }
+
+    /// Brings the live manifests of ``remote`` into ``directory``.
+    private func pull() throws {
+        guard let remote else { return }
+        try run(["pull", remote.location, "--repo", directory.path] + remote.options)
+    }
+
+    /// Publishes ``directory``'s manifests to ``remote``: the bucket serves the change.
+    private func publish() throws {
+        guard let remote else { return }
+        try run(["publish", directory.path, remote.location] + remote.options + remote.publishOptions)
     }
 
     /// The `hot rollout` arguments of `change`, which the rollout role may sign only when it
@@ -147,7 +199,7 @@ public struct PublisherRepository: Sendable {
         }
         switch change {
         case .release(let version, let rollout):
-            let current = try packages().first { $0.channel == channel && $0.id == package }?.current
+            let current = try localPackages().first { $0.channel == channel && $0.id == package }?.current
             guard version == current else { throw refusal("releasing \(version)") }
             return ["rollout", package, "--percent", String(rollout ?? 100)]
         case .rollback(let to):

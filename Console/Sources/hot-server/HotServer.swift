@@ -29,8 +29,36 @@ struct DatabaseOptions: ParsableArguments {
 
 /// Options of the commands that change the repository.
 struct RepositoryOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("The repository directory (as `hot` writes it).", valueName: "dir"))
+    @Option(
+        help: ArgumentHelp(
+            "The repository: a directory as `hot` writes it, or s3://BUCKET/PREFIX where it is published.",
+            valueName: "dir|s3://…"
+        )
+    )
     var repo: String
+
+    @Option(
+        help: ArgumentHelp(
+            "With s3://: the working copy of its manifests (a new temporary one by default).",
+            valueName: "dir"
+        )
+    )
+    var work: String?
+
+    @Option(help: "With s3://: the S3-compatible endpoint (hot publish --endpoint).")
+    var endpoint: String?
+
+    @Option(help: "With s3://: the region (hot publish --region).")
+    var region: String?
+
+    @Option(help: "With s3://: path or virtual addressing (hot publish --addressing).")
+    var addressing: String?
+
+    @Option(help: "With s3://: the CA bundle an https endpoint is checked with (hot publish --ca-file).")
+    var caFile: String?
+
+    @Option(help: "With s3://: the canned ACL of each manifest published (hot publish --acl).")
+    var acl: String?
 
     @Option(
         name: .customLong("key"),
@@ -51,12 +79,35 @@ struct RepositoryOptions: ParsableArguments {
         guard let executable = PublisherRepository.findHot(named: hot) else {
             throw ValidationError("no `hot` executable beside hot-server or on PATH: give --hot")
         }
+        var directory = URL(fileURLWithPath: repo, isDirectory: true)
+        var remote: PublisherRepository.Remote?
+        if repo.hasPrefix("s3://") {
+            var options: [String] = []
+            for (name, value) in [
+                ("--endpoint", endpoint), ("--region", region), ("--addressing", addressing), ("--ca-file", caFile),
+            ] {
+                if let value { options += [name, value] }
+            }
+            remote = PublisherRepository.Remote(
+                location: repo,
+                options: options,
+                publishOptions: acl.map { ["--acl", $0] } ?? []
+            )
+            directory =
+                work.map { URL(fileURLWithPath: $0, isDirectory: true) }
+                ?? FileManager.default.temporaryDirectory.appendingPathComponent("hot-server-\(UUID().uuidString)")
+        } else if work != nil || endpoint != nil || region != nil || addressing != nil || caFile != nil || acl != nil {
+            throw ValidationError(
+                "--work, --endpoint, --region, --addressing, --ca-file and --acl go with --repo s3://…"
+            )
+        }
         return try PublisherRepository(
-            directory: URL(fileURLWithPath: repo, isDirectory: true),
+            directory: directory,
             hot: executable,
             keys: keys,
             expires: expires,
-            role: rolloutRole ? .rollout : .release
+            role: rolloutRole ? .rollout : .release,
+            remote: remote
         )
     }
 }

@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import HotCore
 import HotManifest
+import HotStore
 import HotTransport
 import HotVerify
 
@@ -39,13 +40,7 @@ struct Publish: AsyncParsableCommand {
 
     @Argument(help: "Where to publish: s3://BUCKET/PREFIX.") var destination: String
 
-    @Option(help: "The S3-compatible endpoint (http or https URL); AWS's regional endpoint when omitted.")
-    var endpoint: String?
-
-    @Option(help: "The region (signing scope); AWS_REGION or us-east-1 when omitted.") var region: String?
-
-    @Option(help: "path (ENDPOINT/BUCKET/KEY) or virtual (BUCKET.HOST/KEY); path with --endpoint, virtual without.")
-    var addressing: S3Endpoint.Addressing?
+    @OptionGroup var bucketOptions: BucketOptions
 
     @Option(help: "A canned ACL for every uploaded object (private or public-read); the bucket's default when omitted.")
     var acl: ACL?
@@ -69,8 +64,6 @@ struct Publish: AsyncParsableCommand {
 
     @Flag(help: "Publish manifests that carry no signature (development repositories only).") var allowUnsigned = false
 
-    @OptionGroup(title: "TLS (an https endpoint)") var tlsOptions: TLSOptions
-
     func validate() throws {
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be 1 or more") }
         guard partSize >= 5, multipartThreshold >= partSize else {
@@ -82,25 +75,7 @@ struct Publish: AsyncParsableCommand {
     func run() async throws {
         try await runReportingErrors {
             let location = try S3Location(destination)
-            let environment = ProcessInfo.processInfo.environment
-            let region = self.region ?? environment["AWS_REGION"] ?? environment["AWS_DEFAULT_REGION"] ?? "us-east-1"
-            let endpointURL = try endpoint.map { text -> URL in
-                guard let url = URL(string: text) else { throw ValidationError("--endpoint \(text) is not a URL") }
-                return url
-            }
-            let bucket = S3Bucket(
-                client: S3Client(
-                    endpoint: try S3Endpoint(
-                        bucket: location.bucket,
-                        endpoint: endpointURL,
-                        region: region,
-                        addressing: addressing
-                    ),
-                    credentials: try S3Credentials.load(),
-                    region: region,
-                    tls: try CurlTLS(trust: tlsOptions.trust())
-                )
-            )
+            let bucket = try bucketOptions.bucket(for: location)
             let publisher = Publisher(
                 repository: LocalRepository(files: RepositoryFiles(root: directoryURL(repo))),
                 location: location,
@@ -133,6 +108,89 @@ struct Publish: AsyncParsableCommand {
             extraHeaders: headers,
             allowUnsigned: allowUnsigned
         )
+    }
+}
+
+/// Where a bucket is and how to reach it: the options `hot publish` and `hot pull` share.
+struct BucketOptions: ParsableArguments {
+    @Option(help: "The S3-compatible endpoint (http or https URL); AWS's regional endpoint when omitted.")
+    var endpoint: String?
+
+    @Option(help: "The region (signing scope); AWS_REGION or us-east-1 when omitted.") var region: String?
+
+    @Option(help: "path (ENDPOINT/BUCKET/KEY) or virtual (BUCKET.HOST/KEY); path with --endpoint, virtual without.")
+    var addressing: S3Endpoint.Addressing?
+
+    @OptionGroup(title: "TLS (an https endpoint)") var tlsOptions: TLSOptions
+
+    /// The bucket of `location`, with the credentials of the environment or profile.
+    func bucket(for location: S3Location) throws -> S3Bucket {
+        let environment = ProcessInfo.processInfo.environment
+        let region = self.region ?? environment["AWS_REGION"] ?? environment["AWS_DEFAULT_REGION"] ?? "us-east-1"
+        let endpointURL = try endpoint.map { text -> URL in
+            guard let url = URL(string: text) else { throw ValidationError("--endpoint \(text) is not a URL") }
+            return url
+        }
+        return S3Bucket(
+            client: S3Client(
+                endpoint: try S3Endpoint(
+                    bucket: location.bucket,
+                    endpoint: endpointURL,
+                    region: region,
+                    addressing: addressing
+                ),
+                credentials: try S3Credentials.load(),
+                region: region,
+                tls: try CurlTLS(trust: tlsOptions.trust())
+            )
+        )
+    }
+}
+
+/// `hot pull s3://BUCKET/PREFIX --repo DIR`
+struct Pull: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Download a published repository's live manifests into a directory, to edit and sign there.",
+        discussion: """
+            Only manifest.json and channels/*/manifest.json are downloaded, each checked to be \
+            a manifest and written atomically; package files stay in the bucket. Edit and sign \
+            in DIR as usual (hot release, hot rollout, hot sign) and `hot publish DIR \
+            s3://BUCKET/PREFIX`: a manifest may name package files only the bucket holds. This \
+            is how the release console works on a bucket.
+            """
+    )
+
+    @Argument(help: "Where the repository is published: s3://BUCKET/PREFIX.") var source: String
+    @Option(help: "The directory to write the manifests to.") var repo: String
+    @OptionGroup var bucketOptions: BucketOptions
+
+    func run() async throws {
+        try await runReportingErrors {
+            let location = try S3Location(source)
+            let bucket = try bucketOptions.bucket(for: location)
+            let files = RepositoryFiles(root: directoryURL(repo))
+            var pulled: [String] = []
+            for object in try await bucket.list(prefix: location.prefix) {
+                guard object.key.hasPrefix(location.prefix) else { continue }
+                let path = String(object.key.dropFirst(location.prefix.count))
+                guard Publisher.isManifestPath(path) else { continue }
+                guard let data = try await bucket.get(key: object.key) else { continue }
+                do {
+                    _ = try SignedEnvelope.read(data)
+                } catch var error as HotUpdateError {
+                    error.subject = bucket.endpoint.describe(key: object.key)
+                    throw error
+                }
+                let target = files.root.appendingPathComponent(path)
+                try FileSystem.createDirectory(target.deletingLastPathComponent())
+                try DurableFile.write(data, to: target)
+                pulled.append(path)
+            }
+            guard !pulled.isEmpty else {
+                throw HotUpdateError(.notFound, "\(source) holds no manifest.json and no channels/*/manifest.json")
+            }
+            emit("pulled \(pulled.count) manifest(s) from \(source): \(pulled.sorted().joined(separator: ", "))")
+        }
     }
 }
 

@@ -89,9 +89,12 @@ struct Publisher: Sendable {
             if uploaded { summary.uploaded += 1 } else { summary.present += 1 }
         }
 
-        // 2. Every file a manifest names must be there before the manifest is.
+        // 2. Every file a manifest names must be there before the manifest is: uploaded now,
+        // or already in the bucket (a repository of manifests pulled with `hot pull`).
         for manifest in manifests {
-            let missing = manifest.namedPaths.filter { !inBucket.contains($0) }.sorted()
+            let missing = manifest.namedPaths.filter {
+                !inBucket.contains($0) && remote[location.key($0)] == nil
+            }.sorted()
             guard missing.isEmpty else {
                 throw HotUpdateError(
                     .notFound,
