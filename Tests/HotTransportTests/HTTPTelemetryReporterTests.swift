@@ -42,64 +42,6 @@ func loopsEnd(_ weak: () -> HTTPTelemetryReporter?) async -> Bool {
     await eventually { weak() == nil }
 }
 
-/// nginx with a collector: `POST /collect` bodies are kept as files (read by
-/// ``CollectorServer/batches()``) and answered 204; `/broken` answers 500.
-struct CollectorServer {
-    let nginx: NginxServer
-    let bodies: URL
-    let root: URL
-
-    static func start() async throws -> CollectorServer {
-        let root = ScratchDirectory.parentDirectory.appendingPathComponent("collector-\(UUID().uuidString)")
-        let bodies = root.appendingPathComponent("bodies")
-        let served = root.appendingPathComponent("served")
-        try FileManager.default.createDirectory(at: bodies, withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(at: served, withIntermediateDirectories: true)
-        let nginx = try await NginxServer.start(
-            root: served,
-            options: .init(locations: [
-                .init(
-                    """
-                    location = /collect { client_body_in_file_only on; client_body_buffer_size 1m; \
-                    client_body_temp_path "\(bodies.path)"; proxy_pass http://127.0.0.1:$server_port/accepted; }
-                    """
-                ),
-                .status(204, at: "/accepted"),
-                .status(500, at: "/broken"),
-            ])
-        )
-        return CollectorServer(nginx: nginx, bodies: bodies, root: root)
-    }
-
-    var collectURL: URL { nginx.baseURL.appendingPathComponent("collect") }
-    var brokenURL: URL { nginx.baseURL.appendingPathComponent("broken") }
-
-    struct Batch: Decodable {
-        var client: String
-        var sentAt: Date
-        var events: [TelemetryEvent]
-    }
-
-    /// The bodies posted to `/collect`, in order.
-    func batches() throws -> [Batch] {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        return try FileManager.default.contentsOfDirectory(atPath: bodies.path).sorted().map {
-            try decoder.decode(Batch.self, from: Data(contentsOf: bodies.appendingPathComponent($0)))
-        }
-    }
-
-    /// Requests logged for `path`.
-    func posts(_ path: String) -> [NginxServer.Request] {
-        nginx.requests().filter { $0.path == path && $0.method == "POST" }
-    }
-
-    func stop() async {
-        await nginx.stop()
-        try? FileManager.default.removeItem(at: root)
-    }
-}
-
 private func event(_ index: Int) -> TelemetryEvent {
     TelemetryEvent(kind: .download, packageID: "pack", version: "\(index)", bytes: Int64(index * 100), delivery: .full)
 }
@@ -108,7 +50,7 @@ private func event(_ index: Int) -> TelemetryEvent {
 struct HTTPTelemetryReporterTests {
     @Test("events are batched; each flush waits the interval first, so requests never outnumber the intervals passed")
     func batchingAndRate() async throws {
-        let server = try await CollectorServer.start()
+        let server = try await TelemetryCollector.start()
         let gate = SleepGate()
         var reporter: HTTPTelemetryReporter! = HTTPTelemetryReporter(
             url: server.collectURL,
@@ -161,7 +103,7 @@ struct HTTPTelemetryReporterTests {
 
     @Test("with the real clock, a burst of events is one request")
     func burstIsOneRequest() async throws {
-        let server = try await CollectorServer.start()
+        let server = try await TelemetryCollector.start()
         var reporter: HTTPTelemetryReporter! = HTTPTelemetryReporter(
             url: server.collectURL,
             transport: URLSessionTransport(),
@@ -179,7 +121,7 @@ struct HTTPTelemetryReporterTests {
 
     @Test("past the queue's bound the oldest events are dropped")
     func boundedQueue() async throws {
-        let server = try await CollectorServer.start()
+        let server = try await TelemetryCollector.start()
         let gate = SleepGate()
         let reporter = HTTPTelemetryReporter(
             url: server.collectURL,
@@ -200,7 +142,7 @@ struct HTTPTelemetryReporterTests {
 
     @Test("a batch the server refuses is dropped, not retried")
     func dropOnFailure() async throws {
-        let server = try await CollectorServer.start()
+        let server = try await TelemetryCollector.start()
         let gate = SleepGate()
         var reporter: HTTPTelemetryReporter! = HTTPTelemetryReporter(
             url: server.brokenURL,
@@ -256,27 +198,11 @@ struct HTTPTelemetryReporterTests {
 /// The queue kept in files under the store root.
 @Suite("HTTPTelemetryReporter's queue file")
 struct HTTPTelemetryQueueFileTests {
-    struct FullBatch: Decodable {
-        var batch: String
-        var client: String
-        var channel: String?
-        var appVersion: String?
-        var events: [TelemetryEvent]
-    }
-
-    func fullBatches(_ server: CollectorServer) throws -> [FullBatch] {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        return try FileManager.default.contentsOfDirectory(atPath: server.bodies.path).sorted().map {
-            try decoder.decode(FullBatch.self, from: Data(contentsOf: server.bodies.appendingPathComponent($0)))
-        }
-    }
-
     @Test(
         "events recorded are on disk before record returns; a reporter that never flushes loses none, the next sends them"
     )
     func survivesTheProcess() async throws {
-        let server = try await CollectorServer.start()
+        let server = try await TelemetryCollector.start()
         let root = try ScratchDirectory.make("telemetry-root")
         let gate = SleepGate()
         // The first reporter never gets to flush: its sleep is never released, as a process
@@ -303,7 +229,7 @@ struct HTTPTelemetryQueueFileTests {
             options: .init(channel: "beta", appVersion: "5.2")
         )
         await second.flush()
-        let batches = try fullBatches(server)
+        let batches = try server.batches()
         #expect(batches.count == 1)
         #expect(batches.first?.events.compactMap(\.version) == ["0", "1", "2", "3", "4"])
         #expect(batches.first?.channel == "beta")
@@ -317,7 +243,7 @@ struct HTTPTelemetryQueueFileTests {
 
     @Test("a batch that got no answer is kept and sent again with the same batch id; a refused one is dropped")
     func resendsWithTheSameID() async throws {
-        let server = try await CollectorServer.start()
+        let server = try await TelemetryCollector.start()
         let root = try ScratchDirectory.make("telemetry-resend")
         let broken = try HTTPTelemetryReporter(
             url: server.brokenURL,
@@ -340,12 +266,12 @@ struct HTTPTelemetryQueueFileTests {
         )
         healthy.record(event(3))
         await healthy.flush()
-        let batches = try fullBatches(server)
+        let batches = try server.batches()
         // The kept batch and the new event both arrive, in either order: the new reporter's
         // own timer may send event 3 before its flush sends the kept batch again.
         #expect(Set(batches.map { $0.events.compactMap(\.version) }) == [["1", "2"], ["3"]])
         let resent = try #require(batches.first { $0.events.compactMap(\.version) == ["1", "2"] })
-        #expect(kept.first == "batch-\(resent.batch).json")
+        #expect(kept.first == "batch-\(resent.batch ?? "").json")
         #expect(
             try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("telemetry").path)
                 .filter { $0.hasPrefix("batch-") }.isEmpty
