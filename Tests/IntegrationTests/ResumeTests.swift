@@ -353,17 +353,10 @@ struct ResumeTests {
         }
         let firstLog = work.appendingPathComponent("first.log")
         let run = try HotRun(arguments("slow/"), log: firstLog)
-        let partial = root.appendingPathComponent("partial/\(entry.sha256)")
-        let clock = ContinuousClock()
+        let partial = root.appendingPathComponent("partial/\(entry.sha256)").path
         // Long enough for a machine busy with other tests to start the process and send it
         // the first 1.2 MB; the rest then takes 16 s at the limited rate.
-        let deadline = clock.now.advanced(by: .seconds(120))
-        while clock.now < deadline, run.isRunning {
-            let size = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int) ?? 0
-            if size >= 1_200_000 { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        let killed = run.kill()
+        let killed = await run.kill(when: { fileSize(partial) >= 1_200_000 }, timeout: .seconds(120))
         #expect(
             killed,
             "the first run ended before it was killed: \((try? String(contentsOf: firstLog, encoding: .utf8)) ?? "")"

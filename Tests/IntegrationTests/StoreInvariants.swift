@@ -98,6 +98,20 @@ final class HotRun: @unchecked Sendable {
         }.start()
     }
 
+    /// Sends SIGKILL once `condition` holds, polled every 10 ms on a thread of its own (see
+    /// ``kill(after:)``), or once `timeout` has passed; returns whether the process still ran
+    /// to be killed.
+    func kill(when condition: @escaping @Sendable () -> Bool, timeout: Duration) async -> Bool {
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        return await withCheckedContinuation { continuation in
+            Thread { [self] in
+                let deadline = Date().addingTimeInterval(seconds)
+                while Date() < deadline, isRunning, !condition() { usleep(10_000) }
+                continuation.resume(returning: kill())
+            }.start()
+        }
+    }
+
     /// The process id: of the executable, the wrapper's child when it runs under one (0
     /// while the wrapper has not started it).
     var processIdentifier: Int32 {
@@ -179,6 +193,12 @@ final class HotRun: @unchecked Sendable {
         let ending = await run.wait()
         return (ending, run.output)
     }
+}
+
+/// The size of the file at `path`, 0 when there is none.
+func fileSize(_ path: String) -> Int {
+    var info = stat()
+    return stat(path, &info) == 0 ? Int(info.st_size) : 0
 }
 
 /// `kill(2)`, outside ``HotRun``, whose own `kill()` hides it.

@@ -83,15 +83,8 @@ struct TelemetryQueueKillTests {
         )
         try repository.sign(with: [key])
         let third = try launch("third", telemetry: down)
-        let partial = root.appendingPathComponent("partial/\(entry.sha256)")
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: .seconds(120))
-        while clock.now < deadline, third.isRunning {
-            let size = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int) ?? 0
-            if size >= 100_000 { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        let killed = third.kill()
+        let partial = root.appendingPathComponent("partial/\(entry.sha256)").path
+        let killed = await third.kill(when: { fileSize(partial) >= 100_000 }, timeout: .seconds(120))
         #expect(killed, "the third launch ended before it was killed: \(third.output)")
         #expect(await third.wait() == .signalled(SIGKILL))
         let kept = try Self.kept(root: root)
