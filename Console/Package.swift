@@ -56,7 +56,7 @@ let package = Package(
         .executableTarget(
             name: "hot-server-bench",
             dependencies: [
-                "HotServerKit",
+                "HotServerKit", hot("HotTestServers"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

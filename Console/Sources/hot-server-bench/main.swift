@@ -1,5 +1,6 @@
 import Foundation
 import HotServerKit
+import HotTestServers
 import Logging
 import Synchronization
 
@@ -246,14 +247,6 @@ func spawn(_ command: [String], log: String = "/dev/null", output: Bool = false)
     return (pid, output ? pipeEnds[0] : nil)
 }
 
-/// Runs a command to its end; throws when it fails.
-func run(_ command: [String], log: String = "/dev/null") throws {
-    let (pid, _) = try spawn(command, log: log)
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-    guard status == 0 else { throw BenchError("\(command.joined(separator: " ")) failed (\(status)); see \(log)") }
-}
-
 /// A running `hot-server collect`.
 final class CollectorProcess {
     let pid: pid_t
@@ -308,59 +301,6 @@ final class CollectorProcess {
         kill(pid, SIGTERM)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-    }
-}
-
-/// PostgreSQL from Debian's package in a temporary data directory, as the `postgres` user
-/// when this runs as root (the server refuses root).
-final class PostgresServer {
-    let directory: String
-    let port: Int
-    let bin: String
-    let asUser: [String]
-
-    init?(scratch: String) throws {
-        let root = "/usr/lib/postgresql"
-        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [])
-            .sorted { (Int($0) ?? 0) > (Int($1) ?? 0) }
-        guard
-            let version = versions.first(where: {
-                FileManager.default.isExecutableFile(atPath: "\(root)/\($0)/bin/initdb")
-            })
-        else { return nil }
-        bin = "\(root)/\(version)/bin"
-        asUser = getuid() == 0 ? ["runuser", "-u", "postgres", "--"] : []
-        directory = scratch + "/postgres"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        if getuid() == 0 {
-            guard let user = getpwnam("postgres") else { throw BenchError("no postgres user") }
-            chown(directory, user.pointee.pw_uid, user.pointee.pw_gid)
-        }
-        port = 20_000 + Int(getpid() % 20_000)
-        let tools = scratch + "/postgres-tools.log"
-        try run(
-            asUser + ["\(bin)/initdb", "-D", directory + "/data", "-U", "hot", "--auth=trust", "-E", "UTF8"],
-            log: tools
-        )
-        try run(
-            asUser + [
-                "\(bin)/pg_ctl", "-D", directory + "/data", "-w", "-l", directory + "/log", "-o",
-                "-h 127.0.0.1 -p \(port) -k \(directory)", "start",
-            ],
-            log: tools
-        )
-        for database in ["collector", "direct"] {
-            try run(
-                asUser + ["\(bin)/createdb", "-h", "127.0.0.1", "-p", "\(port)", "-U", "hot", database],
-                log: tools
-            )
-        }
-    }
-
-    func url(_ database: String) -> String { "postgres://hot@127.0.0.1:\(port)/\(database)" }
-
-    func stop() {
-        try? run(asUser + ["\(bin)/pg_ctl", "-D", directory + "/data", "-m", "fast", "-w", "stop"])
     }
 }
 
@@ -489,7 +429,8 @@ let capacity = try await compare(
     server: server
 )
 if options.postgres {
-    if let postgres = try PostgresServer(scratch: scratch) {
+    if PostgresServer.binaries != nil {
+        let postgres = try PostgresServer.startBlocking(databases: ["collector", "direct"], durable: true)
         do {
             _ = try await compare(
                 name: "postgres",
@@ -499,10 +440,10 @@ if options.postgres {
                 server: server
             )
         } catch {
-            postgres.stop()
+            postgres.stopBlocking()
             throw error
         }
-        postgres.stop()
+        postgres.stopBlocking()
     } else {
         print("postgres   skipped: no PostgreSQL under /usr/lib/postgresql")
     }
