@@ -219,22 +219,10 @@ struct ManifestAuthenticator: Sendable {
         to release: SignedManifestBody,
         subject: String
     ) throws -> (SignedManifestBody, String) {
-        let releaseSHA256 = try verifier.digest(of: envelope.signed, using: .sha256).hex
-        guard let rollout = envelope.rollout else { return (release, releaseSHA256) }
         do {
-            guard let role = release.rolloutRole else {
-                throw HotUpdateError(
-                    .rolloutRoleExceeded,
-                    "the manifest carries a rollout part but its release keys declare no rollout role"
-                )
-            }
-            try rollout.tally(role: role, verifier: verifier).require(role.threshold, whose: "rollout role")
-            let body = try RolloutPart.decode(rollout.signed).apply(
-                to: release,
-                releaseSHA256: releaseSHA256,
-                role: role
-            )
-            return (body, try verifier.digest(of: envelope.signed + rollout.signed, using: .sha256).hex)
+            let body = try envelope.applyingRollout(to: release, verifier: verifier, checkingSignatures: true)
+            let identified = envelope.signed + (envelope.rollout?.signed ?? Data())
+            return (body, try verifier.digest(of: identified, using: .sha256).hex)
         } catch var error as HotUpdateError {
             error.subject = error.subject ?? subject
             throw error

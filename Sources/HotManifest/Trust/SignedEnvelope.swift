@@ -73,16 +73,32 @@ public struct SignedEnvelope: Sendable, Hashable {
     ///   and `HotUpdateError.Code.rolloutRoleExceeded` for a rollout part in a manifest that
     ///   declares no rollout role.
     public func effectiveBody(verifier: any Verifier) throws -> SignedManifestBody {
-        let body = try SignedManifestBody.decode(signed)
-        guard let rollout else { return body }
-        guard let role = body.rolloutRole else {
+        try applyingRollout(to: SignedManifestBody.decode(signed), verifier: verifier, checkingSignatures: false)
+    }
+
+    /// `release`, the decoded signed part, with the rollout part applied when there is one;
+    /// with `checkingSignatures`, a threshold of the rollout role's keys must have signed it.
+    ///
+    /// - Throws: `HotUpdateError.Code.rolloutRoleExceeded` for a rollout part where no role
+    ///   is declared, and as ``RolloutPart/apply(to:releaseSHA256:role:)``;
+    ///   `HotUpdateError.Code.signatureInvalid` when the role's threshold did not sign.
+    package func applyingRollout(
+        to release: SignedManifestBody,
+        verifier: any Verifier,
+        checkingSignatures: Bool
+    ) throws -> SignedManifestBody {
+        guard let rollout else { return release }
+        guard let role = release.rolloutRole else {
             throw HotUpdateError(
                 .rolloutRoleExceeded,
                 "the manifest carries a rollout part but its release keys declare no rollout role"
             )
         }
+        if checkingSignatures {
+            try rollout.tally(role: role, verifier: verifier).require(role.threshold, whose: "rollout role")
+        }
         return try RolloutPart.decode(rollout.signed).apply(
-            to: body,
+            to: release,
             releaseSHA256: try verifier.digest(of: signed, using: .sha256).hex,
             role: role
         )
