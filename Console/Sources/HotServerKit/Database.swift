@@ -52,6 +52,25 @@ public protocol SQLExecutor: Sendable {
     func rows(_ sql: String, _ binds: [SQLValue]) async throws -> [[SQLValue]]
 }
 
+extension SQLExecutor {
+    /// Runs `body` on this connection between `begin` and `COMMIT`, or `ROLLBACK` when it
+    /// throws.
+    func runTransaction<T: Sendable>(
+        begin: String,
+        _ body: @Sendable (any SQLExecutor) async throws -> T
+    ) async throws -> T {
+        _ = try await rows(begin, [])
+        do {
+            let result = try await body(self)
+            _ = try await rows("COMMIT", [])
+            return result
+        } catch {
+            _ = try? await rows("ROLLBACK", [])
+            throw error
+        }
+    }
+}
+
 /// The telemetry database: SQLite (one file) or PostgreSQL, with the same schema.
 public protocol TelemetryDatabase: SQLExecutor {
     /// Which SQL dialect the few statements that differ use.
@@ -220,16 +239,7 @@ public final class SQLiteTelemetryDatabase: TelemetryDatabase {
     public func transaction<T: Sendable>(_ body: @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
         await lock.lock()
         defer { Task { await lock.unlock() } }
-        let sql = Unlocked(connection: connection)
-        _ = try await sql.rows("BEGIN IMMEDIATE", [])
-        do {
-            let result = try await body(sql)
-            _ = try await sql.rows("COMMIT", [])
-            return result
-        } catch {
-            _ = try? await sql.rows("ROLLBACK", [])
-            throw error
-        }
+        return try await Unlocked(connection: connection).runTransaction(begin: "BEGIN IMMEDIATE", body)
     }
 
     public func close() async { try? await connection.close() }
@@ -324,16 +334,7 @@ public final class PostgresTelemetryDatabase: TelemetryDatabase {
 
     public func transaction<T: Sendable>(_ body: @Sendable (any SQLExecutor) async throws -> T) async throws -> T {
         try await client.withConnection { connection in
-            let sql = Connection(connection: connection)
-            _ = try await sql.rows("BEGIN", [])
-            do {
-                let result = try await body(sql)
-                _ = try await sql.rows("COMMIT", [])
-                return result
-            } catch {
-                _ = try? await sql.rows("ROLLBACK", [])
-                throw error
-            }
+            try await Connection(connection: connection).runTransaction(begin: "BEGIN", body)
         }
     }
 
