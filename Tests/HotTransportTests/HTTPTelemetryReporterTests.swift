@@ -245,10 +245,15 @@ struct HTTPTelemetryQueueFileTests {
     func resendsWithTheSameID() async throws {
         let server = try await TelemetryCollector.start()
         let root = try ScratchDirectory.make("telemetry-resend")
+        // The broken reporter's own timer is held. Fired a second later, on a loaded machine,
+        // it took event 3 from the shared queue and failed it while the healthy flush ran.
+        let gate = SleepGate()
         let broken = try HTTPTelemetryReporter(
             url: server.brokenURL,
             transport: SchemeRoutingTransport.platformHTTP(),
-            root: root
+            clientID: try TelemetryEvent.ClientID.load(root: root),
+            queueDirectory: root.appendingPathComponent(HTTPTelemetryReporter.queueDirectoryName),
+            sleep: { await gate.sleep($0) }
         )
         broken.record(event(1))
         broken.record(event(2))
