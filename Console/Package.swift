@@ -57,6 +57,7 @@ let package = Package(
             name: "hot-server-bench",
             dependencies: [
                 "HotServerKit", hot("HotTestServers"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import HotServerKit
 import HotTestServers
@@ -21,28 +22,26 @@ import Darwin
 // inserts are the same batches, parsed beforehand, stored by this process through the same
 // database code, with as many concurrent writers as there were connections.
 
-struct Options {
+/// What a run measures, and how hard.
+struct Options: ParsableArguments {
+    @Option(help: "Batches posted to the collector (and inserted directly).")
     var batches = 2000
-    var events = 20
-    var connections = 8
-    var floodSeconds = 10.0
-    var postgres = true
 
-    init(_ arguments: [String]) throws {
-        var rest = arguments[...]
-        func value() throws -> String {
-            guard let next = rest.popFirst() else { throw BenchError("a value is missing") }
-            return next
-        }
-        while let argument = rest.popFirst() {
-            switch argument {
-            case "--batches": batches = Int(try value()) ?? batches
-            case "--events": events = Int(try value()) ?? events
-            case "--connections": connections = Int(try value()) ?? connections
-            case "--flood-seconds": floodSeconds = Double(try value()) ?? floodSeconds
-            case "--no-postgres": postgres = false
-            default: throw BenchError("unknown argument \(argument)")
-            }
+    @Option(help: "Events in each batch.")
+    var events = 20
+
+    @Option(help: "Keep-alive connections posting at once (and concurrent direct writers).")
+    var connections = 8
+
+    @Option(help: "How long the flood lasts, in seconds.")
+    var floodSeconds = 10.0
+
+    @Flag(help: "Skip PostgreSQL.")
+    var noPostgres = false
+
+    mutating func validate() throws {
+        guard batches > 0, events > 0, connections > 0, floodSeconds > 0 else {
+            throw ValidationError("--batches, --events, --connections and --flood-seconds must be positive")
         }
     }
 }
@@ -409,43 +408,56 @@ func flood(database: String, capacity: Double, options: Options, server: String)
     )
 }
 
-let options = try Options(Array(CommandLine.arguments.dropFirst()))
-let server = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "")
-    .deletingLastPathComponent().appendingPathComponent("hot-server").path
-guard FileManager.default.isExecutableFile(atPath: server) else {
-    throw BenchError("no hot-server beside hot-server-bench (\(server)): swift build --package-path Console")
-}
-let scratch = NSTemporaryDirectory() + "hot-server-bench-\(getpid())"
-try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-defer { try? FileManager.default.removeItem(atPath: scratch) }
-print(
-    "\(options.batches) batches of \(options.events) events over \(options.connections) keep-alive connections; direct: \(options.connections) concurrent writers"
-)
-let capacity = try await compare(
-    name: "sqlite",
-    collectorDatabase: "sqlite:\(scratch)/collector.db",
-    directDatabase: "sqlite:\(scratch)/direct.db",
-    options: options,
-    server: server
-)
-if options.postgres {
-    if PostgresServer.binaries != nil {
-        let postgres = try PostgresServer.startBlocking(databases: ["collector", "direct"], durable: true)
-        do {
-            _ = try await compare(
-                name: "postgres",
-                collectorDatabase: postgres.url("collector"),
-                directDatabase: postgres.url("direct"),
-                options: options,
-                server: server
-            )
-        } catch {
-            postgres.stopBlocking()
-            throw error
+@main
+struct HotServerBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hot-server-bench",
+        abstract: "The collector's throughput against direct inserts, and its peak memory under a flood."
+    )
+
+    @OptionGroup var options: Options
+
+    func run() async throws {
+        let server = URL(
+            fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+        )
+        .deletingLastPathComponent().appendingPathComponent("hot-server").path
+        guard FileManager.default.isExecutableFile(atPath: server) else {
+            throw BenchError("no hot-server beside hot-server-bench (\(server)): swift build --package-path Console")
         }
-        postgres.stopBlocking()
-    } else {
-        print("postgres   skipped: no PostgreSQL under /usr/lib/postgresql")
+        let scratch = NSTemporaryDirectory() + "hot-server-bench-\(getpid())"
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        print(
+            "\(options.batches) batches of \(options.events) events over \(options.connections) keep-alive connections; direct: \(options.connections) concurrent writers"
+        )
+        let capacity = try await compare(
+            name: "sqlite",
+            collectorDatabase: "sqlite:\(scratch)/collector.db",
+            directDatabase: "sqlite:\(scratch)/direct.db",
+            options: options,
+            server: server
+        )
+        if !options.noPostgres {
+            if PostgresServer.binaries != nil {
+                let postgres = try PostgresServer.startBlocking(databases: ["collector", "direct"], durable: true)
+                do {
+                    _ = try await compare(
+                        name: "postgres",
+                        collectorDatabase: postgres.url("collector"),
+                        directDatabase: postgres.url("direct"),
+                        options: options,
+                        server: server
+                    )
+                } catch {
+                    postgres.stopBlocking()
+                    throw error
+                }
+                postgres.stopBlocking()
+            } else {
+                print("postgres   skipped: no PostgreSQL under /usr/lib/postgresql")
+            }
+        }
+        try flood(database: "sqlite:\(scratch)/flood.db", capacity: capacity, options: options, server: server)
     }
 }
-try flood(database: "sqlite:\(scratch)/flood.db", capacity: capacity, options: options, server: server)
