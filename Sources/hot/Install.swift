@@ -3,7 +3,6 @@ import Foundation
 import HotCore
 import HotManifest
 import HotTransport
-import HotVerify
 
 /// `hot install ID --root DIR [--manifest URL --trust KEY]`
 struct Install: AsyncParsableCommand {
@@ -32,28 +31,15 @@ struct Install: AsyncParsableCommand {
 
     @OptionGroup(title: "TLS") var tlsOptions: TLSOptions
 
-    @Option(help: "A trusted public key (PEM) for the manifest (repeatable).")
-    var trust: [String] = []
-
-    @Option(help: "How many of the --trust keys must sign the first manifest.")
-    var threshold = 1
-
-    @Flag(help: "Accept an unsigned manifest (development repositories only).")
-    var allowUnsigned = false
-
     @Option(help: "The app version, checked against the manifest's min/max app version policy.")
     var appVersion: String?
 
-    @Option(help: "The client id the staged-rollout bucket is derived from.")
-    var clientID = ""
-
-    @Option(help: "The channel followed; must match the manifest's channel.")
-    var channel: String?
+    @OptionGroup(title: "Manifest") var manifestOptions: ManifestOptions
 
     @OptionGroup(title: "Network") var network: NetworkOptions
 
     func validate() throws {
-        if manifest != nil, trust.isEmpty, !allowUnsigned {
+        if manifest != nil, manifestOptions.trust.isEmpty, !manifestOptions.allowUnsigned {
             throw ValidationError(
                 "--manifest needs --trust PUBLIC_KEY (or --allow-unsigned for a development repository)"
             )
@@ -71,21 +57,18 @@ struct Install: AsyncParsableCommand {
             let transport = try (transport ?? location.map(TransportKind.defaultKind(for:)) ?? .defaultHTTP).make(
                 trust: tlsOptions.trust()
             )
-            let updater = storeOptions.makeUpdater(transport: transport, network: network)
+            let updater = storeOptions.makeUpdater(
+                transport: transport,
+                timeouts: manifestOptions.downloadTimeouts,
+                network: network
+            )
             if let manifestURL {
-                let keys = try readPublicKeys(trust)
-                var source = SignedManifestSource(
+                let source = try manifestOptions.signedSource(
                     url: manifestURL,
                     transport: transport,
-                    verifier: CryptoVerifier(),
-                    trust: allowUnsigned
-                        ? .unsignedDevelopment(keys: keys, threshold: threshold)
-                        : .signed(by: keys, threshold: threshold),
-                    storeRoot: storeOptions.rootURL,
-                    context: ClientContext(appVersion: appVersion, clientID: clientID, channel: channel),
-                    logger: storeOptions.makeLogger(warnings: true)
+                    store: storeOptions,
+                    appVersion: appVersion
                 )
-                source.lockWait = storeOptions.lockWait
                 _ = try await updater.recordManifest(from: source)
             }
             let package = try await updater.install(id: id)

@@ -79,44 +79,17 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "The platform an offline-package check reports (platform).")
     var platform = "ios"
 
-    @Option(help: "A trusted public key (PEM) for a native manifest (repeatable).")
-    var trust: [String] = []
-
-    @Option(help: "How many of the --trust keys must sign the first manifest.")
-    var threshold = 1
-
-    @Flag(
-        help:
-            "Accept unsigned native manifests (development repositories only; warns on every sync). With --trust, unsigned manifests are still refused."
-    )
-    var allowUnsigned = false
-
-    @Flag(help: "With --allow-unsigned and --trust: accept unsigned manifests although keys were given.")
-    var allowUnsignedDespiteTrust = false
-
     @Option(
         help:
             "The app version: checked against a native manifest's min/max app version policy, reported by an offline-package check (appVer)."
     )
     var appVersion: String?
 
-    @Option(help: "The client id the staged-rollout bucket is derived from (clients with the same id share a bucket).")
-    var clientID = ""
-
-    @Option(help: "The channel followed; must match the manifest's channel.")
-    var channel: String?
-
     @Option(
         help:
             "A base URL of the repository (repeatable, preferred first): a request under one is tried under each in turn when it fails, answers 404 or 5xx, or stalls."
     )
     var mirror: [String] = []
-
-    @Option(help: "Seconds a transfer may stay below 1 byte/s before it is abandoned.")
-    var lowSpeedTime: Int = 30
-
-    @Option(help: "Seconds the manifest request may take in all.")
-    var timeout: Int = 120
 
     @Option(help: "Check every installed file's presence and size at most once per this many seconds (0: every sync).")
     var checkInterval: Int = 86_400
@@ -127,25 +100,21 @@ struct Sync: AsyncParsableCommand {
     )
     var timings: String?
 
+    @OptionGroup(title: "Manifest") var manifestOptions: ManifestOptions
+
     @OptionGroup(title: "Network") var network: NetworkOptions
 
     func validate() throws {
-        if format == .native, trust.isEmpty, !allowUnsigned {
+        if format == .native, manifestOptions.trust.isEmpty, !manifestOptions.allowUnsigned {
             throw ValidationError(
                 "a native manifest needs --trust PUBLIC_KEY (or --allow-unsigned for a development repository)"
             )
-        }
-        if allowUnsignedDespiteTrust, !allowUnsigned || trust.isEmpty {
-            throw ValidationError("--allow-unsigned-despite-trust goes with --allow-unsigned and --trust")
         }
         if format == .patchlist, rsaKey.isEmpty {
             throw ValidationError("a patchlist needs --rsa-key SERVER_PUBLIC_KEY (the key its MD5s are signed with)")
         }
         if format == .offline, appCode == nil || appVersion == nil {
             throw ValidationError("an offline-package check needs --app-code and --app-version")
-        }
-        guard lowSpeedTime > 0, timeout > 0 else {
-            throw ValidationError("--low-speed-time and --timeout must be positive")
         }
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be 1 or more") }
         guard checkInterval >= 0 else { throw ValidationError("--check-interval must not be negative") }
@@ -161,11 +130,11 @@ struct Sync: AsyncParsableCommand {
             if !mirror.isEmpty {
                 transport = MirroredTransport(mirrors: try mirror.map(parseLocation), transport: transport)
             }
-            let timeouts = TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime), total: .seconds(timeout))
+            let timeouts = manifestOptions.manifestTimeouts
             let updater = storeOptions.makeUpdater(
                 transport: transport,
                 unarchiver: try unarchiver.make(),
-                timeouts: TransportRequest.Timeouts(lowSpeedWindow: .seconds(lowSpeedTime)),
+                timeouts: manifestOptions.downloadTimeouts,
                 maxConcurrentPackages: concurrency,
                 maxPackageBytes: maxPackageBytes,
                 quickCheckInterval: TimeInterval(checkInterval),
@@ -174,21 +143,12 @@ struct Sync: AsyncParsableCommand {
             let source: any ManifestSource
             switch format {
             case .native:
-                let keys = try readPublicKeys(trust)
-                var signed = SignedManifestSource(
+                source = try manifestOptions.signedSource(
                     url: manifestURL,
                     transport: transport,
-                    verifier: CryptoVerifier(),
-                    trust: allowUnsigned
-                        ? .unsignedDevelopment(keys: keys, threshold: threshold, despiteKeys: allowUnsignedDespiteTrust)
-                        : .signed(by: keys, threshold: threshold),
-                    storeRoot: storeOptions.rootURL,
-                    context: ClientContext(appVersion: appVersion, clientID: clientID, channel: channel),
-                    timeouts: timeouts,
-                    logger: storeOptions.makeLogger(warnings: true)
+                    store: storeOptions,
+                    appVersion: appVersion
                 )
-                signed.lockWait = storeOptions.lockWait
-                source = signed
             case .patchinfo:
                 source = PatchInfoManifestSource(url: manifestURL, transport: transport, packageID: patchID)
             case .patchlist:

@@ -81,6 +81,47 @@ struct CommandLineTests {
         await server.stop()
     }
 
+    @Test(
+        "hot sync and hot install check a manifest alike: unsigned despite --trust only with --allow-unsigned-despite-trust"
+    )
+    func installAndSyncShareManifestOptions() async throws {
+        let repo = try makeTemporaryDirectory("repo")
+        for id in ["a", "b"] {
+            let source = try makeTemporaryDirectory("src-\(id)")
+            try writeTree(["\(id).txt": Data(id.utf8)], under: source)
+            let packed = try await Self.run(["pack", source.path, "--id", id, "--version", "1", "--repo", repo.path])
+            #expect(packed.status == 0, "\(packed.stderr)")
+        }
+        let keys = try makeTemporaryDirectory("keys")
+        let (privateKey, publicKey) = (
+            keys.appendingPathComponent("k.pem").path, keys.appendingPathComponent("k.pub").path
+        )
+        #expect(try await Self.run(["keygen", "--private", privateKey, "--public", publicKey]).status == 0)
+        let manifest = repo.appendingPathComponent("manifest.json").path
+
+        // The manifest is unsigned: `hot pack` wrote it and nothing signed it.
+        for (command, expected) in [(["sync"], ["a", "b"]), (["install", "b"], ["b"])] {
+            let root = try makeTemporaryDirectory("store")
+            let base = command + ["--manifest", manifest, "--root", root.path, "--trust", publicKey]
+            let refused = try await Self.run(base + ["--allow-unsigned"])
+            #expect(refused.status == 1, "\(command): \(refused.stderr)")
+            #expect(refused.stderr.contains("this client was given trust keys"), "\(command): \(refused.stderr)")
+            let alone = try await Self.run(base + ["--allow-unsigned-despite-trust"])
+            #expect(alone.status == 64, "\(command): \(alone.stderr)")
+            #expect(alone.stderr.contains("goes with --allow-unsigned and --trust"), "\(command): \(alone.stderr)")
+            let noTime = try await Self.run(base + ["--allow-unsigned", "--timeout", "0"])
+            #expect(noTime.status == 64, "\(command): \(noTime.stderr)")
+            #expect(try StoreInspection.namedVersions(root: root) == [:], "\(command)")
+
+            let accepted = try await Self.run(base + ["--allow-unsigned", "--allow-unsigned-despite-trust"])
+            #expect(accepted.status == 0, "\(command): \(accepted.stderr)")
+            #expect(accepted.stderr.contains("ACCEPTING AN UNSIGNED MANIFEST"), "\(command): \(accepted.stderr)")
+            let status = try await Self.run(["status", "--root", root.path, "--json"])
+            let document = try JSONDecoder().decode(StatusDocument.self, from: Data(status.stdout.utf8))
+            #expect(document.packages.filter { $0.version == "1" }.map(\.id).sorted() == expected, "\(command)")
+        }
+    }
+
     @Test("a corrupted newer archive is refused with one clear line, and the previous version stays")
     func corruptedRelease() async throws {
         let repo = try makeTemporaryDirectory("repo")
