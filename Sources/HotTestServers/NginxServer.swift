@@ -598,11 +598,8 @@ final class SupervisedProcess: Sendable {
         posix_spawn_file_actions_adddup2(&actions, standardInput, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        #if !canImport(Darwin)
-        // glibc ignores a close action for a descriptor closed in the meantime.
-        for descriptor in openDescriptors() where descriptor > 2 {
-            posix_spawn_file_actions_addclose(&actions, descriptor)
-        }
+        #if os(Linux)
+        InheritedDescriptors.closeAll(in: &actions)
         #endif
 
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
@@ -621,16 +618,6 @@ final class SupervisedProcess: Sendable {
             )
         }
         return SupervisedProcess(pid: pid)
-    }
-
-    /// The descriptors open in this process right now.
-    private static func openDescriptors() -> [Int32] {
-        for directory in ["/proc/self/fd", "/dev/fd"] {
-            if let names = try? FileManager.default.contentsOfDirectory(atPath: directory) {
-                return names.compactMap { Int32($0) }
-            }
-        }
-        return Array(3..<256)
     }
 
     /// Whether the child has not exited yet; reaps it once it has.
