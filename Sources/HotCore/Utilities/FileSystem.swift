@@ -220,6 +220,34 @@ package enum FileSystem {
         }
     }
 
+    /// Starts writing back what is written to the file system holding `url`, on a thread of
+    /// its own, and returns at once. Where `syncfs` exists (Linux) the engine calls it when a
+    /// large tree is unpacked: the disk writes the tree while the engine adopts its files,
+    /// and the flush before the commit (``syncFileSystem(containing:)``, which still decides
+    /// durability) waits only for what is left. One runs at a time: a tree unpacked while
+    /// one runs is written by the commit's flush. Elsewhere it does nothing: `sync` and
+    /// `F_FULLFSYNC` there are one flush, not worth starting twice.
+    package static func beginWriteback(containing url: URL) {
+        guard let syncfs = FlushCalls.system.syncfs,
+            writebackRunning.withLock({ running in
+                defer { running = true }
+                return !running
+            })
+        else { return }
+        let fd = open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else {
+            writebackRunning.withLock { $0 = false }
+            return
+        }
+        Thread {
+            _ = syncfs(fd)
+            _ = systemCloseFD(fd)
+            writebackRunning.withLock { $0 = false }
+        }.start()
+    }
+
+    private static let writebackRunning = Locked(false)
+
     /// Runs blocking file-system work on a thread outside Swift's cooperative pool, so a
     /// slow disk never stalls other tasks.
     package static func offload<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
