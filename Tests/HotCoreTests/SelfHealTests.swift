@@ -74,4 +74,33 @@ struct SelfHealTests {
         let next = try await fixture.relaunched().launch.begin()
         #expect(next.package("app")?.version == "1")
     }
+
+    @Test(
+        "the quick check puts back another package's lost object and leaves out the trees its own sync wrote"
+    )
+    func quickCheckSkipsWhatItWrote() async throws {
+        let fixture = try EngineFixture()
+        let a1 = try await fixture.publish("a", "1", ["a.txt": "alpha"])
+        _ = try await fixture.sync([a1])
+        // An object of a, deleted; the check is due again.
+        let lost = try #require(fixture.objectNames().first)
+        try FileManager.default.removeItem(at: fixture.url("objects/\(lost)"))
+        try FileManager.default.removeItem(at: fixture.url("losses/.quick-check"))
+
+        // The sync that installs b checks a (unchanged) and puts its object back from its tree.
+        let b1 = try await fixture.publish("b", "1", ["b.txt": "beta"])
+        let report = try await fixture.sync([a1, b1])
+        #expect(report.packages.map(\.change) == [.unchanged, .add])
+        #expect(fixture.objectNames().contains(lost))
+        #expect(FileManager.default.fileExists(atPath: fixture.url("losses/.quick-check").path))
+
+        // The trees a caller names as just written are not looked at; the others are.
+        let b = try #require(try await fixture.updater.store.read().packages["b"]?.active?.path)
+        let bObject = try #require(fixture.objectNames().first { $0 != lost })
+        try FileManager.default.removeItem(at: fixture.url("objects/\(bObject)"))
+        #expect(try await fixture.updater.store.restoreLostObjects(skipping: [b]) == 0)
+        #expect(!fixture.objectNames().contains(bObject))
+        #expect(try await fixture.updater.store.restoreLostObjects() == 1)
+        #expect(fixture.objectNames().contains(bObject))
+    }
 }

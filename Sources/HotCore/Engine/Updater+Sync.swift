@@ -55,7 +55,8 @@ extension Updater {
         }
 
         // Downloads: all flights start now and share the updater's slots.
-        await withTaskGroup(of: SyncReport.PackageOutcome.self) { group in
+        var written: Set<String> = []
+        await withTaskGroup(of: (outcome: SyncReport.PackageOutcome, written: String?).self) { group in
             for entry in plan.packages where entry.change.downloads {
                 guard let offered = entry.offered else { continue }
                 if let waiting = networkWait(entry, offered) {
@@ -65,7 +66,10 @@ extension Updater {
                 let priority = DownloadPriority.of(entry.change, offered)
                 group.addTask { await self.download(entry, offered, priority: priority) }
             }
-            for await outcome in group { outcomes[outcome.id] = outcome }
+            for await result in group {
+                outcomes[result.outcome.id] = result.outcome
+                if let path = result.written { written.insert(path) }
+            }
         }
 
         // The other changes that download nothing.
@@ -86,9 +90,10 @@ extension Updater {
                 else { continue }
                 if let healed = await healIfLost(entry.id) { outcomes[entry.id] = healed }
             }
-            // Objects deleted one by one: a `stat` per file, and only the lost ones hashed.
+            // Objects deleted one by one: a `stat` per file, and only the lost ones hashed. The
+            // trees this sync wrote were just adopted: their 3,000 `stat`s cost an install 30 ms.
             do {
-                let restored = try await store.restoreLostObjects()
+                let restored = try await store.restoreLostObjects(skipping: written)
                 if restored > 0 {
                     logger.warning("objects were gone: put back from the trees", metadata: ["objects": "\(restored)"])
                 }
@@ -109,7 +114,7 @@ extension Updater {
         _ entry: UpdatePlan.PackagePlan,
         _ offered: PackageDescriptor,
         priority: DownloadPriority = .update
-    ) async -> SyncReport.PackageOutcome {
+    ) async -> (outcome: SyncReport.PackageOutcome, written: String?) {
         do {
             let result = try await join(offered, priority: priority)
             // A version waiting for the next launch is not active yet.
@@ -123,15 +128,16 @@ extension Updater {
                 delta: result.delta
             )
             outcome.phases = result.phases
-            return outcome
+            return (outcome, result.version.path)
         } catch {
             let active = await store.cachedRecord(entry.id)?.active?.version
-            return SyncReport.PackageOutcome(
+            let outcome = SyncReport.PackageOutcome(
                 id: entry.id,
                 change: entry.change,
                 activeVersion: active,
                 error: HotUpdateError.wrap(error, as: .internalInconsistency, "failed", packageID: entry.id)
             )
+            return (outcome, nil)
         }
     }
 
@@ -149,14 +155,14 @@ extension Updater {
                 case .damaged(_, _, let digests):
                     // The kept tree failed its check and was let go: fetch the version like any
                     // other, then give the trees that shared its damaged files the good ones.
-                    let outcome = await download(entry, offered)
+                    let outcome = await download(entry, offered).outcome
                     if outcome.error == nil { await relinkShared(digests, of: entry.id) }
                     return outcome
                 }
             } catch let error as HotUpdateError where error.code == .notFound {
                 // The kept tree is gone: fetch the version like any other.
                 logger.notice("the kept version is gone; downloading it", metadata: ["package": "\(entry.id)"])
-                return await download(entry, offered)
+                return await download(entry, offered).outcome
             } catch {
                 return SyncReport.PackageOutcome(
                     id: entry.id,

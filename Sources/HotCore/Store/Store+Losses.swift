@@ -23,16 +23,18 @@ extension Store {
     /// under the exclusive lock; the snapshot does not change. A version whose tree or file
     /// list is gone is left to its repair.
     ///
+    /// - Parameter written: Version paths to leave out: the trees the caller just wrote,
+    ///   whose objects were linked moments ago.
     /// - Returns: How many objects were put back.
     /// - Throws: ``HotUpdateError`` when the store cannot be read or an object linked.
-    package func restoreLostObjects() async throws -> Int {
+    package func restoreLostObjects(skipping written: Set<String> = []) async throws -> Int {
         let objects = self.objects
         let verifier = self.verifier
         let found = try await withExclusiveLockUnchanged { [self] snapshot -> Int in
             var restored = 0
             for record in snapshot.packages.values {
                 let versions = [record.active, record.pending].compactMap { $0 } + record.previous
-                for version in versions {
+                for version in versions where !written.contains(version.path) {
                     guard let tree = try? self.directory(of: version), FileSystem.isDirectory(tree),
                         let url = self.layout.fileListURL(forVersionPath: version.path),
                         let list = try? FileList.read(from: url)
