@@ -20,7 +20,7 @@ enum InheritedDescriptors {
         @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
 
     /// glibc declares it only under `_GNU_SOURCE`, which Swift's Glibc module is built without.
-    nonisolated(unsafe) private static let closeFrom: CloseFrom? = {
+    private static let closeFrom: CloseFrom? = {
         guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")
         else { return nil }
         return unsafeBitCast(symbol, to: CloseFrom.self)
