@@ -59,6 +59,26 @@ public final class NginxServer: @unchecked Sendable {
             )
         }
 
+        /// Serves files under `prefix` from the root as a proxy whose upstream stalls after
+        /// the first `afterBytes` bytes of a response: one second later the proxy gives up on
+        /// it (`proxy_read_timeout`) and closes the client's connection mid-body, as a proxy's
+        /// idle timeout or a dropped connection does. Requests for less than that (a `Range`
+        /// for the rest) pass whole, with the upstream's `ETag`, `Last-Modified` and `206`.
+        ///
+        /// - Parameters:
+        ///   - prefix: The path prefix, starting and ending with `/`, such as `/cut/`.
+        ///   - afterBytes: How many bytes of a response pass before the cut.
+        public static func cutsConnections(prefix: String, afterBytes: Int) -> Location {
+            let stalled = "/stalled" + prefix
+            return Location(
+                "location ^~ \(prefix) { rewrite ^\(prefix)(.*)$ \(stalled)$1 break; "
+                    + "proxy_pass http://127.0.0.1:$server_port; proxy_read_timeout 1s; proxy_buffering off; "
+                    + "proxy_http_version 1.1; proxy_set_header Connection \"\"; }\n"
+                    + "    location ^~ \(stalled) { rewrite ^\(stalled)(.*)$ /$1 break; "
+                    + "limit_rate_after \(afterBytes); limit_rate 1; }"
+            )
+        }
+
         /// Redirects `path` (matched exactly) to `target`.
         ///
         /// - Parameters:
@@ -159,6 +179,8 @@ public final class NginxServer: @unchecked Sendable {
         /// The serial number of the connection the request came on: requests on one
         /// kept-alive connection share it.
         public var connection: Int = 0
+        /// The request's `Range` header, when it had one.
+        public var range: String?
     }
 
     /// The address the server listens on, such as `http://127.0.0.1:40123/`
@@ -246,11 +268,13 @@ public final class NginxServer: @unchecked Sendable {
         let log = workDirectory.appendingPathComponent("access.log")
         guard let text = try? String(contentsOf: log, encoding: .utf8) else { return [] }
         return text.split(separator: "\n").compactMap { line in
-            let fields = line.split(separator: " ", maxSplits: 4, omittingEmptySubsequences: false)
-            guard fields.count == 5, let status = Int(fields[1]), let sent = Int64(fields[2]),
+            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: false)
+            guard fields.count == 6, let status = Int(fields[1]), let sent = Int64(fields[2]),
                 let connection = Int(fields[3])
             else { return nil }
-            let uri = String(fields[4])
+            // `"bytes=100-"`, or `"-"` without a Range header (nginx escapes quotes inside).
+            let range = fields[4].dropFirst().dropLast()
+            let uri = String(fields[5])
             let rawPath = uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? uri
             let path = rawPath.removingPercentEncoding ?? rawPath
             return Request(
@@ -258,7 +282,8 @@ public final class NginxServer: @unchecked Sendable {
                 path: path,
                 status: status,
                 bodyBytesSent: sent,
-                connection: connection
+                connection: connection,
+                range: range.isEmpty || range == "-" ? nil : String(range)
             )
         }
     }
@@ -346,7 +371,9 @@ public final class NginxServer: @unchecked Sendable {
         lines.append("error_log \(quoted(work.appendingPathComponent("error.log").path)) warn;")
         lines.append("events { worker_connections 256; }")
         lines.append("http {")
-        lines.append("  log_format hot '$request_method $status $body_bytes_sent $connection $request_uri';")
+        lines.append(
+            "  log_format hot '$request_method $status $body_bytes_sent $connection \"$http_range\" $request_uri';"
+        )
         lines.append("  access_log \(quoted(work.appendingPathComponent("access.log").path)) hot;")
         for (directive, sub) in [
             ("client_body_temp_path", "body"), ("proxy_temp_path", "proxy"), ("fastcgi_temp_path", "fastcgi"),

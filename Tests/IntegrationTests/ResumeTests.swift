@@ -39,9 +39,12 @@ private struct ResumePackage {
     func partial(in root: URL) -> URL { root.appendingPathComponent("partial/\(sha256.hex)") }
 }
 
-/// Runs `body` with an updater over a fresh root using `transport`.
+/// Runs `body` with an updater over a fresh root using `transport`. A cut transfer is not
+/// resumed within the sync that saw it (`resumesPerSync` 0), so that these tests see what the
+/// next sync does with the kept bytes.
 private func withUpdater(
     _ transport: any Transport,
+    resumesPerSync: Int = 0,
     _ body: (Updater, URL) async throws -> Void
 ) async throws {
     let root = try makeTemporaryDirectory("resume-store")
@@ -56,6 +59,7 @@ private func withUpdater(
         logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
     )
     configuration.commitHooks = [NameIndexWriter()]
+    configuration.partialDownloads.resumesPerSync = resumesPerSync
     let updater = Updater(configuration: configuration)
     try await body(updater, root)
 }
@@ -375,5 +379,66 @@ struct ResumeTests {
         let sent = server.requests().filter { $0.path.hasSuffix(".zip") }.map(\.bodyBytesSent).reduce(0, +)
         #expect(sent > 0)
         #expect(Double(sent) <= 1.05 * Double(entry.size), "sent \(sent) bytes for a package of \(entry.size)")
+    }
+
+    @Test(
+        "a server that closes a 6 MiB body after 4 MiB: hot sync asks for the rest with a Range and installs in one sync"
+    )
+    func cutMidBodyResumedInOneSync() async throws {
+        let work = try makeTemporaryDirectory("resume-cut")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let repo = work.appendingPathComponent("repo")
+        let privateKey = work.appendingPathComponent("release.pem").path
+        let publicKey = work.appendingPathComponent("release.pub").path
+        try await PublisherWorkflowTests.hot(["keygen", "--private", privateKey, "--public", publicKey])
+        let source = work.appendingPathComponent("src")
+        let files = ["big.bin": noise(6 << 20, seed: 71), "small.txt": Data("cut".utf8)]
+        try writeTree(files, under: source)
+        try await PublisherWorkflowTests.hot([
+            "pack", source.path, "--id", "big", "--version", "1", "--repo", repo.path, "--deltas", "0",
+        ])
+        try await PublisherWorkflowTests.hot(["sign", "--repo", repo.path, "--key", privateKey, "--expires", "30d"])
+        let packages = try FileManager.default.contentsOfDirectory(atPath: repo.appendingPathComponent("packages").path)
+        let archive = try #require(packages.first { $0.hasSuffix(".zip") })
+        let size = try #require(
+            try FileManager.default.attributesOfItem(atPath: repo.appendingPathComponent("packages/\(archive)").path)[
+                .size
+            ] as? Int
+        )
+        #expect(size > 6 << 20)
+
+        // Everything under /cut/ comes through a proxy that closes a response after 4 MiB.
+        let server = try await NginxServer.start(
+            root: repo,
+            options: .init(locations: [.cutsConnections(prefix: "/cut/", afterBytes: 4 << 20)])
+        )
+        let root = work.appendingPathComponent("store")
+        let manifest = server.baseURL.appendingPathComponent("cut/manifest.json").absoluteString
+        let (ending, output) = try await HotRun.run(
+            ["sync", "--manifest", manifest, "--root", root.path, "--trust", publicKey],
+            log: work.appendingPathComponent("sync.log")
+        )
+        let requests = await server.waitForRequests(path: "/cut/packages/\(archive)", count: 2)
+        await server.stop()
+        #expect(ending == .exited(0), "\(output)")
+
+        // One sync: the first answer was cut past 4 MiB, the second asked for the rest.
+        #expect(requests.map(\.status) == [200, 206], "\(requests)")
+        let cut = try #require(requests.first)
+        #expect(cut.bodyBytesSent >= 4 << 20 && cut.bodyBytesSent < Int64(size), "\(cut)")
+        let range = try #require(requests.last?.range, "\(requests)")
+        let offset = try #require(Int64(range.dropFirst("bytes=".count).dropLast()), "\(range)")
+        #expect(range == "bytes=\(offset)-" && offset >= 4 << 20, "\(range)")
+        #expect(requests.map(\.bodyBytesSent).reduce(0, +) <= Int64(size) + 64 * 1024, "\(requests)")
+
+        // Installed byte for byte, with nothing kept under partial/.
+        let status = try await StoreInspection.status(
+            root: root,
+            check: true,
+            log: work.appendingPathComponent("status.log")
+        )
+        let path = try #require(status["big"]?.path)
+        #expect(try readTree(URL(fileURLWithPath: path)) == files)
+        #expect(FileSystem.contents(of: root.appendingPathComponent("partial")).isEmpty)
     }
 }

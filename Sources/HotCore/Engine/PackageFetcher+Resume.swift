@@ -15,7 +15,9 @@ extension PackageFetcher {
     /// Downloads `descriptor` through `partial`, resuming what an earlier attempt kept, and
     /// leaves the checked file there, still held, for the caller to unpack and discard. A
     /// partial that is already whole (a process killed after the download) is checked without
-    /// a request. A cut transfer keeps its bytes and sidecar; a file
+    /// a request. A transfer the server cut short is resumed from its kept bytes at once, up
+    /// to ``UpdaterConfiguration/PartialDownloadPolicy/resumesPerSync`` times while each
+    /// attempt adds bytes; past that its bytes and sidecar are kept for the next sync. A file
     /// whose digest or size is wrong is discarded, and when it was resumed it is fetched once
     /// more from the start (the kept prefix may be what was wrong).
     func resumableDownload(
@@ -24,7 +26,10 @@ extension PackageFetcher {
         observer: FetchObserver
     ) async throws -> (Int64, Digest, Digest?) {
         var fresh = false
-        for _ in 0..<3 {
+        var restarts = 0
+        var resumes = 0
+        while true {
+            let keptBefore = fresh ? 0 : ((try? partial.length()) ?? 0)
             let resumedFrom: Int64
             let outcome: Attempt
             do {
@@ -45,12 +50,27 @@ extension PackageFetcher {
                     partial.discard()
                     throw try DownloadCheck(descriptor, configuration: configuration).oversize()
                 }
-                // A cut transfer: keep the bytes for the next attempt, when there are any, the
-                // server named their version, and the disk is not full.
+                // A cut transfer: keep the bytes, when there are any, the server named their
+                // version, and the disk is not full; resume them now while the attempts add
+                // bytes, else at the next sync.
                 let length = (try? partial.length()) ?? 0
                 if length > 0, code != .diskFull, var sidecar = partial.readSidecar(), sidecar.validator != nil {
                     sidecar.offset = length
                     try? partial.writeSidecar(sidecar)
+                    if code == .truncated || code == .transportFailed, length > keptBefore,
+                        resumes < configuration.partialDownloads.resumesPerSync, !Task.isCancelled
+                    {
+                        resumes += 1
+                        fresh = false
+                        configuration.logger.notice(
+                            "the server cut the download short; resuming it",
+                            metadata: [
+                                "package": "\(descriptor.id)", "from": "\(length)", "resume": "\(resumes)",
+                                "reason": "\((error as? HotUpdateError)?.message ?? "\(error)")",
+                            ]
+                        )
+                        continue
+                    }
                     partial.close()
                 } else {
                     partial.discard()
@@ -67,6 +87,16 @@ extension PackageFetcher {
                 }
                 return (size, sha256, md5)
             case .restart(let reason):
+                restarts += 1
+                guard restarts < 3 else {
+                    partial.close()
+                    throw HotUpdateError(
+                        .transportFailed,
+                        "the server answered a resumed download three times in ways that do not continue it",
+                        packageID: descriptor.id,
+                        subject: descriptor.url.absoluteString
+                    )
+                }
                 configuration.logger.notice(
                     "cannot resume the download; starting again",
                     metadata: ["package": "\(descriptor.id)", "reason": "\(reason)"]
@@ -74,13 +104,6 @@ extension PackageFetcher {
                 fresh = true
             }
         }
-        partial.close()
-        throw HotUpdateError(
-            .transportFailed,
-            "the server answered a resumed download three times in ways that do not continue it",
-            packageID: descriptor.id,
-            subject: descriptor.url.absoluteString
-        )
     }
 
     /// One request: for the rest of the kept bytes when there are any and `fresh` is false,

@@ -372,13 +372,23 @@ extension UpdaterConfiguration {
         public var maxTotalBytes: Int64
         /// How long a partial download is kept after it was last written.
         public var maxAge: Duration
+        /// How many times one download whose body the server cut short (a proxy's idle
+        /// timeout, a dropped or reused connection) is resumed from its kept bytes within the
+        /// same sync before the package fails; each resume must have added bytes. 3 by default.
+        public var resumesPerSync: Int
 
-        /// Creates a policy. The defaults keep up to 4 GiB for a week.
-        public init(isEnabled: Bool = true, maxTotalBytes: Int64 = 4 << 30, maxAge: Duration = .seconds(7 * 24 * 3600))
-        {
+        /// Creates a policy. The defaults keep up to 4 GiB for a week, and resume a cut
+        /// transfer up to 3 times within a sync.
+        public init(
+            isEnabled: Bool = true,
+            maxTotalBytes: Int64 = 4 << 30,
+            maxAge: Duration = .seconds(7 * 24 * 3600),
+            resumesPerSync: Int = 3
+        ) {
             self.isEnabled = isEnabled
             self.maxTotalBytes = max(0, maxTotalBytes)
             self.maxAge = maxAge
+            self.resumesPerSync = max(0, resumesPerSync)
         }
     }
 }

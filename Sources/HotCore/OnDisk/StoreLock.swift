@@ -18,9 +18,11 @@ import Darwin
 /// before each commit, so a reader that finds the counter it saw at its last load knows its
 /// snapshot is current without decoding the metadata again.
 ///
-/// Locks taken through different ``StoreLock`` values conflict even within one process
-/// (each opens its own file description), so two updaters over one root in one process
-/// coordinate too. Descriptors are opened close-on-exec: a child process never inherits one.
+/// Locks taken through different ``StoreLock`` values conflict even within one process, so
+/// two updaters over one root in one process coordinate too: they queue in the
+/// ``ProcessLockQueue`` first, in the order they asked, and wait there for as long as the
+/// holder of their own process holds the lock; only the wait for another process has a time
+/// limit. Descriptors are opened close-on-exec: a child process never inherits one.
 package final class StoreLock: @unchecked Sendable {
     /// How the lock is held.
     package enum Mode: Sendable {
@@ -34,14 +36,16 @@ package final class StoreLock: @unchecked Sendable {
     package static let fileName = "store.lock"
 
     private let descriptor: Int32
+    private let file: ProcessLockQueue.FileID
     private let released = Locked(false)
     /// How the lock is held.
     package let mode: Mode
     /// The lock file.
     package let url: URL
 
-    private init(descriptor: Int32, mode: Mode, url: URL) {
+    private init(descriptor: Int32, file: ProcessLockQueue.FileID, mode: Mode, url: URL) {
         self.descriptor = descriptor
+        self.file = file
         self.mode = mode
         self.url = url
     }
@@ -59,7 +63,8 @@ package final class StoreLock: @unchecked Sendable {
     ///   - create: Whether to create the root and the lock file when missing (writers do;
     ///     readers never create anything).
     ///   - wait: How long to wait, and whom to tell about a long wait.
-    ///   - timeout: Overrides `wait`'s timeout (a read passes its patience).
+    ///   - timeout: Overrides `wait`'s timeout (a read passes its patience); given, it also
+    ///     bounds the wait for this process's own holders, which is otherwise unbounded.
     /// - Returns: The held lock; nil when `create` is false and there is no lock file (a
     ///   store never written by a writer that locks, or no store at all).
     /// - Throws: ``HotUpdateError/Code/storeBusy`` when the wait ran out,
@@ -83,13 +88,33 @@ package final class StoreLock: @unchecked Sendable {
             if code == ENOENT, !create { return nil }
             throw HotUpdateError.system("cannot open the store lock", errno: code, subject: url.path)
         }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let code = errno
+            _ = close(descriptor)
+            throw HotUpdateError.system("cannot read the store lock", errno: code, subject: url.path)
+        }
+        let file = ProcessLockQueue.FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+        // This process's earlier holders first, for as long as they hold it; only a read
+        // (which passes its patience) stops waiting for them.
+        let patience: TimeInterval?? = timeout
+        let deadline = patience.flatMap { $0 }.map { Date(timeIntervalSinceNow: $0) }
+        guard ProcessLockQueue.shared.enter(file, exclusive: mode == .exclusive, deadline: deadline) else {
+            _ = close(descriptor)
+            throw HotUpdateError(
+                .storeBusy,
+                "a change of this process has held the store lock for more than \(formatted(patience.flatMap { $0 } ?? 0)) s",
+                subject: url.path
+            )
+        }
         do {
             try lock(descriptor, mode: mode, wait: wait, timeout: timeout ?? wait.timeout, url: url)
         } catch {
             _ = close(descriptor)
+            ProcessLockQueue.shared.leave(file, exclusive: mode == .exclusive)
             throw error
         }
-        let held = StoreLock(descriptor: descriptor, mode: mode, url: url)
+        let held = StoreLock(descriptor: descriptor, file: file, mode: mode, url: url)
         if mode == .exclusive { held.recordWriter() }
         return held
     }
@@ -177,7 +202,9 @@ package final class StoreLock: @unchecked Sendable {
             defer { released = true }
             return !released
         }
-        if first { _ = close(descriptor) }
+        guard first else { return }
+        _ = close(descriptor)
+        ProcessLockQueue.shared.leave(file, exclusive: mode == .exclusive)
     }
 
     /// The change counter: 0 for a lock file never written.
