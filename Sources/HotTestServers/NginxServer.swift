@@ -20,7 +20,7 @@ import Darwin
 ///     .status(404, at: "/gone.zip"),
 ///     .rateLimited(prefix: "/slow/", bytesPerSecond: 100),
 /// ]))
-/// defer { Task { await server.stop() } }
+/// defer { server.stopNow() }
 /// let url = server.baseURL.appendingPathComponent("package.zip")
 /// // … fetch `url` …
 /// #expect(server.requestCount(for: "/package.zip") == 1)
@@ -255,6 +255,18 @@ public final class NginxServer: @unchecked Sendable {
         for _ in 0..<200 where process.isRunning {
             try? await Task.sleep(for: .milliseconds(10))
         }
+    }
+
+    /// Stops the server and waits, on the calling thread, until the process has exited (at
+    /// most a few seconds: then it is killed). For a `defer`, which runs on every way out of
+    /// a test, where a `Task` started there might never run. Safe to call more than once.
+    public func stopNow() {
+        terminate()
+        let deadline = Date().addingTimeInterval(5)
+        while process.isRunning, Date() < deadline { usleep(2_000) }
+        if process.isRunning { killHard() }
+        let hardDeadline = Date().addingTimeInterval(2)
+        while process.isRunning, Date() < hardDeadline { usleep(2_000) }
     }
 
     /// Whether the server process is still running.

@@ -38,20 +38,64 @@ public struct TestCertificateAuthority: Sendable {
     /// The authority's private key, PEM.
     public let key: URL
 
-    /// The authority shared by every test of this process, made once.
+    /// The environment variable naming a directory that holds an authority made before the
+    /// tests (`scripts/make-test-ca` writes it, and `scripts/test` runs that first):
+    /// `ca.pem`, `ca.key`, and `loopback.pem`, `loopback.key` and `loopback.pin` for a
+    /// certificate of 127.0.0.1 and `localhost`.
+    public static let environmentVariable = "HOT_TEST_CA"
+
+    /// The authority shared by every test of this process: the one made before the tests
+    /// (``environmentVariable``), read without running anything; else made once, on first use.
     public static func shared() throws -> TestCertificateAuthority {
         try sharedAuthority.get()
     }
 
-    private static let sharedAuthority = Result { try make() }
+    private static let sharedAuthority = Result {
+        if let directory = premade { return try load(directory) }
+        return try make()
+    }
 
-    /// A certificate of the ``shared()`` authority for `127.0.0.1` and `localhost`, made once.
+    /// A certificate of the ``shared()`` authority for `127.0.0.1` and `localhost`: the one
+    /// made before the tests, else made once, on first use.
     public static func sharedLoopback() throws -> Issued {
         try sharedLoopbackCertificate.get()
     }
 
     private static let sharedLoopbackCertificate = Result {
-        try shared().issue("loopback", hosts: ["127.0.0.1", "localhost"])
+        if let directory = premade {
+            let pin = try String(contentsOf: directory.appendingPathComponent("loopback.pin"), encoding: .utf8)
+            return Issued(
+                certificate: directory.appendingPathComponent("loopback.pem"),
+                key: directory.appendingPathComponent("loopback.key"),
+                pin: pin.trimmingCharacters(in: .whitespacesAndNewlines)
+            )
+        }
+        return try shared().issue("loopback", hosts: ["127.0.0.1", "localhost"])
+    }
+
+    /// The directory of an authority made before the tests, when ``environmentVariable`` names one.
+    private static var premade: URL? {
+        guard let path = ProcessInfo.processInfo.environment[environmentVariable], !path.isEmpty else { return nil }
+        return URL(fileURLWithPath: path, isDirectory: true)
+    }
+
+    /// The authority whose files `directory` holds (`ca.pem`, `ca.key`).
+    ///
+    /// - Throws: `HotUpdateError.Code.notFound` when a file is missing.
+    public static func load(_ directory: URL) throws -> TestCertificateAuthority {
+        let authority = TestCertificateAuthority(
+            directory: directory,
+            certificate: directory.appendingPathComponent("ca.pem"),
+            key: directory.appendingPathComponent("ca.key")
+        )
+        for file in [authority.certificate, authority.key, directory.appendingPathComponent("loopback.pin")]
+        where !FileManager.default.fileExists(atPath: file.path) {
+            throw HotUpdateError(
+                .notFound,
+                "\(environmentVariable) names \(directory.path), which lacks \(file.lastPathComponent) (scripts/make-test-ca makes it)"
+            )
+        }
+        return authority
     }
 
     /// Makes a new authority (an EC P-256 key and a self-signed CA certificate) in a fresh

@@ -73,10 +73,13 @@ struct ByteStreamTests {
     @Test("cancelling the consuming task ends the iteration and cancels the producer")
     func taskCancellation() async throws {
         let (stream, writer) = ByteStream.makeStream()
+        let reading = AsyncStream<Void>.makeStream()
         let consumer = Task {
-            for try await _ in stream {}
+            for try await _ in stream { reading.continuation.yield() }
         }
-        try await Task.sleep(for: .milliseconds(20))
+        // The consumer is iterating once it has taken a first chunk.
+        try await writer.write(Data([0]))
+        for await _ in reading.stream { break }
         consumer.cancel()
         await #expect(throws: CancellationError.self) { try await consumer.value }
         #expect(throws: CancellationError.self) { try writer.writeBlocking(Data([1])) }

@@ -108,8 +108,10 @@ struct ConcurrentLaunchTests {
         let fixture = try await Self.waitingStore(keep: 0)
         let first = try await fixture.updater.launch.begin()
         #expect(first.package("app")?.version == "2")
-        try await Task.sleep(for: .milliseconds(20))
-        // The second launch gives trials no time at all: the first one's has run out.
+        // The second launch gives trials no time at all: the first one's has run out once the
+        // clock has moved past its start.
+        let begun = Date()
+        try await waitUntil("the clock to move past \(begun)", interval: .milliseconds(1)) { Date() > begun }
         let second = fixture.sibling(launch: LaunchPolicy(guarded: ["app"], trialTimeout: 0))
         let next = try await second.launch.begin()
         #expect(next.rolledBack.map(\.version) == ["2"])

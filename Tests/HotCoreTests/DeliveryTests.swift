@@ -190,7 +190,9 @@ struct DeliveryTests {
         // Used in this order: a, b, c, held, guarded; then a again (most recent).
         for id in ["a", "b", "c", "held", "guarded", "a"] {
             _ = try await updater.install(id: id)
-            try await Task.sleep(for: .milliseconds(2))
+            // Uses are ordered by the time recorded: the next one is recorded later.
+            let used = Date()
+            try await waitUntil("the clock to move past \(used)", interval: .milliseconds(1)) { Date() > used }
         }
         updater.beginUsing(packageID: "held")
         // Room for one pack's files: b, c go (least recently used); held and guarded are
@@ -321,9 +323,9 @@ struct DeliveryTests {
         try await SingleFlightTests.waitUntilHeld(fixture, blocker.url)
         let sync = Task { try await updater.apply(try Manifest(packages: [pre1, pre2, launch, pack, blocker])) }
         // The sync's three downloads queue behind the blocker, then the user asks for the pack.
-        while updater.queuedDownloads < 3 { try await Task.sleep(for: .milliseconds(2)) }
+        try await waitUntil("the sync's three downloads queued") { updater.queuedDownloads >= 3 }
         let asked = Task { try await updater.install(id: "pack") }
-        while updater.queuedDownloads < 4 { try await Task.sleep(for: .milliseconds(2)) }
+        try await waitUntil("the pack's download queued") { updater.queuedDownloads >= 4 }
         await fixture.transport.release(blocker.url)
         _ = try await first.value
         _ = try await asked.value

@@ -20,7 +20,7 @@ struct AppUpdaterTests {
     func syncsAndResolves() async throws {
         let key = try CryptoSigner.generate()
         let (repository, server) = try await Self.serve(signedBy: key)
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         let root = try makeTemporaryDirectory("app-updater")
 
         let hot = try AppUpdater(root: root, manifest: repository.url(on: server), releaseKeys: [key.publicKey.pem])
@@ -41,7 +41,7 @@ struct AppUpdaterTests {
     func refusesOtherKeys() async throws {
         let other = try CryptoSigner.generate()
         let (repository, server) = try await Self.serve(signedBy: try CryptoSigner.generate())
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         let root = try makeTemporaryDirectory("app-updater")
 
         let hot = try AppUpdater(root: root, manifest: repository.url(on: server), releaseKeys: [other.publicKey.pem])

@@ -34,7 +34,7 @@ struct ClockTests {
     @Test("with the clock set back 10 minutes, then a day, then 20 days ahead and corrected, every sync installs")
     func updatesFlowWhateverTheClock() async throws {
         let setup = try await PublishedRepository("clock-back")
-        defer { Task { await setup.stop() } }
+        defer { setup.stopNow() }
         try await setup.publish("1", files: Self.files("1"))
         try await PublisherWorkflowTests.hot(setup.sync)
         #expect(try await setup.active().version == "1")
@@ -58,7 +58,7 @@ struct ClockTests {
     @Test("a manifest refused as expired with the clock 2 days ahead stays refused with the clock 30 minutes ahead")
     func expiryHasAFloor() async throws {
         let setup = try await PublishedRepository("clock-expiry")
-        defer { Task { await setup.stop() } }
+        defer { setup.stopNow() }
         try await setup.publish("1", files: Self.files("1"), expires: "1h")
         try await PublisherWorkflowTests.hot(setup.sync)
         let installed = try await setup.active()
@@ -94,7 +94,7 @@ struct ClockTests {
     )
     func launchesSurviveClockJumps() async throws {
         let setup = try await PublishedRepository("clock-launch")
-        defer { Task { await setup.stop() } }
+        defer { setup.stopNow() }
         try await setup.publish("1", files: Self.files("1"))
         let timestamps = setup.work.appendingPathComponent("faketime.rc")
         try "+20d".write(to: timestamps, atomically: true, encoding: .utf8)

@@ -56,6 +56,12 @@ struct ConcurrentLaunchProcessTests {
             try? FileManager.default.removeItem(at: work)
         }
 
+        /// ``stop()`` on the calling thread, for a `defer`.
+        func stopNow() {
+            nginx.stopNow()
+            try? FileManager.default.removeItem(at: work)
+        }
+
         func arguments(root: URL) -> [String] {
             ["--manifest", repository.url(on: nginx).absoluteString, "--root", root.path, "--trust", publicKey.path]
         }
@@ -123,7 +129,7 @@ struct ConcurrentLaunchProcessTests {
     )
     func twoLaunchesEightTrials() async throws {
         let rig = try await Rig()
-        defer { Task { await rig.stop() } }
+        defer { rig.stopNow() }
         for _ in 0..<8 {
             let (outputs, root) = try await overlappingLaunches(2, rig: rig)
             #expect(outputs.allSatisfy { !$0.contains("rolled back") }, "\(outputs)")
@@ -135,7 +141,7 @@ struct ConcurrentLaunchProcessTests {
     @Test("five launches at once: all run version 3, none blocks it")
     func fiveLaunches() async throws {
         let rig = try await Rig()
-        defer { Task { await rig.stop() } }
+        defer { rig.stopNow() }
         let (outputs, root) = try await overlappingLaunches(5, rig: rig)
         #expect(outputs.allSatisfy { $0.contains("running 3") && !$0.contains("rolled back") }, "\(outputs)")
         try await checkNextLaunch(root: root, rig: rig)
@@ -146,7 +152,7 @@ struct ConcurrentLaunchProcessTests {
     )
     func stoppedLaunch() async throws {
         let rig = try await Rig()
-        defer { Task { await rig.stop() } }
+        defer { rig.stopNow() }
         let root = try await rig.freshRoot()
         let stopped = try rig.startStopping(root: root, name: "stopped")
         try await stopped.waitUntilStopped()
@@ -168,7 +174,7 @@ struct ConcurrentLaunchProcessTests {
     @Test("with confirmedVersion, a launch beside a stopped trial runs version 1; the trial, continued, confirms 3")
     func confirmedVersionBesideStoppedTrial() async throws {
         let rig = try await Rig()
-        defer { Task { await rig.stop() } }
+        defer { rig.stopNow() }
         let root = try await rig.freshRoot()
         let stopped = try rig.startStopping(root: root, name: "stopped")
         try await stopped.waitUntilStopped()
@@ -184,7 +190,7 @@ struct ConcurrentLaunchProcessTests {
     @Test("a stopped launch killed before it confirms: the next launch rolls 3 back and blocks it, as a crash")
     func killedLaunchIsRolledBack() async throws {
         let rig = try await Rig()
-        defer { Task { await rig.stop() } }
+        defer { rig.stopNow() }
         let root = try await rig.freshRoot()
         let stopped = try rig.startStopping(root: root, name: "killed")
         try await stopped.waitUntilStopped()

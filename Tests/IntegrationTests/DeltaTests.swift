@@ -132,7 +132,7 @@ struct DeltaTests {
         let (v1, _) = try Self.release(repository, 1, from: nil)
         try repository.sign(with: [key])
         let server = try await NginxServer.start(root: repository.directory)
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         let client = try SignedClient(trust: .signed(by: [key.publicKey]))
         let first = try await Self.updater(client).sync(from: client.source(repository.url(on: server)))
         try first.throwIfFailed()
@@ -189,7 +189,7 @@ struct DeltaTests {
         let (v1, _) = try Self.release(repository, 1, from: nil)
         try repository.sign(with: [key])
         let server = try await NginxServer.start(root: repository.directory)
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         let client = try SignedClient(trust: .signed(by: [key.publicKey]))
         try await Self.updater(client).sync(from: client.source(repository.url(on: server))).throwIfFailed()
 
@@ -339,7 +339,7 @@ struct DeltaTests {
         try await PublisherWorkflowTests.hot(["keygen", "--private", privateKey, "--public", publicKey])
         try FileManager.default.createDirectory(atPath: repo, withIntermediateDirectories: true)
         let server = try await NginxServer.start(root: URL(fileURLWithPath: repo, isDirectory: true))
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         let manifestURL = server.baseURL.appendingPathComponent("manifest.json").absoluteString
         var outputs: [String] = []
         for version in [1, 2] {

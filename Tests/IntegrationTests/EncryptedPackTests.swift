@@ -141,7 +141,7 @@ struct EncryptedPackTests {
 
         // hot sync over nginx installs it byte for byte, then version 2 through an encrypted delta.
         let server = try await NginxServer.start(root: repo)
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         let manifest = server.baseURL.appendingPathComponent("manifest.json").absoluteString
         let store = work.appendingPathComponent("store")
         let synced = try await CommandLineTests.run([

@@ -20,7 +20,7 @@ struct LaunchGuardTests {
         try repository.pack(["main.js": Data("print(1)".utf8)], id: "app", version: "1")
         try repository.sign(with: [key])
         let nginx = try await NginxServer.start(root: repository.directory)
-        defer { Task { await nginx.stop() } }
+        defer { nginx.stopNow() }
         let store = try makeTemporaryDirectory("store")
         let executable = try builtExecutable("LaunchGuard").path
         let arguments = [

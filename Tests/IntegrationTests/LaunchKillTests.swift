@@ -96,7 +96,7 @@ struct LaunchKillTests {
     )
     func abortInEveryCommit() async throws {
         let rig = try await Self.makeRig()
-        defer { Task { await rig.nginx.stop() } }
+        defer { rig.nginx.stopNow() }
         var ran: [Int: String] = [:]
         // A launch that activates a waiting version commits: begin (1), confirm (2), the
         // sync's plan (3, when it records anything). Past the last, the run finishes.
@@ -121,7 +121,7 @@ struct LaunchKillTests {
     @Test("SIGKILL at moments spread over a launch leaves a store the next launch runs")
     func sigkillDuringLaunch() async throws {
         let rig = try await Self.makeRig()
-        defer { Task { await rig.nginx.stop() } }
+        defer { rig.nginx.stopNow() }
         let delays = [0, 2, 5, 10, 15, 20, 30, 45, 60, 90, 150]
         var outcomes: [String: Int] = [:]
         var killed = 0
@@ -155,7 +155,7 @@ struct LaunchKillTests {
     @Test("SIGKILL of a launch that froze before confirming: the next launch rolls back and blocks")
     func sigkillFrozenTrial() async throws {
         let rig = try await Self.makeRig(version2: ["main.js": Data("print(2)".utf8), "hang": Data()])
-        defer { Task { await rig.nginx.stop() } }
+        defer { rig.nginx.stopNow() }
         let root = try await Self.copy(rig, "frozen")
         let run = try HotRun(
             rig.arguments(root),

@@ -251,7 +251,7 @@ struct PublishTests {
             "the second part never arrived: \(moto.requests().map { "\($0.method) \($0.path)?\($0.query)" })"
         )
         kill(process.processIdentifier, SIGKILL)
-        while process.isRunning { try await Task.sleep(for: .milliseconds(10)) }
+        try await waitUntil("hot publish to end after SIGKILL") { !process.isRunning }
         moto.release()
 
         // Clients still see version 1, and everything it names is there.

@@ -63,7 +63,7 @@ struct PublishedNamesTests {
         #expect(body.package("text")?.entry(for: "1")?.caseSensitive == true)
 
         let server = try await NginxServer.start(root: repo)
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         let root = try makeTemporaryDirectory("names-store")
         let synced = try await CommandLineTests.run([
             "sync", "--manifest", server.baseURL.appendingPathComponent("manifest.json").absoluteString,

@@ -59,4 +59,10 @@ final class PublishedRepository: Sendable {
         await nginx.stop()
         try? FileManager.default.removeItem(at: work)
     }
+
+    /// ``stop()`` on the calling thread, for a `defer`.
+    func stopNow() {
+        nginx.stopNow()
+        try? FileManager.default.removeItem(at: work)
+    }
 }

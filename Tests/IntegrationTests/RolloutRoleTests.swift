@@ -130,7 +130,7 @@ struct RolloutRoleTests {
     func refused(_ overreach: Overreach) async throws {
         let rig = try await Self.makeRig(role: overreach != .noRoleDeclared)
         let server = rig.server
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         let client = try await rig.client()
         var trustedVersion = 1
         var active = ["app 2"]
@@ -213,7 +213,7 @@ struct RolloutCommandTests {
             try await Self.hot(["pack", source.path, "--id", "app", "--version", version, "--repo", repo])
         }
         let server = try await NginxServer.start(root: URL(fileURLWithPath: repo))
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         let manifest = server.baseURL.appendingPathComponent("manifest.json").absoluteString
         func active() async throws -> String? {
             try await Self.hot(["sync", "--manifest", manifest, "--root", root, "--trust", release.path + ".pub"])

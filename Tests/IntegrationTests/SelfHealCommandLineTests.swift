@@ -25,7 +25,7 @@ struct SelfHealCommandLineTests {
         let entry = try repository.pack(files, id: "pack", version: "1")
         try repository.sign(with: [key])
         let nginx = try await NginxServer.start(root: repository.directory)
-        defer { Task { await nginx.stop() } }
+        defer { nginx.stopNow() }
         let archivePath = "/packages/" + repository.archive(entry).lastPathComponent
         let root = work.appendingPathComponent("store")
         let hot = try builtExecutable("hot").path
@@ -165,7 +165,7 @@ struct LossMatrixTests {
         _ = try repository.pack(files, id: "pack", version: "1")
         try repository.sign(with: [key])
         let nginx = try await NginxServer.start(root: repository.directory)
-        defer { Task { await nginx.stop() } }
+        defer { nginx.stopNow() }
         let bundle = work.appendingPathComponent("bundle")
         try writeTree(bundled, under: bundle)
         let hot = try builtExecutable("hot").path
@@ -192,12 +192,12 @@ struct LossMatrixTests {
                     }
                 } : nil
             if concurrent {
-                while rounds.all.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
+                try await waitUntil("two resolve rounds before the deletion") { rounds.all.count >= 2 }
             }
             try delete(loss, root: root, tree: tree)
             rounds.deleted = true
             if concurrent {
-                while rounds.afterDeletion < 3 { try await Task.sleep(for: .milliseconds(20)) }
+                try await waitUntil("three resolve rounds after the deletion") { rounds.afterDeletion >= 3 }
                 rounds.stop()
                 try await reader?.value
                 for round in rounds.all {

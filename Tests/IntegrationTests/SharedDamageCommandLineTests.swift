@@ -52,7 +52,7 @@ struct SharedDamageCommandLineTests {
         let v1 = try repository.pack(v1Files, id: "p", version: "1")
         try repository.sign(with: [key])
         let nginx = try await NginxServer.start(root: repository.directory)
-        defer { Task { await nginx.stop() } }
+        defer { nginx.stopNow() }
         let root = try makeTemporaryDirectory("store")
         let sync = [
             "sync", "--manifest", repository.url(on: nginx).absoluteString, "--root", root.path, "--trust",

@@ -31,7 +31,7 @@ struct StoreLockWaitTests {
         try repository.pack(["a.txt": Data("one".utf8), "b.png": Data("image".utf8)], id: "pack", version: "1")
         try repository.sign(with: [key])
         let nginx = try await NginxServer.start(root: repository.directory)
-        defer { Task { await nginx.stop() } }
+        defer { nginx.stopNow() }
         let root = work.appendingPathComponent("store")
         let sync =
             ["sync", "--manifest", repository.url(on: nginx).absoluteString, "--root", root.path]

@@ -51,7 +51,7 @@ struct TelemetryOffTests {
                 .status(204, at: "/accepted"),
             ])
         )
-        defer { Task { await nginx.stop() } }
+        defer { nginx.stopNow() }
 
         // Off: the configuration's default.
         let off = try SignedClient(trust: .signed(by: [key.publicKey]))

@@ -25,7 +25,7 @@ struct TimeFloorTests {
     @Test("a clock far ahead raises the floor at most a day past the signing time; a fresh manifest is accepted after")
     func clockLeadIsBounded() async throws {
         let (key, repository, server, clientAhead) = try await Self.setup()
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         let signedAt = Self.seconds(Date())
         repository.body.signedAt = signedAt
         try repository.sign(with: [key], expires: signedAt.addingTimeInterval(30 * 86_400))
@@ -47,7 +47,7 @@ struct TimeFloorTests {
     @Test("a manifest signed later than the device's clock raises the floor to its signing time")
     func signingTimeRaisesTheFloor() async throws {
         let (key, repository, server, behind) = try await Self.setup()
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         var client = behind
         client.now = { Date().addingTimeInterval(-5 * 86_400) }  // the device's clock 5 days behind
         let signedAt = Self.seconds(Date())
@@ -69,7 +69,7 @@ struct TimeFloorTests {
     @Test("a manifest whose signing time is after its expiry is refused as invalid")
     func signedAfterExpiry() async throws {
         let (key, repository, server, client) = try await Self.setup()
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         repository.body.signedAt = Date().addingTimeInterval(2 * 86_400)
         try repository.sign(with: [key], expires: Date().addingTimeInterval(86_400))
         await #expect(throws: HotUpdateError(.manifestInvalid, "")) {
@@ -81,7 +81,7 @@ struct TimeFloorTests {
     @Test("the app's time floor refuses a manifest that expired before it, with no trust state")
     func appTimeFloor() async throws {
         let (key, repository, server, fresh) = try await Self.setup()
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         try repository.sign(with: [key], expires: Date().addingTimeInterval(86_400))
         var client = fresh
         client.trust.timeFloor = Date().addingTimeInterval(2 * 86_400)  // the app was built later
@@ -95,7 +95,7 @@ struct TimeFloorTests {
     @Test("a lost trust.json accepts a replayed older manifest, unless the app gives a version floor")
     func lostTrustStateAndVersionFloor() async throws {
         let (key, repository, server, fresh) = try await Self.setup()
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         let url = repository.url(on: server)
         let old = try repository.sign(with: [key], version: 6)
         try repository.pack(releaseFiles("2"), id: "app", version: "2")

@@ -21,7 +21,7 @@ struct TrustCommandLineTests {
     @Test("after version 2, a replayed version 1 stays refused with --trust K --trust K")
     func repeatedKey() async throws {
         let setup = try await PublishedRepository("trust-cli")
-        defer { Task { await setup.stop() } }
+        defer { setup.stopNow() }
         try await Self.publish(setup, "1")
         let first = try Data(contentsOf: setup.manifest)
         #expect(try await Self.sync(setup).status == 0)
@@ -41,7 +41,7 @@ struct TrustCommandLineTests {
     @Test("a signed body with \"version\" twice is refused by hot sync and by hot verify --url")
     func duplicateVersion() async throws {
         let setup = try await PublishedRepository("trust-cli")
-        defer { Task { await setup.stop() } }
+        defer { setup.stopNow() }
         try await Self.publish(setup, "1")
         #expect(try await Self.sync(setup).status == 0)
         try await Self.publish(setup, "2")
@@ -74,7 +74,7 @@ struct TrustCommandLineTests {
     @Test("a 200 HTML page where the manifest should be is reported as not JSON, not as unsigned")
     func htmlPage() async throws {
         let setup = try await PublishedRepository("trust-cli")
-        defer { Task { await setup.stop() } }
+        defer { setup.stopNow() }
         try await Self.publish(setup, "1")
         #expect(try await Self.sync(setup).status == 0)
         try Data("<!DOCTYPE html>\n<html><body>Maintenance</body></html>\n".utf8).write(to: setup.manifest)

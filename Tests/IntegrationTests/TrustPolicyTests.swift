@@ -305,7 +305,7 @@ struct TrustedKeySpellingTests {
         try repository.pack(releaseFiles("2"), id: "app", version: "2")
         try repository.sign(with: [keyA, keyB])
         let server = try await NginxServer.start(root: repository.directory)
-        defer { Task { await server.stop() } }
+        defer { server.stopNow() }
         var client = try SignedClient(trust: .signed(by: [keyA.publicKey, keyB.publicKey], threshold: 2))
         #expect(try await client.sync(repository.url(on: server)).failures.isEmpty)
         #expect(

@@ -41,7 +41,7 @@ struct TwoProcessTests {
         for round in 0..<rounds {
             let manifest = round % 2 == 0 ? 1 : 2
             let (name, arguments) = others[round % others.count]
-            let delay = Duration.milliseconds(Int64.random(in: 0...syncLength, using: &generator))
+            let delay = Duration.milliseconds(Int64.random(in: 0...(syncLength / 2), using: &generator))
             // Nothing kept: the sync downloads, so the other command meets it mid-flight.
             let (dropped, dropOutput) = try await HotRun.run(
                 ["gc", "--keep", "0", "--root", root.path],
@@ -52,6 +52,12 @@ struct TwoProcessTests {
                 ["sync"] + rig.syncArguments(manifest: manifest, slow: true, root: root),
                 log: logs.appendingPathComponent("round-\(round)-sync.log")
             )
+            // The other command starts once the sync works on the root (a staging entry or a
+            // partial download, or it already ended), then at a random point of its download.
+            try await waitUntil("the sync of round \(round) to start working on the root") {
+                !sync.isRunning || !FileSystem.contents(of: root.appendingPathComponent("staging")).isEmpty
+                    || !FileSystem.contents(of: root.appendingPathComponent("partial")).isEmpty
+            }
             try await Task.sleep(for: delay)
             let other = try HotRun(arguments, log: logs.appendingPathComponent("round-\(round)-\(name).log"))
             let (syncEnding, otherEnding) = (await sync.wait(), await other.wait())
