@@ -5,6 +5,12 @@ import HotTesting
 import HotTransport
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Both HTTP transports against a real nginx on 127.0.0.1 and against a misbehaving server.
 @Suite("HTTP transports")
 struct HTTPTransportTests {
@@ -31,6 +37,35 @@ struct HTTPTransportTests {
             #expect(logged.count == 1)
             #expect(logged.first?.bodyBytesSent == Int64(size))
         }
+    }
+
+    @Test(
+        "a kept-alive connection the server has closed is not handed out again: the next request succeeds on a new one",
+        .enabled(if: FileManager.default.fileExists(atPath: "/proc/net/tcp"), "reads the kernel's TCP table"),
+        arguments: HTTPTransportKind.allCases
+    )
+    func closedConnectionNotReused(kind: HTTPTransportKind) async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let content = try scratch.randomFile("a.bin", count: 200_000)
+        let server = try await NginxServer.start(root: scratch.url, options: .init(keepAliveSeconds: 1))
+        defer { server.stopNow() }
+        let url = server.baseURL.appendingPathComponent("a.bin")
+        let transport = kind.make()
+        for round in 0..<3 {
+            let response = try await transport.fetch(TransportRequest(url: url))
+            #expect(response.statusCode == 200, "round \(round)")
+            let (bytes, _) = try await drain(response.body, comparingTo: content)
+            #expect(bytes == content.count, "round \(round)")
+            // nginx closes the idle connection after its keep-alive second: the client's end
+            // of it is then half closed (CLOSE_WAIT) in the kernel's table, or gone.
+            try await waitUntil("nginx to close the idle connection of round \(round)") {
+                connectionStates(toPort: server.port)["01", default: 0] == 0
+            }
+        }
+        let requests = await server.waitForRequests(path: "/a.bin", count: 3)
+        #expect(requests.map(\.status) == [200, 200, 200])
+        #expect(Set(requests.map(\.connection)).count == 3, "\(requests)")
     }
 
     @Test("an error status is returned, and requireSuccess throws httpStatus", arguments: HTTPTransportKind.allCases)
@@ -361,4 +396,32 @@ struct HTTPTransportTests {
         let error = await hotError { _ = try await kind.make().fetch(TransportRequest(url: url)) }
         #expect(error?.code == .invalidArgument)
     }
+}
+
+/// The TCP connections of this machine to 127.0.0.1:`port`, counted by state as the kernel's
+/// table writes it: `01` ESTABLISHED, `08` CLOSE_WAIT (the server closed its end).
+///
+/// The transports open one connection at a time here, so an established one is the one kept
+/// alive for the next request.
+private func connectionStates(toPort port: Int) -> [String: Int] {
+    // Read to the end: procfs files report no size, and a read sized by it stops at a page.
+    let descriptor = open("/proc/net/tcp", O_RDONLY | O_CLOEXEC)
+    guard descriptor >= 0 else { return [:] }
+    defer { close(descriptor) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        guard count > 0 else { break }
+        bytes += buffer[0..<count]
+    }
+    let table = String(decoding: bytes, as: UTF8.self)
+    let remote = String(format: "0100007F:%04X", port)
+    var states: [String: Int] = [:]
+    // "sl local_address rem_address st …"
+    for line in table.split(separator: "\n").dropFirst() {
+        let fields = line.split(separator: " ")
+        if fields.count > 3, fields[2] == remote { states[String(fields[3]), default: 0] += 1 }
+    }
+    return states
 }
