@@ -11,9 +11,12 @@ extension Store {
     /// - Returns: The plan, and the states that changed.
     func recordPlan(_ manifest: Manifest) async throws -> (UpdatePlan, [UpdateEvent.StateChange]) {
         let catalog = try OfferedCatalog(manifest).encoded()
+        let digest = try OfferedCatalog.digest(of: catalog, verifier: verifier)
         return try await transaction { transaction in
-            // What the manifest offers, for installs on demand (see `OfferedCatalog`).
+            // What the manifest offers, for installs on demand (see `OfferedCatalog`), and its
+            // digest in the same commit.
             try StoreStateFile.catalog.replace(root: transaction.layout.root, with: catalog)
+            transaction.setCatalogDigest(digest)
             let plan = UpdatePlan.make(manifest: manifest, snapshot: transaction.snapshot)
             var changes: [UpdateEvent.StateChange] = []
             for entry in plan.packages {
