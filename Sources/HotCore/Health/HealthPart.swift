@@ -56,6 +56,7 @@ public struct UpdaterHealth: Sendable {
             let list = try? await store.fileList(forVersionPath: active.path),
             let file = list.files.first(where: { $0.path == resource }),
             let root = try? store.directory(of: active),
+            ContainedDirectory.regularFiles([resource], under: root.path) == [resource],
             let info = FileInfo(root.appendingPathComponent(resource, isDirectory: false))
         else { return false }
         return info.isRegular && info.size == file.size
