@@ -337,8 +337,20 @@ extension AssetResolverChain {
                 logger.warning("not resolving from a damaged package (\(package.state))", metadata: metadata)
                 continue
             }
-            guard FileManager.default.fileExists(atPath: package.directory.path) else {
+            switch ContainedDirectory.check(tree: package.directory, root: updater.layout.root) {
+            case .real:
+                break
+            case .missing:
                 logger.warning("not resolving from a package whose tree is gone", metadata: metadata)
+                continue
+            case .foreign(let component):
+                // A link in place of a directory of the tree, perhaps out of the store: nothing is
+                // served through it, and the next sync heals the package.
+                logger.error(
+                    "not resolving from a package whose tree is not a directory inside the store",
+                    metadata: metadata.merging(["component": "\(component)"]) { $1 }
+                )
+                LossMarker.record(package.id, layout: updater.layout)
                 continue
             }
             do {
@@ -348,9 +360,9 @@ extension AssetResolverChain {
                 // fall through to the next package and the bundle, and the package is marked
                 // for the next sync to heal (a stat per file, on this path only: the name index
                 // checks each answer once instead).
-                let prefix = package.directory.path + "/"
+                let tree = package.directory.path
                 let present = try await FileSystem.offload { () -> [String] in
-                    files.filter { FileSystem.isRegularFile(atPath: prefix + $0) }
+                    ContainedDirectory.regularFiles(files, under: tree)
                 }
                 if present.count < files.count {
                     logger.error(

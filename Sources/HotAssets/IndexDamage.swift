@@ -89,7 +89,11 @@ struct TreeNames: Sendable {
         // Every file answering `key` lies in its folder and starts with the name's stem.
         let stem = String(AssetName.parts(of: fileName[...]).stem)
         for package in packages {
-            guard let entries = try? FileManager.default.contentsOfDirectory(atPath: package.prefix + folder) else {
+            // The folder is listed only when it is a real directory of the tree, not a link.
+            var folders = ContainedDirectory.Folders(tree: package.prefix)
+            guard folders.holdsReal(folder + stem),
+                let entries = try? FileManager.default.contentsOfDirectory(atPath: package.prefix + folder)
+            else {
                 continue
             }
             var best: AssetKeyRank?

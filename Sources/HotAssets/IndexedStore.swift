@@ -88,12 +88,11 @@ func treesPresent(_ index: NameIndex, root: URL, logger: Logger) -> Bool {
     let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
     for number in 0..<index.packageCount {
         let package = index.package(number)
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: base + package.path, isDirectory: &isDirectory),
-            isDirectory.boolValue
-        else {
+        // Each directory of the path is a real one: a link in place of one (perhaps out of the
+        // store) is never served; the file lists' path leaves that package out and marks it.
+        guard ContainedDirectory.isReal(package.path, under: base) else {
             logger.warning(
-                "a package's tree is gone: resolving through the file lists",
+                "a package's tree is gone or not a directory inside the store: resolving through the file lists",
                 metadata: ["package": "\(package.id)", "version": "\(package.version)"]
             )
             return false

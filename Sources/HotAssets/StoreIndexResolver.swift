@@ -104,7 +104,9 @@ struct StoreIndexResolver: AssetResolver {
                     // An answer is checked once, when it is made: a file that is gone is not
                     // kept, and the name is answered as if the package lacked that file
                     // (another scale, another package, then the next resolver: the bundle).
-                    guard !checkingPresence || FileSystem.isRegularFile(atPath: made.asset.url.path) else {
+                    var present = true
+                    if checkingPresence { present = try isContainedFile(number) }
+                    guard present else {
                         let file = try index.file(number)
                         let package = min(file.package, prefixes.count - 1)
                         if case .package(let id, _) = origins[package] {
@@ -123,6 +125,15 @@ struct StoreIndexResolver: AssetResolver {
                 damage.report(index.damageError())
                 return trees.resolve(name)
             }
+        }
+
+        /// Whether file `number` is a regular file reached through real directories of its tree
+        /// only: a folder replaced by a link (perhaps out of the store) serves nothing.
+        private func isContainedFile(_ number: Int) throws(HotUpdateError) -> Bool {
+            let file = try index.file(number)
+            let prefix = prefixes[min(file.package, prefixes.count - 1)]
+            var folders = ContainedDirectory.Folders(tree: prefix)
+            return folders.holdsReal(file.path) && FileSystem.isRegularFile(atPath: prefix + file.path)
         }
 
         /// The answer for file `number`, made.

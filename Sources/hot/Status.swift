@@ -9,7 +9,9 @@ struct Status: AsyncParsableCommand {
         discussion: """
             States: new, updateAvailable (planned by a sync, not installed yet), installed, \
             failed (the last update failed; the previous version stays active), fileMissing, \
-            digestMismatch (found by a check; `hot repair` fixes them), disabled. Guarded \
+            digestMismatch, treeOutsideStore (the version's directory, or one above or inside \
+            it, is a symbolic link or not a directory; nothing is read through it) (found by a \
+            check; `hot repair` and `hot sync` fix them), disabled. Guarded \
             packages also show the version waiting for the next launch, the active version's \
             launch phase (pending, trial, confirmed) and the versions a failed launch blocked \
             (`hot unblock` lets one be downloaded again). \
@@ -82,9 +84,10 @@ struct Status: AsyncParsableCommand {
             let packages = try snapshot.packages.values.sorted { $0.id < $1.id }.map { record in
                 let checked = found[record.id].flatMap { $0.version == record.active?.version ? $0 : nil }
                 var state = checked.map { $0.isHealthy ? record.state : $0.state } ?? record.state
-                // Never "installed" at a path that is gone: one stat per package.
+                // Never "installed" at a path that is gone, or reached through a link: one stat
+                // per directory of the path.
                 if let active = record.active, state != .disabled, !updater.store.treeExists(active) {
-                    state = .fileMissing
+                    state = updater.store.treeIsOutsideStore(active) ? .treeOutsideStore : .fileMissing
                 }
                 return PackageStatus(
                     id: record.id,

@@ -148,6 +148,71 @@ struct OnDemandTests {
         await repository.stop()
     }
 
+    @Test(
+        "an entry added to catalog.json with an attacker's URL and its digest is refused: nothing fetched or installed"
+    )
+    func tamperedCatalogIsRefused() async throws {
+        let repository = try await Repository("tampered-catalog")
+        let published = repository.published
+        try await PublisherWorkflowTests.hot(published.sync)
+
+        // The attacker's pack: packed in a repository of its own, its archive served by the
+        // same nginx outside what the manifest names.
+        let attacker = published.work.appendingPathComponent("attacker")
+        let source = published.work.appendingPathComponent("src/evil")
+        try writeTree(["evil.txt": Data("evil".utf8)], under: source)
+        try await PublisherWorkflowTests.hot([
+            "pack", source.path, "--id", "evil", "--version", "1", "--repo", attacker.path, "--deltas", "0",
+        ])
+        let packed = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: attacker.appendingPathComponent("packages").path)
+                .first { $0.hasSuffix(".zip") }
+        )
+        let served = URL(fileURLWithPath: repository.repo).appendingPathComponent("evil.zip")
+        try FileManager.default.copyItem(at: attacker.appendingPathComponent("packages/\(packed)"), to: served)
+        let bytes = try Data(contentsOf: served)
+        let digest = try #require(
+            try await Subprocess.check("sha256sum", [served.path]).stdout.split(separator: " ").first.map(String.init)
+        )
+
+        // catalog.json gains an on-demand entry for it, with a matching size and digest.
+        let catalogURL = URL(fileURLWithPath: repository.root).appendingPathComponent("catalog.json")
+        var catalog = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: catalogURL)) as? [String: Any]
+        )
+        var packages = try #require(catalog["packages"] as? [[String: Any]])
+        packages.append([
+            "id": "evil", "version": "1",
+            "url": repository.nginx.baseURL.appendingPathComponent("evil.zip").absoluteString,
+            "size": bytes.count, "sha256": digest, "delivery": "onDemand",
+        ])
+        catalog["packages"] = packages
+        try JSONSerialization.data(withJSONObject: catalog, options: [.sortedKeys]).write(to: catalogURL)
+
+        let start = repository.nginx.requests().count
+        let refused = try await CommandLineTests.run(["install", "evil", "--root", repository.root])
+        #expect(refused.status == 1, "\(refused.stdout)")
+        #expect(refused.stderr.contains("is not the catalog the last trusted manifest wrote"), "\(refused.stderr)")
+        // Nor does a package the trusted manifest offers come from the tampered catalog.
+        let offered = try await CommandLineTests.run(["install", "od3", "--root", repository.root])
+        #expect(
+            offered.status == 1 && offered.stderr.contains("is not the catalog the last trusted manifest wrote"),
+            "\(offered.stderr)"
+        )
+        #expect(repository.nginx.requests().count == start, "\(repository.nginx.requests().dropFirst(start))")
+        #expect(try await repository.installed() == ["core": "1", "pre1": "1", "pre2": "1"])
+
+        // A sync writes the trusted catalog again: the pack it offers installs with no manifest
+        // given, and the attacker's entry is gone.
+        try await PublisherWorkflowTests.hot(published.sync)
+        let installed = try await PublisherWorkflowTests.hot(["install", "od3", "--root", repository.root])
+        #expect(installed.stdout.hasPrefix("od3\t1\t"), "\(installed.stdout)")
+        let again = try await CommandLineTests.run(["install", "evil", "--root", repository.root])
+        #expect(again.status == 1 && again.stderr.contains("offers no such package"), "\(again.stderr)")
+        #expect(!repository.nginx.requests().dropFirst(start).contains { $0.path == "/evil.zip" })
+        await repository.stop()
+    }
+
     @Test("hot sync --metered leaves a prefetch pack above the limit waiting, not failed, and fetches the launch pack")
     func meteredSync() async throws {
         let repository = try await Repository("metered")

@@ -146,6 +146,112 @@ struct LossMatrixTests {
         var afterDeletion: Int { state.value.rounds.filter(\.afterDeletion).count }
     }
 
+    @Test(
+        "a version directory, or a folder in it, replaced by a link out of the store: never served, reported, healed by a plain sync, the outside untouched"
+    )
+    func linkedTreeIsHealed() async throws {
+        let key = try CryptoSigner.generate()
+        let work = try makeTemporaryDirectory("linked-tree")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let publicKey = work.appendingPathComponent("server.pub")
+        try key.publicKey.pem.write(to: publicKey, atomically: true, encoding: .utf8)
+        var files: [String: Data] = [:]
+        for index in 0..<12 {
+            files["dir\(index % 3)/file\(index).bin"] = noise(300 + index * 11, seed: UInt64(index) * 3 + 1)
+        }
+        let repository = try SignedRepository(keys: [key])
+        let entry = try repository.pack(files, id: "pack", version: "1")
+        try repository.sign(with: [key])
+        let nginx = try await NginxServer.start(root: repository.directory)
+        defer { Task { await nginx.stop() } }
+        let archivePath = "/packages/" + repository.archive(entry).lastPathComponent
+        let root = work.appendingPathComponent("store")
+        let hot = try builtExecutable("hot").path
+        let sync =
+            ["sync", "--manifest", repository.url(on: nginx).absoluteString, "--root", root.path]
+            + ["--trust", publicKey.path]
+        try await Subprocess.check(hot, sync)
+        func status(check: Bool) async throws -> (state: String, tree: URL) {
+            let status = try await Subprocess.check(
+                hot,
+                ["status", "--root", root.path, "--json"] + (check ? ["--check"] : [])
+            )
+            let document = try JSONSerialization.jsonObject(with: status.standardOutput) as? [String: Any]
+            let package = try #require((document?["packages"] as? [[String: Any]])?.first)
+            return (
+                try #require(package["state"] as? String),
+                URL(fileURLWithPath: try #require(package["path"] as? String), isDirectory: true)
+            )
+        }
+        func isLink(_ url: URL) -> Bool {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: url.path)) != nil
+        }
+
+        // Outside the store: a tree of the attacker's files at the same paths, and one more.
+        let outside = work.appendingPathComponent("outside")
+        var planted: [String: Data] = ["extra.txt": Data("not the store's".utf8)]
+        for (path, data) in files { planted[path] = Data(repeating: 0x41, count: data.count) }
+        try writeTree(planted, under: outside)
+        let bundle = work.appendingPathComponent("bundle")
+        try writeTree(["dir0/file0.bin": Data("bundled".utf8)], under: bundle)
+
+        // 1. The version directory becomes a link to it.
+        let tree = try await status(check: false).tree
+        try FileManager.default.removeItem(at: tree)
+        try FileManager.default.createSymbolicLink(at: tree, withDestinationURL: outside)
+        let resolved = try await Subprocess.check(
+            hot,
+            ["resolve", "dir0/file0.bin", "--root", root.path, "--bundle", bundle.path]
+        )
+        #expect(
+            resolved.stdout.trimmingCharacters(in: .newlines) == bundle.appendingPathComponent("dir0/file0.bin").path,
+            "served through the link: \(resolved.stdout)"
+        )
+        let unanswered = try await Subprocess.run(hot, ["resolve", "dir1/file1.bin", "--root", root.path])
+        #expect(unanswered.status == 1, "served through the link: \(unanswered.stdout)")
+        #expect(try await status(check: false).state == "treeOutsideStore")
+        #expect(try await status(check: true).state == "treeOutsideStore")
+        let healed = try await Subprocess.check(hot, sync)
+        #expect(healed.stdout.contains("pack\theal\tok"), "\(healed.stdout)")
+        #expect(!isLink(tree), "the link is still there")
+        #expect(try readTree(try await status(check: false).tree) == files)
+        #expect(try await status(check: true).state == "installed")
+        #expect(nginx.requestCount(for: archivePath) == 1)  // put back from the objects
+        #expect(try readTree(outside) == planted, "a file outside the store changed")
+        let again = try await Subprocess.check(hot, sync)
+        #expect(!again.stdout.contains("heal"), "\(again.stdout)")
+
+        // 2. A folder inside the tree becomes a link: its files are not served, and a sync
+        // heals them.
+        let folder = try await status(check: false).tree.appendingPathComponent("dir1")
+        try FileManager.default.removeItem(at: folder)
+        try FileManager.default.createSymbolicLink(
+            at: folder,
+            withDestinationURL: outside.appendingPathComponent("dir1")
+        )
+        let inner = try await Subprocess.run(hot, ["resolve", "dir1/file1.bin", "--root", root.path])
+        #expect(inner.status == 1, "served through the link: \(inner.stdout)")
+        #expect(try await status(check: true).state == "fileMissing")
+        let healedFolder = try await Subprocess.check(hot, sync)
+        #expect(healedFolder.stdout.contains("pack\theal\tok"), "\(healedFolder.stdout)")
+        #expect(!isLink(folder))
+        #expect(try readTree(try await status(check: false).tree) == files)
+        #expect(try readTree(outside) == planted, "a file outside the store changed")
+
+        // 3. The version directory a link again, and the objects gone: downloaded again.
+        let current = try await status(check: false).tree
+        try FileManager.default.removeItem(at: current)
+        try FileManager.default.createSymbolicLink(at: current, withDestinationURL: outside)
+        try FileManager.default.removeItem(at: root.appendingPathComponent("objects"))
+        let fetched = try await Subprocess.check(hot, sync)
+        #expect(fetched.stdout.contains("pack\theal\tok"), "\(fetched.stdout)")
+        #expect(nginx.requestCount(for: archivePath) == 2)
+        #expect(!isLink(try await status(check: false).tree))
+        #expect(try readTree(try await status(check: false).tree) == files)
+        #expect(try await status(check: true).state == "installed")
+        #expect(try readTree(outside) == planted, "a file outside the store changed")
+    }
+
     @Test("each loss, with no other process and while another resolves", arguments: Loss.allCases)
     func healed(_ loss: Loss) async throws {
         let key = try CryptoSigner.generate()

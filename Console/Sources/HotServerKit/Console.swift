@@ -18,7 +18,14 @@ import Darwin
 /// Actions need a session: `GET /login?token=TOKEN` with the token printed at start (or
 /// given with `--token-file`) sets an HttpOnly, SameSite=Strict cookie; each form carries the
 /// session's CSRF token, and a request whose `Origin` is not the console's own is refused.
-/// A script may instead send `Authorization: Bearer TOKEN`.
+/// A session ends ``ConsoleSessions/lifetime`` after login or ``ConsoleSessions/idleLifetime``
+/// after its last use. A script may instead send `Authorization: Bearer TOKEN`.
+///
+/// Every request to the page, the login and the actions must name an allowed host
+/// (``AllowedHosts``) in its `Host`, or is answered 421: a page of another name that
+/// resolves to the console's address (DNS rebinding) reaches nothing. Every field of an
+/// action is checked before `hot` runs (``PublisherRepository/validate(_:package:channel:)``);
+/// a bad one is answered 400 with the reason, and nothing is signed or recorded.
 public final class ReleaseConsole: Sendable {
     /// The repository changed by the actions.
     public let repository: PublisherRepository
@@ -26,13 +33,35 @@ public final class ReleaseConsole: Sendable {
     public let database: any TelemetryDatabase
     /// The token that opens a session.
     public let token: String
-    private let sessions = Guarded([String: String]())  // session → CSRF token
+    /// The hosts a request may name.
+    public let allowedHosts: AllowedHosts
+    private let sessions: Guarded<ConsoleSessions>
+    private let clock: @Sendable () -> Date
 
     /// Creates a console.
-    public init(repository: PublisherRepository, database: any TelemetryDatabase, token: String) {
+    ///
+    /// - Parameters:
+    ///   - repository: The repository the actions change.
+    ///   - database: The telemetry and the actions.
+    ///   - token: The token that opens a session.
+    ///   - allowedHosts: The hosts a request may name (see ``AllowedHosts``); by default the
+    ///     loopback names.
+    ///   - sessions: The sessions' lifetimes.
+    ///   - clock: The time sessions are measured with.
+    public init(
+        repository: PublisherRepository,
+        database: any TelemetryDatabase,
+        token: String,
+        allowedHosts: AllowedHosts = AllowedHosts(listenHost: "127.0.0.1"),
+        sessions: ConsoleSessions = ConsoleSessions(),
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.repository = repository
         self.database = database
         self.token = token
+        self.allowedHosts = allowedHosts
+        self.sessions = Guarded(sessions)
+        self.clock = clock
     }
 
     /// A random token of 32 hex digits.
@@ -43,35 +72,44 @@ public final class ReleaseConsole: Sendable {
     /// Adds the page, the login and the actions to `router`.
     public func addRoutes(to router: Router<BasicRequestContext>) {
         router.get("/") { request, _ -> Response in
-            let session = self.session(of: request)
-            let html = try await self.page(csrf: session.flatMap { s in self.sessions.with { $0[s] } })
+            if let refusal = self.refusingHost(request) { return refusal }
+            let csrf = self.session(of: request)?.csrf
+            let html = try await self.page(csrf: csrf)
             return textResponse(200, html, type: "text/html; charset=utf-8")
         }
         router.get("login") { request, _ -> Response in
+            if let refusal = self.refusingHost(request) { return refusal }
             guard let given = request.uri.queryParameters.get("token"), constantTimeEqual(given, self.token) else {
                 return textResponse(403, "wrong or missing token")
             }
-            let session = Self.randomToken()
-            self.sessions.with { $0[session] = Self.randomToken() }
+            let now = self.clock()
+            let session = self.sessions.with { $0.open(now: now) }.session
             var headers = HTTPFields()
             headers[.location] = "/"
             headers[.setCookie] = "hot_session=\(session); HttpOnly; SameSite=Strict; Path=/"
             return Response(status: .seeOther, headers: headers)
         }
         router.post("action") { request, _ -> Response in
+            if let refusal = self.refusingHost(request) { return refusal }
             let body = try await request.body.collect(upTo: 16 * 1024)
             let form = parseForm(String(buffer: body))
             let bearer = request.headers[.authorization].map { constantTimeEqual($0, "Bearer \(self.token)") } ?? false
             if !bearer {
-                guard let session = self.session(of: request), let csrf = self.sessions.with({ $0[session] }),
-                    let given = form["csrf"], constantTimeEqual(given, csrf)
-                else { return textResponse(403, "no session, or a wrong CSRF token: open /login?token=… first") }
+                guard let session = self.session(of: request), let given = form["csrf"],
+                    constantTimeEqual(given, session.csrf)
+                else {
+                    return textResponse(
+                        403,
+                        "no session (or it ended), or a wrong CSRF token: open /login?token=… first"
+                    )
+                }
                 if let origin = request.headers[.origin], let host = request.head.authority,
                     origin != "http://\(host)" && origin != "https://\(host)"
                 {
                     return textResponse(403, "cross-origin request refused")
                 }
             }
+            if let reason = Self.invalidFields(form) { return textResponse(400, reason) }
             let outcome = await self.perform(form)
             if bearer { return textResponse(outcome.hasPrefix("ok") ? 200 : 400, outcome) }
             var headers = HTTPFields()
@@ -80,16 +118,62 @@ public final class ReleaseConsole: Sendable {
         }
     }
 
-    private func session(of request: Request) -> String? {
+    /// A 421 answer when the request's `Host` is not an allowed host; nil when it is.
+    private func refusingHost(_ request: Request) -> Response? {
+        guard !allowedHosts.allows(request.head.authority) else { return nil }
+        return textResponse(
+            421,
+            "this console does not answer for the host '\(request.head.authority ?? "")'; see --allowed-host"
+        )
+    }
+
+    /// The open session the request's cookie names, and its CSRF token; the request counts as
+    /// a use of it.
+    private func session(of request: Request) -> (id: String, csrf: String)? {
         guard let cookies = request.headers[.cookie] else { return nil }
+        let now = clock()
         for part in cookies.split(separator: ";") {
             let pair = part.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
             if pair.count == 2, pair[0] == "hot_session" {
                 let value = String(pair[1])
-                if sessions.with({ $0[value] != nil }) { return value }
+                if let csrf = sessions.with({ $0.csrfToken(of: value, now: now) }) { return (value, csrf) }
             }
         }
         return nil
+    }
+
+    /// Why the fields of an action's form cannot be passed to `hot`, or nil when they can.
+    static func invalidFields(_ form: [String: String]) -> String? {
+        do {
+            try PublisherRepository.validate(
+                change(form) ?? .disable,
+                package: form["package"] ?? "",
+                channel: form["channel"] ?? ""
+            )
+            if let version = form["version"], !version.isEmpty {
+                try PublisherRepository.validateName(version, what: "version")
+            }
+            return nil
+        } catch let error as HotUpdateError {
+            return "error: " + error.message
+        } catch {
+            return "error: \(error)"
+        }
+    }
+
+    /// The change a form asks for, or nil for an unknown action or a bad percentage.
+    private static func change(_ form: [String: String]) -> PublisherRepository.Change? {
+        let version = form["version"] ?? ""
+        switch form["action"] ?? "" {
+        case "release": return .release(version: version, rollout: nil)
+        case "rollback": return .rollback(to: form["to"].flatMap { $0.isEmpty ? nil : $0 })
+        case "disable": return .disable
+        case "enable": return .enable
+        case "rollout":
+            guard let percent = Int(form["percent"] ?? ""), (0...100).contains(percent) else { return nil }
+            return .release(version: version, rollout: percent == 100 ? nil : percent)
+        default: return nil
+        }
     }
 
     /// Runs an action from a form: `action`, `package`, `channel`, `version`, `percent`, `to`.
@@ -114,6 +198,8 @@ public final class ReleaseConsole: Sendable {
             detail = "\(percent)%"
         default: return "error: unknown action '\(action)'"
         }
+        // Nothing reaches `hot`, and nothing is recorded, unless every field is valid.
+        if let reason = Self.invalidFields(form) { return reason }
         let repository = self.repository
         let outcome: String
         do {

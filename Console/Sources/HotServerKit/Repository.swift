@@ -145,31 +145,74 @@ public struct PublisherRepository: Sendable {
         case enable
     }
 
+    /// Checks a name before it is passed to `hot`: a package id, version or channel as the
+    /// library accepts one (``PackageDescriptor/validateComponent(_:what:)``: 1–128 letters,
+    /// digits and `. _ - + ~`), and not starting with `-`, which `hot` would read as an option.
+    ///
+    /// - Throws: ``HotUpdateError/Code/invalidArgument`` saying which name is wrong and why.
+    public static func validateName(_ value: String, what: String) throws {
+        do {
+            try PackageDescriptor.validateComponent(value, what: what)
+        } catch let error as HotUpdateError {
+            throw HotUpdateError(.invalidArgument, error.message)
+        }
+        guard !value.hasPrefix("-") else {
+            throw HotUpdateError(.invalidArgument, "\(what) '\(value)' must not start with '-'")
+        }
+    }
+
+    /// Checks every name `change` passes to `hot`: the package id, the channel (empty for
+    /// the root manifest) and the versions the change names.
+    ///
+    /// - Throws: ``HotUpdateError/Code/invalidArgument`` for the first name that is wrong.
+    public static func validate(_ change: Change, package: String, channel: String) throws {
+        try validateName(package, what: "package id")
+        if !channel.isEmpty { try validateName(channel, what: "channel") }
+        switch change {
+        case .release(let version, let rollout):
+            try validateName(version, what: "version")
+            if let rollout, !(0...100).contains(rollout) {
+                throw HotUpdateError(.invalidArgument, "the rollout is a percentage from 0 to 100, not \(rollout)")
+            }
+        case .rollback(let to):
+            if let to { try validateName(to, what: "version") }
+        case .disable, .enable:
+            break
+        }
+    }
+
     /// Applies `change` to `package` in `channel` and signs the manifest.
     ///
+    /// Every name is checked first (``validate(_:package:channel:)``), and the package id and
+    /// version are passed after `--`, so no value can reach `hot` as an option.
+    ///
     /// - Returns: What `hot` printed.
-    /// - Throws: `HotUpdateError` with `hot`'s error line when a step fails.
+    /// - Throws: ``HotUpdateError/Code/invalidArgument`` for a bad name (`hot` is not run);
+    ///   `HotUpdateError` with `hot`'s error line when a step fails.
     @discardableResult
     public func apply(_ change: Change, package: String, channel: String) throws -> String {
+        try Self.validate(change, package: package, channel: channel)
         try pull()
         let where_ = ["--repo", directory.path] + (channel.isEmpty ? [] : ["--channel", channel])
         if role == .rollout {
+            let step = try rolloutStep(change, package: package, channel: channel)
             let printed = try run(
-                try rolloutStep(change, package: package, channel: channel) + where_ + keys.flatMap { ["--key", $0] }
+                [step.command] + step.options + where_ + keys.flatMap { ["--key", $0] } + ["--", package]
             )
             try publish()
             return printed
         }
-        var arguments: [String]
+        let command: [String]
         switch change {
         case .release(let version, let rollout):
-            arguments = ["release", package, version] + (rollout.map { ["--rollout", String($0)] } ?? [])
+            command =
+                ["release"] + (rollout.map { ["--rollout", String($0)] } ?? []) + where_ + ["--", package, version]
         case .rollback(let to):
-            arguments = ["rollback", package] + (to.map { ["--to", $0] } ?? [])
-        case .disable: arguments = ["disable", package]
-        case .enable: arguments = ["enable", package]
+            command = ["rollback"] + (to.map { ["--to", $0] } ?? []) + where_ + ["--", package]
+        case .disable: command = ["disable"] + where_ + ["--", package]
+        case .enable: command = ["enable"] + where_ + ["--", package]
         }
-        let edited = try run(arguments + where_)
+        let edited = try run(command)
         try run(["sign"] + where_ + keys.flatMap { ["--key", $0] } + ["--expires", expires])
         try publish()
         return edited
@@ -187,9 +230,14 @@ public struct PublisherRepository: Sendable {
         try run(["publish", directory.path, remote.location] + remote.options + remote.publishOptions)
     }
 
-    /// The `hot rollout` arguments of `change`, which the rollout role may sign only when it
-    /// sets the current release's percentage or rolls back.
-    private func rolloutStep(_ change: Change, package: String, channel: String) throws -> [String] {
+    /// The `hot rollout` command and options of `change`, which the rollout role may sign
+    /// only when it sets the current release's percentage or rolls back; the package id goes
+    /// after them, behind `--`.
+    private func rolloutStep(
+        _ change: Change,
+        package: String,
+        channel: String
+    ) throws -> (command: String, options: [String]) {
         let refusal = { (what: String) in
             HotUpdateError(
                 .rolloutRoleExceeded,
@@ -201,9 +249,9 @@ public struct PublisherRepository: Sendable {
         case .release(let version, let rollout):
             let current = try localPackages().first { $0.channel == channel && $0.id == package }?.current
             guard version == current else { throw refusal("releasing \(version)") }
-            return ["rollout", package, "--percent", String(rollout ?? 100)]
+            return ("rollout", ["--percent", String(rollout ?? 100)])
         case .rollback(let to):
-            return ["rollout", package, "--back"] + (to.map { ["--to", $0] } ?? [])
+            return ("rollout", ["--back"] + (to.map { ["--to", $0] } ?? []))
         case .disable: throw refusal("disabling")
         case .enable: throw refusal("enabling")
         }

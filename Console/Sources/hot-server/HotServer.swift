@@ -214,8 +214,11 @@ struct ConsoleCommand: AsyncParsableCommand {
             adoption curve and the failure rate with its interval, drawn as SVG on the server. \
             Actions (release, roll back, disable, enable, set the rollout) are signed with the \
             --key files and published to --repo through `hot`; each is recorded and shown. They \
-            need the token printed at start (open /login?token=TOKEN) or --token-file's. It \
-            binds 127.0.0.1 by default.
+            need the token printed at start (open /login?token=TOKEN) or --token-file's; a \
+            session ends --session-lifetime after login or --session-idle after its last use. \
+            It binds 127.0.0.1 by default, and answers only requests whose Host names the \
+            listen address (and localhost for a loopback one) or an --allowed-host: others \
+            get 421, so a page of another name resolving to it (DNS rebinding) reaches nothing.
             """
     )
 
@@ -238,6 +241,29 @@ struct ConsoleCommand: AsyncParsableCommand {
     )
     var advanceEvery: Double?
 
+    @Option(
+        help: ArgumentHelp(
+            "A host name requests may carry in Host besides the listen address (repeatable); others get 421.",
+            valueName: "name"
+        )
+    )
+    var allowedHost: [String] = []
+
+    @Option(help: ArgumentHelp("How long a session lasts after login.", valueName: "seconds"))
+    var sessionLifetime = ConsoleSessions.defaultLifetime
+
+    @Option(help: ArgumentHelp("How long a session lasts after its last use.", valueName: "seconds"))
+    var sessionIdle = ConsoleSessions.defaultIdleLifetime
+
+    func validate() throws {
+        guard sessionLifetime >= 1, sessionIdle >= 1 else {
+            throw ValidationError("--session-lifetime and --session-idle take at least one second")
+        }
+        for host in allowedHost where AllowedHosts(listenHost: "0.0.0.0", extra: [host]).names.isEmpty {
+            throw ValidationError("--allowed-host takes a host name, not '\(host)'")
+        }
+    }
+
     func run() async throws {
         try await reporting {
             let repo = try repository.open()
@@ -254,7 +280,15 @@ struct ConsoleCommand: AsyncParsableCommand {
                 token = ReleaseConsole.randomToken()
                 FileHandle.standardOutput.write(Data("token \(token)\n".utf8))
             }
-            let console = ReleaseConsole(repository: repo, database: db, token: token)
+            let listenHost = listen.split(separator: ":", omittingEmptySubsequences: false).dropLast()
+                .joined(separator: ":")
+            let console = ReleaseConsole(
+                repository: repo,
+                database: db,
+                token: token,
+                allowedHosts: AllowedHosts(listenHost: listenHost, extra: allowedHost),
+                sessions: ConsoleSessions(lifetime: sessionLifetime, idleLifetime: sessionIdle)
+            )
             let router = Router()
             Collector(database: db).addRoutes(to: router)
             console.addRoutes(to: router)

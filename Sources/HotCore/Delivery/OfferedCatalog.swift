@@ -8,7 +8,11 @@ import Foundation
 /// lock, so it always describes the manifest the store was last brought in line with. A
 /// manifest reaches `Updater.apply(_:)` only once its source accepted it: for the native
 /// signed manifest, once its signatures, version and expiry were checked. Nothing else writes
-/// the catalog, so no package enters it from outside the manifest's trust.
+/// the catalog, and the SHA-256 of its bytes is recorded in the snapshot in the same commit
+/// (``StoreSnapshot/catalogSHA256``): a catalog changed on disk since (an entry added with
+/// an attacker's URL and its digest) does not match and is refused whole
+/// (``HotUpdateError/Code/catalogUntrusted``), so no package enters it from outside the
+/// manifest's trust.
 package struct OfferedCatalog: Codable, Sendable, Hashable {
     /// The format of the file.
     static let currentFormat = 1
@@ -144,11 +148,37 @@ package struct OfferedCatalog: Codable, Sendable, Hashable {
         }
     }
 
-    /// Reads the catalog under `root`; nil when no manifest was applied yet.
+    /// The SHA-256 (hex) of a catalog's bytes.
+    static func digest(of data: Data, verifier: any Verifier) throws -> String {
+        do {
+            return try verifier.digest(of: data, using: .sha256).hex
+        } catch {
+            throw HotUpdateError.wrap(error, as: .internalInconsistency, "cannot hash the catalog")
+        }
+    }
+
+    /// Reads the catalog under `root`, checked against the digest the store recorded with it;
+    /// nil when no manifest was applied yet.
     ///
-    /// - Throws: ``HotUpdateError/Code/storeCorrupt`` when the file cannot be decoded.
-    static func read(root: URL) throws -> OfferedCatalog? {
+    /// - Parameters:
+    ///   - root: The store root.
+    ///   - expected: ``StoreSnapshot/catalogSHA256`` of the store's snapshot.
+    ///   - verifier: What hashes the bytes.
+    /// - Throws: ``HotUpdateError/Code/catalogUntrusted`` when the bytes do not match
+    ///   `expected` (or nothing was recorded for a catalog that is there);
+    ///   ``HotUpdateError/Code/storeCorrupt`` when the file cannot be decoded.
+    static func read(root: URL, expected: String?, verifier: any Verifier) throws -> OfferedCatalog? {
         guard let data = try StoreStateFile.catalog.read(root: root) else { return nil }
+        let found = try digest(of: data, verifier: verifier)
+        guard let expected, found == expected else {
+            throw HotUpdateError(
+                .catalogUntrusted,
+                expected == nil
+                    ? "\(StoreLayout.catalogFileName) has no digest in the store: it was not written with a trusted manifest; sync first"
+                    : "\(StoreLayout.catalogFileName) is not the catalog the last trusted manifest wrote (SHA-256 \(found), recorded \(expected ?? "")); sync first",
+                subject: StoreLayout.catalogFileName
+            )
+        }
         do {
             let catalog = try JSONDecoder().decode(OfferedCatalog.self, from: data)
             guard catalog.format == currentFormat else {

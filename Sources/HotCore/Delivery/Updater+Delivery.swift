@@ -20,18 +20,19 @@ final class DeliveryState: Sendable {
         value = Locked(Value(network: network))
     }
 
-    /// The catalog under `root`, decoded again only when the file was replaced since the last
-    /// read (it is only ever replaced whole, by a rename): an ask for an installed pack costs a
-    /// `stat`, not a parse of every package the manifest offers.
-    func catalog(root: URL) throws -> OfferedCatalog? {
+    /// The catalog under `root`, checked against `expected` (the digest the store recorded
+    /// with it), decoded and checked again only when the file was replaced since the last read
+    /// (it is only ever replaced whole, by a rename) or the digest changed: an ask for an
+    /// installed pack costs a `stat`, not a parse of every package the manifest offers.
+    func catalog(root: URL, expected: String?, verifier: any Verifier) throws -> OfferedCatalog? {
         let url = StoreStateFile.catalog.url(root: root)
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path) else { return nil }
         let key = [
             "\(attributes[.systemFileNumber] ?? "")", "\(attributes[.size] ?? "")",
-            "\((attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0)",
+            "\((attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0)", expected ?? "",
         ]
         if let cached = value.withLock({ $0.catalog }), cached.key == key { return cached.catalog }
-        let catalog = try OfferedCatalog.read(root: root)
+        let catalog = try OfferedCatalog.read(root: root, expected: expected, verifier: verifier)
         value.withLock { $0.catalog = catalog.map { (key, $0) } }
         return catalog
     }
@@ -172,10 +173,27 @@ extension Updater {
     }
 
     /// The catalog under the root (see ``DeliveryState/catalog(root:)``), off the actor.
+    ///
+    /// - Throws: ``HotUpdateError/Code/catalogUntrusted`` when the file is not the catalog the
+    ///   store recorded with its last trusted manifest.
     func readCatalog() async throws -> OfferedCatalog? {
         let root = layout.root
         let delivery = self.delivery
-        return try await FileSystem.offload { try delivery.catalog(root: root) }
+        let verifier = configuration.verifier
+        let expected = try await store.read().catalogSHA256
+        do {
+            return try await FileSystem.offload {
+                try delivery.catalog(root: root, expected: expected, verifier: verifier)
+            }
+        } catch let error as HotUpdateError where error.code == .catalogUntrusted {
+            // Another process's sync may have committed a new catalog between the two reads:
+            // once more with the digest it recorded, if it differs.
+            let again = try await store.read().catalogSHA256
+            guard again != expected else { throw error }
+            return try await FileSystem.offload {
+                try delivery.catalog(root: root, expected: again, verifier: verifier)
+            }
+        }
     }
 
     /// The descriptor the catalog offers for `id`.

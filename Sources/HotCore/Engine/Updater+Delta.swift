@@ -95,7 +95,7 @@ extension Updater {
     {
         guard configuration.usesDeltas, !descriptor.deltas.isEmpty,
             let record = await store.cachedRecord(descriptor.id), let active = record.active,
-            record.state != .fileMissing, record.state != .digestMismatch
+            !record.state.isDamage
         else { return nil }
         let candidates = descriptor.deltas.filter { delta in
             delta.applies(to: active) && (descriptor.size.map { full in (delta.size ?? full) < full } ?? true)

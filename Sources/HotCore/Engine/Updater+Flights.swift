@@ -75,7 +75,7 @@ extension Updater {
         let snapshot = try await open()
         try Task.checkCancellation()
         if let record = snapshot.packages[descriptor.id], let active = record.active,
-            UpdatePlan.isSame(descriptor, active), record.state != .fileMissing, record.state != .digestMismatch
+            UpdatePlan.isSame(descriptor, active), !record.state.isDamage
         {
             return try store.installedPackage(record, version: active)
         }

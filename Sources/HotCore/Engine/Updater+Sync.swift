@@ -199,7 +199,7 @@ extension Updater {
         guard let record = await store.cachedRecord(id), let active = record.active, record.state != .disabled else {
             return nil
         }
-        let recorded = record.state == .fileMissing || record.state == .digestMismatch
+        let recorded = record.state.isDamage
         // A reader that found one of its files gone left a marker: every file is checked.
         let reported = LossMarker.isRecorded(id, layout: layout)
         // Without its file list, a version cannot be checked or put together from the objects:

@@ -109,11 +109,24 @@ public actor Updater {
 
     /// The packages with an active version that is not disabled, most recently installed
     /// first. A damaged package is listed with its state; it serves no assets (see
-    /// ``PackageState/servesAssets``).
+    /// ``PackageState/servesAssets``). A package whose tree is reached through a link in place
+    /// of one of its directories (``PackageState/treeOutsideStore``) is not listed at all, so
+    /// no reader looks into it, and is marked for the next sync to heal.
     ///
     /// - Throws: ``HotUpdateError`` from the metadata store.
     public func installedPackages() async throws -> [InstalledPackage] {
-        try store.installedPackages(in: try await open())
+        let snapshot = try await open()
+        var outside: Set<String> = []
+        for record in snapshot.packages.values {
+            guard let active = record.active, store.treeIsOutsideStore(active) else { continue }
+            outside.insert(record.id)
+            logger.error(
+                "a package's tree is not a directory inside the store: not served, healed by the next sync",
+                metadata: ["package": "\(record.id)", "version": "\(active.version)"]
+            )
+            LossMarker.record(record.id, layout: layout)
+        }
+        return try store.installedPackages(in: snapshot).filter { !outside.contains($0.id) }
     }
 
     /// Compares `manifest` with what is installed.

@@ -64,6 +64,8 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case insecureRedirect
             case waitingForNetwork
             case rolloutRoleExceeded
+            case catalogUntrusted
+            case treeOutsideStore
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -188,6 +190,16 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         /// release it does not name, an expiry past the role's bound, or a release manifest
         /// other than its own (see `RolloutRole`).
         public static let rolloutRoleExceeded = Code(.rolloutRoleExceeded)
+        /// The store's catalog of offered packages (`catalog.json`) is not the one its last
+        /// trusted manifest wrote: its SHA-256 differs from the one the store recorded in the
+        /// same commit, or none was recorded. Nothing is installed from it; a sync writes it
+        /// again.
+        public static let catalogUntrusted = Code(.catalogUntrusted)
+        /// An installed version's directory, or a directory above or inside it under the
+        /// store root, is not a real directory (a symbolic link, perhaps to a directory
+        /// outside the store, or another kind of file): nothing is read through it, and a
+        /// sync removes it and puts the tree back.
+        public static let treeOutsideStore = Code(.treeOutsideStore)
 
         public var description: String { value.rawValue }
     }

@@ -56,6 +56,7 @@ public struct UpdaterHealth: Sendable {
             let list = try? await store.fileList(forVersionPath: active.path),
             let file = list.files.first(where: { $0.path == resource }),
             let root = try? store.directory(of: active),
+            ContainedDirectory.regularFiles([resource], under: root.path) == [resource],
             let info = FileInfo(root.appendingPathComponent(resource, isDirectory: false))
         else { return false }
         return info.isRegular && info.size == file.size
@@ -92,16 +93,23 @@ public struct UpdaterHealth: Sendable {
         let verifier = updater.configuration.verifier
         // Damage was seen in content this version shares: sizes prove nothing, hashes do.
         let depth = active.damageSeen == true ? PackageHealth.Depth.full : depth
-        let (missing, damaged) = try await FileSystem.offload {
-            PackageHealth.examine(list, under: root, depth: depth, verifier: verifier)
+        let rootPath = store.layout.root.path
+        let (missing, damaged, outside) = try await FileSystem.offload {
+            // A tree reached through a link is not looked into: every file counts as missing.
+            if case .foreign(let component) = ContainedDirectory.check(active.path, under: rootPath) {
+                return (list.map(\.path), [String](), Optional(component))
+            }
+            let (missing, damaged) = PackageHealth.examine(list, under: root, depth: depth, verifier: verifier)
+            return (missing, damaged, nil)
         }
         let health = PackageHealth(
             id: packageID,
             version: active.version,
             depth: depth,
-            filesChecked: list.count,
+            filesChecked: outside == nil ? list.count : 0,
             missing: missing,
-            damaged: damaged
+            damaged: damaged,
+            outsideStore: outside
         )
         await store.setChecked(active.path, health.isHealthy)
         if recording { try await record(health, path: active.path) }
@@ -271,13 +279,20 @@ public struct UpdaterHealth: Sendable {
         let reason: HotUpdateError? =
             health.isHealthy
             ? nil
-            : HotUpdateError(
-                found == .fileMissing ? .notFound : .digestMismatch,
-                found == .fileMissing
-                    ? "\(health.missing.count) installed file(s) missing, first \(health.missing[0])"
-                    : "\(health.damaged.count) installed file(s) damaged, first \(health.damaged[0])",
-                packageID: id
-            )
+            : health.outsideStore.map {
+                HotUpdateError(
+                    .treeOutsideStore,
+                    "\($0) is not a directory inside the store (a symbolic link or another file): nothing is read through it",
+                    packageID: id
+                )
+            }
+                ?? HotUpdateError(
+                    found == .fileMissing ? .notFound : .digestMismatch,
+                    found == .fileMissing
+                        ? "\(health.missing.count) installed file(s) missing, first \(health.missing[0])"
+                        : "\(health.damaged.count) installed file(s) damaged, first \(health.damaged[0])",
+                    packageID: id
+                )
         if try await store.recordHealth(health, path: path, reason: reason) {
             updater.hub.publish(id, version, found, reason)
         }

@@ -14,6 +14,11 @@ public struct PackageHealth: Sendable, Hashable {
     public var missing: [String]
     /// Files whose size or SHA-256 differs from what was installed.
     public var damaged: [String]
+    /// The directory of the version, or one above it under the store root, that is not a
+    /// real directory (a symbolic link, perhaps out of the store, or another kind of file),
+    /// relative to the root; nil when the tree is in place. Nothing was read through it, and
+    /// every file counts as ``missing``.
+    public var outsideStore: String?
 
     /// Creates a value.
     public init(
@@ -22,7 +27,8 @@ public struct PackageHealth: Sendable, Hashable {
         depth: PackageHealth.Depth,
         filesChecked: Int,
         missing: [String],
-        damaged: [String]
+        damaged: [String],
+        outsideStore: String? = nil
     ) {
         self.id = id
         self.version = version
@@ -30,13 +36,15 @@ public struct PackageHealth: Sendable, Hashable {
         self.filesChecked = filesChecked
         self.missing = missing
         self.damaged = damaged
+        self.outsideStore = outsideStore
     }
 
     /// Whether every file is as installed.
-    public var isHealthy: Bool { missing.isEmpty && damaged.isEmpty }
+    public var isHealthy: Bool { missing.isEmpty && damaged.isEmpty && outsideStore == nil }
 
     /// The state the findings put the package in.
     public var state: PackageState {
+        if outsideStore != nil { return .treeOutsideStore }
         if !missing.isEmpty { return .fileMissing }
         if !damaged.isEmpty { return .digestMismatch }
         return .installed
@@ -122,7 +130,9 @@ extension PackageHealth {
 
 extension PackageHealth {
     /// Compares the files of a tree with its file list: presence and size of each, and its
-    /// SHA-256 at ``Depth/full``. Blocking: run it through ``FileSystem/offload(_:)``.
+    /// SHA-256 at ``Depth/full``. A file reached through a folder that is not a real directory
+    /// (a symbolic link) counts as missing, and nothing is read through that folder. Blocking:
+    /// run it through ``FileSystem/offload(_:)``.
     ///
     /// - Returns: The paths missing (or no longer regular files) and those damaged.
     static func examine(
@@ -135,8 +145,9 @@ extension PackageHealth {
         var damaged: [String] = []
         // Plain path strings: building a URL per file would cost more than the lstat.
         let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
+        var folders = ContainedDirectory.Folders(tree: base)
         for file in files {
-            guard let info = FileInfo(path: base + file.path), info.isRegular else {
+            guard folders.holdsReal(file.path), let info = FileInfo(path: base + file.path), info.isRegular else {
                 missing.append(file.path)
                 continue
             }

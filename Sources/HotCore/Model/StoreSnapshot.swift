@@ -37,6 +37,14 @@ public struct PackageState: RawRepresentable, Hashable, Sendable, Codable, Custo
     public static let fileMissing = PackageState(rawValue: "fileMissing")
     /// A file of the active version does not match its recorded digest.
     public static let digestMismatch = PackageState(rawValue: "digestMismatch")
+    /// The active version's directory, or one above or inside it under the store root, is
+    /// not a real directory: a symbolic link (perhaps out of the store) or another kind of
+    /// file. Nothing is read through it; a sync removes it and puts the tree back.
+    public static let treeOutsideStore = PackageState(rawValue: "treeOutsideStore")
+
+    /// Whether the state records damage a check found in the active version
+    /// (``fileMissing``, ``digestMismatch``, ``treeOutsideStore``), which a sync heals.
+    public var isDamage: Bool { self == .fileMissing || self == .digestMismatch || self == .treeOutsideStore }
 
     /// A version was tried by a launch that never confirmed it: it was rolled back and
     /// blocked (published, never stored: the record says what is active again).
@@ -207,6 +215,11 @@ public struct StoreSnapshot: Codable, Sendable, Hashable {
     /// package id: deleted by the first change after the last such launch ended. Nil when
     /// there are none.
     public var retained: [String: [InstalledVersion]]?
+    /// The SHA-256 (hex) of the catalog of offered packages (`catalog.json`) as the store
+    /// wrote it from a trusted manifest, recorded in the same commit: a catalog whose bytes
+    /// do not match is refused (``HotUpdateError/Code/catalogUntrusted``). Nil until a
+    /// manifest was applied.
+    public var catalogSHA256: String?
 
     /// Creates a snapshot; the default is an empty store.
     public init(

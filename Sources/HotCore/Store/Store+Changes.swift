@@ -11,9 +11,12 @@ extension Store {
     /// - Returns: The plan, and the states that changed.
     func recordPlan(_ manifest: Manifest) async throws -> (UpdatePlan, [UpdateEvent.StateChange]) {
         let catalog = try OfferedCatalog(manifest).encoded()
+        let digest = try OfferedCatalog.digest(of: catalog, verifier: verifier)
         return try await transaction { transaction in
-            // What the manifest offers, for installs on demand (see `OfferedCatalog`).
+            // What the manifest offers, for installs on demand (see `OfferedCatalog`), and its
+            // digest in the same commit.
             try StoreStateFile.catalog.replace(root: transaction.layout.root, with: catalog)
+            transaction.setCatalogDigest(digest)
             let plan = UpdatePlan.make(manifest: manifest, snapshot: transaction.snapshot)
             var changes: [UpdateEvent.StateChange] = []
             for entry in plan.packages {
@@ -170,7 +173,7 @@ extension Store {
     func recordHealth(_ health: PackageHealth, path: String, reason: HotUpdateError?) async throws -> Bool {
         // Nothing to record (the usual case at launch): no store step.
         if let stored = cachedRecord(health.id), stored.active?.path == path {
-            let wasDamaged = stored.state == .fileMissing || stored.state == .digestMismatch
+            let wasDamaged = stored.state.isDamage
             if stored.state == health.state || (health.isHealthy && !wasDamaged) { return false }
         }
         let objects = self.objects
@@ -178,7 +181,7 @@ extension Store {
             let changed =
                 transaction.updateExisting(health.id) { record in
                     guard record.active?.path == path else { return false }
-                    let wasDamaged = record.state == .fileMissing || record.state == .digestMismatch
+                    let wasDamaged = record.state.isDamage
                     guard record.state != health.state, !health.isHealthy || wasDamaged else { return false }
                     record.markChecked(health.state, reason: reason)
                     return true
@@ -219,6 +222,8 @@ extension Store {
     {
         let objects = self.objects
         let verifier = self.verifier
+        let storeRoot = layout.root.path
+        let logger = self.logger
         return try await transaction { transaction in
             guard let active = transaction[id]?.active, active.version == version else { return ObjectRestore() }
             let files = try await self.fileList(forVersionPath: active.path).byPath
@@ -226,7 +231,22 @@ extension Store {
             let (found, damaged) = try await FileSystem.offload {
                 var result = ObjectRestore()
                 var damaged: Set<String> = []
+                var made: Set<String> = []
                 for path in paths {
+                    // Every directory on the way is made real first: a link in place of one is
+                    // removed (never followed), so nothing is written out of the store, and a
+                    // download that follows finds the place free.
+                    let folder = path.split(separator: "/").dropLast().joined(separator: "/")
+                    let directory = folder.isEmpty ? active.path : active.path + "/" + folder
+                    if made.insert(directory).inserted {
+                        let removed = try ContainedDirectory.make(directory, under: storeRoot)
+                        if !removed.isEmpty {
+                            logger.warning(
+                                "removed links in place of directories of an installed tree",
+                                metadata: ["package": "\(id)", "removed": "\(removed)"]
+                            )
+                        }
+                    }
                     guard let file = files[path] else {
                         result.remaining.append(path)
                         continue

@@ -4,11 +4,14 @@ import Foundation
 /// packs, and evictions.
 extension Store {
     /// Records what `manifest` offers as the store's catalog (``OfferedCatalog``), under the
-    /// exclusive lock; the snapshot does not change.
+    /// exclusive lock, and its digest (``StoreSnapshot/catalogSHA256``) in the same commit;
+    /// the records do not change.
     func recordCatalog(_ manifest: Manifest) async throws {
         let data = try OfferedCatalog(manifest).encoded()
+        let digest = try OfferedCatalog.digest(of: data, verifier: verifier)
         _ = try await transaction { transaction in
             try StoreStateFile.catalog.replace(root: transaction.layout.root, with: data)
+            transaction.setCatalogDigest(digest)
         }
     }
 

@@ -147,6 +147,17 @@ extension Store {
             )
             return (reason, [], [])
         }
+        // A kept tree reached through a link is not looked into, nor mended in place: the
+        // record lets it go (the link itself is deleted) and the version is downloaded again.
+        if case .foreign(let component) = ContainedDirectory.check(version.path, under: layout.root.path) {
+            let reason = HotUpdateError(
+                .treeOutsideStore,
+                "\(component) is not a directory inside the store (a symbolic link or another file)",
+                packageID: id,
+                subject: version.path
+            )
+            return (reason, [], [])
+        }
         let depth: PackageHealth.Depth = version.damageSeen == true ? .full : .quick
         let objects = self.objects
         let verifier = self.verifier

@@ -200,10 +200,19 @@ package actor Store {
         try layout.url(forRelativePath: version.path)
     }
 
-    /// Whether the tree of an installed version is on disk.
+    /// Whether the tree of an installed version is on disk: its directory and every one above
+    /// it under the root are real directories (see ``ContainedDirectory``).
     package nonisolated func treeExists(_ version: InstalledVersion) -> Bool {
-        guard let directory = try? directory(of: version) else { return false }
-        return FileSystem.isDirectory(directory)
+        guard (try? directory(of: version)) != nil else { return false }
+        return ContainedDirectory.isReal(version.path, under: layout.root.path)
+    }
+
+    /// Whether the tree of an installed version, or a directory above it under the root, was
+    /// replaced by a symbolic link or another kind of file: nothing may be read through it.
+    package nonisolated func treeIsOutsideStore(_ version: InstalledVersion) -> Bool {
+        guard (try? directory(of: version)) != nil else { return false }
+        if case .foreign = ContainedDirectory.check(version.path, under: layout.root.path) { return true }
+        return false
     }
 
     /// The packages of `snapshot` with an active version that is not disabled, most
@@ -465,6 +474,12 @@ package actor Store {
     ) async -> (freed: ObjectStore.Freed, listsMissing: Bool) {
         var freed = ObjectStore.Freed()
         var listsMissing = false
+        // A directory above the trees replaced by a link: the link goes, so no deletion below
+        // reaches through it out of the store.
+        let packageDirectory = "packages/\(id)"
+        if case .foreign(let component) = ContainedDirectory.check(packageDirectory, under: layout.root.path) {
+            try? FileSystem.remove(layout.root.appendingPathComponent(component, isDirectory: false))
+        }
         for version in versions {
             guard let url = try? directory(of: version) else { continue }
             let listURL = layout.fileListURL(forVersionPath: version.path)
@@ -484,7 +499,12 @@ package actor Store {
             checkedVersions.remove(version.path)
         }
         let directory = layout.packageDirectory(id: id)
-        if FileSystem.contents(of: directory).isEmpty { try? FileSystem.remove(directory) }
+        if FileSystem.isSymlink(directory) || !FileSystem.isDirectory(directory)
+            || FileSystem.contents(of: directory).isEmpty
+        {
+            // A link in place of the package's directory goes itself, never what it points to.
+            try? FileSystem.remove(directory)
+        }
         let lists = layout.fileListsDirectory.appendingPathComponent(id, isDirectory: true)
         if FileSystem.contents(of: lists).isEmpty { try? FileSystem.remove(lists) }
         return (freed, listsMissing)

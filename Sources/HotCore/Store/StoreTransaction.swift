@@ -81,6 +81,12 @@ struct StoreTransaction: Sendable {
         snapshot.manifestOrder = ids
     }
 
+    /// Records the SHA-256 of the catalog this transaction writes (see
+    /// ``StoreSnapshot/catalogSHA256``).
+    mutating func setCatalogDigest(_ hex: String) {
+        snapshot.catalogSHA256 = hex
+    }
+
     /// Notes a tree moved into place: the file system is flushed before the commit, and the
     /// tree discarded if the transaction fails.
     mutating func placed(_ tree: PlacedTree) {
