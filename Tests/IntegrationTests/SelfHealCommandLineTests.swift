@@ -163,7 +163,7 @@ struct LossMatrixTests {
         let entry = try repository.pack(files, id: "pack", version: "1")
         try repository.sign(with: [key])
         let nginx = try await NginxServer.start(root: repository.directory)
-        defer { Task { await nginx.stop() } }
+        defer { nginx.stopNow() }
         let archivePath = "/packages/" + repository.archive(entry).lastPathComponent
         let root = work.appendingPathComponent("store")
         let hot = try builtExecutable("hot").path
