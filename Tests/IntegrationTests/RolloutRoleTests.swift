@@ -232,6 +232,7 @@ extension RolloutRoleTests {
         try rig.serve(try rig.part(rollout: nil, version: 3), signedBy: [rig.rollout])
         let thrown = await #expect(throws: HotUpdateError.self) { try await client.sync(rig.url) }
         #expect(thrown?.code == .manifestRollback, "\(thrown?.message ?? "")")
+        #expect(thrown?.message.contains("release manifest version 2 already trusted") == true)
         #expect(try await client.active() == [])
         #expect(try TrustState.load(root: client.root).channels[""]?.version == 2)
         #expect(try await client.updater().installedPackages().isEmpty)
@@ -255,6 +256,7 @@ extension RolloutRoleTests {
         try rig.serve(try rig.part(current: "1", rollout: nil, version: 3), signedBy: [rig.rollout])
         let thrown = await #expect(throws: HotUpdateError.self) { try await client.sync(rig.url) }
         #expect(thrown?.code == .manifestRollback, "\(thrown?.message ?? "")")
+        #expect(thrown?.message.contains("release manifest version 2 already trusted") == true)
         #expect(try await client.active() == ["app 3"])
         #expect(try TrustState.load(root: client.root).channels[""]?.version == 2)
     }

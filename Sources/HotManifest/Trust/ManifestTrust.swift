@@ -91,7 +91,8 @@ public struct ManifestTrust: Sendable, Hashable {
 /// In order: signatures by a threshold of the trusted keys (those the last accepted manifest
 /// declared, or the app's root keys at first); the channel; signatures by a threshold of the
 /// keys the new manifest declares (so a rotation cannot declare keys that cannot sign); the
-/// version against the highest trusted (rollback); the expiry (freeze). Only then is the new
+/// rollout part, if any, within its role's bounds; the release manifest against the release
+/// last trusted and the version against the highest trusted (rollback); the expiry (freeze). Only then is the new
 /// state saved, durably, under the store root.
 struct ManifestAuthenticator: Sendable {
     var verifier: any Verifier
@@ -249,22 +250,6 @@ struct ManifestAuthenticator: Sendable {
         floor: Date?,
         subject: String
     ) throws {
-        if let stored, let trustedRelease = stored.releaseVersion {
-            if release.version < trustedRelease {
-                throw HotUpdateError(
-                    .manifestRollback,
-                    "the manifest's release manifest has version \(release.version), lower than the release manifest version \(trustedRelease) already trusted; a rollout part cannot bring an older release back",
-                    subject: subject
-                )
-            }
-            if release.version == trustedRelease, let digest = stored.releaseSHA256, digest != release.sha256 {
-                throw HotUpdateError(
-                    .manifestRollback,
-                    "the manifest's release manifest version \(release.version) differs from the one already trusted",
-                    subject: subject
-                )
-            }
-        }
         let lowest = max(stored?.version ?? Int.min, trust.versionFloor ?? Int.min)
         if body.version < lowest {
             let source = stored.map { _ in "already trusted" } ?? "the app starts from"
@@ -280,6 +265,22 @@ struct ManifestAuthenticator: Sendable {
                 "manifest version \(body.version) differs from the version \(stored.version) already trusted",
                 subject: subject
             )
+        }
+        if let stored, let trustedRelease = stored.releaseVersion {
+            if release.version < trustedRelease {
+                throw HotUpdateError(
+                    .manifestRollback,
+                    "the manifest's release manifest has version \(release.version), lower than the release manifest version \(trustedRelease) already trusted; a rollout part cannot bring an older release back",
+                    subject: subject
+                )
+            }
+            if release.version == trustedRelease, let digest = stored.releaseSHA256, digest != release.sha256 {
+                throw HotUpdateError(
+                    .manifestRollback,
+                    "the manifest's release manifest version \(release.version) differs from the one already trusted",
+                    subject: subject
+                )
+            }
         }
         let current = max(clock, floor ?? clock, trust.timeFloor ?? clock)
         guard current < body.expires else {

@@ -57,6 +57,8 @@ public struct RolloutRole: Codable, Sendable, Hashable {
         self.maxVersionLead = maxVersionLead
     }
 
+    /// Reads a role; a role without `maxVersionLead` (written before it existed) gets
+    /// ``OnlineRoleBounds/defaultMaxVersionLead``.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         keys = try container.decode([String: SignedManifestBody.Key].self, forKey: .keys)
