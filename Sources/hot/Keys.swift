@@ -77,7 +77,10 @@ struct Sign: AsyncParsableCommand {
             (key rotation: sign with a threshold of the old keys and of the new ones). \
             --rollout-key delegates rollout steps (`hot rollout`) to keys that can change \
             percentages and roll back to a listed release, and nothing else; the role is kept \
-            until --rollout-key names others or --no-rollout-role removes it.
+            until --rollout-key names others or --no-rollout-role removes it. A step's version \
+            is at most --rollout-version-lead above the release's, and when the manifest \
+            declared a role, the next version is above every version its steps could carry, \
+            so no step of an older release is ever above a newer one.
             """
     )
 
@@ -110,6 +113,11 @@ struct Sign: AsyncParsableCommand {
     @Option(help: "How long after this signing the role's steps may expire (14d by default, kept when omitted).")
     var rolloutLifetime: String?
 
+    @Option(
+        help: "How many versions above this release the role's steps may go (1000 by default, kept when omitted)."
+    )
+    var rolloutVersionLead: Int?
+
     @Flag(help: "Remove the rollout role: only release keys sign from now on.")
     var noRolloutRole = false
 
@@ -124,6 +132,10 @@ struct Sign: AsyncParsableCommand {
             let verifier = CryptoVerifier()
             let files = repository.files
             var body = try files.loadBody(channel: repository.channel)
+            // The previous release and the role it declared: a step of it may carry a version
+            // up to the role's lead above it, and the next release must be above that.
+            let previousRole = body.rolloutRole
+            let previousRelease = try files.signedPartVersion(channel: repository.channel)
             if !trustedKeys.isEmpty {
                 body.keys = try keyTable(readPublicKeys(trustedKeys), verifier: verifier)
             } else if body.keys.isEmpty {
@@ -136,7 +148,11 @@ struct Sign: AsyncParsableCommand {
             }
             try setRolloutRole(&body, verifier: verifier)
             try PathCollision.check(body.packages.map(\.id), caseSensitive: false, what: "the manifest's package ids")
-            body.version += 1
+            body.version = try OnlineRoleBounds.nextReleaseVersion(
+                after: body.version,
+                release: previousRelease,
+                bounds: previousRole?.bounds
+            )
             body.expires = expiry
             body.signedAt = now
             body.channel = repository.channel
@@ -159,7 +175,7 @@ struct Sign: AsyncParsableCommand {
     /// Applies the rollout role options to `body`.
     private func setRolloutRole(_ body: inout SignedManifestBody, verifier: CryptoVerifier) throws {
         if noRolloutRole {
-            guard rolloutKeys.isEmpty, rolloutThreshold == nil, rolloutLifetime == nil else {
+            guard rolloutKeys.isEmpty, rolloutThreshold == nil, rolloutLifetime == nil, rolloutVersionLead == nil else {
                 throw ValidationError("--no-rollout-role goes with no other --rollout option")
             }
             body.rolloutRole = nil
@@ -176,11 +192,12 @@ struct Sign: AsyncParsableCommand {
             role = RolloutRole(
                 keys: keys,
                 threshold: role?.threshold ?? 1,
-                maxLifetime: role?.maxLifetime ?? 14 * 86_400
+                maxLifetime: role?.maxLifetime ?? OnlineRoleBounds.defaultMaxLifetime,
+                maxVersionLead: role?.maxVersionLead ?? OnlineRoleBounds.defaultMaxVersionLead
             )
         }
         guard var role else {
-            if rolloutThreshold != nil || rolloutLifetime != nil {
+            if rolloutThreshold != nil || rolloutLifetime != nil || rolloutVersionLead != nil {
                 throw ValidationError("the manifest has no rollout role: give --rollout-key")
             }
             return
@@ -192,8 +209,23 @@ struct Sign: AsyncParsableCommand {
             guard until > now else {
                 throw ValidationError("--rollout-lifetime \(rolloutLifetime) is not in the future")
             }
-            role.maxLifetime = Int(until.timeIntervalSince(now).rounded())
+            let seconds = until.timeIntervalSince(now).rounded()
+            guard seconds.isFinite, seconds <= Double(OnlineRoleBounds.maxInteger) else {
+                throw ValidationError(
+                    "--rollout-lifetime \(rolloutLifetime) is beyond 2^53 − 1 seconds, which clients refuse"
+                )
+            }
+            role.maxLifetime = Int(seconds)
         }
+        if let rolloutVersionLead {
+            guard (1...OnlineRoleBounds.maxInteger).contains(rolloutVersionLead) else {
+                throw ValidationError(
+                    "--rollout-version-lead takes a number of versions from 1 to 2^53 − 1, not \(rolloutVersionLead)"
+                )
+            }
+            role.maxVersionLead = rolloutVersionLead
+        }
+        try role.bounds.validate(role: "the rollout role")
         guard role.threshold >= 1, role.threshold <= role.keys.count else {
             throw ValidationError(
                 "the rollout threshold \(role.threshold) is not between 1 and the role's \(role.keys.count) keys"

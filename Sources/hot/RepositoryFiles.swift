@@ -120,6 +120,15 @@ struct RepositoryFiles {
         return body
     }
 
+    /// The version of the channel's signed part as written (not raised by a rollout step),
+    /// or nil when there is no manifest or it is a schema-1 document.
+    func signedPartVersion(channel: String?) throws -> Int? {
+        guard FileManager.default.fileExists(atPath: manifestURL(channel: channel).path),
+            let envelope = try SignedEnvelope.read(try manifestData(channel: channel))
+        else { return nil }
+        return try SignedManifestBody.decode(envelope.signed).version
+    }
+
     /// Writes the channel's manifest with no signature (an edit invalidates the old ones).
     func saveUnsigned(_ body: SignedManifestBody, channel: String?) throws {
         try write(SignedEnvelope(signed: try body.canonicalBytes(), signatures: []), channel: channel)

@@ -14,7 +14,9 @@ struct Rollout: AsyncParsableCommand {
             role (`hot sign --rollout-key`). The step is signed apart from the release and \
             served with it: clients accept it only if it changes what the role may change, \
             the current release's percentage and a rollback to a release the release manifest \
-            names, and expires within the role's bound (by default, at that bound).
+            names, expires within the role's bound (by default, at that bound), and carries a \
+            version at most the role's version lead above the release's (each step takes the \
+            next one; past the lead, the release keys must sign again).
             """
     )
 
@@ -95,6 +97,13 @@ struct Rollout: AsyncParsableCommand {
             part.packages.removeAll { $0.id == id }
             part.packages.append(RolloutPart.Package(id: id, current: target, rollout: rollout))
             part.packages.sort { $0.id < $1.id }
+            let latest = role.bounds.latestVersion(over: release.version)
+            guard part.version < latest else {
+                throw HotUpdateError(
+                    .rolloutRoleExceeded,
+                    "the rollout role has signed its steps up to version \(latest), the release manifest's version \(release.version) plus the \(role.maxVersionLead) versions its keys allow; sign the release again with the release keys (hot sign) to go on"
+                )
+            }
             part.version += 1
             let bound = role.expiryBound(of: release)
             part.expires = try expires.map { try parseExpiry($0, now: now) } ?? bound

@@ -188,6 +188,124 @@ struct RolloutRoleTests {
     }
 }
 
+extension RolloutRoleTests {
+    /// 2^53 − 1, the largest number the strict reader accepts.
+    static let largestVersion = 9_007_199_254_740_991
+
+    @Test("a rollout key cannot freeze the channel: a part's version is at most the role's lead above its release")
+    func versionLeadBounded() async throws {
+        let rig = try await Self.makeRig()
+        let server = rig.server
+        defer { Task { await server.stop() } }
+        let client = try await rig.client()
+        // The release manifest is version 1 and the role's lead is 1000 (the default).
+        for version in [Self.largestVersion, 1 + 1_000 + 1] {
+            try rig.serve(try rig.part(rollout: 0, version: version), signedBy: [rig.rollout])
+            let thrown = await #expect(throws: HotUpdateError.self) { try await client.sync(rig.url) }
+            #expect(thrown?.code == .rolloutRoleExceeded, "\(version): \(thrown?.message ?? "")")
+            #expect(try TrustState.load(root: client.root).channels[""]?.version == 1)
+            #expect(try await client.active() == ["app 2"])
+        }
+        // A step at the lead is taken, and the release keys' next manifest is above it.
+        try rig.serve(try rig.part(rollout: 0, version: 1 + 1_000), signedBy: [rig.rollout])
+        #expect(try await client.sync(rig.url).failures.isEmpty)
+        #expect(try await client.active() == ["app 1"])
+        rig.repository.body.editPackage("app") { $0.releases.append("3") }
+        try rig.repository.sign(with: [rig.release], expires: Date().addingTimeInterval(1_200), version: 1_002)
+        #expect(try await client.sync(rig.url).failures.isEmpty)
+        #expect(try await client.active() == ["app 3"])
+    }
+
+    @Test("a rollout key cannot replay an older release: a package the release keys disabled stays disabled")
+    func olderReleaseRefused() async throws {
+        let rig = try await Self.makeRig()
+        let server = rig.server
+        defer { Task { await server.stop() } }
+        let client = try await rig.client()
+        // Release manifest version 2 disables app; the client follows.
+        rig.repository.body.editPackage("app") { $0.disabled = true }
+        try rig.repository.sign(with: [rig.release], expires: Date().addingTimeInterval(1_200), version: 2)
+        #expect(try await client.sync(rig.url).failures.isEmpty)
+        #expect(try await client.active() == [])
+        // Release manifest version 1, unexpired, in a fresh part above every version the client
+        // trusts and within the role's lead.
+        try rig.serve(try rig.part(rollout: nil, version: 3), signedBy: [rig.rollout])
+        let thrown = await #expect(throws: HotUpdateError.self) { try await client.sync(rig.url) }
+        #expect(thrown?.code == .manifestRollback, "\(thrown?.message ?? "")")
+        #expect(thrown?.message.contains("release manifest version 2 already trusted") == true)
+        #expect(try await client.active() == [])
+        #expect(try TrustState.load(root: client.root).channels[""]?.version == 2)
+        #expect(try await client.updater().installedPackages().isEmpty)
+    }
+
+    @Test("a rollout key the release keys replaced cannot move clients through an older release that declares it")
+    func replacedRoleRefused() async throws {
+        let rig = try await Self.makeRig()
+        let server = rig.server
+        defer { Task { await server.stop() } }
+        let client = try await rig.client()
+        // Release manifest version 2 releases 3 and gives the role another key.
+        let replacement = try CryptoSigner.generate()
+        let id = try CryptoVerifier().keyID(of: replacement.publicKey)
+        rig.repository.body.rolloutRole = RolloutRole(keys: [id: .init(replacement.publicKey)], maxLifetime: 3_600)
+        rig.repository.body.editPackage("app") { $0.releases.append("3") }
+        try rig.repository.sign(with: [rig.release], expires: Date().addingTimeInterval(1_200), version: 2)
+        #expect(try await client.sync(rig.url).failures.isEmpty)
+        #expect(try await client.active() == ["app 3"])
+        // The old key wraps release manifest version 1, which still declares it: back to 1.
+        try rig.serve(try rig.part(current: "1", rollout: nil, version: 3), signedBy: [rig.rollout])
+        let thrown = await #expect(throws: HotUpdateError.self) { try await client.sync(rig.url) }
+        #expect(thrown?.code == .manifestRollback, "\(thrown?.message ?? "")")
+        #expect(thrown?.message.contains("release manifest version 2 already trusted") == true)
+        #expect(try await client.active() == ["app 3"])
+        #expect(try TrustState.load(root: client.root).channels[""]?.version == 2)
+    }
+
+    enum PushedClock: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case acceptedPart, refusedPart
+        var testDescription: String { rawValue }
+    }
+
+    @Test(
+        "a rollout part's signing time raises no time floor: the release keys' next manifest is not refused as expired",
+        arguments: PushedClock.allCases
+    )
+    func partSigningTimeRaisesNoFloor(_ how: PushedClock) async throws {
+        let rig = try await Self.makeRig()
+        let server = rig.server
+        defer { Task { await server.stop() } }
+        let client = try await rig.client()
+        // The release manifest was signed at `signed` and lets parts expire up to an hour
+        // after; a part claims to be signed 50 minutes after it.
+        let signed = try #require(rig.repository.body.signedAt)
+        var ahead = try rig.part(rollout: 0, version: 3)
+        ahead.signedAt = signed.addingTimeInterval(3_000)
+        ahead.expires = signed.addingTimeInterval(3_600)
+        switch how {
+        case .acceptedPart:
+            try rig.serve(ahead, signedBy: [rig.rollout])
+            #expect(try await client.sync(rig.url).failures.isEmpty)
+            #expect(try await client.active() == ["app 1"])
+        case .refusedPart:
+            try rig.serve(try rig.part(rollout: 0, version: 3), signedBy: [rig.rollout])
+            #expect(try await client.sync(rig.url).failures.isEmpty)
+            ahead.version = 2
+            try rig.serve(ahead, signedBy: [rig.rollout])
+            let thrown = await #expect(throws: HotUpdateError.self) { try await client.sync(rig.url) }
+            #expect(thrown?.code == .manifestRollback, "\(thrown?.message ?? "")")
+        }
+        let floor = try #require(try TrustState.load(root: client.root).timeFloor)
+        #expect(floor < ahead.signedAt)
+        // The release keys sign a manifest that expires 30 minutes after their first one,
+        // before the part's signing time: it is accepted.
+        rig.repository.body.signedAt = Date()
+        rig.repository.body.editPackage("app") { $0.releases.append("3") }
+        try rig.repository.sign(with: [rig.release], expires: signed.addingTimeInterval(1_800), version: 10)
+        #expect(try await client.sync(rig.url).failures.isEmpty)
+        #expect(try await client.active() == ["app 3"])
+    }
+}
+
 /// The rollout role with the real `hot` commands, served by nginx on 127.0.0.1.
 @Suite("hot rollout: steps signed by the rollout role")
 struct RolloutCommandTests {
@@ -273,7 +391,140 @@ struct RolloutCommandTests {
         let served = try SignedEnvelope.parse(Data(contentsOf: URL(fileURLWithPath: repo + "/manifest.json")))
         #expect(served.rollout == nil)
         #expect(try SignedManifestBody.decode(served.signed).rolloutRole != nil)
-        // Above the last step's version (2 signings, 3 steps).
-        #expect(try SignedManifestBody.decode(served.signed).version == 6)
+        // Above every version a step of the last release could carry: the release after the
+        // edit (version 5, the last step's) plus the role's lead of 1000.
+        #expect(try SignedManifestBody.decode(served.signed).version == 1_006)
+    }
+
+    /// A repository with app 1 and 2 packed, and `release` and `rollout` key pairs.
+    static func makeRepository(
+        _ name: String
+    ) async throws -> (work: URL, repo: String, release: String, rollout: String) {
+        let work = try makeTemporaryDirectory(name)
+        let repo = work.appendingPathComponent("repo").path
+        let (release, rollout) = (
+            work.appendingPathComponent("release").path, work.appendingPathComponent("rollout").path
+        )
+        for key in [release, rollout] {
+            try await Self.hot(["keygen", "--private", key + ".pem", "--public", key + ".pub"])
+        }
+        for version in ["1", "2"] {
+            let source = work.appendingPathComponent("v\(version)")
+            try writeTree(releaseFiles(version), under: source)
+            try await Self.hot(["pack", source.path, "--id", "app", "--version", version, "--repo", repo])
+        }
+        return (work, repo, release, rollout)
+    }
+
+    @Test("hot sign writes no number beyond 2^53 − 1: versions, the role's lifetime and its version lead")
+    func signedNumbersInRange() async throws {
+        let (_, repo, release, rollout) = try await Self.makeRepository("rollout-range")
+        let manifest = URL(fileURLWithPath: repo + "/manifest.json")
+        try await Self.hot(["sign", "--repo", repo, "--key", release + ".pem", "--expires", "1h"])
+        let sign = ["sign", "--repo", repo, "--key", release + ".pem", "--expires", "1h"]
+        for (options, complaint) in [
+            (["--rollout-key", rollout + ".pub", "--rollout-lifetime", "1e300d"], "2^53 − 1 seconds"),
+            (["--rollout-key", rollout + ".pub", "--rollout-version-lead", "9007199254740992"], "from 1 to 2^53 − 1"),
+            (["--rollout-key", rollout + ".pub", "--rollout-version-lead", "0"], "from 1 to 2^53 − 1"),
+        ] {
+            let refused = try await CommandLineTests.run(sign + options)
+            #expect(refused.status != 0, "\(options)")
+            #expect(refused.stderr.contains(complaint), "\(options): \(refused.stderr)")
+        }
+        // A manifest at 2^53 − 1, the last version clients read: the next one cannot be signed.
+        var body = try SignedManifestBody.decode(SignedEnvelope.parse(Data(contentsOf: manifest)).signed)
+        body.version = RolloutRoleTests.largestVersion
+        try SignedEnvelope(signed: body.canonicalBytes(), signatures: []).encoded().write(to: manifest)
+        let before = try Data(contentsOf: manifest)
+        let refused = try await CommandLineTests.run(sign)
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("beyond 2^53 − 1, which clients refuse"), "\(refused.stderr)")
+        #expect(try Data(contentsOf: manifest) == before)
+        // With a rollout role, the next release must also clear the role's lead.
+        body.version = RolloutRoleTests.largestVersion - 500
+        try SignedEnvelope(signed: body.canonicalBytes(), signatures: []).encoded().write(to: manifest)
+        try await Self.hot(sign + ["--rollout-key", rollout + ".pub"])
+        let withRole = try await CommandLineTests.run(sign)
+        #expect(withRole.status != 0)
+        #expect(withRole.stderr.contains("beyond 2^53 − 1, which clients refuse"), "\(withRole.stderr)")
+    }
+
+    @Test(
+        "hot rollout stops at the role's version lead; the next hot sign clears it, and no step of the older release moves a client"
+    )
+    func versionLeadWorkflow() async throws {
+        let (work, repo, release, rollout) = try await Self.makeRepository("rollout-lead")
+        let root = work.appendingPathComponent("store").path
+        let manifestFile = URL(fileURLWithPath: repo + "/manifest.json")
+        let server = try await NginxServer.start(root: URL(fileURLWithPath: repo))
+        defer { Task { await server.stop() } }
+        let manifest = server.baseURL.appendingPathComponent("manifest.json").absoluteString
+        let sync = ["sync", "--manifest", manifest, "--root", root, "--trust", release + ".pub"]
+        func status() async throws -> String? {
+            let document = try JSONDecoder().decode(
+                CommandLineTests.StatusDocument.self,
+                from: Data(try await Self.hot(["status", "--root", root, "--json"]).stdout.utf8)
+            )
+            return document.packages.first.map { "\($0.version ?? "-") \($0.state)" }
+        }
+        let sign = ["sign", "--repo", repo, "--key", release + ".pem", "--expires", "1h"]
+        try await Self.hot(sign + ["--rollout-key", rollout + ".pub", "--rollout-version-lead", "2"])
+        let firstRelease = try Data(contentsOf: manifestFile)
+        let firstBody = try SignedManifestBody.decode(SignedEnvelope.parse(firstRelease).signed)
+        try await Self.hot(sync)
+        #expect(try await status() == "2 installed")
+
+        // Two steps fit in the lead; the third is refused before anything is written.
+        let step = ["--key", rollout + ".pem", "--repo", repo]
+        try await Self.hot(["rollout", "app", "--percent", "0"] + step)
+        try await Self.hot(["rollout", "app", "--percent", "100"] + step)
+        let before = try Data(contentsOf: manifestFile)
+        let third = try await CommandLineTests.run(["rollout", "app", "--percent", "50"] + step)
+        #expect(third.status != 0)
+        #expect(third.stderr.contains("sign the release again"), "\(third.stderr)")
+        #expect(try Data(contentsOf: manifestFile) == before)
+
+        // A step past the lead, signed by hand with the rollout key, is refused by hot verify
+        // and by clients.
+        func wrap(_ releaseBytes: Data, version: Int, current: String) throws {
+            var envelope = try SignedEnvelope.parse(releaseBytes)
+            let part = RolloutPart(
+                release: try CryptoVerifier().digest(of: envelope.signed, using: .sha256).hex,
+                version: version,
+                signedAt: Date(),
+                expires: Date().addingTimeInterval(1_800),
+                packages: [RolloutPart.Package(id: "app", current: current, rollout: nil)]
+            )
+            let signed = try part.canonicalBytes()
+            let signer = try CryptoSigner(privateKeyPEM: String(contentsOfFile: rollout + ".pem", encoding: .utf8))
+            envelope.rollout = SignedEnvelope.Rollout(
+                signed: signed,
+                signatures: try SignedEnvelope.sign(signed, with: [signer], verifier: CryptoVerifier()).signatures
+            )
+            try envelope.encoded().write(to: manifestFile)
+        }
+        try wrap(firstRelease, version: firstBody.version + 3, current: "1")
+        let verified = try await CommandLineTests.run(["verify", "--repo", repo, "--trust", release + ".pub"])
+        #expect(verified.status != 0)
+        #expect(verified.stdout.contains("versions its keys allow"), "\(verified.stdout)")
+        #expect(try await CommandLineTests.run(sync).status != 0)
+        #expect(try await status() == "2 installed")
+
+        // The release keys disable app: the next release is above every step of the first.
+        try before.write(to: manifestFile)
+        try await Self.hot(["disable", "app", "--repo", repo])
+        try await Self.hot(sign)
+        let secondBody = try SignedManifestBody.decode(SignedEnvelope.parse(Data(contentsOf: manifestFile)).signed)
+        #expect(secondBody.version > firstBody.version + 2)
+        try await Self.hot(sync)
+        #expect(try await status() == "2 disabled")
+        // The first release, unexpired, wrapped in the highest step its role allows, or in
+        // one above the release the client trusts, cannot bring app back.
+        for version in [firstBody.version + 2, secondBody.version + 1] {
+            try wrap(firstRelease, version: version, current: "2")
+            let replayed = try await CommandLineTests.run(sync)
+            #expect(replayed.status != 0, "\(version): \(replayed.stdout)")
+            #expect(try await status() == "2 disabled")
+        }
     }
 }

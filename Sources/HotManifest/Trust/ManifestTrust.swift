@@ -22,9 +22,10 @@ public struct ManifestTrust: Sendable, Hashable {
     ///
     /// Expiry is checked against the later of the device's clock and a floor kept with the
     /// trust state: the latest time the client has seen. Every manifest whose signatures
-    /// check raises the floor to its signing time, and to the device's clock as read then,
-    /// but never further than `clockLead` past the newest signing time (or, for manifests
-    /// without one, than the manifest's expiry). So a clock set back cannot revive an expired
+    /// check raises the floor to the release keys' signing time, and to the device's clock as
+    /// read then, but never further than `clockLead` past the newest such signing time (or,
+    /// for manifests without one, than the release manifest's expiry). A rollout part's
+    /// signing time raises nothing. So a clock set back cannot revive an expired
     /// manifest, and a clock that once ran ahead holds the floor at most `clockLead` past the
     /// newest signature: sign manifests to expire later than that, and the next manifest
     /// signed after the clock is corrected is accepted.
@@ -90,7 +91,8 @@ public struct ManifestTrust: Sendable, Hashable {
 /// In order: signatures by a threshold of the trusted keys (those the last accepted manifest
 /// declared, or the app's root keys at first); the channel; signatures by a threshold of the
 /// keys the new manifest declares (so a rotation cannot declare keys that cannot sign); the
-/// version against the highest trusted (rollback); the expiry (freeze). Only then is the new
+/// rollout part, if any, within its role's bounds; the release manifest against the release
+/// last trusted and the version against the highest trusted (rollback); the expiry (freeze). Only then is the new
 /// state saved, durably, under the store root.
 struct ManifestAuthenticator: Sendable {
     var verifier: any Verifier
@@ -167,16 +169,20 @@ struct ManifestAuthenticator: Sendable {
                 subject: subject
             )
             let (body, signedSHA256) = try applyingRollout(envelope, to: release, subject: subject)
-            // The signatures hold: the signing time is trustworthy, and so is the clock up to a
-            // bound. The floor they raise is kept whatever is decided next.
+            let releaseSHA256 = try verifier.digest(of: envelope.signed, using: .sha256).hex
+            // The release keys' signatures hold: their signing time is trustworthy, and so is
+            // the clock up to a bound past it. The floor they raise is kept whatever is decided
+            // next. A rollout part's signing time raises nothing: an online key must not be
+            // able to push the client's clock past what the release keys allow.
             let clock = now()
             let floorBefore = state.timeFloor
-            state.observe(signedAt: body.signedAt, expires: body.expires, clock: clock, lead: trust.clockLead)
+            state.observe(signedAt: release.signedAt, expires: release.expires, clock: clock, lead: trust.clockLead)
             if state.timeFloor != floorBefore { file = try state.encoded() }
             let decision = Result {
                 try check(
                     body,
                     signedSHA256: signedSHA256,
+                    release: (release.version, releaseSHA256),
                     against: stored,
                     clock: clock,
                     floor: state.timeFloor,
@@ -190,7 +196,9 @@ struct ManifestAuthenticator: Sendable {
                 version: body.version,
                 signedSHA256: signedSHA256,
                 keys: body.keys,
-                threshold: body.threshold
+                threshold: body.threshold,
+                releaseVersion: release.version,
+                releaseSHA256: releaseSHA256
             )
             if state.channels[channelName] != next {
                 if let stored, stored.keys != body.keys || stored.threshold != body.threshold {
@@ -229,11 +237,14 @@ struct ManifestAuthenticator: Sendable {
         }
     }
 
-    /// Refuses a signed body whose version goes below what is trusted (rollback), or that
-    /// expired by the later of the device's clock and the time floor (freeze).
+    /// Refuses a signed body whose version goes below what is trusted (rollback), whose
+    /// release manifest is older than the release already trusted (a rollout part wrapping
+    /// an older release: a replay, or a rollout key the release keys have since replaced), or
+    /// that expired by the later of the device's clock and the time floor (freeze).
     private func check(
         _ body: SignedManifestBody,
         signedSHA256: String,
+        release: (version: Int, sha256: String),
         against stored: TrustState.Channel?,
         clock: Date,
         floor: Date?,
@@ -254,6 +265,22 @@ struct ManifestAuthenticator: Sendable {
                 "manifest version \(body.version) differs from the version \(stored.version) already trusted",
                 subject: subject
             )
+        }
+        if let stored, let trustedRelease = stored.releaseVersion {
+            if release.version < trustedRelease {
+                throw HotUpdateError(
+                    .manifestRollback,
+                    "the manifest's release manifest has version \(release.version), lower than the release manifest version \(trustedRelease) already trusted; a rollout part cannot bring an older release back",
+                    subject: subject
+                )
+            }
+            if release.version == trustedRelease, let digest = stored.releaseSHA256, digest != release.sha256 {
+                throw HotUpdateError(
+                    .manifestRollback,
+                    "the manifest's release manifest version \(release.version) differs from the one already trusted",
+                    subject: subject
+                )
+            }
         }
         let current = max(clock, floor ?? clock, trust.timeFloor ?? clock)
         guard current < body.expires else {

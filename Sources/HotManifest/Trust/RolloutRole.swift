@@ -9,15 +9,18 @@ import HotCore
 ///
 /// ```json
 /// "rolloutRole": {"keys": {"7c0a…": {"scheme": "ed25519", "public": "…"}},
-///                 "threshold": 1, "maxLifetime": 1209600}
+///                 "threshold": 1, "maxLifetime": 1209600, "maxVersionLead": 1000}
 /// ```
 ///
 /// A machine that advances rollouts on its own (`hot-server rollout advance`, a cron job)
 /// then holds a rollout key, never a release key. What it signs is a ``RolloutPart`` served
 /// beside the release manifest. The client checks it against the release manifest it comes
 /// with, so a stolen rollout key cannot add a package, change a digest or a URL, name a
-/// release the release keys did not list, rotate keys, or keep a manifest valid past its own
-/// expiry or ``maxLifetime`` after the release keys signed it, whichever is later.
+/// release the release keys did not list, rotate keys, keep a manifest valid past its own
+/// expiry or ``maxLifetime`` after the release keys signed it, whichever is later, or sign a
+/// version more than ``maxVersionLead`` above the release's (``OnlineRoleBounds``). The
+/// client also records the release manifest a part wraps and refuses a part that wraps an
+/// older one, and a part's signing time raises no time floor: only the release keys' does.
 public struct RolloutRole: Codable, Sendable, Hashable {
     /// The keys allowed to sign rollout parts, by key id.
     public var keys: [String: SignedManifestBody.Key]
@@ -27,12 +30,42 @@ public struct RolloutRole: Codable, Sendable, Hashable {
     /// a rollout part may keep the manifest valid, in seconds; a rollout part may always
     /// expire as late as the release manifest itself.
     public var maxLifetime: Int
+    /// How far above the release manifest's version a rollout part's version may go: the
+    /// steps the role can sign for one release. 1000 when the manifest does not say (those
+    /// written before it existed). `hot sign` signs the next release above it.
+    public var maxVersionLead: Int
+
+    /// The bounds the role's parts are checked against.
+    public var bounds: OnlineRoleBounds {
+        OnlineRoleBounds(maxLifetime: maxLifetime, maxVersionLead: maxVersionLead)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case keys, threshold, maxLifetime, maxVersionLead
+    }
 
     /// Creates a role.
-    public init(keys: [String: SignedManifestBody.Key], threshold: Int = 1, maxLifetime: Int = 14 * 86_400) {
+    public init(
+        keys: [String: SignedManifestBody.Key],
+        threshold: Int = 1,
+        maxLifetime: Int = OnlineRoleBounds.defaultMaxLifetime,
+        maxVersionLead: Int = OnlineRoleBounds.defaultMaxVersionLead
+    ) {
         self.keys = keys
         self.threshold = threshold
         self.maxLifetime = maxLifetime
+        self.maxVersionLead = maxVersionLead
+    }
+
+    /// Reads a role; a role without `maxVersionLead` (written before it existed) gets
+    /// ``OnlineRoleBounds/defaultMaxVersionLead``.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        keys = try container.decode([String: SignedManifestBody.Key].self, forKey: .keys)
+        threshold = try container.decode(Int.self, forKey: .threshold)
+        maxLifetime = try container.decode(Int.self, forKey: .maxLifetime)
+        maxVersionLead =
+            try container.decodeIfPresent(Int.self, forKey: .maxVersionLead) ?? OnlineRoleBounds.defaultMaxVersionLead
     }
 
     /// The role's keys by id, checking each id is derived from its key.
@@ -45,7 +78,7 @@ public struct RolloutRole: Codable, Sendable, Hashable {
     /// The latest instant a rollout part of the release manifest `release` may expire: the
     /// later of its own expiry and its signing time plus ``maxLifetime``.
     public func expiryBound(of release: SignedManifestBody) -> Date {
-        max(release.expires, release.signedAt.map { $0.addingTimeInterval(TimeInterval(maxLifetime)) } ?? .distantPast)
+        bounds.expiryBound(of: release)
     }
 }
 
@@ -93,9 +126,11 @@ public struct RolloutPart: Codable, Sendable, Hashable {
     public var schema: Int
     /// The SHA-256, hex, of the release manifest's signed bytes this part applies to.
     public var release: String
-    /// The manifest version clients see; above the release manifest's.
+    /// The manifest version clients see; above the release manifest's, by at most the
+    /// role's ``RolloutRole/maxVersionLead``.
     public var version: Int
-    /// When the rollout role signed it.
+    /// When the rollout role signed it: no earlier than the release manifest. It raises no
+    /// client's time floor; only the release manifest's signing time does.
     public var signedAt: Date
     /// After this instant clients refuse the manifest; at most the role's bound.
     public var expires: Date
@@ -150,8 +185,9 @@ public struct RolloutPart: Codable, Sendable, Hashable {
     ///   - releaseSHA256: The SHA-256, hex, of its signed bytes.
     ///   - role: The rollout role it declares.
     /// - Throws: `HotUpdateError.Code.rolloutRoleExceeded` naming the first thing the role
-    ///   may not do: a part for another release manifest, a version not above it, a signing
-    ///   time before it, an expiry past the role's bound, a package it does not list, a
+    ///   may not do: a part for another release manifest, a version not above it or more than
+    ///   the role's ``RolloutRole/maxVersionLead`` above it, a signing time before it, an
+    ///   expiry past the role's bound, a package it does not list, a
     ///   package twice, a release it does not name, a percentage outside 0–100.
     public func apply(
         to release: SignedManifestBody,
@@ -166,23 +202,14 @@ public struct RolloutPart: Codable, Sendable, Hashable {
                 "the rollout part was signed for another release manifest (\(self.release.prefix(12))…, this one is \(releaseSHA256.prefix(12))…)"
             )
         }
-        guard version > release.version else {
-            throw refuse("the rollout part's version \(version) is not above the release manifest's \(release.version)")
-        }
-        if let releaseSigned = release.signedAt, signedAt < releaseSigned {
-            throw refuse(
-                "the rollout part was signed at \(SignedManifestBody.rfc3339(signedAt)), before its release manifest (\(SignedManifestBody.rfc3339(releaseSigned)))"
-            )
-        }
-        guard signedAt <= expires else {
-            throw refuse("the rollout part was signed after it expires")
-        }
-        let bound = role.expiryBound(of: release)
-        guard expires <= bound else {
-            throw refuse(
-                "the rollout part expires at \(SignedManifestBody.rfc3339(expires)), past the rollout role's bound \(SignedManifestBody.rfc3339(bound)); only the release keys can extend it"
-            )
-        }
+        try role.bounds.check(
+            version: version,
+            signedAt: signedAt,
+            expires: expires,
+            over: release,
+            part: "the rollout part",
+            code: .rolloutRoleExceeded
+        )
         var result = release
         var seen = Set<String>()
         for entry in packages {

@@ -229,12 +229,7 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
                     "the rollout role's threshold \(role.threshold) is not between 1 and its \(role.keys.count) keys"
                 )
             }
-            guard role.maxLifetime > 0 else {
-                throw HotUpdateError(
-                    .manifestInvalid,
-                    "the rollout role's maxLifetime \(role.maxLifetime) is not positive"
-                )
-            }
+            try role.bounds.validate(role: "the rollout role")
         }
         if let signedAt = body.signedAt, signedAt > body.expires {
             throw HotUpdateError(

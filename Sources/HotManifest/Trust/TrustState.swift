@@ -3,7 +3,8 @@ import HotCore
 
 /// What a client has trusted, per channel, kept in `trust.json` under the store root so it
 /// survives restarts: the highest manifest version (rollback defence), the digest of its
-/// signed bytes (the same version with other content is refused), and the keys and
+/// signed bytes (the same version with other content is refused), the release manifest a
+/// rollout part wrapped (a part wrapping an older release is refused), and the keys and
 /// threshold that manifest declared (key rotation).
 package struct TrustState: Codable, Sendable, Hashable {
     /// The state of one channel.
@@ -19,6 +20,12 @@ package struct TrustState: Codable, Sendable, Hashable {
         package var keys: [String: SignedManifestBody.Key]
         /// The threshold that manifest declared.
         package var threshold: Int
+        /// The version of the release manifest, as the release keys signed it, under the
+        /// manifest trusted (which a rollout part may have raised above it). Nil in states
+        /// saved before it was kept.
+        package var releaseVersion: Int?
+        /// The SHA-256, hex, of that release manifest's signed bytes.
+        package var releaseSHA256: String?
 
         /// Creates a channel's state.
         package init(
@@ -26,19 +33,25 @@ package struct TrustState: Codable, Sendable, Hashable {
             version: Int,
             signedSHA256: String,
             keys: [String: SignedManifestBody.Key],
-            threshold: Int
+            threshold: Int,
+            releaseVersion: Int? = nil,
+            releaseSHA256: String? = nil
         ) {
             self.rootFingerprint = rootFingerprint
             self.version = version
             self.signedSHA256 = signedSHA256
             self.keys = keys
             self.threshold = threshold
+            self.releaseVersion = releaseVersion
+            self.releaseSHA256 = releaseSHA256
         }
     }
 
-    /// Raises the floor with what a manifest whose signatures checked tells: its signing
-    /// time, and the device's clock as read now, up to `lead` past the newest signing time
-    /// (up to the manifest's expiry when no signing time is known). The floor never goes down.
+    /// Raises the floor with what a release manifest whose signatures checked tells: its
+    /// signing time, and the device's clock as read now, up to `lead` past the newest signing
+    /// time (up to the manifest's expiry when no signing time is known). The floor never goes
+    /// down. Only the release keys' times count: a rollout part's signing time and expiry are
+    /// never passed here, so an online role's key cannot push a client's clock.
     package mutating func observe(signedAt: Date?, expires: Date, clock: Date, lead: TimeInterval) {
         if let signedAt { newestSigningTime = max(newestSigningTime ?? signedAt, signedAt) }
         let bound = newestSigningTime.map { $0.addingTimeInterval(max(0, lead)) } ?? expires
@@ -57,7 +70,7 @@ package struct TrustState: Codable, Sendable, Hashable {
     /// against the later of this and the device's clock (see ``ManifestTrust/clockLead``).
     /// Nil until a manifest with valid signatures was seen.
     package var timeFloor: Date?
-    /// The latest signing time of a manifest whose signatures checked; the device's clock
+    /// The latest signing time of a release manifest whose signatures checked; the device's clock
     /// raises the floor no further than ``ManifestTrust/clockLead`` past it.
     package var newestSigningTime: Date?
 
