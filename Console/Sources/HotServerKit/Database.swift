@@ -374,8 +374,9 @@ public final class PostgresTelemetryDatabase: TelemetryDatabase {
 /// that makes up client ids gets a bounded number of votes per network and per window, and
 /// none on a release already out.
 ///
-/// Storage: a network may store ``bytesPerNetworkPerDay`` bytes of batches a UTC day; past
-/// it its batches are answered 429 until the next day.
+/// Storage: a network may store ``bytesPerNetworkPerDay`` bytes of batches a UTC day (and
+/// the batches it has in flight when it reaches them); past it its batches are answered 429
+/// until the next day.
 public struct IntakePolicy: Sendable, Hashable {
     /// New client ids enrolled per network within ``enrolmentWindow``.
     public var enrolmentsPerNetwork = 100
@@ -413,8 +414,20 @@ extension TelemetryDatabase {
         bytes: Int = 0,
         intake: IntakePolicy = IntakePolicy()
     ) async throws -> Bool {
-        try await transaction { sql in
-            let received = receivedAt.timeIntervalSince1970
+        let received = receivedAt.timeIntervalSince1970
+        let day = Int64((received / 86_400).rounded(.down))
+        // The budget is read before and charged after the batch's transaction, each in a
+        // statement of its own: a row every writer of a network updated inside its
+        // transaction would make PostgreSQL's writers wait for one another. A network may
+        // so go over its budget by the batches it has in flight at once.
+        let used = try await rows(
+            "SELECT bytes FROM network_usage WHERE network = ? AND day = ?",
+            [.text(network), .int(day)]
+        )
+        if let total = used.first?.first?.int, total >= intake.bytesPerNetworkPerDay {
+            throw StorageBudgetExceeded(network: network, retryAfter: max(1, Int(Double(day + 1) * 86_400 - received)))
+        }
+        let fresh = try await transaction { sql in
             let inserted = try await sql.rows(
                 """
                 INSERT INTO batches (id, client, channel, app_version, sent_at, received_at, events, network, refused)
@@ -427,26 +440,21 @@ extension TelemetryDatabase {
                 ]
             )
             guard !inserted.isEmpty else { return false }
-            let day = Int64((received / 86_400).rounded(.down))
-            let used = try await sql.rows(
-                """
-                INSERT INTO network_usage (network, day, bytes, batches) VALUES (?, ?, ?, 1)
-                ON CONFLICT (network, day) DO UPDATE SET bytes = network_usage.bytes + excluded.bytes,
-                    batches = network_usage.batches + 1
-                RETURNING bytes
-                """,
-                [.text(network), .int(day), .int(Int64(bytes))]
-            )
-            if let total = used.first?.first?.int, total > intake.bytesPerNetworkPerDay {
-                throw StorageBudgetExceeded(
-                    network: network,
-                    retryAfter: max(1, Int(Double(day + 1) * 86_400 - received))
-                )
-            }
             try await Self.enrol(batch.client, network: network, at: received, intake: intake, sql: sql)
             try await Self.insertEvents(batch, receivedAt: received, into: sql)
             return true
         }
+        if fresh {
+            _ = try await rows(
+                """
+                INSERT INTO network_usage (network, day, bytes, batches) VALUES (?, ?, ?, 1)
+                ON CONFLICT (network, day) DO UPDATE SET bytes = network_usage.bytes + excluded.bytes,
+                    batches = network_usage.batches + 1
+                """,
+                [.text(network), .int(day), .int(Int64(bytes))]
+            )
+        }
+        return fresh
     }
 
     /// Records `client` as seen, and enrols it when it is not yet and its network has room.
