@@ -429,12 +429,14 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
     }
 
     /// Posts a batch and records the outcome: accepted; refused (4xx other than 429:
-    /// dropped); deferred (429 or 5xx: kept, in its file or back in the memory queue, and
-    /// sent again once any `Retry-After` has passed); or not answered (kept in its file for a
-    /// later attempt when there is one, else dropped).
+    /// dropped); deferred (429 or 5xx: kept in its file, or, for a 429 or a `Retry-After`,
+    /// back in the memory queue; sent again once any `Retry-After` has passed); or not
+    /// answered (kept in its file for a later attempt when there is one, else dropped).
     private func deliver(_ batch: Outgoing) async {
         var answered = false
         var deferred = false
+        var retryAfter = false
+        var status = 0
         do {
             var headers = options.headers
             headers["Content-Type"] = "application/json"
@@ -449,12 +451,13 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
                 )
             )
             defer { response.body.cancel() }
-            let status = response.statusCode
+            status = response.statusCode
             deferred = status == 429 || (500..<600).contains(status)
             answered = (400..<500).contains(status) && !deferred
             if deferred, let value = response.headers["retry-after"],
                 let seconds = CheckSchedule.parseRetryAfter(value)
             {
+                retryAfter = true
                 let until = ContinuousClock.now + .seconds(min(seconds, 86_400))
                 state.withLock { state in
                     if state.notBefore.map({ $0 < until }) ?? true { state.notBefore = until }
@@ -467,10 +470,14 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
                 state.counters.batchesSent += 1
             }
         } catch {
-            let retryLater = deferred && state.withLock { $0.notBefore != nil }
-            let kept = (batch.spooled != nil && !answered) || (deferred && batch.spooled == nil)
+            // In memory, only a batch the collector asked to send again later (429, or 5xx
+            // with Retry-After) is kept: without a file, one that fails for good would be
+            // posted again every flush interval.
+            let requeue = batch.spooled == nil && deferred && (status == 429 || retryAfter)
+            let retryLater = deferred && retryAfter
+            let kept = (batch.spooled != nil && !answered) || requeue
             state.withLock { state in
-                if batch.spooled == nil && deferred {
+                if requeue {
                     // Back to the front of the memory queue, within its bound.
                     let room = max(0, options.maxQueuedEvents - state.queue.count)
                     let back = Array(batch.events.suffix(room))
