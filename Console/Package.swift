@@ -31,6 +31,8 @@ let package = Package(
         // The two stores: SQLite (one file, no server) and PostgreSQL (for fleets).
         .package(url: "https://github.com/vapor/sqlite-nio", from: "1.13.2"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // The HTTP parts the collector's connection guard sees (Hummingbird's own).
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
     ],
     targets: [
         // The collector, the stores, the report, the console and the rollout policy.
@@ -39,6 +41,8 @@ let package = Package(
             dependencies: [
                 hot("HotCore"), hot("HotManifest"), hot("HotVerify"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -65,7 +69,7 @@ let package = Package(
             name: "HotServerTests",
             dependencies: [
                 "HotServerKit", hot("HotCore"), hot("HotManifest"), hot("HotVerify"), hot("HotTestServers"),
-                hot("HotTesting"),
+                hot("HotTesting"), hot("HotTransport"),
             ]
         ),
     ]

@@ -133,6 +133,8 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
         var failedHere: Set<String> = []
         /// Batches taken and not yet answered.
         var inFlight = 0
+        /// Nothing is sent before this: the collector's `Retry-After`.
+        var notBefore: ContinuousClock.Instant?
     }
 
     private let state = Locked(State())
@@ -296,7 +298,7 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
     /// in the file for the next process.
     public func flush() async {
         var attempted: Set<String> = []
-        while let batch = take(skipping: attempted) {
+        while !waitingForRetryAfter(), let batch = take(skipping: attempted) {
             attempted.insert(batch.id)
             await deliver(batch)
         }
@@ -306,12 +308,26 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
         }
     }
 
+    /// Whether the collector's `Retry-After` has not yet passed.
+    private func waitingForRetryAfter() -> Bool {
+        state.withLock { state in
+            guard let notBefore = state.notBefore else { return false }
+            if notBefore <= ContinuousClock.now {
+                state.notBefore = nil
+                return false
+            }
+            return true
+        }
+    }
+
     /// A batch ready to post: from the queue file, or from memory.
     private struct Outgoing {
         var id: String
         var body: Data
         var count: Int
         var spooled: TelemetrySpool.Batch?
+        /// The events themselves, for a batch from memory (put back on a 429 or 5xx).
+        var events: [TelemetryEvent] = []
     }
 
     /// The next batch, or nil when nothing waits (`skipping` batch files already tried).
@@ -340,7 +356,13 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
         let id = UUID().uuidString.lowercased()
         do {
             let lines = try events.map { try Self.encoder().encode($0) }
-            return Outgoing(id: id, body: try body(id: id, events: lines), count: events.count, spooled: nil)
+            return Outgoing(
+                id: id,
+                body: try body(id: id, events: lines),
+                count: events.count,
+                spooled: nil,
+                events: events
+            )
         } catch {
             state.withLock { $0.inFlight -= 1 }
             return nil
@@ -357,8 +379,21 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
                 state.withLock { state in state.flushing = false }
                 return
             }
+            let wait = state.withLock { state -> Duration? in
+                guard let notBefore = state.notBefore else { return nil }
+                let left = notBefore - ContinuousClock.now
+                return left > .zero ? left : nil
+            }
+            if let wait {
+                do {
+                    try await sleep(wait)
+                } catch {
+                    state.withLock { state in state.flushing = false }
+                    return
+                }
+            }
             let failedHere = state.withLock { $0.failedHere }
-            if let batch = take(skipping: failedHere) { await deliver(batch) }
+            if !waitingForRetryAfter(), let batch = take(skipping: failedHere) { await deliver(batch) }
             let idle = state.withLock { state in
                 let pending = !state.queue.isEmpty || (spool?.hasPending(skipping: state.failedHere) ?? false)
                 if !pending { state.flushing = false }
@@ -393,10 +428,15 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
         return encoder
     }
 
-    /// Posts a batch and records the outcome: accepted, refused (4xx: dropped) or not
+    /// Posts a batch and records the outcome: accepted; refused (4xx other than 429:
+    /// dropped); deferred (429 or 5xx: kept in its file, or, for a 429 or a `Retry-After`,
+    /// back in the memory queue; sent again once any `Retry-After` has passed); or not
     /// answered (kept in its file for a later attempt when there is one, else dropped).
     private func deliver(_ batch: Outgoing) async {
         var answered = false
+        var deferred = false
+        var retryAfter = false
+        var status = 0
         do {
             var headers = options.headers
             headers["Content-Type"] = "application/json"
@@ -411,7 +451,18 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
                 )
             )
             defer { response.body.cancel() }
-            answered = (400..<500).contains(response.statusCode)
+            status = response.statusCode
+            deferred = status == 429 || (500..<600).contains(status)
+            answered = (400..<500).contains(status) && !deferred
+            if deferred, let value = response.headers["retry-after"],
+                let seconds = CheckSchedule.parseRetryAfter(value)
+            {
+                retryAfter = true
+                let until = ContinuousClock.now + .seconds(min(seconds, 86_400))
+                state.withLock { state in
+                    if state.notBefore.map({ $0 < until }) ?? true { state.notBefore = until }
+                }
+            }
             try response.requireSuccess()
             answered = true
             state.withLock { state in
@@ -419,10 +470,22 @@ public final class HTTPTelemetryReporter: TelemetryReporter, Sendable {
                 state.counters.batchesSent += 1
             }
         } catch {
-            let kept = batch.spooled != nil && !answered
+            // In memory, only a batch the collector asked to send again later (429, or 5xx
+            // with Retry-After) is kept: without a file, one that fails for good would be
+            // posted again every flush interval.
+            let requeue = batch.spooled == nil && deferred && (status == 429 || retryAfter)
+            let retryLater = deferred && retryAfter
+            let kept = (batch.spooled != nil && !answered) || requeue
             state.withLock { state in
-                if kept {
-                    state.failedHere.insert(batch.id)
+                if requeue {
+                    // Back to the front of the memory queue, within its bound.
+                    let room = max(0, options.maxQueuedEvents - state.queue.count)
+                    let back = Array(batch.events.suffix(room))
+                    state.queue.insert(contentsOf: back, at: 0)
+                    state.counters.droppedWithFailedBatches += batch.events.count - back.count
+                } else if kept {
+                    // With a Retry-After the flush loop sends it again once it has passed.
+                    if !retryLater { state.failedHere.insert(batch.id) }
                 } else {
                     state.counters.droppedWithFailedBatches += batch.count
                 }

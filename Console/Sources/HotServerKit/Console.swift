@@ -267,6 +267,9 @@ public final class ReleaseConsole: Sendable {
                     if state.current == name {
                         stateText = "current"
                         rollout = "\(state.rollout)%"
+                        if let burst = RolloutPolicy().burst(health) {
+                            rollout += " <small class=\"bad held\">held: \(escape(burst))</small>"
+                        }
                     } else if state.releases.contains(name) {
                         stateText = state.previous == name ? "previous" : "earlier release"
                         if state.previous == name && state.rollout < 100 { rollout = "\(100 - state.rollout)%" }

@@ -110,7 +110,7 @@ public func openTelemetryDatabase(
 /// `schema_migrations`.
 public enum Schema {
     /// The newest schema version.
-    public static let version = 1
+    public static let version = 2
 
     static func migrations(postgres: Bool) -> [[String]] {
         let serial = postgres ? "BIGSERIAL PRIMARY KEY" : "INTEGER PRIMARY KEY AUTOINCREMENT"
@@ -135,7 +135,31 @@ public enum Schema {
                     channel TEXT NOT NULL, package TEXT NOT NULL, version TEXT NOT NULL, detail TEXT NOT NULL,
                     outcome TEXT NOT NULL)
                 """,
-            ]
+            ],
+            // 2: the receipt time of each event beside the device's own; each client's
+            // enrolment, counted per source network; each network's storage per day. Clients
+            // seen before are enrolled at their first batch.
+            [
+                "ALTER TABLE events ADD COLUMN received_at DOUBLE PRECISION",
+                "UPDATE events SET received_at = (SELECT received_at FROM batches WHERE batches.id = events.batch_id)",
+                "ALTER TABLE batches ADD COLUMN network TEXT NOT NULL DEFAULT ''",
+                "ALTER TABLE batches ADD COLUMN refused INTEGER NOT NULL DEFAULT 0",
+                """
+                CREATE TABLE clients (
+                    client TEXT PRIMARY KEY, network TEXT NOT NULL, first_seen DOUBLE PRECISION NOT NULL,
+                    enrolled_at DOUBLE PRECISION)
+                """,
+                """
+                INSERT INTO clients (client, network, first_seen, enrolled_at)
+                SELECT client, '', MIN(received_at), MIN(received_at) FROM batches GROUP BY client
+                """,
+                "CREATE INDEX clients_enrolment ON clients (network, enrolled_at)",
+                """
+                CREATE TABLE network_usage (
+                    network TEXT NOT NULL, day BIGINT NOT NULL, bytes BIGINT NOT NULL, batches BIGINT NOT NULL,
+                    PRIMARY KEY (network, day))
+                """,
+            ],
         ]
     }
 
@@ -341,30 +365,130 @@ public final class PostgresTelemetryDatabase: TelemetryDatabase {
     public func close() async { runner.cancel() }
 }
 
+/// How the collector admits clients and bytes from each source network (``SourceNetwork``).
+///
+/// Enrolment: a client id is *enrolled* when the collector first sees it, unless its network
+/// has enrolled ``enrolmentsPerNetwork`` ids within the last ``enrolmentWindow``; an id not
+/// enrolled is enrolled by a later batch once there is room. Only devices enrolled before a
+/// release started count for its rollout (see ``VersionHealth/established``), so a script
+/// that makes up client ids gets a bounded number of votes per network and per window, and
+/// none on a release already out.
+///
+/// Storage: a network may store ``bytesPerNetworkPerDay`` bytes of batches a UTC day (and
+/// the batches it has in flight when it reaches them); past it its batches are answered 429
+/// until the next day.
+public struct IntakePolicy: Sendable, Hashable {
+    /// New client ids enrolled per network within ``enrolmentWindow``.
+    public var enrolmentsPerNetwork = 100
+    /// The window of ``enrolmentsPerNetwork``, in seconds.
+    public var enrolmentWindow: TimeInterval = 3600
+    /// Bytes of batches a network may store a UTC day.
+    public var bytesPerNetworkPerDay: Int64 = 256 * 1024 * 1024
+
+    /// The defaults: 100 enrolments a network an hour; 256 MiB a network a day.
+    public init() {}
+}
+
+/// A network has stored its budget for the day (``IntakePolicy/bytesPerNetworkPerDay``).
+public struct StorageBudgetExceeded: Error, Sendable, Hashable {
+    /// The network.
+    public var network: String
+    /// Seconds until its budget is renewed.
+    public var retryAfter: Int
+}
+
 extension TelemetryDatabase {
     /// Stores a checked batch, once: false when a batch with its id is already stored.
-    public func store(_ batch: TelemetryBatch, receivedAt: Date = Date()) async throws -> Bool {
-        try await transaction { sql in
+    ///
+    /// - Parameters:
+    ///   - batch: The batch.
+    ///   - receivedAt: The collector's time, stored beside each event's device time.
+    ///   - network: Where it came from (``SourceNetwork``), for the per-network bounds.
+    ///   - bytes: Its size as posted, counted against the network's storage budget.
+    ///   - intake: The per-network bounds.
+    /// - Throws: ``StorageBudgetExceeded`` (nothing stored), or the database's error.
+    public func store(
+        _ batch: TelemetryBatch,
+        receivedAt: Date = Date(),
+        network: String = "",
+        bytes: Int = 0,
+        intake: IntakePolicy = IntakePolicy()
+    ) async throws -> Bool {
+        let received = receivedAt.timeIntervalSince1970
+        let day = Int64((received / 86_400).rounded(.down))
+        // The budget is read before and charged after the batch's transaction, each in a
+        // statement of its own: a row every writer of a network updated inside its
+        // transaction would make PostgreSQL's writers wait for one another. A network may
+        // so go over its budget by the batches it has in flight at once.
+        let used = try await rows(
+            "SELECT bytes FROM network_usage WHERE network = ? AND day = ?",
+            [.text(network), .int(day)]
+        )
+        if let total = used.first?.first?.int, total >= intake.bytesPerNetworkPerDay {
+            throw StorageBudgetExceeded(network: network, retryAfter: max(1, Int(Double(day + 1) * 86_400 - received)))
+        }
+        let fresh = try await transaction { sql in
             let inserted = try await sql.rows(
                 """
-                INSERT INTO batches (id, client, channel, app_version, sent_at, received_at, events)
-                VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING id
+                INSERT INTO batches (id, client, channel, app_version, sent_at, received_at, events, network, refused)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING id
                 """,
                 [
                     .text(batch.id), .text(batch.client), .text(batch.channel), .text(batch.appVersion),
-                    .double(batch.sentAt.timeIntervalSince1970), .double(receivedAt.timeIntervalSince1970),
-                    .int(Int64(batch.events.count)),
+                    .double(batch.sentAt.timeIntervalSince1970), .double(received),
+                    .int(Int64(batch.events.count)), .text(network), .int(Int64(batch.refused.count)),
                 ]
             )
             guard !inserted.isEmpty else { return false }
-            try await Self.insertEvents(batch, into: sql)
+            try await Self.enrol(batch.client, network: network, at: received, intake: intake, sql: sql)
+            try await Self.insertEvents(batch, receivedAt: received, into: sql)
             return true
+        }
+        if fresh {
+            _ = try await rows(
+                """
+                INSERT INTO network_usage (network, day, bytes, batches) VALUES (?, ?, ?, 1)
+                ON CONFLICT (network, day) DO UPDATE SET bytes = network_usage.bytes + excluded.bytes,
+                    batches = network_usage.batches + 1
+                """,
+                [.text(network), .int(day), .int(Int64(bytes))]
+            )
+        }
+        return fresh
+    }
+
+    /// Records `client` as seen, and enrols it when it is not yet and its network has room.
+    static func enrol(
+        _ client: String,
+        network: String,
+        at time: Double,
+        intake: IntakePolicy,
+        sql: any SQLExecutor
+    ) async throws {
+        let known = try await sql.rows("SELECT enrolled_at FROM clients WHERE client = ?", [.text(client)])
+        if let row = known.first, row[0] != .null { return }
+        let recent = try await sql.rows(
+            "SELECT COUNT(*) FROM clients WHERE network = ? AND enrolled_at >= ?",
+            [.text(network), .double(time - intake.enrolmentWindow)]
+        )
+        let enrolled: SQLValue =
+            (recent.first?.first?.int ?? 0) < Int64(intake.enrolmentsPerNetwork) ? .double(time) : .null
+        if known.isEmpty {
+            _ = try await sql.rows(
+                "INSERT INTO clients (client, network, first_seen, enrolled_at) VALUES (?, ?, ?, ?) ON CONFLICT (client) DO NOTHING",
+                [.text(client), .text(network), .double(time), enrolled]
+            )
+        } else if enrolled != .null {
+            _ = try await sql.rows(
+                "UPDATE clients SET enrolled_at = ?, network = ? WHERE client = ? AND enrolled_at IS NULL",
+                [enrolled, .text(network), .text(client)]
+            )
         }
     }
 
     /// The events of `batch` as rows, 200 a statement.
-    static func insertEvents(_ batch: TelemetryBatch, into sql: any SQLExecutor) async throws {
-        let columns = 14
+    static func insertEvents(_ batch: TelemetryBatch, receivedAt: Double, into sql: any SQLExecutor) async throws {
+        let columns = 15
         var sequence = 0
         for chunk in stride(from: 0, to: batch.events.count, by: 200) {
             let events = batch.events[chunk..<min(chunk + 200, batch.events.count)]
@@ -377,6 +501,7 @@ extension TelemetryDatabase {
                     .optional(event.packageID), .optional(event.version),
                     event.manifestVersion.map { .int(Int64($0)) } ?? .null, event.bytes.map { .int($0) } ?? .null,
                     .optional(event.delivery?.rawValue), .optional(event.restoredVersion), .optional(event.errorCode),
+                    .double(receivedAt),
                 ]
                 sequence += 1
             }
@@ -384,7 +509,7 @@ extension TelemetryDatabase {
             _ = try await sql.rows(
                 """
                 INSERT INTO events (batch_id, seq, client, channel, app_version, kind, at, package, version,
-                    manifest_version, bytes, delivery, restored_version, error_code)
+                    manifest_version, bytes, delivery, restored_version, error_code, received_at)
                 VALUES \(Array(repeating: row, count: events.count).joined(separator: ", "))
                 """,
                 binds

@@ -24,6 +24,29 @@ public struct WilsonInterval: Sendable, Hashable, Codable {
     }
 }
 
+/// Trial launches of a version: the devices that confirmed it and those that rolled it back.
+public struct Trials: Sendable, Hashable, Codable {
+    /// Devices that confirmed a launch.
+    public var confirmed: Int
+    /// Devices that rolled it back.
+    public var rolledBack: Int
+    /// Confirmed + rolled back.
+    public var count: Int
+    /// Rolled back / count; 0 with no trial.
+    public var failureRate: Double
+    /// Its 95% Wilson interval.
+    public var failureInterval: WilsonInterval
+
+    /// The figures of `confirmed` and `rolledBack` devices.
+    public init(confirmed: Int, rolledBack: Int) {
+        self.confirmed = confirmed
+        self.rolledBack = rolledBack
+        count = confirmed + rolledBack
+        failureRate = count == 0 ? 0 : Double(rolledBack) / Double(count)
+        failureInterval = WilsonInterval(successes: rolledBack, trials: count)
+    }
+}
+
 /// The health of one version of a package in a channel, from the events the collector stored.
 public struct VersionHealth: Sendable, Hashable, Codable {
     /// The package id.
@@ -65,8 +88,15 @@ public struct VersionHealth: Sendable, Hashable, Codable {
     /// Adoption over time: the number of devices that had installed or confirmed the version
     /// by each time (seconds since 1970), one point per device's first event.
     public var adoption: [AdoptionPoint]
+    /// The trials of *established* devices only: those the collector enrolled before the
+    /// version's first report reached it (``IntakePolicy``), that is devices that ran an
+    /// earlier release, or were seen, before this one started. Rollouts are decided on these.
+    public var established: Trials
+    /// Trials of devices that are not established: ids first seen (or enrolled) after the
+    /// version started. Many of them at once is a burst of new client ids; the rollout holds.
+    public var newDeviceTrials: Int
 
-    /// Creates an entry from its figures.
+    /// Creates an entry from its figures; `established` nil: every trial is established.
     public init(
         package: String,
         version: String,
@@ -86,7 +116,9 @@ public struct VersionHealth: Sendable, Hashable, Codable {
         failureRate: Double,
         failureInterval: WilsonInterval,
         trials: Int,
-        adoption: [AdoptionPoint]
+        adoption: [AdoptionPoint],
+        established: Trials? = nil,
+        newDeviceTrials: Int = 0
     ) {
         self.package = package
         self.version = version
@@ -107,6 +139,8 @@ public struct VersionHealth: Sendable, Hashable, Codable {
         self.failureInterval = failureInterval
         self.trials = trials
         self.adoption = adoption
+        self.established = established ?? Trials(confirmed: confirmed, rolledBack: rolledBack)
+        self.newDeviceTrials = newDeviceTrials
     }
 }
 
@@ -168,7 +202,8 @@ public struct HealthReport: Sendable, Hashable, Codable {
                     failureRate: 0,
                     failureInterval: WilsonInterval(successes: 0, trials: 0),
                     trials: 0,
-                    adoption: []
+                    adoption: [],
+                    established: Trials(confirmed: 0, rolledBack: 0)
                 )
             }
             return key
@@ -246,8 +281,33 @@ public struct HealthReport: Sendable, Hashable, Codable {
         for (key, times) in firsts {
             entries[key]?.adoption = times.sorted().enumerated().map { AdoptionPoint(time: $1, devices: $0 + 1) }
         }
+        // Established devices: enrolled before the version's first report reached the collector.
+        var established: [Key: (confirmed: Int, rolledBack: Int)] = [:]
+        for row in try await database.rows(
+            """
+            SELECT e.channel, e.package, e.version, e.kind, COUNT(DISTINCT e.client) FROM events e
+            JOIN (SELECT channel, package, version, MIN(received_at) AS started FROM events
+                  WHERE package IS NOT NULL AND version IS NOT NULL GROUP BY channel, package, version) s
+              ON s.channel = e.channel AND s.package = e.package AND s.version = e.version
+            JOIN clients c ON c.client = e.client
+            WHERE e.kind IN ('confirm', 'rollback') AND e.error_code IS NULL AND c.enrolled_at IS NOT NULL
+              AND c.enrolled_at < s.started
+            GROUP BY e.channel, e.package, e.version, e.kind
+            """,
+            []
+        ) {
+            let key = entry(row)
+            if row[3].text == "confirm" {
+                established[key, default: (0, 0)].confirmed = Int(row[4].int)
+            } else {
+                established[key, default: (0, 0)].rolledBack = Int(row[4].int)
+            }
+        }
         for key in entries.keys {
             guard var health = entries[key] else { continue }
+            let settled = established[key] ?? (0, 0)
+            health.established = Trials(confirmed: settled.confirmed, rolledBack: settled.rolledBack)
+            health.newDeviceTrials = max(0, health.confirmed + health.rolledBack - health.established.count)
             health.trials = health.confirmed + health.rolledBack
             health.failureRate = health.trials == 0 ? 0 : Double(health.rolledBack) / Double(health.trials)
             health.failureInterval = WilsonInterval(successes: health.rolledBack, trials: health.trials)
@@ -289,7 +349,7 @@ public struct HealthReport: Sendable, Hashable, Codable {
     /// The report as a table for a terminal.
     public func text() -> String {
         var lines = [
-            "channel\tpackage\tversion\tdevices\tdownloaded\tinstalled\tconfirmed\trolled back\tblocked\tfailure rate (95% interval)\terrors"
+            "channel\tpackage\tversion\tdevices\tdownloaded\tinstalled\tconfirmed\trolled back\tblocked\tfailure rate (95% interval)\testablished trials (failure rate)\tnew-device trials\terrors"
         ]
         for health in versions {
             let errors = health.errors.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
@@ -305,6 +365,8 @@ public struct HealthReport: Sendable, Hashable, Codable {
                         health.failureInterval.lower * 100,
                         health.failureInterval.upper * 100
                     ),
+                    String(format: "%d (%.1f%%)", health.established.count, health.established.failureRate * 100),
+                    "\(health.newDeviceTrials)",
                     errors.isEmpty ? "-" : errors,
                 ].joined(separator: "\t")
             )

@@ -4,6 +4,11 @@ import Foundation
 /// number of trial launches and a minimum time; advanced when the version's failure rate is
 /// surely under the threshold, halted and rolled back when it is surely over it, or over the
 /// previous version's by a margin; held otherwise.
+///
+/// Only the trials of established devices count (``VersionHealth/established``): client ids
+/// the collector enrolled before the version started. Trials of other ids never move a
+/// rollout; when they outnumber the established ones (and ``minTrials``), a burst of new
+/// client ids is under way and the rollout holds, saying so.
 public struct RolloutPolicy: Sendable, Hashable {
     /// The percentages, in order; the last is normally 100.
     public var steps: [Int] = [1, 5, 25, 50, 100]
@@ -18,6 +23,17 @@ public struct RolloutPolicy: Sendable, Hashable {
 
     /// The defaults: 1% → 5% → 25% → 50% → 100%, 10 trials and an hour a step, 5%, 2 points.
     public init() {}
+
+    /// Why the rollout of a version with `health` holds for a burst of new client ids: more
+    /// trial launches from devices not established before it started than from established
+    /// ones (and than ``minTrials``); nil when there is no burst.
+    public func burst(_ health: VersionHealth?) -> String? {
+        guard let health else { return nil }
+        let trials = health.established.count
+        guard health.newDeviceTrials > max(minTrials, trials) else { return nil }
+        return
+            "a burst of new client ids: \(health.newDeviceTrials) trial launches from devices not established before this release, against \(trials) from established ones"
+    }
 
     /// What to do with a version.
     public enum Decision: Sendable, Hashable, CustomStringConvertible {
@@ -47,14 +63,18 @@ public struct RolloutPolicy: Sendable, Hashable {
     )
         -> Decision
     {
-        let trials = health?.trials ?? 0
-        guard let health, trials >= minTrials else {
-            return .hold(reason: "\(trials) of \(minTrials) trial launches")
+        let counted = health?.established
+        let trials = counted?.count ?? 0
+        let burstText = burst(health)
+        let burst = burstText != nil
+        guard let counted, trials >= minTrials else {
+            if let burstText { return .hold(reason: burstText) }
+            return .hold(reason: "\(trials) of \(minTrials) trial launches of established devices")
         }
-        let interval = health.failureInterval
+        let interval = counted.failureInterval
         let figures = String(
-            format: "failure rate %.1f%% (95%% interval %.1f–%.1f%%) over %d trials",
-            health.failureRate * 100,
+            format: "failure rate %.1f%% (95%% interval %.1f–%.1f%%) over %d trials of established devices",
+            counted.failureRate * 100,
             interval.lower * 100,
             interval.upper * 100,
             trials
@@ -62,17 +82,20 @@ public struct RolloutPolicy: Sendable, Hashable {
         if interval.lower > threshold {
             return .halt(reason: figures + String(format: ", above the threshold of %.1f%%", threshold * 100))
         }
-        if let previous, previous.trials >= minTrials, interval.lower > previous.failureRate + margin {
+        if let previous, previous.established.count >= minTrials,
+            interval.lower > previous.established.failureRate + margin
+        {
             return .halt(
                 reason: figures
                     + String(
                         format: ", above version %@'s %.1f%% by more than %.1f points",
                         previous.version,
-                        previous.failureRate * 100,
+                        previous.established.failureRate * 100,
                         margin * 100
                     )
             )
         }
+        if burst, let burstText { return .hold(reason: figures + "; " + burstText) }
         guard let next = steps.first(where: { $0 > rollout }) else {
             return .hold(reason: figures + ", fully rolled out")
         }
@@ -149,12 +172,12 @@ public struct RolloutAdvance: Sendable {
                     detail: "\(package.rollout)% → \(percent)%"
                 )
             case .halt(let reason):
+                // A halt rolls back; it never disables. Telemetry can be forged, and a
+                // disabled package stops every client: that takes a person.
                 guard package.previous != nil else {
-                    outcome.error = await apply(
-                        .disable,
-                        package,
-                        action: "halt",
-                        detail: reason + "; no earlier release: disabled"
+                    outcome.decision = .hold(
+                        reason: reason
+                            + "; no earlier release to roll back to: not disabled (an automatic halt never disables)"
                     )
                     break
                 }

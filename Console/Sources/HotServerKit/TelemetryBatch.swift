@@ -1,5 +1,6 @@
 import Foundation
 import HotCore
+import HotManifest
 
 /// One batch as `HTTPTelemetryReporter` posts it, checked: every field within its bounds.
 public struct TelemetryBatch: Sendable, Hashable {
@@ -13,8 +14,10 @@ public struct TelemetryBatch: Sendable, Hashable {
     public var appVersion: String
     /// When the reporter built the batch.
     public var sentAt: Date
-    /// The events, in order.
+    /// The events, in order: those that were right.
     public var events: [TelemetryEvent]
+    /// The events left out because they were wrong (``parse(_:limits:)`` fills it).
+    public var refused: [RefusedEvent] = []
 
     /// Creates a batch (tests and the benchmark build rows this way).
     public init(
@@ -51,18 +54,28 @@ public struct BatchRejection: Error, Sendable, Hashable, CustomStringConvertible
     public var description: String { "\(status): \(reason)" }
 }
 
+/// An event of a batch the collector refused while it stored the others.
+public struct RefusedEvent: Sendable, Hashable, Codable {
+    /// Its position in the batch's `events`, from 0.
+    public var index: Int
+    /// What is wrong with it.
+    public var reason: String
+
+    /// Creates an entry.
+    public init(index: Int, reason: String) {
+        self.index = index
+        self.reason = reason
+    }
+}
+
 /// The limits a batch is checked against.
 public struct BatchLimits: Sendable, Hashable {
     /// The most bytes of a request body.
     public var maxBodyBytes = 256 * 1024
     /// The most events in one batch.
     public var maxEvents = 1000
-    /// How far in the past an event's date may be.
-    public var maxAge: TimeInterval = 30 * 86_400
-    /// How far in the future an event's date may be (clock skew).
-    public var maxSkew: TimeInterval = 86_400
 
-    /// The defaults: 256 KiB, 1000 events, 30 days back, one day ahead.
+    /// The defaults: 256 KiB, 1000 events.
     public init() {}
 }
 
@@ -74,20 +87,25 @@ extension TelemetryBatch {
 
     /// Decodes and checks a request body.
     ///
+    /// The batch's own fields must all be right, or the whole batch is refused. An event
+    /// that is wrong is left out and listed in ``refused``; the others are kept. Device
+    /// dates are kept whatever they are (device clocks are often wrong): the collector
+    /// records its own receipt time beside them.
+    ///
     /// - Parameters:
     ///   - body: The bytes posted.
     ///   - limits: The bounds.
-    ///   - now: The collector's time, for the date bounds.
-    /// - Throws: ``BatchRejection`` with the first thing wrong.
-    public static func parse(
-        _ body: Data,
-        limits: BatchLimits = BatchLimits(),
-        now: Date = Date()
-    ) throws
-        -> TelemetryBatch
-    {
+    /// - Throws: ``BatchRejection`` with the first thing wrong with the batch, or every
+    ///   event's fault when none is right.
+    public static func parse(_ body: Data, limits: BatchLimits = BatchLimits()) throws -> TelemetryBatch {
         guard body.count <= limits.maxBodyBytes else {
             throw BatchRejection(413, "the batch is \(body.count) bytes, over the limit of \(limits.maxBodyBytes)")
+        }
+        do {
+            // A key twice, or an integer past 2^53: parsers differ on what such a document says.
+            try StrictJSONDocument.check(body, what: "the batch")
+        } catch let error as HotUpdateError {
+            throw BatchRejection(400, error.message)
         }
         let object: Any
         do {
@@ -102,22 +120,32 @@ extension TelemetryBatch {
         }
         let id = try uuid(root["batch"], "batch")
         let client = try uuid(root["client"], "client")
-        let channel = try optionalText(root["channel"], "channel", pattern: componentCharacters, max: 64) ?? ""
-        let appVersion = try optionalText(root["appVersion"], "appVersion", pattern: versionCharacters, max: 64) ?? ""
-        let sentAt = try date(root["sentAt"], "sentAt", limits: limits, now: now)
+        let channel = try component(root["channel"], "channel") ?? ""
+        let appVersion = try appVersion(root["appVersion"]) ?? ""
+        let sentAt = try date(root["sentAt"], "sentAt")
         guard let events = root["events"] as? [Any] else { throw BatchRejection(400, "'events' is not a list") }
         guard !events.isEmpty else { throw BatchRejection(400, "'events' is empty") }
         guard events.count <= limits.maxEvents else {
             throw BatchRejection(413, "\(events.count) events, over the limit of \(limits.maxEvents)")
         }
-        let parsed = try events.enumerated().map { index, value in
+        var parsed: [TelemetryEvent] = []
+        parsed.reserveCapacity(events.count)
+        var refused: [RefusedEvent] = []
+        for (index, value) in events.enumerated() {
             do {
-                return try event(value, limits: limits, now: now)
+                parsed.append(try event(value))
             } catch let rejection as BatchRejection {
-                throw BatchRejection(rejection.status, "event \(index): \(rejection.reason)")
+                refused.append(RefusedEvent(index: index, reason: rejection.reason))
             }
         }
-        return TelemetryBatch(
+        guard !parsed.isEmpty else {
+            throw BatchRejection(
+                400,
+                "no event is right: "
+                    + refused.prefix(5).map { "event \($0.index): \($0.reason)" }.joined(separator: "; ")
+            )
+        }
+        var batch = TelemetryBatch(
             id: id,
             client: client,
             channel: channel,
@@ -125,16 +153,52 @@ extension TelemetryBatch {
             sentAt: sentAt,
             events: parsed
         )
+        batch.refused = refused
+        return batch
     }
 
-    private static let componentCharacters = CharacterSet(
-        charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
-    )
-    private static let versionCharacters = CharacterSet(
-        charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-"
-    )
+    /// Which bytes a package id, a version or a channel may hold: the library's own rule
+    /// (`PackageDescriptor.validateComponent`): `A–Z a–z 0–9 . _ - + ~`.
+    private static let componentBytes: [Bool] = {
+        var table = [Bool](repeating: false, count: 256)
+        for byte in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-+~".utf8 {
+            table[Int(byte)] = true
+        }
+        return table
+    }()
 
-    private static func event(_ value: Any, limits: BatchLimits, now: Date) throws -> TelemetryEvent {
+    /// Which bytes an error code may hold.
+    private static let codeBytes: [Bool] = {
+        var table = [Bool](repeating: false, count: 256)
+        for byte in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-".utf8 { table[Int(byte)] = true }
+        return table
+    }()
+
+    /// A package id, version or channel: nil when absent; else what the library accepts
+    /// (1–128 bytes of ``componentBytes``, not `.` or `..`), or a refusal.
+    private static func component(_ value: Any?, _ name: String) throws -> String? {
+        guard let value, !(value is NSNull) else { return nil }
+        guard let text = value as? String, !text.isEmpty, text.utf8.count <= 128, text != ".", text != "..",
+            text.utf8.allSatisfy({ componentBytes[Int($0)] })
+        else {
+            throw BatchRejection(400, "'\(name)' is not 1 to 128 letters, digits, '.', '_', '-', '+' or '~'")
+        }
+        return text
+    }
+
+    /// The app's version: any text the app gives (spaces included), 1 to 256 bytes, without
+    /// control characters.
+    private static func appVersion(_ value: Any?) throws -> String? {
+        guard let value, !(value is NSNull) else { return nil }
+        guard let text = value as? String, !text.isEmpty, text.utf8.count <= 256,
+            !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else {
+            throw BatchRejection(400, "'appVersion' is not 1 to 256 bytes of text without control characters")
+        }
+        return text
+    }
+
+    private static func event(_ value: Any) throws -> TelemetryEvent {
         guard let fields = value as? [String: Any] else { throw BatchRejection(400, "not a JSON object") }
         let allowed: Set<String> = [
             "kind", "date", "packageID", "version", "manifestVersion", "bytes", "delivery", "restoredVersion",
@@ -146,16 +210,11 @@ extension TelemetryBatch {
         guard let kind = fields["kind"] as? String, knownKinds.contains(kind) else {
             throw BatchRejection(400, "'kind' is not one of \(knownKinds.sorted().joined(separator: ", "))")
         }
-        let date = try date(fields["date"], "date", limits: limits, now: now)
-        let packageID = try optionalText(fields["packageID"], "packageID", pattern: componentCharacters, max: 128)
-        let version = try optionalText(fields["version"], "version", pattern: versionCharacters, max: 64)
-        let restored = try optionalText(
-            fields["restoredVersion"],
-            "restoredVersion",
-            pattern: versionCharacters,
-            max: 64
-        )
-        let errorCode = try optionalText(fields["errorCode"], "errorCode", pattern: componentCharacters, max: 64)
+        let date = try date(fields["date"], "date")
+        let packageID = try component(fields["packageID"], "packageID")
+        let version = try component(fields["version"], "version")
+        let restored = try component(fields["restoredVersion"], "restoredVersion")
+        let errorCode = try errorCode(fields["errorCode"])
         if kind != "check" {
             guard packageID != nil, version != nil else {
                 throw BatchRejection(400, "a \(kind) event names its packageID and version")
@@ -209,22 +268,19 @@ extension TelemetryBatch {
         return parsed.uuidString.lowercased()
     }
 
-    private static func optionalText(_ value: Any?, _ name: String, pattern: CharacterSet, max: Int) throws -> String? {
+    private static func errorCode(_ value: Any?) throws -> String? {
         guard let value, !(value is NSNull) else { return nil }
-        guard let text = value as? String, !text.isEmpty, text.utf8.count <= max,
-            text.unicodeScalars.allSatisfy({ pattern.contains($0) })
+        guard let text = value as? String, !text.isEmpty, text.utf8.count <= 64,
+            text.utf8.allSatisfy({ codeBytes[Int($0)] })
         else {
-            throw BatchRejection(400, "'\(name)' is not 1 to \(max) letters, digits, '.', '_' or '-'")
+            throw BatchRejection(400, "'errorCode' is not 1 to 64 letters, digits, '.', '_' or '-'")
         }
         return text
     }
 
-    private static func date(_ value: Any?, _ name: String, limits: BatchLimits, now: Date) throws -> Date {
+    private static func date(_ value: Any?, _ name: String) throws -> Date {
         guard let text = value as? String, text.count <= 40, let date = parseDate(text) else {
             throw BatchRejection(400, "'\(name)' is not an ISO 8601 time")
-        }
-        guard date >= now.addingTimeInterval(-limits.maxAge), date <= now.addingTimeInterval(limits.maxSkew) else {
-            throw BatchRejection(400, "'\(name)' \(text) is out of bounds")
         }
         return date
     }

@@ -255,7 +255,7 @@ final class CollectorProcess {
         let (pid, stdout) = try spawn(
             [
                 executable, "collect", "--listen", "127.0.0.1:0", "--db", database, "--rate", "1000000", "--burst",
-                "1000000",
+                "1000000", "--network-budget", "1000000000000", "--max-connections-per-network", "1024",
             ]
                 + extra,
             output: true

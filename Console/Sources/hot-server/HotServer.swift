@@ -112,6 +112,86 @@ struct RepositoryOptions: ParsableArguments {
     }
 }
 
+/// The collector's bounds, shared by `collect` and `console`.
+struct CollectorOptions: ParsableArguments {
+    @Option(help: "Batches a second each client may send from one network, sustained.")
+    var rate = 2.0
+
+    @Option(help: "Batches a client may send at once from one network.")
+    var burst = 20.0
+
+    @Option(help: "Batches stored at once; past it the collector answers 503.")
+    var maxInFlight = 64
+
+    @Option(
+        help: ArgumentHelp(
+            "The key every post must carry (X-Hot-Api-Key: KEY or Authorization: Bearer KEY); none by default.",
+            valueName: "key"
+        )
+    )
+    var apiKey: String?
+
+    @Option(help: "New client ids enrolled per source network (IPv4 /24, IPv6 /48) per --enrolment-window.")
+    var enrolmentsPerNetwork = 100
+
+    @Option(help: ArgumentHelp("The window of --enrolments-per-network.", valueName: "seconds"))
+    var enrolmentWindow = 3600.0
+
+    @Option(help: ArgumentHelp("Bytes of batches one source network may store a UTC day.", valueName: "bytes"))
+    var networkBudget: Int64 = 256 * 1024 * 1024
+
+    @Option(help: "Connections open at once; past it new ones are closed.")
+    var maxConnections = 1024
+
+    @Option(help: "Connections open at once from one source network.")
+    var maxConnectionsPerNetwork = 128
+
+    @Option(help: ArgumentHelp("How long a connection may wait for a request.", valueName: "seconds"))
+    var idleTimeout = 30.0
+
+    @Option(help: ArgumentHelp("How long a request may go without a byte of its body.", valueName: "seconds"))
+    var readTimeout = 10.0
+
+    @Option(help: ArgumentHelp("How long a request has, from its head to its last byte.", valueName: "seconds"))
+    var requestDeadline = 30.0
+
+    func validate() throws {
+        guard rate > 0, burst >= 1, maxInFlight > 0, enrolmentsPerNetwork >= 0, enrolmentWindow > 0,
+            networkBudget > 0, maxConnections > 0, maxConnectionsPerNetwork > 0, idleTimeout > 0, readTimeout > 0,
+            requestDeadline > 0
+        else {
+            throw ValidationError("the collector's rates, limits and timeouts must be positive")
+        }
+        if let apiKey, apiKey.count < 16 {
+            throw ValidationError("--api-key must be 16 characters at least")
+        }
+    }
+
+    func collector(_ database: any TelemetryDatabase) -> Collector {
+        var intake = IntakePolicy()
+        intake.enrolmentsPerNetwork = enrolmentsPerNetwork
+        intake.enrolmentWindow = enrolmentWindow
+        intake.bytesPerNetworkPerDay = networkBudget
+        return Collector(
+            database: database,
+            limiter: ClientRateLimiter(rate: rate, burst: burst),
+            maxInFlight: maxInFlight,
+            intake: intake,
+            apiKey: apiKey
+        )
+    }
+
+    var connections: ConnectionLimits {
+        var limits = ConnectionLimits()
+        limits.maxConnections = maxConnections
+        limits.maxConnectionsPerNetwork = maxConnectionsPerNetwork
+        limits.idleTimeout = idleTimeout
+        limits.readTimeout = readTimeout
+        limits.requestDeadline = requestDeadline
+        return limits
+    }
+}
+
 func quietLogger(_ label: String) -> Logger {
     var logger = Logger(label: label)
     logger.logLevel = .warning
@@ -136,11 +216,15 @@ struct Collect: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Receive the batches HTTPTelemetryReporter posts (POST /collect) and store them.",
         discussion: """
-            Each batch is checked (size, schema, event kinds and fields, client id, time bounds); \
-            a bad one is answered 4xx with the reason and nothing of it is stored. A batch sent \
-            twice is stored once (by its id). Each client may send --rate batches a second \
-            (bursts of --burst); past --max-in-flight batches being stored, requests are answered \
-            503 at once, so memory stays bounded under a flood.
+            Each batch is checked (size, strict JSON, schema, event kinds and fields, client id); \
+            a bad batch is answered 4xx with the reason and nothing of it is stored; a bad event \
+            is left out and listed in a 200 answer, the others stored. Device dates are kept \
+            beside the collector's receipt time. A batch sent twice is stored once (by its id). \
+            Each client may send --rate batches a second from one network (bursts of --burst); \
+            each network (IPv4 /24, IPv6 /48) stores --network-budget bytes a day and enrols \
+            --enrolments-per-network new client ids per --enrolment-window; only ids enrolled \
+            before a release started count for its rollout. Connections are capped and timed \
+            out; past --max-in-flight batches being stored, requests are answered 503 at once.
             """
     )
 
@@ -148,27 +232,19 @@ struct Collect: AsyncParsableCommand {
     var listen = "127.0.0.1:8787"
 
     @OptionGroup var database: DatabaseOptions
-
-    @Option(help: "Batches a second each client may send, sustained.")
-    var rate = 2.0
-
-    @Option(help: "Batches a client may send at once.")
-    var burst = 20.0
-
-    @Option(help: "Batches stored at once; past it the collector answers 503.")
-    var maxInFlight = 64
+    @OptionGroup var collector: CollectorOptions
 
     func run() async throws {
         try await reporting {
             let db = try await database.open()
-            let collector = Collector(
-                database: db,
-                limiter: ClientRateLimiter(rate: rate, burst: burst),
-                maxInFlight: maxInFlight
-            )
             let router = Router()
-            collector.addRoutes(to: router)
-            try await serve(router: router, listen: listen, logger: quietLogger("hot-server"))
+            collector.collector(db).addRoutes(to: router)
+            try await serve(
+                router: router,
+                listen: listen,
+                logger: quietLogger("hot-server"),
+                connections: collector.connections
+            )
             await db.close()
         }
     }
@@ -227,6 +303,7 @@ struct ConsoleCommand: AsyncParsableCommand {
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var repository: RepositoryOptions
+    @OptionGroup var collector: CollectorOptions
 
     @Option(
         help: ArgumentHelp(
@@ -290,7 +367,7 @@ struct ConsoleCommand: AsyncParsableCommand {
                 sessions: ConsoleSessions(lifetime: sessionLifetime, idleLifetime: sessionIdle)
             )
             let router = Router()
-            Collector(database: db).addRoutes(to: router)
+            collector.collector(db).addRoutes(to: router)
             console.addRoutes(to: router)
             var scheduler: Task<Void, Never>?
             if let advanceEvery, advanceEvery > 0 {
@@ -301,7 +378,12 @@ struct ConsoleCommand: AsyncParsableCommand {
                     }
                 }
             }
-            try await serve(router: router, listen: listen, logger: quietLogger("hot-server"))
+            try await serve(
+                router: router,
+                listen: listen,
+                logger: quietLogger("hot-server"),
+                connections: collector.connections
+            )
             scheduler?.cancel()
             await db.close()
         }
@@ -318,11 +400,15 @@ struct Rollout: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Advance, hold or halt each package's current release once (for cron or CI).",
             discussion: """
-                A release moves through --steps (1,5,25,50,100). It advances when the upper bound \
-                of its failure rate's 95% interval is under --threshold, after --min-trials trial \
-                launches and --min-step-seconds at its step; it is rolled back when the lower \
-                bound is over --threshold, or over the previous version's rate by --margin; \
-                otherwise it holds. Each change signs and publishes the manifest and is recorded. \
+                A release moves through --steps (1,5,25,50,100). Only trials of established \
+                devices count: client ids the collector enrolled before the release started. It \
+                advances when the upper bound of their failure rate's 95% interval is under \
+                --threshold, after --min-trials trial launches and --min-step-seconds at its step; \
+                it is rolled back when the lower bound is over --threshold, or over the previous \
+                version's rate by --margin; otherwise it holds. It holds, and says so, while new \
+                client ids outnumber established ones (a burst). A halt never disables a package: \
+                with no earlier release it holds. Each change signs and publishes the manifest \
+                and is recorded. \
                 With --rollout-role the keys are rollout role keys (hot sign --rollout-key): each \
                 step is signed with hot rollout, and can set percentages and roll back only.
                 """

@@ -50,12 +50,16 @@ struct BucketTests {
         let database = "sqlite:" + app.directory.appendingPathComponent("telemetry.db").path
         let collector = try await ServerProcess.start(["collect", "--db", database])
         let now = ISO8601DateFormatter().string(from: Date())
-        for _ in 0..<12 {
-            let body = Data(
-                #"{"batch":"\#(UUID().uuidString.lowercased())","client":"\#(UUID().uuidString.lowercased())","sentAt":"\#(now)","events":[{"kind":"rollback","date":"\#(now)","packageID":"app","version":"2"}]}"#
-                    .utf8
-            )
-            #expect(try await post(body, to: collector.url.appendingPathComponent("collect")) == 204)
+        // Devices the collector knew before v2 started (they ran v1): only they count.
+        let devices = (0..<12).map { _ in UUID().uuidString.lowercased() }
+        for kind in ["confirm", "rollback"] {
+            for device in devices {
+                let body = Data(
+                    #"{"batch":"\#(UUID().uuidString.lowercased())","client":"\#(device)","sentAt":"\#(now)","events":[{"kind":"\#(kind)","date":"\#(now)","packageID":"app","version":"\#(kind == "confirm" ? "1" : "2")"}]}"#
+                        .utf8
+                )
+                #expect(try await post(body, to: collector.url.appendingPathComponent("collect")) == 204)
+            }
         }
         collector.stop()
 

@@ -69,13 +69,13 @@ struct PublishedApp {
         return app
     }
 
-    /// Packs and releases `version` of `app` (crashing at launch when `crashes`) and signs.
-    func publish(version: String, crashes: Bool = false) async throws {
-        let tree = directory.appendingPathComponent("app-\(version)")
+    /// Packs and releases `version` of `id` (crashing at launch when `crashes`) and signs.
+    func publish(version: String, crashes: Bool = false, id: String = "app") async throws {
+        let tree = directory.appendingPathComponent("\(id)-\(version)")
         try FileManager.default.createDirectory(at: tree, withIntermediateDirectories: true)
         try Data("print(\(version))".utf8).write(to: tree.appendingPathComponent("main.js"))
         if crashes { try Data().write(to: tree.appendingPathComponent("crash")) }
-        try await hot(["pack", tree.path, "--id", "app", "--version", version, "--repo", repo.path])
+        try await hot(["pack", tree.path, "--id", id, "--version", version, "--repo", repo.path])
         try await hot([
             "sign", "--repo", repo.path, "--key", privateKey.path, "--expires", "30d",
             "--rollout-key", rolloutKey.deletingPathExtension().path + ".pub",
@@ -84,9 +84,25 @@ struct PublishedApp {
 
     /// The current release of `app` in the signed manifest, a rollout step applied.
     func currentRelease() throws -> String? {
+        try package("app")?.current
+    }
+
+    /// A package as the signed manifest says now, a rollout step applied.
+    func package(_ id: String) throws -> SignedManifestBody.Package? {
         let data = try Data(contentsOf: repo.appendingPathComponent("manifest.json"))
         let body = try SignedEnvelope.parse(data).effectiveBody(verifier: CryptoVerifier())
-        return body.package("app")?.current
+        return body.package(id)
+    }
+
+    /// `hot-server rollout advance` with the release key, steps taken at once.
+    func advance(database: String) async throws -> String {
+        try await Subprocess.check(
+            try executable("hot-server"),
+            [
+                "rollout", "advance", "--repo", repo.path, "--db", database, "--key", privateKey.path, "--hot",
+                try executable("hot"), "--min-step-seconds", "0",
+            ]
+        ).stdout
     }
 }
 
@@ -203,4 +219,88 @@ struct Device {
             .map { String($0.dropFirst("running ".count)) } ?? ""
         return (output.status, running, output.stdout + output.stderr)
     }
+}
+
+/// A batch as the reporter posts it, from `client`, with `events` (each a JSON object).
+func batchBody(client: String, events: [String], extra: String = "") -> Data {
+    let now = ISO8601DateFormatter().string(from: Date())
+    return Data(
+        #"{"batch":"\#(UUID().uuidString.lowercased())","client":"\#(client)",\#(extra)"sentAt":"\#(now)","events":[\#(events.joined(separator: ","))]}"#
+            .utf8
+    )
+}
+
+/// An event of `kind` about `version` of `package`, dated now (or `date`).
+func event(_ kind: String, _ package: String, _ version: String, date: Date = Date()) -> String {
+    #"{"kind":"\#(kind)","date":"\#(ISO8601DateFormatter().string(from: date))","packageID":"\#(package)","version":"\#(version)"}"#
+}
+
+/// A new client id.
+func newClient() -> String { UUID().uuidString.lowercased() }
+
+/// What a post was answered.
+struct Answer {
+    var status: Int
+    var body: String
+    var headers: [String: String]
+}
+
+/// Posts `body` to `url` with curl from the source address `source` (any 127.x.y.z is this
+/// machine's loopback, each /24 a network of its own to the collector), with `headers`;
+/// `type` nil sends no `Content-Type` at all.
+func send(
+    _ body: Data,
+    to url: URL,
+    from source: String = "127.0.0.1",
+    type: String? = "application/json",
+    headers: [String: String] = [:]
+) async throws -> Answer {
+    let directory = try scratch("send")
+    let file = directory.appendingPathComponent("body")
+    let dump = directory.appendingPathComponent("headers")
+    let output = directory.appendingPathComponent("output")
+    try body.write(to: file)
+    var arguments = [
+        "-s", "--max-time", "60", "--interface", source, "-o", output.path, "-D", dump.path, "-w", "%{http_code}",
+        "-X", "POST", "-H", "Content-Type: \(type ?? "")", "--data-binary", "@\(file.path)",
+    ]
+    for (name, value) in headers { arguments += ["-H", "\(name): \(value)"] }
+    let result = try await Subprocess.check("curl", arguments + [url.absoluteString])
+    var fields: [String: String] = [:]
+    for line in (try? String(contentsOf: dump, encoding: .utf8))?.split(separator: "\r\n") ?? [] {
+        guard let colon = line.firstIndex(of: ":") else { continue }
+        fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    }
+    return Answer(
+        status: Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0,
+        body: (try? String(contentsOf: output, encoding: .utf8)) ?? "",
+        headers: fields
+    )
+}
+
+/// Posts every body of `bodies` to `url` from `source`, twenty at a time, with one curl.
+func sendAll(_ bodies: [Data], to url: URL, from source: String = "127.0.0.1") async throws -> [Int] {
+    let directory = try scratch("send-all")
+    var config = ""
+    for (index, body) in bodies.enumerated() {
+        let file = directory.appendingPathComponent("body-\(index)")
+        try body.write(to: file)
+        if index > 0 { config += "next\n" }
+        config += "url = \"\(url.absoluteString)\"\nrequest = \"POST\"\n"
+        config += "header = \"Content-Type: application/json\"\ndata-binary = \"@\(file.path)\"\n"
+        config += "interface = \"\(source)\"\noutput = \"/dev/null\"\nwrite-out = \"%{http_code}\\n\"\n"
+    }
+    let configFile = directory.appendingPathComponent("config")
+    try Data(config.utf8).write(to: configFile)
+    let result = try await Subprocess.check(
+        "curl",
+        ["-s", "--parallel", "--parallel-max", "20", "--max-time", "60", "-K", configFile.path]
+    )
+    return result.stdout.split(separator: "\n").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+}
+
+/// `hot-server report --json` decoded, whole.
+func fullReport(_ database: String) async throws -> [String: Any] {
+    let output = try await Subprocess.check(try executable("hot-server"), ["report", "--db", database, "--json"])
+    return try JSONSerialization.jsonObject(with: output.standardOutput) as? [String: Any] ?? [:]
 }

@@ -342,3 +342,19 @@ package enum StrictJSON {
         }
     }
 }
+
+/// The manifest's strict JSON reader, for other documents a server must read exactly as
+/// every other parser would, such as a telemetry batch.
+public enum StrictJSONDocument {
+    /// Checks that `data` is one JSON document every parser reads the same way: no key twice
+    /// in an object, integers of at most 2^53 − 1 only, nothing after the document.
+    ///
+    /// - Parameters:
+    ///   - data: The bytes.
+    ///   - what: Names the document in errors ("the batch").
+    /// - Throws: `HotUpdateError` with the codes `StrictJSON` lists (`manifestNotJSON`,
+    ///   `manifestDuplicateKey`, `manifestNumberOutOfRange`, …).
+    public static func check(_ data: Data, what: String) throws {
+        _ = try StrictJSON.read(data, what: what)
+    }
+}
