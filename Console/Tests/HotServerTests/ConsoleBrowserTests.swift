@@ -42,7 +42,7 @@ struct ConsoleBrowserTests {
         let app = try await PublishedApp.make()
         try await app.publish(version: "1")
         let nginx = try await NginxServer.start(root: app.repo)
-        defer { Task { await nginx.stop() } }
+        defer { nginx.stopNow() }
         let database = "sqlite:" + app.directory.appendingPathComponent("telemetry.db").path
         let console = try await ServerProcess.start([
             "console", "--db", database, "--repo", app.repo.path, "--key", app.privateKey.path, "--hot",

@@ -23,7 +23,7 @@ struct FleetTests {
         let app = try await PublishedApp.make()
         try await app.publish(version: "1")
         let nginx = try await NginxServer.start(root: app.repo)
-        defer { Task { await nginx.stop() } }
+        defer { nginx.stopNow() }
         let database = "sqlite:" + app.directory.appendingPathComponent("telemetry.db").path
         let collector = try await ServerProcess.start(["collect", "--db", database])
         defer { collector.stop() }
