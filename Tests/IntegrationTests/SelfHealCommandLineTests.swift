@@ -12,26 +12,14 @@ import Testing
 struct SelfHealCommandLineTests {
     @Test("a deleted tree, and a deleted tree with its objects, are healed by one plain hot sync, byte-exact")
     func plainSyncHeals() async throws {
-        let key = try CryptoSigner.generate()
-        let work = try makeTemporaryDirectory("heal")
-        defer { try? FileManager.default.removeItem(at: work) }
-        let publicKey = work.appendingPathComponent("server.pub")
-        try key.publicKey.pem.write(to: publicKey, atomically: true, encoding: .utf8)
         var files: [String: Data] = [:]
         for index in 0..<60 {
             files["dir\(index % 6)/file\(index).bin"] = noise(500 + index * 37, seed: UInt64(index) * 2 + 2)
         }
-        let repository = try SignedRepository(keys: [key])
-        let entry = try repository.pack(files, id: "pack", version: "1")
-        try repository.sign(with: [key])
-        let nginx = try await NginxServer.start(root: repository.directory)
-        defer { nginx.stopNow() }
-        let archivePath = "/packages/" + repository.archive(entry).lastPathComponent
-        let root = work.appendingPathComponent("store")
-        let hot = try builtExecutable("hot").path
-        let sync =
-            ["sync", "--manifest", repository.url(on: nginx).absoluteString, "--root", root.path]
-            + ["--trust", publicKey.path]
+        let rig = try await HealRig("heal", files: files)
+        defer { rig.stopNow() }
+        let (work, nginx, archivePath, root, hot, sync) =
+            (rig.work, rig.nginx, rig.archivePath, rig.root, rig.hot, rig.sync)
         try await Subprocess.check(hot, sync)
         /// The active tree, as `hot status --json` names it (a download puts a healed tree anew).
         func activeTree() async throws -> URL {
@@ -150,26 +138,14 @@ struct LossMatrixTests {
         "a version directory, or a folder in it, replaced by a link out of the store: never served, reported, healed by a plain sync, the outside untouched"
     )
     func linkedTreeIsHealed() async throws {
-        let key = try CryptoSigner.generate()
-        let work = try makeTemporaryDirectory("linked-tree")
-        defer { try? FileManager.default.removeItem(at: work) }
-        let publicKey = work.appendingPathComponent("server.pub")
-        try key.publicKey.pem.write(to: publicKey, atomically: true, encoding: .utf8)
         var files: [String: Data] = [:]
         for index in 0..<12 {
             files["dir\(index % 3)/file\(index).bin"] = noise(300 + index * 11, seed: UInt64(index) * 3 + 1)
         }
-        let repository = try SignedRepository(keys: [key])
-        let entry = try repository.pack(files, id: "pack", version: "1")
-        try repository.sign(with: [key])
-        let nginx = try await NginxServer.start(root: repository.directory)
-        defer { nginx.stopNow() }
-        let archivePath = "/packages/" + repository.archive(entry).lastPathComponent
-        let root = work.appendingPathComponent("store")
-        let hot = try builtExecutable("hot").path
-        let sync =
-            ["sync", "--manifest", repository.url(on: nginx).absoluteString, "--root", root.path]
-            + ["--trust", publicKey.path]
+        let rig = try await HealRig("linked-tree", files: files)
+        defer { rig.stopNow() }
+        let (work, nginx, archivePath, root, hot, sync) =
+            (rig.work, rig.nginx, rig.archivePath, rig.root, rig.hot, rig.sync)
         try await Subprocess.check(hot, sync)
         func status(check: Bool) async throws -> (state: String, tree: URL) {
             let status = try await Subprocess.check(
@@ -437,5 +413,43 @@ struct LossMatrixTests {
             "\(label): no name index for generation \(generation)"
         )
         #expect(manager.fileExists(atPath: root.appendingPathComponent("trust.json").path), "\(label)")
+    }
+}
+
+/// A package `pack` of `files`, signed with a fresh key and served by nginx, and the
+/// `hot sync` of a store under a work directory that trusts that key.
+private struct HealRig {
+    let work: URL
+    let repository: SignedRepository
+    let nginx: NginxServer
+    /// The package's archive, as a path on the server.
+    let archivePath: String
+    let root: URL
+    /// The `hot` executable.
+    let hot: String
+    /// `hot sync` of ``root`` from the repository.
+    let sync: [String]
+
+    init(_ label: String, files: [String: Data]) async throws {
+        let key = try CryptoSigner.generate()
+        work = try makeTemporaryDirectory(label)
+        let publicKey = work.appendingPathComponent("server.pub")
+        try key.publicKey.pem.write(to: publicKey, atomically: true, encoding: .utf8)
+        repository = try SignedRepository(keys: [key])
+        let entry = try repository.pack(files, id: "pack", version: "1")
+        try repository.sign(with: [key])
+        nginx = try await NginxServer.start(root: repository.directory)
+        archivePath = "/packages/" + repository.archive(entry).lastPathComponent
+        root = work.appendingPathComponent("store")
+        hot = try builtExecutable("hot").path
+        sync =
+            ["sync", "--manifest", repository.url(on: nginx).absoluteString, "--root", root.path]
+            + ["--trust", publicKey.path]
+    }
+
+    /// Stops nginx and removes the work directory.
+    func stopNow() {
+        nginx.stopNow()
+        try? FileManager.default.removeItem(at: work)
     }
 }
