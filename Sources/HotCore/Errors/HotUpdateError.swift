@@ -187,8 +187,9 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let waitingForNetwork = Code(.waitingForNetwork)
         /// A manifest's rollout part, signed by the rollout role the release keys delegate to,
         /// changes something that role may not: a package the release does not list, a
-        /// release it does not name, an expiry past the role's bound, or a release manifest
-        /// other than its own (see `RolloutRole`).
+        /// release it does not name, an expiry past the role's bound, a version more than the
+        /// role's `maxVersionLead` above its release, or a release manifest other than its own
+        /// (see `RolloutRole`).
         public static let rolloutRoleExceeded = Code(.rolloutRoleExceeded)
         /// The store's catalog of offered packages (`catalog.json`) is not the one its last
         /// trusted manifest wrote: its SHA-256 differs from the one the store recorded in the
