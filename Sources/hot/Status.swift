@@ -11,8 +11,9 @@ struct Status: AsyncParsableCommand {
             failed (the last update failed; the previous version stays active), fileMissing, \
             digestMismatch, treeOutsideStore (the version's directory, or one above or inside \
             it, is a symbolic link or not a directory; nothing is read through it) (found by a \
-            check; `hot repair` and `hot sync` fix them), disabled. Guarded \
-            packages also show the version waiting for the next launch, the active version's \
+            check; `hot repair` and `hot sync` fix them), disabled.
+
+            Guarded packages also show the version waiting for the next launch, the active version's \
             launch phase (pending, trial, confirmed) and the versions a failed launch blocked \
             (`hot unblock` lets one be downloaded again). \
             Downloads kept in partial/ to be resumed are listed last (`hot gc` removes them). \
