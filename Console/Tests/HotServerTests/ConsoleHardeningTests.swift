@@ -5,13 +5,7 @@ import HotTestServers
 import HotTesting
 import Testing
 
-/// One answer from the console, read with curl.
-private struct Answer {
-    var status: Int
-    var body: String
-}
-
-/// Sends one request with curl: `headers` as given (a `Host` among them replaces curl's),
+/// Sends one request to the console with curl (its answer's headers are not read): `headers` as given (a `Host` among them replaces curl's),
 /// `form` as the body of a POST, the cookies of `jar` sent and kept.
 private func request(
     _ url: URL,
@@ -28,7 +22,7 @@ private func request(
     }
     let output = try await Subprocess.check("curl", arguments + [url.absoluteString])
     let status = Int(output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
-    return Answer(status: status, body: (try? String(contentsOf: body, encoding: .utf8)) ?? "")
+    return Answer(status: status, body: (try? String(contentsOf: body, encoding: .utf8)) ?? "", headers: [:])
 }
 
 /// The CSRF token of the page's forms, when it shows them.
