@@ -159,13 +159,16 @@ let package = Package(
         // The umbrella: re-exports the standard parts; AppUpdater builds an updater from them.
         .target(
             name: "HotUpdate",
-            dependencies: ["HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets"]),
+            dependencies: [
+                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
 
         // The publisher's and operator's tool.
         .executableTarget(
             name: "hot",
             dependencies: [
-                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets",
+                "HotUpdate", "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets",
                 argumentParser,
                 // `hot publish` signs its S3 requests with libcurl's SigV4 (with the Curl trait).
                 .target(name: "CHotCurl", condition: .when(platforms: nonApple + [.macOS], traits: ["Curl"])),
@@ -175,7 +178,7 @@ let package = Package(
         .executableTarget(
             name: "MinimalPatch",
             dependencies: [
-                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser,
+                "HotUpdate", argumentParser, .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/MinimalPatch",
             exclude: ["Patches", "README.md"],
@@ -183,14 +186,14 @@ let package = Package(
         .executableTarget(
             name: "ScriptPatches",
             dependencies: [
-                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", argumentParser,
+                "HotUpdate", argumentParser, .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/ScriptPatches",
             exclude: ["Patches", "DebugPatch", "README.md", "make-patch-list"]),
         .executableTarget(
             name: "ResourcePacks",
             dependencies: [
-                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser,
+                "HotUpdate", argumentParser, .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/ResourcePacks",
             exclude: ["README.md", "make-repository"],
@@ -198,14 +201,14 @@ let package = Package(
         .executableTarget(
             name: "WebOfflinePackages",
             dependencies: [
-                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", argumentParser,
+                "HotUpdate", argumentParser, .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/WebOfflinePackages",
             exclude: ["README.md", "make-repository", "Modules"]),
         .executableTarget(
             name: "LaunchGuard",
             dependencies: [
-                "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", argumentParser,
+                "HotUpdate", argumentParser, .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/LaunchGuard",
             exclude: ["README.md"]),

@@ -11,12 +11,7 @@
 
 import ArgumentParser
 import Foundation
-import HotArchive
-import HotCore
-import HotManifest
-import HotStore
-import HotTransport
-import HotVerify
+import HotUpdate
 import Logging
 
 #if canImport(Glibc)
@@ -150,22 +145,19 @@ struct LaunchGuardCommand: AsyncParsableCommand {
         let appVersion = "1.0"
         var logger = Logger(label: "LaunchGuard")
         logger.logLevel = .critical
-        let updater = Updater(
-            configuration: UpdaterConfiguration(
-                root: rootURL,
-                transport: transport,
-                unarchiver: ZipUnarchiver(),
-                verifier: CryptoVerifier(),
-                store: FileMetadataStore(root: rootURL),
-                logger: logger,
-                launch: LaunchPolicy(
-                    guarded: ["app"],
-                    trialTimeout: trialTimeout,
-                    concurrentLaunch: LaunchPolicy.ConcurrentLaunch(rawValue: concurrentLaunch)
-                ),
-                telemetry: reporter
-            )
+        // The standard parts under the store root, with a trial for the package `app`.
+        var configuration = UpdaterConfiguration.standard(
+            root: rootURL,
+            transport: transport,
+            launch: LaunchPolicy(
+                guarded: ["app"],
+                trialTimeout: trialTimeout,
+                concurrentLaunch: LaunchPolicy.ConcurrentLaunch(rawValue: concurrentLaunch)
+            ),
+            logger: logger
         )
+        configuration.telemetry = reporter
+        let updater = Updater(configuration: configuration)
 
         // 1. Begin the launch before loading any code: an unconfirmed trial of an earlier
         //    launch is rolled back and blocked here; a version waiting is made active.
@@ -200,11 +192,11 @@ struct LaunchGuardCommand: AsyncParsableCommand {
             transport: transport,
             verifier: CryptoVerifier(),
             trust: .signed(by: keys),
-            storeRoot: rootURL,
+            storeRoot: configuration.root,
             // The rollout bucket comes from the per-install random id.
             context: ClientContext(
                 appVersion: appVersion,
-                clientID: try TelemetryEvent.ClientID.load(root: rootURL),
+                clientID: try TelemetryEvent.ClientID.load(root: configuration.root),
                 channel: channel
             ),
             logger: logger

@@ -10,13 +10,7 @@
 
 import ArgumentParser
 import Foundation
-import HotArchive
-import HotAssets
-import HotCore
-import HotManifest
-import HotStore
-import HotTransport
-import HotVerify
+import HotUpdate
 import Logging
 
 struct ExampleError: Error, CustomStringConvertible {
@@ -132,33 +126,24 @@ func runExample(_ command: MinimalPatchCommand) async throws {
     let transport = makeTransport(arguments.transport, for: arguments.manifest)
     var logger = Logger(label: "MinimalPatch")
     logger.logLevel = .warning
-    var configuration = UpdaterConfiguration(
-        root: arguments.root,
-        transport: transport,
-        unarchiver: ZipUnarchiver(),
-        verifier: CryptoVerifier(),
-        store: FileMetadataStore(root: arguments.root),
-        logger: logger
-    )
-    // The store's name index, which the resolvers map (HotAssets).
-    configuration.commitHooks = [NameIndexWriter()]
-    let updater = Updater(configuration: configuration)
+    // The standard parts under the store root, the one place it is named.
+    let configuration = UpdaterConfiguration.standard(root: arguments.root, transport: transport, logger: logger)
 
     // 1. At launch: what is current? Download, check and install what changed.
-    let source: any ManifestSource =
+    let hot =
         arguments.patchInfo
-        ? PatchInfoManifestSource(url: arguments.manifest, transport: transport)
-        : SignedManifestSource(
-            url: arguments.manifest,
-            transport: transport,
-            verifier: CryptoVerifier(),
+        ? AppUpdater(
+            configuration: configuration,
+            source: PatchInfoManifestSource(url: arguments.manifest, transport: transport)
+        )
+        : AppUpdater(
+            configuration: configuration,
+            manifest: arguments.manifest,
             trust: arguments.allowUnsigned ? .unsignedDevelopment(keys: arguments.trust) : .signed(by: arguments.trust),
-            storeRoot: arguments.root,
-            context: ClientContext(appVersion: "1.0"),
-            logger: logger
+            context: ClientContext(appVersion: "1.0")
         )
     print("checking \(arguments.manifest.absoluteString)")
-    let report = try await updater.sync(from: source)
+    let report = try await hot.sync()
     for outcome in report.packages {
         if let error = outcome.error {
             print(
@@ -173,11 +158,7 @@ func runExample(_ command: MinimalPatchCommand) async throws {
 
     // 2. Whenever the app draws: the installed patch first, the bundle second.
     //    Built from the store's file lists: no directory walk.
-    let resolver = try await AssetResolverChain.make(
-        updater: updater,
-        bundle: bundle,
-        scales: ScalePreference([3, 2, 1])
-    )
+    let resolver = try await hot.resolver(bundle: bundle, scales: ScalePreference([3, 2, 1]))
     for name in ["sub/sample", "logo.png", "config.json"] {
         guard let asset = resolver.resolve(name) else {
             print("  \(name): not found")

@@ -9,13 +9,7 @@
 
 import ArgumentParser
 import Foundation
-import HotArchive
-import HotAssets
-import HotCore
-import HotManifest
-import HotStore
-import HotTransport
-import HotVerify
+import HotUpdate
 import Logging
 
 struct ExampleError: Error, CustomStringConvertible {
@@ -185,17 +179,10 @@ func runExample(_ arguments: Arguments) async throws {
     let transport = CountingTransport(inner: routing, counter: counter)
     var logger = Logger(label: "ResourcePacks")
     logger.logLevel = .error
-    let root = arguments.root
-    var configuration = UpdaterConfiguration(
-        root: root,
-        transport: transport,
-        unarchiver: ZipUnarchiver(),
-        verifier: CryptoVerifier(),
-        store: FileMetadataStore(root: root),
-        logger: logger
-    )
-    // The store's name index, which the resolvers map (HotAssets).
-    configuration.commitHooks = [NameIndexWriter()]
+    // The standard parts under the store root, the one place it is named; packs are counted
+    // as they are fetched.
+    let configuration = UpdaterConfiguration.standard(root: arguments.root, transport: transport, logger: logger)
+    let root = configuration.root
     let updater = Updater(configuration: configuration)
 
     // Progress and states, from every pack, as the app's UI would show them.
@@ -211,7 +198,7 @@ func runExample(_ arguments: Arguments) async throws {
         transport: routing,
         verifier: CryptoVerifier(),
         trust: .signed(by: [arguments.key]),
-        storeRoot: root,
+        storeRoot: configuration.root,
         logger: logger
     )
     let sync = try await updater.sync(from: source)

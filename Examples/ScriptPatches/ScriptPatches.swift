@@ -9,12 +9,7 @@
 
 import ArgumentParser
 import Foundation
-import HotArchive
-import HotCore
-import HotManifest
-import HotStore
-import HotTransport
-import HotVerify
+import HotUpdate
 import Logging
 
 struct ExampleError: Error, CustomStringConvertible {
@@ -161,16 +156,7 @@ func runExample(_ arguments: Arguments) async throws {
     logger.logLevel = .warning
     // Script patches live in a store of their own: a patch list is complete and removes
     // whatever it does not name.
-    let patches = Updater(
-        configuration: UpdaterConfiguration(
-            root: arguments.root,
-            transport: transport,
-            unarchiver: ZipUnarchiver(),
-            verifier: CryptoVerifier(),
-            store: FileMetadataStore(root: arguments.root),
-            logger: logger
-        )
-    )
+    let patches = Updater(configuration: .standard(root: arguments.root, transport: transport, logger: logger))
     let engine = ScriptEngine()
 
     // 1. At launch, before the network: every installed patch, in the list's order.

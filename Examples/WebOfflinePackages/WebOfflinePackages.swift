@@ -9,13 +9,7 @@
 
 import ArgumentParser
 import Foundation
-import HotArchive
-import HotAssets
-import HotCore
-import HotManifest
-import HotStore
-import HotTransport
-import HotVerify
+import HotUpdate
 import Logging
 
 struct ExampleError: Error, CustomStringConvertible {
@@ -135,17 +129,9 @@ func runExample(_ arguments: Arguments) async throws {
     let transport = SchemeRoutingTransport(http: SchemeRoutingTransport.platformHTTP())
     var logger = Logger(label: "WebOfflinePackages")
     logger.logLevel = .error
-    let root = arguments.root
-    var configuration = UpdaterConfiguration(
-        root: root,
-        transport: transport,
-        unarchiver: ZipUnarchiver(),
-        verifier: CryptoVerifier(),
-        store: FileMetadataStore(root: root),
-        logger: logger
-    )
-    // The store's name index, which the resolvers map (HotAssets).
-    configuration.commitHooks = [NameIndexWriter()]
+    // The standard parts under the store root, the one place it is named.
+    let configuration = UpdaterConfiguration.standard(root: arguments.root, transport: transport, logger: logger)
+    let root = configuration.root
     let updater = Updater(configuration: configuration)
 
     // 1. Tell the server what is installed; install what it answers; disable what it turns off.

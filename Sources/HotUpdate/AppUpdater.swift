@@ -20,20 +20,19 @@ import HotVerify
 /// let resolver = try await hot.resolver(bundle: Bundle.main.resourceURL)
 /// ```
 ///
-/// The parts: `URLSessionTransport` (the system's HTTP stack on every platform),
-/// `ZipUnarchiver`, `CryptoVerifier`, a `FileMetadataStore` under the root, `ZstdPatcher` for
-/// deltas that carry binary patches, `NameIndexWriter` keeping the store's name index for
-/// the resolvers, and a `SignedManifestSource` that trusts a manifest
-/// signed by any one of `releaseKeys`. For other parts, build an `Updater` from an
-/// `UpdaterConfiguration` and a source yourself; ``updater`` and ``source`` are the
-/// ones this preset made, for everything it does not wrap (launch trials, status, repair).
+/// The parts are `UpdaterConfiguration.standard(root:transport:store:maxPackageBytes:launch:logger:)`'s,
+/// and a `SignedManifestSource` that trusts a manifest signed by any one of `releaseKeys`. To
+/// change a part or a policy, start from that configuration and pass it to
+/// ``init(configuration:manifest:trust:context:)``; for a source of your own (an older
+/// server's format), ``init(configuration:source:)``. ``updater`` and ``source`` are the ones
+/// this preset made, for everything it does not wrap (launch trials, status, repair).
 public struct AppUpdater: Sendable {
     /// The engine.
     public let updater: Updater
-    /// The signed manifest it follows.
-    public let source: SignedManifestSource
+    /// The manifest source it follows: a `SignedManifestSource` unless another was given.
+    public let source: any ManifestSource
 
-    /// Builds the updater and its manifest source.
+    /// Builds the updater and its manifest source from the standard parts.
     ///
     /// - Parameters:
     ///   - root: The store root; see `StoreLocation.applicationSupport(subdirectory:)`.
@@ -56,28 +55,53 @@ public struct AppUpdater: Sendable {
         guard !releaseKeys.isEmpty else {
             throw HotUpdateError(.invalidArgument, "an app updater needs at least one release key")
         }
-        let transport = URLSessionTransport()
-        let verifier = CryptoVerifier()
-        var configuration = UpdaterConfiguration(
-            root: root,
-            transport: transport,
-            unarchiver: ZipUnarchiver(),
-            verifier: verifier,
-            store: FileMetadataStore(root: root),
-            maxPackageBytes: maxPackageBytes,
-            launch: launch
-        )
-        configuration.patcher = ZstdPatcher()
-        configuration.commitHooks = [NameIndexWriter()]
-        updater = Updater(configuration: configuration)
-        source = SignedManifestSource(
-            url: manifest,
-            transport: transport,
-            verifier: verifier,
+        self.init(
+            configuration: .standard(root: root, maxPackageBytes: maxPackageBytes, launch: launch),
+            manifest: manifest,
             trust: .signed(by: try releaseKeys.map { try CryptoVerifier.publicKey(pem: $0) }),
-            storeRoot: root,
             context: context
         )
+    }
+
+    /// Builds the updater from `configuration`, following the signed manifest at `manifest`
+    /// with the configuration's transport, verifier, root and logger.
+    ///
+    /// - Parameters:
+    ///   - configuration: The parts and policies; usually
+    ///     `UpdaterConfiguration.standard(root:transport:store:maxPackageBytes:launch:logger:)`.
+    ///   - manifest: The manifest's URL.
+    ///   - trust: The keys a manifest must be signed with (`ManifestTrust.signed(by:)`), or a
+    ///     development repository's `ManifestTrust.unsignedDevelopment(keys:)`.
+    ///   - context: Who asks, for rollouts and targeting.
+    public init(
+        configuration: UpdaterConfiguration,
+        manifest: URL,
+        trust: ManifestTrust,
+        context: ClientContext = ClientContext()
+    ) {
+        self.init(
+            configuration: configuration,
+            source: SignedManifestSource(
+                url: manifest,
+                transport: configuration.transport,
+                verifier: configuration.verifier,
+                trust: trust,
+                storeRoot: configuration.root,
+                context: context,
+                logger: configuration.logger
+            )
+        )
+    }
+
+    /// Builds the updater from `configuration`, following `source`: an older server's format
+    /// (`PatchInfoManifestSource`, say) or a source of your own.
+    ///
+    /// - Parameters:
+    ///   - configuration: The parts and policies.
+    ///   - source: Where the current manifest comes from.
+    public init(configuration: UpdaterConfiguration, source: any ManifestSource) {
+        updater = Updater(configuration: configuration)
+        self.source = source
     }
 
     /// Fetches the manifest, checks it, and installs what changed.
@@ -90,8 +114,11 @@ public struct AppUpdater: Sendable {
 
     /// The assets of the installed packages, newest first, with `bundle` as the fallback.
     ///
+    /// - Parameters:
+    ///   - bundle: The app's bundled copies; nil for none.
+    ///   - scales: The screen scales to look for, best first.
     /// - Throws: Only the bundle's errors (a missing or unreadable bundle directory).
-    public func resolver(bundle: URL?) async throws -> AssetResolverChain {
-        try await AssetResolverChain.make(updater: updater, bundle: bundle)
+    public func resolver(bundle: URL?, scales: ScalePreference = .standard) async throws -> AssetResolverChain {
+        try await AssetResolverChain.make(updater: updater, bundle: bundle, scales: scales)
     }
 }

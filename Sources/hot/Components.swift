@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HotArchive
+import HotUpdate
 import HotAssets
 import HotCore
 import HotStore
@@ -164,20 +165,18 @@ struct StoreOptions: ParsableArguments {
         network: NetworkOptions? = nil
     ) -> Updater {
         let kind = store ?? StoreKind.detect(root: rootURL)
-        var configuration = UpdaterConfiguration(
+        // The preset every app starts from, with the command's choices on top.
+        var configuration = UpdaterConfiguration.standard(
             root: rootURL,
             transport: transport,
-            unarchiver: unarchiver,
-            verifier: CryptoVerifier(),
             store: kind.make(root: rootURL),
             maxPackageBytes: maxPackageBytes,
-            timeouts: timeouts,
-            maxConcurrentPackages: maxConcurrentPackages,
-            keepPreviousVersions: keepPreviousVersions,
             logger: makeLogger()
         )
-        configuration.patcher = ZstdPatcher()
-        configuration.commitHooks = [NameIndexWriter()]
+        configuration.unarchiver = unarchiver
+        configuration.timeouts = timeouts
+        configuration.maxConcurrentPackages = max(1, maxConcurrentPackages)
+        configuration.keepPreviousVersions = max(0, keepPreviousVersions)
         configuration.lockWait = lockWait
         configuration.quickCheckInterval = quickCheckInterval
         if let network {
