@@ -1,11 +1,11 @@
 import ArgumentParser
 import Foundation
 import HotArchive
-import HotUpdate
 import HotAssets
 import HotCore
 import HotStore
 import HotTransport
+import HotUpdate
 import HotVerify
 import Logging
 
