@@ -3,23 +3,23 @@ import Foundation
 /// How long each phase of one package's install took, as the engine measured it: what a
 /// slow install is made of, so the next regression has a name. `hot sync --timings` prints
 /// it, and the install benchmark reports it beside the whole command's time.
-public struct InstallPhases: Sendable, Hashable, Codable {
+package struct InstallPhases: Sendable, Hashable, Codable {
     /// From the package request to its last byte: the transfer, the hashing on the way, and
     /// the writes of the archive (or of the delta and the assembly of the full package).
-    public var downloadSeconds: Double = 0
+    package var downloadSeconds: Double = 0
     /// Reading the archive and writing its tree in staging, every entry's CRC-32 checked.
-    public var unpackSeconds: Double = 0
+    package var unpackSeconds: Double = 0
     /// Making every file of the tree an object (links under `objects/`), writing its file
     /// list and renaming the tree into `packages/`.
-    public var adoptSeconds: Double = 0
+    package var adoptSeconds: Double = 0
     /// The flush of the file system, the commit hooks (the name index) and the store file.
-    public var commitSeconds: Double = 0
+    package var commitSeconds: Double = 0
 
     /// Creates empty timings.
-    public init() {}
+    package init() {}
 
     /// Every phase together.
-    public var totalSeconds: Double { downloadSeconds + unpackSeconds + adoptSeconds + commitSeconds }
+    package var totalSeconds: Double { downloadSeconds + unpackSeconds + adoptSeconds + commitSeconds }
 }
 
 /// Collects ``InstallPhases`` for the flight that set it as the task's recorder; the store's

@@ -56,7 +56,7 @@ extension SyncReport {
         public var delta: SyncReport.DeltaUse?
         /// How long each phase of the install took, when the package was downloaded and
         /// installed by this sync (a flight another caller began included).
-        public var phases: InstallPhases?
+        package var phases: InstallPhases?
         /// Whether the download waits for an unmetered network (see ``NetworkPolicy``): nothing
         /// was fetched, nothing failed, and a later sync on another network fetches it.
         public var isWaitingForNetwork = false

@@ -16,7 +16,8 @@ extension Updater {
         observer: FetchObserver
     ) async throws -> (StagedPackage, SyncReport.DeltaUse?) {
         let fetcher = PackageFetcher(configuration: configuration, layout: layout)
-        guard repairing == nil, let (delta, base) = await deltaToUse(for: descriptor) else {
+        guard repairing == nil, configuration.usesDeltas, let (delta, base) = await store.deltaBase(for: descriptor)
+        else {
             return (try await fetcher.stage(descriptor, into: try await store.makeStaging(), observer: observer), nil)
         }
         let received = Locked<Int64>(0)
@@ -66,41 +67,13 @@ extension Updater {
             )
             // Kept bytes of a delta refused for want of space would take the space the full
             // package needs, on this attempt and every later one: they go first.
-            if hot.code == .diskFull { await dropPartialDownload(of: delta) }
+            if hot.code == .diskFull { await store.dropPartialDownload(of: delta) }
             FaultPoint.reached("before-fallback")
             var staged = try await fetcher.stage(descriptor, into: try await store.makeStaging(), observer: observer)
             staged.downloaded += received.value
             // The full package stands in for the delta: a cut delta will not be resumed.
-            await dropPartialDownload(of: delta)
+            await store.dropPartialDownload(of: delta)
             return (staged, SyncReport.DeltaUse(baseVersion: base.version, bytes: received.value, fallback: hot))
         }
-    }
-
-    /// Removes the bytes of `delta` kept under `partial/`, unless a live download holds them.
-    private nonisolated func dropPartialDownload(of delta: PackageDescriptor.Delta) async {
-        guard let sha256 = delta.sha256, sha256.algorithm == .sha256 else { return }
-        let layout = self.layout
-        let key = sha256.hex
-        if (try? await FileSystem.offload { PartialDownload.remove(layout, key: key) }) == true {
-            logger.info("removed the refused delta's partial download", metadata: ["sha256": "\(key)"])
-        }
-    }
-
-    /// The delta that applies to the package's active version, with that version, when the
-    /// updater uses deltas and the delta is smaller than the full package.
-    private nonisolated func deltaToUse(
-        for descriptor: PackageDescriptor
-    ) async
-        -> (PackageDescriptor.Delta, InstalledVersion)?
-    {
-        guard configuration.usesDeltas, !descriptor.deltas.isEmpty,
-            let record = await store.cachedRecord(descriptor.id), let active = record.active,
-            !record.state.isDamage
-        else { return nil }
-        let candidates = descriptor.deltas.filter { delta in
-            delta.applies(to: active) && (descriptor.size.map { full in (delta.size ?? full) < full } ?? true)
-        }
-        guard let best = candidates.min(by: { ($0.size ?? .max) < ($1.size ?? .max) }) else { return nil }
-        return (best, active)
     }
 }

@@ -1,91 +1,7 @@
 import Foundation
 import Logging
 
-/// What identifies one flight: the package, the version, what is fetched (its strongest
-/// digest, else its URL), and, for a repair, the installed tree it repairs.
-struct FlightKey: Hashable, Sendable {
-    var id: String
-    var version: String
-    var content: String
-    /// The version path a repair flight replaces; nil for an install.
-    var repairing: String?
-
-    init(_ descriptor: PackageDescriptor, repairing: String? = nil) {
-        id = descriptor.id
-        version = descriptor.version
-        content = descriptor.strongestDigest.map { "\($0.algorithm):\($0.hex)" } ?? descriptor.url.absoluteString
-        self.repairing = repairing
-    }
-
-    /// Names the flight's wait for a download slot.
-    var slotTag: String { "\(id)\n\(version)\n\(content)\n\(repairing ?? "")" }
-}
-
-/// What a flight gives every caller.
-struct FlightResult: Sendable {
-    /// The version now active.
-    var version: InstalledVersion
-    /// Bytes downloaded by the flight (0 when the version was already installed).
-    var bytesDownloaded: Int64
-    /// The delta the flight tried, if any.
-    var delta: SyncReport.DeltaUse? = nil
-    /// How long each phase of the install took.
-    var phases: InstallPhases? = nil
-}
-
-/// The newest request for a package in this process.
-struct WantedVersion: Sendable {
-    var key: FlightKey
-    /// The store generation the request had seen when it was asked for.
-    var seenGeneration: Int
-}
-
 extension Updater {
-    /// Installs one package, downloading it only if that version is not already active.
-    ///
-    /// Call it from as many places as you like at once: every concurrent call for the same
-    /// package content shares one flight (one download, one unpack), in the manner of
-    /// Nuke's task coalescing, and ``sync(from:)`` joins the same flights. Cancelling the
-    /// calling task makes this call throw `CancellationError` at once; the flight goes on
-    /// while any other caller still waits, and stops (leaving nothing behind) when none
-    /// does. Progress is published on ``events(bufferingNewest:)``.
-    ///
-    /// - Parameter descriptor: The package to install.
-    /// - Returns: The installed package.
-    /// - Throws: ``HotUpdateError`` naming the package when it cannot be fetched, checked,
-    ///   unpacked or recorded (the previous version stays active), `CancellationError` when
-    ///   the caller was cancelled, ``HotUpdateError/Code/cancelled`` after ``cancel(packageID:)``
-    ///   or ``cancelAll()``.
-    ///
-    /// ```swift
-    /// async let a = updater.install(filters)   // one download …
-    /// async let b = updater.install(filters)   // … for both
-    /// let directory = try await a.directory
-    /// _ = try await b
-    /// ```
-    public func install(_ descriptor: PackageDescriptor) async throws -> InstalledPackage {
-        try await install(descriptor, priority: .requested)
-    }
-
-    /// ``install(_:)`` at a priority.
-    func install(_ descriptor: PackageDescriptor, priority: DownloadPriority) async throws -> InstalledPackage {
-        // A caller cancelled before it asks, or while the store is read, gets no answer even
-        // when the version is already installed.
-        try Task.checkCancellation()
-        let snapshot = try await open()
-        try Task.checkCancellation()
-        if let record = snapshot.packages[descriptor.id], let active = record.active,
-            UpdatePlan.isSame(descriptor, active), !record.state.isDamage
-        {
-            return try store.installedPackage(record, version: active)
-        }
-        let result = try await join(descriptor, priority: priority)
-        guard let record = await store.cachedRecord(descriptor.id) else {
-            throw HotUpdateError(.internalInconsistency, "installed but not recorded", packageID: descriptor.id)
-        }
-        return try store.installedPackage(record, version: result.version)
-    }
-
     /// Stops the work on one package for every caller: downloads end, staging is removed,
     /// and nothing half-installed remains when this returns. Callers waiting for it throw
     /// ``HotUpdateError/Code/cancelled``. A later request starts afresh. A flight already
@@ -183,29 +99,11 @@ extension Updater {
             do {
                 defer { slots.release() }
                 hub.publish(id, descriptor.version, .downloading)
-                let hub = self.hub
-                let observer = FetchObserver(
-                    received: { bytes, expected in
-                        hub.advance(
-                            progressKey,
-                            tracker.withLock {
-                                $0.bytesReceived = bytes
-                                $0.bytesExpected = expected
-                                return $0
-                            }
-                        )
-                    },
-                    verifying: { hub.publish(id, descriptor.version, .verifying) },
-                    unpacked: { step in
-                        hub.advance(
-                            progressKey,
-                            tracker.withLock {
-                                $0.filesUnpacked = step.entriesCompleted
-                                $0.filesTotal = step.entriesTotal
-                                return $0
-                            }
-                        )
-                    }
+                let observer = hub.progressObserver(
+                    id: id,
+                    version: descriptor.version,
+                    key: progressKey,
+                    tracker: tracker
                 )
                 (staged, delta) = try await stageChoosingDelta(descriptor, repairing: key.repairing, observer: observer)
             }

@@ -2,6 +2,51 @@ import Foundation
 import Logging
 
 extension Updater {
+    /// Installs one package, downloading it only if that version is not already active.
+    ///
+    /// Call it from as many places as you like at once: every concurrent call for the same
+    /// package content shares one flight (one download, one unpack), in the manner of
+    /// Nuke's task coalescing, and ``sync(from:)`` joins the same flights. Cancelling the
+    /// calling task makes this call throw `CancellationError` at once; the flight goes on
+    /// while any other caller still waits, and stops (leaving nothing behind) when none
+    /// does. Progress is published on ``events(bufferingNewest:)``.
+    ///
+    /// - Parameter descriptor: The package to install.
+    /// - Returns: The installed package.
+    /// - Throws: ``HotUpdateError`` naming the package when it cannot be fetched, checked,
+    ///   unpacked or recorded (the previous version stays active), `CancellationError` when
+    ///   the caller was cancelled, ``HotUpdateError/Code/cancelled`` after ``cancel(packageID:)``
+    ///   or ``cancelAll()``.
+    ///
+    /// ```swift
+    /// async let a = updater.install(filters)   // one download …
+    /// async let b = updater.install(filters)   // … for both
+    /// let directory = try await a.directory
+    /// _ = try await b
+    /// ```
+    public func install(_ descriptor: PackageDescriptor) async throws -> InstalledPackage {
+        try await install(descriptor, priority: .requested)
+    }
+
+    /// ``install(_:)`` at a priority.
+    func install(_ descriptor: PackageDescriptor, priority: DownloadPriority) async throws -> InstalledPackage {
+        // A caller cancelled before it asks, or while the store is read, gets no answer even
+        // when the version is already installed.
+        try Task.checkCancellation()
+        let snapshot = try await open()
+        try Task.checkCancellation()
+        if let record = snapshot.packages[descriptor.id], let active = record.active,
+            UpdatePlan.isSame(descriptor, active), !record.state.isDamage
+        {
+            return try store.installedPackage(record, version: active)
+        }
+        let result = try await join(descriptor, priority: priority)
+        guard let record = await store.cachedRecord(descriptor.id) else {
+            throw HotUpdateError(.internalInconsistency, "installed but not recorded", packageID: descriptor.id)
+        }
+        return try store.installedPackage(record, version: result.version)
+    }
+
     /// Hands a staged package to the store's next install group (see ``Store/install(_:)``)
     /// and publishes the version recorded.
     ///

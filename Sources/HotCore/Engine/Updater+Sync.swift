@@ -77,34 +77,17 @@ extension Updater {
             outcomes[entry.id] = await applyLocally(entry)
         }
 
-        // Heal what is current but lost its files: one stat per package.
-        for entry in plan.packages where entry.change == .unchanged {
-            if let healed = await healIfLost(entry.id) { outcomes[entry.id] = healed }
-        }
-        // Partial losses, found without being asked: every file's presence and size, at most
-        // once per interval, after the sync's own work.
-        if let interval = configuration.quickCheckInterval, LossMarker.quickCheckDue(interval: interval, layout: layout)
-        {
-            for entry in plan.packages where entry.change == .unchanged && outcomes[entry.id]?.change != .heal {
-                guard let checked = try? await health.verify(packageID: entry.id, depth: .quick), !checked.isHealthy
-                else { continue }
-                if let healed = await healIfLost(entry.id) { outcomes[entry.id] = healed }
-            }
-            // Objects deleted one by one: a `stat` per file, and only the lost ones hashed. The
-            // trees this sync wrote were just adopted: their 3,000 `stat`s cost an install 30 ms.
-            do {
-                let restored = try await store.restoreLostObjects(skipping: written)
-                if restored > 0 {
-                    logger.warning("objects were gone: put back from the trees", metadata: ["objects": "\(restored)"])
-                }
-            } catch {
-                logger.warning("cannot put back lost objects: \(error)")
-            }
-            LossMarker.quickCheckDone(layout: layout)
-        }
-        await restoreStoreFiles()
+        // The disk after the downloads is the store's: what the objects heal, what must be
+        // downloaded again, the store files put back, the partial downloads pruned.
+        let reconciliation = await store.reconcile(
+            unchanged: plan.packages.filter { $0.change == .unchanged }.map(\.id),
+            written: written,
+            quickCheckInterval: configuration.quickCheckInterval,
+            partialDownloads: configuration.partialDownloads
+        )
+        for change in reconciliation.changes { hub.publish(change.id, change.version, change.state, change.error) }
+        for (id, heal) in reconciliation.heals { outcomes[id] = await finish(heal, of: id) }
         let ordered = plan.packages.compactMap { outcomes[$0.id] }
-        await prunePartialDownloads()
         await evictAfterSync()
         return SyncReport(manifestVersion: plan.manifest.version, packages: ordered)
     }
@@ -190,91 +173,33 @@ extension Updater {
         return SyncReport.PackageOutcome(id: entry.id, change: entry.change, activeVersion: entry.installed?.version)
     }
 
-    /// Makes the active version of `id` whole again when its tree is gone (one stat) or a
-    /// check recorded it missing or damaged: from the store's objects when they are intact,
-    /// else by downloading the version again (see ``UpdaterHealth/repair(packageID:depth:)``).
+    /// Fetches what the store's reconciliation could not heal from the objects, and reports
+    /// each heal (see ``Store/reconcile(unchanged:written:quickCheckInterval:partialDownloads:)``).
     ///
-    /// - Returns: A ``UpdatePlan/Change/heal`` outcome, or nil when nothing was lost.
-    func healIfLost(_ id: String) async -> SyncReport.PackageOutcome? {
-        guard let record = await store.cachedRecord(id), let active = record.active, record.state != .disabled else {
-            return nil
+    /// - Returns: A ``UpdatePlan/Change/heal`` outcome.
+    private func finish(_ heal: Reconciliation.Heal, of id: String) async -> SyncReport.PackageOutcome {
+        var outcome: SyncReport.PackageOutcome
+        switch heal {
+        case .healed(let version, let restored):
+            logger.notice("healed", metadata: ["package": "\(id)", "restored": "\(restored)"])
+            outcome = SyncReport.PackageOutcome(id: id, change: .heal, activeVersion: version)
+        case .failed(let version, let error):
+            outcome = SyncReport.PackageOutcome(id: id, change: .heal, activeVersion: version, error: error)
+        case .refetch(let version, let digests, let listed):
+            let fetched = await health.refetch(id, version, digests: digests, check: listed)
+            outcome = SyncReport.PackageOutcome(
+                id: id,
+                change: .heal,
+                activeVersion: fetched.version ?? version.version,
+                error: fetched.error,
+                bytesDownloaded: fetched.bytes
+            )
+            if fetched.error == nil { logger.notice("healed", metadata: ["package": "\(id)", "downloaded": "true"]) }
         }
-        let recorded = record.state.isDamage
-        // A reader that found one of its files gone left a marker: every file is checked.
-        let reported = LossMarker.isRecorded(id, layout: layout)
-        // Without its file list, a version cannot be checked or put together from the objects:
-        // it is downloaded again, which writes the list anew.
-        let listed = store.fileListExists(active)
-        guard recorded || reported || !listed || !store.treeExists(active) else { return nil }
-        defer { if reported { LossMarker.clear(id, layout: layout) } }
-        logger.warning(
-            listed
-                ? "the active version's files are gone or damaged: healing"
-                : "the active version's file list is gone: healing",
-            metadata: ["package": "\(id)", "version": "\(active.version)"]
-        )
-        let failure: HotUpdateError
-        do {
-            if !listed {
-                let descriptor = try UpdaterHealth.descriptor(fetchingAgain: active, of: id)
-                let result = try await join(descriptor, repairing: active.path)
-                report(TelemetryEvent(kind: .heal, packageID: id, version: result.version.version))
-                hub.publish(id, result.version.version, .installed)
-                logger.notice("healed", metadata: ["package": "\(id)", "downloaded": "true"])
-                return SyncReport.PackageOutcome(
-                    id: id,
-                    change: .heal,
-                    activeVersion: result.version.version,
-                    bytesDownloaded: result.bytesDownloaded
-                )
-            }
-            let repair = try await health.repair(packageID: id, depth: .quick)
-            if reported, !recorded, repair.after.isHealthy, repair.restored.isEmpty, !repair.refetched {
-                return nil  // every file was there after all
-            }
-            if repair.after.isHealthy {
-                report(TelemetryEvent(kind: .heal, packageID: id, version: repair.after.version))
-                hub.publish(id, repair.after.version, .installed)
-                logger.notice(
-                    "healed",
-                    metadata: [
-                        "package": "\(id)", "restored": "\(repair.restored.count)", "downloaded": "\(repair.refetched)",
-                    ]
-                )
-                return SyncReport.PackageOutcome(id: id, change: .heal, activeVersion: repair.after.version)
-            }
-            failure =
-                repair.error
-                ?? HotUpdateError(
-                    .notFound,
-                    "the files of version \(active.version) could not be put back",
-                    packageID: id
-                )
-        } catch {
-            failure = HotUpdateError.wrap(error, as: .fileSystem, "cannot heal", packageID: id)
-        }
-        report(TelemetryEvent(kind: .heal, packageID: id, version: active.version, errorCode: failure.code.description))
-        return SyncReport.PackageOutcome(id: id, change: .heal, activeVersion: active.version, error: failure)
-    }
-
-    /// Puts back what was deleted from under the store besides the trees: the objects, when
-    /// `objects/` is gone (one `stat`), from the trees that still hold them, each file hashed;
-    /// and what the commit hooks keep for the snapshot (the name index: one `stat` per hook).
-    /// Failures are logged: the packages serve without them, and the next sync tries again.
-    private func restoreStoreFiles() async {
-        if store.objectsDirectoryIsGone {
-            do {
-                let restored = try await store.restoreLostObjects()
-                logger.warning("the objects were gone: put back from the trees", metadata: ["objects": "\(restored)"])
-            } catch {
-                logger.warning("the objects were gone and cannot be put back: \(error)")
-            }
-        }
-        do {
-            _ = try await store.restoreHookOutputs()
-        } catch {
-            logger.warning("cannot write again what the store keeps for its snapshot: \(error)")
-        }
+        let version = outcome.activeVersion
+        report(TelemetryEvent(kind: .heal, packageID: id, version: version, errorCode: outcome.error?.code.description))
+        if outcome.error == nil { hub.publish(id, version, .installed) }
+        return outcome
     }
 
     /// Plans `manifest` against the snapshot current now and records what the plan found,

@@ -39,7 +39,7 @@ public actor Updater {
 
     nonisolated let hub = EventHub()
     nonisolated let slots: AsyncSemaphore
-    /// The network's state, packs held open, uses recorded (see `Updater+Delivery`).
+    /// The network's state, packs held open, uses recorded (see ``DeliveryState``).
     nonisolated let delivery: DeliveryState
     nonisolated var logger: Logger { configuration.logger }
 
@@ -115,18 +115,7 @@ public actor Updater {
     ///
     /// - Throws: ``HotUpdateError`` from the metadata store.
     public func installedPackages() async throws -> [InstalledPackage] {
-        let snapshot = try await open()
-        var outside: Set<String> = []
-        for record in snapshot.packages.values {
-            guard let active = record.active, store.treeIsOutsideStore(active) else { continue }
-            outside.insert(record.id)
-            logger.error(
-                "a package's tree is not a directory inside the store: not served, healed by the next sync",
-                metadata: ["package": "\(record.id)", "version": "\(active.version)"]
-            )
-            LossMarker.record(record.id, layout: layout)
-        }
-        return try store.installedPackages(in: snapshot).filter { !outside.contains($0.id) }
+        try await store.servedPackages()
     }
 
     /// Compares `manifest` with what is installed.
@@ -157,17 +146,6 @@ public actor Updater {
     ///   longer installed, or its list is missing; ``HotUpdateError/Code/storeCorrupt`` when
     ///   the list cannot be decoded.
     public func fileList(of package: InstalledPackage) async throws -> FileList {
-        guard let active = try await open().packages[package.id]?.active, active.version == package.version else {
-            throw HotUpdateError(
-                .notFound,
-                "version \(package.version) is not the active version",
-                packageID: package.id
-            )
-        }
-        do {
-            return try await store.fileList(forVersionPath: active.path)
-        } catch {
-            throw HotUpdateError.wrap(error, as: .storeCorrupt, "cannot read the file list", packageID: package.id)
-        }
+        try await store.activeFileList(package.id, version: package.version)
     }
 }

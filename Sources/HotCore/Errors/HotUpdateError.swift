@@ -165,7 +165,7 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         /// The manifest carries no signature, and the client accepts only signed ones.
         public static let manifestUnsigned = Code(.manifestUnsigned)
         /// Two paths of a package, or two package ids, are one name on some file system: equal
-        /// after Unicode normalisation, or after case folding (see ``PathCollision``); or a
+        /// after Unicode normalisation, or after case folding (the rule `hot pack` applies); or a
         /// package for case-sensitive file systems only meets a store on a volume that ignores
         /// case.
         public static let pathCollision = Code(.pathCollision)

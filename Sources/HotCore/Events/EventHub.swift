@@ -106,3 +106,38 @@ final class EventHub: Sendable {
         for continuation in targets { continuation.finish() }
     }
 }
+
+extension EventHub {
+    /// What a flight's fetch reports, published as that flight's progress (``begin(_:_:)``
+    /// under `key`): bytes received, the verifying state, files unpacked.
+    func progressObserver(
+        id: String,
+        version: String,
+        key: String,
+        tracker: Locked<UpdateEvent.PackageProgress>
+    ) -> FetchObserver {
+        FetchObserver(
+            received: { [self] bytes, expected in
+                advance(
+                    key,
+                    tracker.withLock {
+                        $0.bytesReceived = bytes
+                        $0.bytesExpected = expected
+                        return $0
+                    }
+                )
+            },
+            verifying: { [self] in publish(id, version, .verifying) },
+            unpacked: { [self] step in
+                advance(
+                    key,
+                    tracker.withLock {
+                        $0.filesUnpacked = step.entriesCompleted
+                        $0.filesTotal = step.entriesTotal
+                        return $0
+                    }
+                )
+            }
+        )
+    }
+}

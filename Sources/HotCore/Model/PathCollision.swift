@@ -15,28 +15,28 @@ import Foundation
 ///     print("\(clash.first) and \(clash.second) name one file")
 /// }
 /// ```
-public enum PathCollision {
+package enum PathCollision {
     /// Two names that collide, in the order they were given.
-    public struct Clash: Sendable, Hashable {
+    package struct Clash: Sendable, Hashable {
         /// The name seen first.
-        public var first: String
+        package var first: String
         /// The later name that collides with it.
-        public var second: String
+        package var second: String
         /// Whether they still differ once normalised: they differ by case (and perhaps also
         /// by normalisation); else only by normalisation.
-        public var byCaseOnly: Bool
+        package var byCaseOnly: Bool
     }
 
     /// The key two names collide under: their canonical composition (NFC), case folded
     /// unless `caseSensitive`.
-    public static func key(_ name: String, caseSensitive: Bool) -> String {
+    package static func key(_ name: String, caseSensitive: Bool) -> String {
         let composed = name.precomposedStringWithCanonicalMapping
         return caseSensitive ? composed : composed.folding(options: [.caseInsensitive], locale: nil)
     }
 
     /// The first pair of `names` (`/`-separated paths, or ids) that collide, their
     /// directories included; nil when none do. The same name given twice is no collision.
-    public static func first(in names: some Sequence<String>, caseSensitive: Bool) -> Clash? {
+    package static func first(in names: some Sequence<String>, caseSensitive: Bool) -> Clash? {
         var seen: [String: String] = [:]
         for name in names {
             var prefix = ""
@@ -73,7 +73,7 @@ public enum PathCollision {
     ///   - what: What the names are, for the message ("paths of package images").
     ///   - packageID: The package the error names, if any.
     /// - Throws: ``HotUpdateError/Code/pathCollision``.
-    public static func check(
+    package static func check(
         _ names: some Sequence<String>,
         caseSensitive: Bool,
         what: String,

@@ -392,3 +392,20 @@ extension UpdaterConfiguration {
         }
     }
 }
+
+/// A download kept under `partial/` to be resumed, as ``Updater/partialDownloads()`` lists it.
+package struct PartialDownloadStatus: Sendable, Hashable, Codable {
+    /// The SHA-256 the manifest gives the download: its name under `partial/`.
+    package var sha256: String
+    /// The package it is for (a delta's is the package it updates); nil when its sidecar does
+    /// not say (one written by an older HotUpdate).
+    package var package: String?
+    /// The version it is for.
+    package var version: String?
+    /// The bytes downloaded so far.
+    package var bytes: Int64
+    /// The whole download's size, when the manifest gave it.
+    package var size: Int64?
+    /// When it was last written.
+    package var lastWritten: Date
+}

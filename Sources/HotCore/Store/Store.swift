@@ -54,6 +54,8 @@ package actor Store {
     private var fileLists: [String: FileList] = [:]
     /// Version paths whose files passed a check since the store last changed underneath.
     private var checkedVersions: Set<String> = []
+    /// The catalog last read (see ``catalog()``).
+    let catalogCache = CatalogCache()
 
     /// Staged packages waiting for the next install group, by request number.
     var waitingInstalls: [Int: InstallRequest] = [:]
@@ -217,6 +219,43 @@ package actor Store {
 
     /// The packages of `snapshot` with an active version that is not disabled, most
     /// recently installed first.
+    /// The packages the store serves now: those with an active version that is not disabled,
+    /// most recently installed first. A package whose tree is reached through a link in place
+    /// of one of its directories is left out, so no reader looks into it, and marked for the
+    /// next sync to heal (`losses/`).
+    ///
+    /// - Throws: ``HotUpdateError`` from the metadata store.
+    func servedPackages() async throws -> [InstalledPackage] {
+        let snapshot = try await read()
+        var outside: Set<String> = []
+        for record in snapshot.packages.values {
+            guard let active = record.active, treeIsOutsideStore(active) else { continue }
+            outside.insert(record.id)
+            logger.error(
+                "a package's tree is not a directory inside the store: not served, healed by the next sync",
+                metadata: ["package": "\(record.id)", "version": "\(active.version)"]
+            )
+            LossMarker.record(record.id, layout: layout)
+        }
+        return try installedPackages(in: snapshot).filter { !outside.contains($0.id) }
+    }
+
+    /// The file list of `id`'s active version, when that is `version`.
+    ///
+    /// - Throws: ``HotUpdateError/Code/notFound`` when that version is no longer the active
+    ///   one, or its list is missing; ``HotUpdateError/Code/storeCorrupt`` when the list cannot
+    ///   be decoded.
+    func activeFileList(_ id: String, version: String) async throws -> FileList {
+        guard let active = try await read().packages[id]?.active, active.version == version else {
+            throw HotUpdateError(.notFound, "version \(version) is not the active version", packageID: id)
+        }
+        do {
+            return try await fileList(forVersionPath: active.path)
+        } catch {
+            throw HotUpdateError.wrap(error, as: .storeCorrupt, "cannot read the file list", packageID: id)
+        }
+    }
+
     package nonisolated func installedPackages(in snapshot: StoreSnapshot) throws -> [InstalledPackage] {
         try snapshot.packages.values.compactMap { record -> InstalledPackage? in
             guard let active = record.active, record.state != .disabled else { return nil }

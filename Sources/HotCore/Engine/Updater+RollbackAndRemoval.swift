@@ -1,37 +1,6 @@
 import Foundation
 import Logging
 
-/// What a garbage collection freed.
-public struct GarbageReport: Sendable, Hashable {
-    /// Installed versions deleted (beyond the versions kept for rollback).
-    public var versionsRemoved: Int
-    /// Objects unlinked because no installed tree linked them.
-    public var objectsRemoved: Int
-    /// The disk space those objects took.
-    public var bytesFreed: Int64
-    /// Partial downloads removed: downloads a cut transfer kept under `partial/` to be
-    /// resumed (see ``UpdaterConfiguration/PartialDownloadPolicy``). One a live download is
-    /// writing is never removed.
-    public var partialDownloadsRemoved: Int
-    /// The disk space those partial downloads took.
-    public var partialBytesFreed: Int64
-
-    /// Creates a report.
-    public init(
-        versionsRemoved: Int,
-        objectsRemoved: Int,
-        bytesFreed: Int64,
-        partialDownloadsRemoved: Int = 0,
-        partialBytesFreed: Int64 = 0
-    ) {
-        self.versionsRemoved = versionsRemoved
-        self.objectsRemoved = objectsRemoved
-        self.bytesFreed = bytesFreed
-        self.partialDownloadsRemoved = partialDownloadsRemoved
-        self.partialBytesFreed = partialBytesFreed
-    }
-}
-
 extension Updater {
     /// Makes the newest previous version of a package active again.
     ///
@@ -141,33 +110,7 @@ extension Updater {
     }
 }
 
-/// A download kept under `partial/` to be resumed, as ``Updater/partialDownloads()`` lists it.
-package struct PartialDownloadStatus: Sendable, Hashable, Codable {
-    /// The SHA-256 the manifest gives the download: its name under `partial/`.
-    package var sha256: String
-    /// The package it is for (a delta's is the package it updates); nil when its sidecar does
-    /// not say (one written by an older HotUpdate).
-    package var package: String?
-    /// The version it is for.
-    package var version: String?
-    /// The bytes downloaded so far.
-    package var bytes: Int64
-    /// The whole download's size, when the manifest gave it.
-    package var size: Int64?
-    /// When it was last written.
-    package var lastWritten: Date
-}
-
 extension Updater {
-    /// Removes the kept downloads the policy no longer keeps
-    /// (``UpdaterConfiguration/PartialDownloadPolicy``): too old, or past the byte budget,
-    /// oldest first; one a live download holds stays.
-    nonisolated func prunePartialDownloads() async {
-        let layout = self.layout
-        let policy = configuration.partialDownloads
-        _ = try? await FileSystem.offload { PartialDownload.prune(layout, policy: policy, keeping: nil) }
-    }
-
     /// The downloads kept under `partial/` to be resumed, held by a live download or not;
     /// read without a lock, creating nothing.
     package nonisolated func partialDownloads() -> [PartialDownloadStatus] {

@@ -88,32 +88,9 @@ public struct UpdaterHealth: Sendable {
     ) async throws
         -> PackageHealth
     {
-        let (active, fileList, root) = try await activeTree(of: packageID, toDo: "verify")
-        let list = fileList.files
-        let verifier = updater.configuration.verifier
-        // Damage was seen in content this version shares: sizes prove nothing, hashes do.
-        let depth = active.damageSeen == true ? PackageHealth.Depth.full : depth
-        let rootPath = store.layout.root.path
-        let (missing, damaged, outside) = try await FileSystem.offload {
-            // A tree reached through a link is not looked into: every file counts as missing.
-            if case .foreign(let component) = ContainedDirectory.check(active.path, under: rootPath) {
-                return (list.map(\.path), [String](), Optional(component))
-            }
-            let (missing, damaged) = PackageHealth.examine(list, under: root, depth: depth, verifier: verifier)
-            return (missing, damaged, nil)
-        }
-        let health = PackageHealth(
-            id: packageID,
-            version: active.version,
-            depth: depth,
-            filesChecked: outside == nil ? list.count : 0,
-            missing: missing,
-            damaged: damaged,
-            outsideStore: outside
-        )
-        await store.setChecked(active.path, health.isHealthy)
-        if recording { try await record(health, path: active.path) }
-        return health
+        let check = try await store.check(packageID, depth: depth, recording: recording)
+        if let change = check.change { updater.hub.publish(change.id, change.version, change.state, change.error) }
+        return check.health
     }
 
     /// Checks every package with an active version, as ``verify(packageID:depth:recording:)`` does.
@@ -161,63 +138,94 @@ public struct UpdaterHealth: Sendable {
     /// ```
     public func repair(packageID: String, depth: PackageHealth.Depth = .full) async throws -> PackageHealth.RepairReport
     {
-        let before = try await verify(packageID: packageID, depth: depth)
-        guard !before.isHealthy else {
-            return PackageHealth.RepairReport(
-                id: packageID,
-                before: before,
-                restored: [],
-                refetched: false,
-                after: before
+        let local = try await store.repairLocally(packageID, depth: depth)
+        for change in local.changes { updater.hub.publish(change.id, change.version, change.state, change.error) }
+        var report = PackageHealth.RepairReport(
+            id: packageID,
+            before: local.before,
+            restored: local.restore.restored,
+            refetched: false,
+            after: local.after ?? local.before
+        )
+        guard let repairing = local.refetch else { return report }
+        let fetched = await refetch(packageID, repairing, digests: local.restore.remainingDigests, check: false)
+        report.refetched = fetched.version != nil
+        report.error = fetched.error
+        report.relinked = fetched.relinked
+        report.after = try await verify(packageID: packageID, depth: depth)
+        if let failure = fetched.error, !report.after.isHealthy {
+            updater.hub.publish(packageID, report.after.version, report.after.state, failure)
+        }
+        return report
+    }
+
+    /// What ``refetch(_:_:digests:check:)`` did.
+    struct Refetch: Sendable {
+        /// The version active after the download; nil when it failed.
+        var version: String?
+        /// The bytes downloaded.
+        var bytes: Int64 = 0
+        /// The kept files linked to the good objects again.
+        var relinked: [PackageHealth.RelinkedFile] = []
+        /// Why the download, the relinking or the check after it failed.
+        var error: HotUpdateError?
+    }
+
+    /// Downloads the installed version `version` of `packageID` again from its recorded source
+    /// into its tree, links the kept trees sharing `digests` to the good objects again, and,
+    /// with `check`, checks the tree after (presence and sizes).
+    func refetch(
+        _ packageID: String,
+        _ version: InstalledVersion,
+        digests: Set<String>,
+        check: Bool
+    ) async -> Refetch {
+        var result = Refetch()
+        do {
+            let descriptor = try Self.descriptor(fetchingAgain: version, of: packageID)
+            let fetched = try await updater.join(descriptor, repairing: version.path)
+            result.version = fetched.version.version
+            result.bytes = fetched.bytesDownloaded
+        } catch {
+            result.error = HotUpdateError.wrap(
+                error,
+                as: .internalInconsistency,
+                "cannot re-fetch",
+                packageID: packageID
+            )
+            return result
+        }
+        do {
+            result.relinked = try await store.relinkShared(digests)
+        } catch {
+            result.error = HotUpdateError.wrap(
+                error,
+                as: .fileSystem,
+                "repaired, but the other versions sharing its files could not be linked to them again",
+                packageID: packageID
             )
         }
-        let restore = try await store.restoreFromObjects(
-            packageID,
-            version: before.version,
-            paths: before.missing + before.damaged
-        )
-        var refetched = false
-        var failure: HotUpdateError?
-        var relinked: [PackageHealth.RelinkedFile] = []
-        if !restore.remaining.isEmpty, let repairing = restore.version {
-            do {
-                let descriptor = try Self.descriptor(fetchingAgain: repairing, of: packageID)
-                _ = try await updater.join(descriptor, repairing: repairing.path)
-                refetched = true
-            } catch {
-                failure = HotUpdateError.wrap(
-                    error,
-                    as: .internalInconsistency,
-                    "cannot re-fetch",
-                    packageID: packageID
-                )
-            }
-            if refetched {
-                do {
-                    relinked = try await store.relinkShared(restore.remainingDigests)
-                } catch {
-                    failure = HotUpdateError.wrap(
-                        error,
-                        as: .fileSystem,
-                        "repaired, but the other versions sharing its files could not be linked to them again",
+        guard check else { return result }
+        do {
+            let after = try await verify(packageID: packageID, depth: .quick)
+            if !after.isHealthy {
+                result.error =
+                    result.error
+                    ?? HotUpdateError(
+                        .notFound,
+                        "the files of version \(version.version) could not be put back",
                         packageID: packageID
                     )
-                }
             }
+        } catch {
+            result.error = HotUpdateError.wrap(
+                error,
+                as: .fileSystem,
+                "cannot check the healed version",
+                packageID: packageID
+            )
         }
-        let after = try await verify(packageID: packageID, depth: depth)
-        if let failure, !after.isHealthy {
-            updater.hub.publish(packageID, after.version, after.state, failure)
-        }
-        return PackageHealth.RepairReport(
-            id: packageID,
-            before: before,
-            restored: restore.restored,
-            refetched: refetched,
-            after: after,
-            error: failure,
-            relinked: relinked
-        )
+        return result
     }
 
     /// Repairs every package with an active version, as ``repair(packageID:depth:)`` does.
@@ -256,45 +264,5 @@ public struct UpdaterHealth: Sendable {
             sha256: try version.sha256.map { try Digest(algorithm: .sha256, hex: $0) },
             md5: try version.md5.map { try Digest(algorithm: .md5, hex: $0) }
         )
-    }
-
-    /// The active version of a package, its file list and its tree.
-    private func activeTree(
-        of packageID: String,
-        toDo action: String
-    ) async throws
-        -> (version: InstalledVersion, files: FileList, directory: URL)
-    {
-        guard let active = try await store.read().packages[packageID]?.active else {
-            throw HotUpdateError(.notFound, "no active version to \(action)", packageID: packageID)
-        }
-        return (active, try await store.fileList(forVersionPath: active.path), try store.directory(of: active))
-    }
-
-    /// Records the state a check found, when it differs from the stored one, and publishes it.
-    private func record(_ health: PackageHealth, path: String) async throws {
-        let id = health.id
-        let version = health.version
-        let found = health.state
-        let reason: HotUpdateError? =
-            health.isHealthy
-            ? nil
-            : health.outsideStore.map {
-                HotUpdateError(
-                    .treeOutsideStore,
-                    "\($0) is not a directory inside the store (a symbolic link or another file): nothing is read through it",
-                    packageID: id
-                )
-            }
-                ?? HotUpdateError(
-                    found == .fileMissing ? .notFound : .digestMismatch,
-                    found == .fileMissing
-                        ? "\(health.missing.count) installed file(s) missing, first \(health.missing[0])"
-                        : "\(health.damaged.count) installed file(s) damaged, first \(health.damaged[0])",
-                    packageID: id
-                )
-        if try await store.recordHealth(health, path: path, reason: reason) {
-            updater.hub.publish(id, version, found, reason)
-        }
     }
 }
