@@ -40,38 +40,7 @@ extension TelemetryEvent {
         /// - Returns: The identifier, a lowercase UUID.
         /// - Throws: ``HotUpdateError/Code/fileSystem`` when it can be neither read nor written.
         public static func load(root: URL) throws -> String {
-            let file = root.appendingPathComponent(fileName)
-            if let existing = read(file) { return existing }
-            let fileManager = FileManager.default
-            let fresh = UUID().uuidString.lowercased()
-            let temporary = root.appendingPathComponent(".\(fileName)-\(UUID().uuidString)")
-            do {
-                try fileManager.createDirectory(at: root, withIntermediateDirectories: true)
-                try Data((fresh + "\n").utf8).write(to: temporary)
-                defer { try? fileManager.removeItem(at: temporary) }
-                // A file that does not hold an identifier is replaced; one another process
-                // linked first wins.
-                if fileManager.fileExists(atPath: file.path), read(file) == nil {
-                    try? fileManager.removeItem(at: file)
-                }
-                do {
-                    try fileManager.linkItem(at: temporary, to: file)
-                } catch {
-                    if let existing = read(file) { return existing }
-                    throw error
-                }
-            } catch {
-                throw HotUpdateError.wrap(error, as: .fileSystem, "cannot write the telemetry client id")
-            }
-            return read(file) ?? fresh
-        }
-
-        private static func read(_ file: URL) -> String? {
-            guard let data = try? Data(contentsOf: file), let text = String(data: data, encoding: .utf8) else {
-                return nil
-            }
-            let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            return UUID(uuidString: value) != nil ? value.lowercased() : nil
+            try ClientIDFile(root: root, name: fileName).load()
         }
     }
 }

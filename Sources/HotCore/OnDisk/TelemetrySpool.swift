@@ -1,5 +1,4 @@
 import Foundation
-import HotCore
 
 #if canImport(Glibc)
 import Glibc
@@ -9,7 +8,7 @@ import Musl
 import Darwin
 #endif
 
-/// The events an ``HTTPTelemetryReporter`` has not yet had accepted, kept in files under a
+/// The events a telemetry reporter (HotTransport's `HTTPTelemetryReporter`) has not yet had accepted, kept in files under a
 /// directory so that a process that dies loses none of them: the next process sends them.
 ///
 /// ```
@@ -22,15 +21,15 @@ import Darwin
 /// the sender holds that file's lock until the collector answers. A batch file whose lock
 /// can be taken belongs to a process that died (or failed to send it): it is sent again
 /// with the same bytes, so the same batch id, which the collector stores once.
-final class TelemetrySpool: Sendable {
-    let directory: URL
+package final class TelemetrySpool: Sendable {
+    package let directory: URL
     /// The most events kept in the queue; past it the oldest are dropped.
-    let bound: Int
+    package let bound: Int
 
     private var queueFile: URL { directory.appendingPathComponent("queue.jsonl") }
     private var lockFile: URL { directory.appendingPathComponent("queue.lock") }
 
-    init(directory: URL, bound: Int) throws {
+    package init(directory: URL, bound: Int) throws {
         self.directory = directory
         self.bound = max(1, bound)
         do {
@@ -41,19 +40,19 @@ final class TelemetrySpool: Sendable {
     }
 
     /// A batch taken from the spool, its file locked by this process until ``finish(_:sent:)``.
-    struct Batch: Sendable {
+    package struct Batch: Sendable {
         /// The batch's id, as in its body.
-        let id: String
+        package let id: String
         /// The exact body to post.
-        let body: Data
+        package let body: Data
         /// How many events it holds.
-        let count: Int
+        package let count: Int
         fileprivate let descriptor: Int32
     }
 
     /// Appends `line` (one encoded event) and returns how many old events were dropped to
     /// keep the bound.
-    func append(_ line: Data) throws -> Int {
+    package func append(_ line: Data) throws -> Int {
         try withQueueLock {
             let descriptor = open(queueFile.path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
             guard descriptor >= 0 else { throw posixError("cannot open the telemetry queue") }
@@ -70,20 +69,20 @@ final class TelemetrySpool: Sendable {
     }
 
     /// Events waiting in the queue (not counting batch files).
-    func queuedCount() -> Int {
+    package func queuedCount() -> Int {
         (try? withQueueLock { readLines().count }) ?? 0
     }
 
     /// Whether anything is left to send: events in the queue, or a batch file no live
     /// process holds whose id is not in `skipping`.
-    func hasPending(skipping: Set<String>) -> Bool {
+    package func hasPending(skipping: Set<String>) -> Bool {
         (try? withQueueLock { !readLines().isEmpty || orphanIDs().contains { !skipping.contains($0) } }) ?? false
     }
 
     /// Takes the next batch: first a batch file no live process holds (an earlier process
     /// died sending it, or it failed), else up to `limit` events from the queue, encoded
     /// by `encode(id, lines)` into the body sent. Nil when there is nothing to send.
-    func take(limit: Int, skipping: Set<String>, encode: (String, [Data]) throws -> Data) throws -> Batch? {
+    package func take(limit: Int, skipping: Set<String>, encode: (String, [Data]) throws -> Data) throws -> Batch? {
         try withQueueLock {
             for id in orphanIDs() where !skipping.contains(id) {
                 if let batch = try lockBatch(id: id) { return batch }
@@ -112,7 +111,7 @@ final class TelemetrySpool: Sendable {
 
     /// Ends a batch: `sent` (the collector answered, accepting or refusing it) deletes its
     /// file; otherwise the file stays for a later attempt. Either way its lock is released.
-    func finish(_ batch: Batch, sent: Bool) {
+    package func finish(_ batch: Batch, sent: Bool) {
         if sent { try? FileManager.default.removeItem(at: batchFile(batch.id)) }
         close(batch.descriptor)
     }
