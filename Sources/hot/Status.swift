@@ -104,7 +104,7 @@ struct Status: AsyncParsableCommand {
                     blocked: record.blocked
                 )
             }
-            let kept = updater.partialDownloads()
+            let kept = updater.store.partialDownloads()
             let partials = PartialDownloads(
                 count: kept.count,
                 bytes: kept.reduce(Int64(0)) { $0 + $1.bytes },

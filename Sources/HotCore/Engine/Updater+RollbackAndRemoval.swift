@@ -28,7 +28,7 @@ extension Updater {
             )
         }
         _ = try await join(descriptor)
-        await relinkShared(digests, of: packageID)
+        await store.relinkShared(digests, of: packageID)
     }
 
     /// Makes the newest previous version that `matches` active again (see
@@ -41,31 +41,8 @@ extension Updater {
         -> Store.Restore
     {
         let outcome = try await store.rollback(id, to: matches)
-        switch outcome {
-        case .restored(let restored):
-            hub.publish(id, restored.version, .installed)
-            logger.info("rolled back", metadata: ["package": "\(id)", "version": "\(restored.version)"])
-        case .damaged(let kept, let reason, _):
-            logger.warning(
-                "the kept version is damaged and was deleted; it is downloaded again: \(reason)",
-                metadata: ["package": "\(id)", "version": "\(kept.version)"]
-            )
-        }
+        if case .restored(let restored) = outcome { hub.publish(id, restored.version, .installed) }
         return outcome
-    }
-
-    /// Links the kept trees sharing `digests` to their good objects again, after a download
-    /// put those back (see ``Store/relinkShared(_:)``); a failure is logged, not thrown: those
-    /// versions stay marked ``InstalledVersion/damageSeen`` and are checked before a restore.
-    func relinkShared(_ digests: Set<String>, of id: String) async {
-        do {
-            _ = try await store.relinkShared(digests)
-        } catch {
-            logger.warning(
-                "cannot link the kept versions sharing damaged files to good objects: \(error)",
-                metadata: ["package": "\(id)"]
-            )
-        }
     }
 
     /// Deletes a package: every version of it, its record, the objects no other package or
@@ -107,22 +84,5 @@ extension Updater {
     /// ```
     public func collectGarbage() async throws -> GarbageReport {
         try await store.collectGarbage(keep: configuration.keepPreviousVersions)
-    }
-}
-
-extension Updater {
-    /// The downloads kept under `partial/` to be resumed, held by a live download or not;
-    /// read without a lock, creating nothing.
-    package nonisolated func partialDownloads() -> [PartialDownloadStatus] {
-        PartialDownload.inventory(layout).map { entry in
-            PartialDownloadStatus(
-                sha256: entry.key,
-                package: entry.package,
-                version: entry.version,
-                bytes: entry.bytes,
-                size: entry.size,
-                lastWritten: entry.modified
-            )
-        }
     }
 }

@@ -139,7 +139,7 @@ extension Updater {
                     // The kept tree failed its check and was let go: fetch the version like any
                     // other, then give the trees that shared its damaged files the good ones.
                     let outcome = await download(entry, offered).outcome
-                    if outcome.error == nil { await relinkShared(digests, of: entry.id) }
+                    if outcome.error == nil { await store.relinkShared(digests, of: entry.id) }
                     return outcome
                 }
             } catch let error as HotUpdateError where error.code == .notFound {

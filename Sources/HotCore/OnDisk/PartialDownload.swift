@@ -393,7 +393,7 @@ extension UpdaterConfiguration {
     }
 }
 
-/// A download kept under `partial/` to be resumed, as ``Updater/partialDownloads()`` lists it.
+/// A download kept under `partial/` to be resumed, as ``Store/partialDownloads()`` lists it.
 package struct PartialDownloadStatus: Sendable, Hashable, Codable {
     /// The SHA-256 the manifest gives the download: its name under `partial/`.
     package var sha256: String
@@ -408,4 +408,21 @@ package struct PartialDownloadStatus: Sendable, Hashable, Codable {
     package var size: Int64?
     /// When it was last written.
     package var lastWritten: Date
+}
+
+extension Store {
+    /// The downloads kept under `partial/` to be resumed, held by a live download or not;
+    /// read without a lock, creating nothing.
+    package nonisolated func partialDownloads() -> [PartialDownloadStatus] {
+        PartialDownload.inventory(layout).map { entry in
+            PartialDownloadStatus(
+                sha256: entry.key,
+                package: entry.package,
+                version: entry.version,
+                bytes: entry.bytes,
+                size: entry.size,
+                lastWritten: entry.modified
+            )
+        }
+    }
 }

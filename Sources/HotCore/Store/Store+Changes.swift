@@ -90,7 +90,7 @@ extension Store {
     ) async throws
         -> Restore
     {
-        try await transaction { transaction in
+        let outcome = try await transaction { transaction -> Restore in
             guard let candidate = transaction[id]?.previous.first(where: matches) else {
                 throw HotUpdateError(.notFound, "no previous version to roll back to", packageID: id)
             }
@@ -117,6 +117,16 @@ extension Store {
             else { throw HotUpdateError(.notFound, "no previous version to roll back to", packageID: id) }
             return .restored(restored)
         }.value
+        switch outcome {
+        case .restored(let restored):
+            logger.info("rolled back", metadata: ["package": "\(id)", "version": "\(restored.version)"])
+        case .damaged(let kept, let reason, _):
+            logger.warning(
+                "the kept version is damaged and was deleted; it is downloaded again: \(reason)",
+                metadata: ["package": "\(id)", "version": "\(kept.version)"]
+            )
+        }
+        return outcome
     }
 
     /// Deletes a package: its record, every version of it, the objects no other package or

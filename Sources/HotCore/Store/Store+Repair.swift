@@ -91,6 +91,20 @@ extension Store {
         return relinked
     }
 
+    /// ``relinkShared(_:)`` for a repair of `id` that put good objects back; a failure is
+    /// logged, not thrown: those versions stay marked ``InstalledVersion/damageSeen`` and are
+    /// checked before a restore.
+    func relinkShared(_ digests: Set<String>, of id: String) async {
+        do {
+            _ = try await relinkShared(digests)
+        } catch {
+            logger.warning(
+                "cannot link the kept versions sharing damaged files to good objects: \(error)",
+                metadata: ["package": "\(id)"]
+            )
+        }
+    }
+
     /// Marks every version `transaction` keeps whose files name one of `digests` (see
     /// ``InstalledVersion/damageSeen``): damage was found in that content, so a restore of
     /// those versions hashes their files.
