@@ -36,7 +36,7 @@ extension UpdaterConfiguration {
     ///   - maxPackageBytes: The most bytes one package may download and unpack to.
     ///   - launch: Which packages launch under a trial.
     ///   - logger: Where the parts log.
-    /// - Returns: A configuration for ``Updater/init(configuration:)`` or
+    /// - Returns: A configuration for `Updater(configuration:)` or
     ///   ``AppUpdater/init(configuration:manifest:trust:context:)``.
     public static func standard(
         root: URL,
