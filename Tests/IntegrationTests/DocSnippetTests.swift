@@ -171,6 +171,21 @@ struct DocSnippetTests {
         #expect(output["Sample.md:48"]?.contains("cannot find 'shout' in scope") == true, "\(output)")
     }
 
+    @Test("the compiler and the modules are found beside the test binary; a target not built is an error")
+    func locatesTheBuild() throws {
+        let compiler = try SnippetCompiler.locate()
+        #expect(FileManager.default.isExecutableFile(atPath: compiler.compiler.path))
+        // The products' modules are searched, in the build folder this binary runs from.
+        let products = Bundle.main.bundleURL.deletingLastPathComponent().resolvingSymlinksInPath().path
+        #expect(compiler.flags.contains { $0.hasSuffix("/Modules") && $0.hasPrefix(products) }, "\(compiler.flags)")
+        #expect(
+            FileManager.default.fileExists(
+                atPath: compiler.manifestAPI.appendingPathComponent("PackageDescription.swiftmodule").path
+            )
+        )
+        #expect(throws: SnippetCompiler.NotFound.self) { try SnippetCompiler.locate(module: "NoSuchTarget") }
+    }
+
     @Test("a marker that cannot be read is reported where it is")
     func badMarkersAreReported() {
         let text = """
