@@ -1,14 +1,12 @@
 import Foundation
 
 /// What an updater keeps for delivery modes in this process: the network's state, the packs
-/// held open, and the uses already recorded.
+/// held open.
 final class DeliveryState: Sendable {
     struct Value: Sendable {
         var network: NetworkConditions
         /// Open holds by package (``Updater/beginUsing(packageID:)``).
         var holds: [String: Int] = [:]
-        /// When this process last recorded a use of each package.
-        var usesRecorded: [String: Date] = [:]
     }
 
     let value: Locked<Value>

@@ -71,7 +71,7 @@ extension Updater {
         if waitsForNetwork(descriptor) {
             // An installed version serves until the network lets the new one through.
             if let record, let active = record.active, record.state != .disabled {
-                await noteUse(id)
+                await store.noteUse(id, now: Date(), interval: configuration.usageRecordingInterval)
                 return try store.installedPackage(record, version: active)
             }
             hub.publish(id, descriptor.version, .waitingForNetwork)
@@ -82,27 +82,8 @@ extension Updater {
             )
         }
         let installed = try await install(descriptor, priority: .requested)
-        await noteUse(id)
+        await store.noteUse(id, now: Date(), interval: configuration.usageRecordingInterval)
         return installed
-    }
-
-    /// Records a use of `id` when none was recorded for an interval.
-    private func noteUse(_ id: String) async {
-        let now = Date()
-        let interval = configuration.usageRecordingInterval
-        let stored = await store.cachedRecord(id)?.lastUsedAt
-        let due = delivery.value.withLock { value -> Bool in
-            let last = [value.usesRecorded[id], stored].compactMap { $0 }.max()
-            guard last.map({ now.timeIntervalSince($0) >= interval || now < $0 }) ?? true else { return false }
-            value.usesRecorded[id] = now
-            return true
-        }
-        guard due else { return }
-        do {
-            try await store.recordUse(id, at: now)
-        } catch {
-            logger.warning("cannot record the use of a pack: \(error)", metadata: ["package": "\(id)"])
-        }
     }
 
     /// Keeps `packageID` from eviction by this process until as many ``endUsing(packageID:)``
@@ -146,9 +127,6 @@ extension Updater {
             held.contains($0) || hub.transientState(of: $0) != nil
         }
         for id in report.evicted { hub.publish(id, nil, .evicted) }
-        delivery.value.withLock { value in
-            for id in report.evicted { value.usesRecorded[id] = nil }
-        }
         return report
     }
 

@@ -94,6 +94,20 @@ extension Store {
         }
     }
 
+    /// Records that `id` was used `now` when no use was recorded for `interval`, by this process
+    /// or in its record: asking for a pack each time a screen opens costs no write. A failure
+    /// is logged.
+    func noteUse(_ id: String, now: Date, interval: TimeInterval) async {
+        let last = [usesRecorded[id], cachedRecord(id)?.lastUsedAt].compactMap { $0 }.max()
+        guard last.map({ now.timeIntervalSince($0) >= interval || now < $0 }) ?? true else { return }
+        usesRecorded[id] = now
+        do {
+            try await recordUse(id, at: now)
+        } catch {
+            logger.warning("cannot record the use of a pack: \(error)", metadata: ["package": "\(id)"])
+        }
+    }
+
     /// Records that `id` was used at `date`, when the store has a record of it.
     func recordUse(_ id: String, at date: Date) async throws {
         _ = try await transaction { transaction in
@@ -131,6 +145,7 @@ extension Store {
             isProtected: protected
         )
         for candidate in committed.value {
+            usesRecorded[candidate.id] = nil
             logger.info(
                 "evicted an on-demand pack",
                 metadata: ["package": "\(candidate.id)", "bytes": "\(candidate.bytes)"]

@@ -56,6 +56,8 @@ package actor Store {
     private var checkedVersions: Set<String> = []
     /// The catalog last read (see ``catalog()``).
     let catalogCache = CatalogCache()
+    /// When this process last recorded a use of each package (see ``noteUse(_:now:interval:)``).
+    var usesRecorded: [String: Date] = [:]
 
     /// Staged packages waiting for the next install group, by request number.
     var waitingInstalls: [Int: InstallRequest] = [:]
