@@ -173,6 +173,19 @@ public final class MotoServer: @unchecked Sendable {
         if process.isRunning { process.signal(SIGKILL) }
     }
 
+    /// Stops the server and waits, on the calling thread, until it has exited (at most a few
+    /// seconds: then it is killed). For a `defer`, which runs on every way out of a test,
+    /// where a `Task` started there might never run. Safe to call more than once.
+    public func stopNow() {
+        release()
+        terminate()
+        let deadline = Date().addingTimeInterval(5)
+        while process.isRunning, Date() < deadline { usleep(2_000) }
+        if process.isRunning { process.signal(SIGKILL) }
+        let hardDeadline = Date().addingTimeInterval(2)
+        while process.isRunning, Date() < hardDeadline { usleep(2_000) }
+    }
+
     private func terminate() {
         let first = stopped.withLock { stopped in
             defer { stopped = true }

@@ -4,23 +4,23 @@ import Foundation
 import HotCore
 
 /// A ``TLSTrust`` as libcurl applies it to a handle, checked against this libcurl once, when
-/// made: `CurlTransport` and `hot publish`'s S3 client speak TLS the same way through it.
+/// made: how `CurlTransport` speaks TLS on every request.
 ///
 /// - The CA bundle: `CURLOPT_CAINFO` with `CURLOPT_CAPATH` cleared (only these CAs), or
 ///   `CURLOPT_CAINFO_BLOB` holding the system's bundle followed by the given one (both).
 /// - Pins: `CURLOPT_PINNEDPUBLICKEY`, which libcurl checks on every connection it makes,
 ///   redirects included.
 /// - `CURLOPT_SSLVERSION` at TLS 1.2 or the trust's minimum; peer and host always verified.
-package struct CurlTLS: Sendable {
+struct CurlTLS: Sendable {
     /// The trust applied.
-    package let trust: TLSTrust
+    let trust: TLSTrust
     /// For ``TLSTrust/Authorities/systemAnd(bundle:)``: the system's bundle and the given one.
     private let combinedBundle: Data?
 
     private static let globalInit: CURLcode = hot_curl_global_init_all()
 
     /// The system's trust, which every libcurl with TLS honours: nothing to check.
-    package static let system = CurlTLS(unchecked: .system)
+    static let system = CurlTLS(unchecked: .system)
 
     private init(unchecked trust: TLSTrust) {
         self.trust = trust
@@ -34,7 +34,7 @@ package struct CurlTLS: Sendable {
     ///   holds no certificate; `HotUpdateError.Code.unsupported` when this libcurl's TLS
     ///   backend cannot pin keys, take a bundle in memory or set the TLS version, or when the
     ///   system's bundle cannot be found to add to.
-    package init(trust: TLSTrust) throws {
+    init(trust: TLSTrust) throws {
         self.trust = trust
         try trust.validateBundle()
         guard Self.globalInit == CURLE_OK, let probe = curl_easy_init() else {
@@ -105,7 +105,7 @@ package struct CurlTLS: Sendable {
     ///   - handle: A libcurl easy handle.
     ///   - url: The request's URL.
     ///   - check: Throws for a code other than `CURLE_OK`, naming what was set.
-    package func configure(
+    func configure(
         _ handle: UnsafeMutableRawPointer,
         url: URL,
         check: (CURLcode, String) throws -> Void
@@ -169,24 +169,6 @@ package struct CurlTLS: Sendable {
         default:
             return nil
         }
-    }
-
-    /// The error a libcurl error is when TLS refused the server, nil otherwise: for callers
-    /// outside this module that run their own handles.
-    ///
-    /// - Parameters:
-    ///   - code: What `curl_easy_perform` returned.
-    ///   - handle: The handle, for the certificate verification result.
-    ///   - reason: libcurl's message.
-    ///   - url: The request's URL.
-    package func error(
-        _ code: CURLcode,
-        handle: UnsafeMutableRawPointer?,
-        reason: String,
-        url: String
-    ) -> HotUpdateError? {
-        let host = URL(string: url)?.host ?? url
-        return failure(code, handle: handle, reason: reason, host: host)?.error(subject: url)
     }
 
     private static func describe(_ authorities: TLSTrust.Authorities) -> String {

@@ -32,6 +32,8 @@ import HotCore
 ///   `HotUpdateError.Code.insecureRedirect`.
 /// - Connections are reused: a finished request's handle, with its open connection and TLS
 ///   session, serves the next request of the same transport (and its copies).
+/// - Given ``HTTPTransportOptions/awsSigV4``, every request is signed by libcurl's own AWS
+///   SigV4 signer and follows no redirect (see ``HTTPTransportOptions/AWSSigV4``).
 ///
 /// ```swift
 /// let transport = CurlTransport()
@@ -146,6 +148,10 @@ private final class CurlTransfer: @unchecked Sendable {
 
     private var subject: String { request.url.absoluteString }
 
+    /// Whether libcurl follows redirects: not for a signed request, whose signature names
+    /// one host and path.
+    private var followsRedirects: Bool { options.awsSigV4 == nil }
+
     // MARK: - Control (any thread)
 
     func start(_ continuation: CheckedContinuation<TransportResponse, any Error>) {
@@ -256,13 +262,26 @@ private final class CurlTransfer: @unchecked Sendable {
         try check(hot_curl_setopt_string(handle, CURLOPT_URL, request.url.absoluteString), "the URL")
         try check(hot_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1), "CURLOPT_NOSIGNAL")
         try check(hot_curl_setopt_long(handle, CURLOPT_FAILONERROR, 0), "CURLOPT_FAILONERROR")
-        try check(hot_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1), "CURLOPT_FOLLOWLOCATION")
+        try check(
+            hot_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, followsRedirects ? 1 : 0),
+            "CURLOPT_FOLLOWLOCATION"
+        )
         try check(hot_curl_setopt_long(handle, CURLOPT_MAXREDIRS, max(0, options.maxRedirects)), "CURLOPT_MAXREDIRS")
         try check(hot_curl_setopt_long(handle, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1), "CURLOPT_SUPPRESS_CONNECT_HEADERS")
         // Older libcurl lacks the string forms; it then allows its default protocols.
         _ = hot_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = hot_curl_setopt_long(handle, CURLOPT_BUFFERSIZE, max(1024, options.bufferSize))
         try tls.configure(handle, url: request.url, check: check)
+        if let signing = options.awsSigV4 {
+            try check(
+                hot_curl_setopt_string(handle, CURLOPT_AWS_SIGV4, signing.provider),
+                "CURLOPT_AWS_SIGV4 (libcurl 7.75 or later)"
+            )
+            try check(hot_curl_setopt_string(handle, CURLOPT_USERNAME, signing.accessKeyID), "the access key")
+            try check(hot_curl_setopt_string(handle, CURLOPT_PASSWORD, signing.secretAccessKey), "the secret key")
+            // A large body is sent after "100 Continue", or after this long without one.
+            _ = hot_curl_setopt_long(handle, CURLOPT_EXPECT_100_TIMEOUT_MS, 300)
+        }
 
         let timeouts = request.timeouts
         try check(
@@ -309,7 +328,9 @@ private final class CurlTransfer: @unchecked Sendable {
 
         var list: UnsafeMutablePointer<curl_slist>?
         var names = Set<String>()
-        for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) {
+        var requestHeaders = request.headers
+        if let token = options.awsSigV4?.sessionToken { requestHeaders["x-amz-security-token"] = token }
+        for (name, value) in requestHeaders.sorted(by: { $0.key < $1.key }) {
             names.insert(name.lowercased())
             let line = value.isEmpty ? "\(name);" : "\(name): \(value)"
             guard let appended = curl_slist_append(list, line) else {
@@ -319,10 +340,13 @@ private final class CurlTransfer: @unchecked Sendable {
             list = appended
         }
         if !names.contains("user-agent") {
-            list = curl_slist_append(list, "User-Agent: \(options.userAgent)") ?? list
+            // libcurl's own option, not a header line: a signed request does not sign it (AWS's
+            // SDKs never do: a proxy may rewrite it).
+            try check(hot_curl_setopt_string(handle, CURLOPT_USERAGENT, options.userAgent), "the user agent")
         }
-        if request.body != nil, !names.contains("expect") {
-            // No "Expect: 100-continue" round trip for large bodies.
+        if request.body != nil, !names.contains("expect"), options.awsSigV4 == nil {
+            // No "Expect: 100-continue" round trip for large bodies. Not when signing: libcurl
+            // would sign the suppressed header without sending it.
             list = curl_slist_append(list, "Expect:") ?? list
         }
         if let list {
@@ -378,7 +402,7 @@ private final class CurlTransfer: @unchecked Sendable {
     /// Returns false to abort the transfer.
     private func endOfHeaders() -> Bool {
         if (100..<200).contains(status) { return true }  // 100 Continue, 103 Early Hints: another block follows
-        let followed = [301, 302, 303, 307, 308].contains(status) && headers["location"] != nil
+        let followed = followsRedirects && [301, 302, 303, 307, 308].contains(status) && headers["location"] != nil
         if followed {
             // Never from https down to http, whatever libcurl's protocol list allows.
             if let location = headers["location"], let target = redirectTarget(location),

@@ -30,6 +30,12 @@ public struct HTTPTransportOptions: Sendable, Hashable {
     /// its task, on Apple platforms (FoundationNetworking cannot). `CurlTransport` holds the
     /// transfer back as soon as ``streamCapacity`` chunks wait.
     public var bufferLimit: Int
+    /// Signs every request with AWS Signature Version 4, for S3 and the stores that speak its
+    /// API; nil, the default, signs nothing. Only `CurlTransport` signs, with libcurl's own
+    /// signer; ``URLSessionTransport`` refuses every request with
+    /// `HotUpdateError.Code.unsupported` rather than send it unsigned. See ``AWSSigV4`` for
+    /// what is signed and what a signed request does differently.
+    public var awsSigV4: AWSSigV4?
 
     /// Creates options.
     ///
@@ -52,6 +58,67 @@ public struct HTTPTransportOptions: Sendable, Hashable {
         self.streamCapacity = streamCapacity
         self.bufferSize = bufferSize
         self.bufferLimit = bufferLimit
+    }
+}
+
+extension HTTPTransportOptions {
+    /// Credentials and scope of AWS Signature Version 4, for S3 and the stores that speak its
+    /// API (``HTTPTransportOptions/awsSigV4``).
+    ///
+    /// `CurlTransport` hands them to libcurl (`CURLOPT_AWS_SIGV4`, libcurl 7.75 or later),
+    /// which signs the method, the path and the query exactly as the URL gives them (it
+    /// neither sorts nor re-encodes the query: the caller writes them canonical, as SigV4
+    /// wants), `host`, `x-amz-date` and every header the request sets (not the options'
+    /// `User-Agent`, which AWS's own SDKs never sign either). The payload's hash is
+    /// the request's `x-amz-content-sha256` header, which S3 requires: the caller sets it
+    /// to the body's SHA-256, hex. A signed request
+    ///
+    /// - carries ``sessionToken``, when there is one, as `x-amz-security-token`;
+    /// - follows no redirect (the signature names one host and path): a 3xx answer is
+    ///   returned as it is;
+    /// - suppresses no header: libcurl would sign a header set to nothing without sending it,
+    ///   so a large body may wait briefly for `100 Continue` instead.
+    ///
+    /// Its `description` never shows the secret key.
+    public struct AWSSigV4: Sendable, Hashable, CustomStringConvertible {
+        /// The region of the signing scope, such as `eu-west-1`.
+        public var region: String
+        /// The service of the signing scope: `s3`.
+        public var service: String
+        /// The access key id.
+        public var accessKeyID: String
+        /// The secret access key.
+        public var secretAccessKey: String
+        /// The session token of temporary credentials, if any.
+        public var sessionToken: String?
+
+        /// Creates signing credentials.
+        ///
+        /// - Parameters:
+        ///   - region: The region of the signing scope.
+        ///   - service: The service of the signing scope, `s3` by default.
+        ///   - accessKeyID: The access key id.
+        ///   - secretAccessKey: The secret access key.
+        ///   - sessionToken: The session token of temporary credentials, if any.
+        public init(
+            region: String,
+            service: String = "s3",
+            accessKeyID: String,
+            secretAccessKey: String,
+            sessionToken: String? = nil
+        ) {
+            self.region = region
+            self.service = service
+            self.accessKeyID = accessKeyID
+            self.secretAccessKey = secretAccessKey
+            self.sessionToken = sessionToken
+        }
+
+        /// The provider and scope as libcurl reads them: `aws:amz:REGION:SERVICE`.
+        public var provider: String { "aws:amz:\(region):\(service)" }
+
+        /// The scope and the access key id; never the secret key or the session token.
+        public var description: String { "AWS SigV4 (\(service) in \(region), access key \(accessKeyID))" }
     }
 }
 

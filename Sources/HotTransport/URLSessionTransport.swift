@@ -126,9 +126,18 @@ public struct URLSessionTransport: Transport {
     ///   `HotUpdateError.Code.byteLimitExceeded` (announced length over the limit),
     ///   `HotUpdateError.Code.transportFailed` or `HotUpdateError.Code.cancelled`; the
     ///   certificate codes, `HotUpdateError.Code.pinMismatch` and
-    ///   `HotUpdateError.Code.insecureRedirect` when TLS refuses the server.
+    ///   `HotUpdateError.Code.insecureRedirect` when TLS refuses the server;
+    ///   `HotUpdateError.Code.unsupported` when the options ask for AWS SigV4
+    ///   (``HTTPTransportOptions/awsSigV4``), which only `CurlTransport` signs.
     public func fetch(_ request: TransportRequest) async throws -> TransportResponse {
         try request.requireHTTP("URLSessionTransport")
+        if let signing = options.awsSigV4 {
+            throw HotUpdateError(
+                .unsupported,
+                "URLSessionTransport cannot sign requests with \(signing): use CurlTransport",
+                subject: request.url.absoluteString
+            )
+        }
         try Task.checkCancellation()
 
         let configuration = makeConfiguration()

@@ -101,21 +101,13 @@ struct RepositoryFiles {
         let document = try ManifestDocument.decode(data)
         var body = SignedManifestBody(version: document.version ?? 0, channel: channel)
         for entry in document.packages {
-            body.packages.append(
-                SignedManifestBody.Package(
-                    id: entry.id,
-                    releases: [entry.version],
-                    versions: [
-                        SignedManifestBody.Version(
-                            version: entry.version,
-                            url: entry.url,
-                            size: entry.size,
-                            sha256: entry.sha256,
-                            md5: entry.md5
-                        )
-                    ]
-                )
+            var package = SignedManifestBody.Package(
+                id: entry.id,
+                releases: [entry.version],
+                versions: [entry.versionEntry]
             )
+            package.delivery = entry.delivery
+            body.packages.append(package)
         }
         return body
     }

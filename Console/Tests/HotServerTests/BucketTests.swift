@@ -28,7 +28,7 @@ struct BucketTests {
     )
     func rolloutOnABucket() async throws {
         let moto = try await MotoServer.start()
-        defer { Task { await moto.stop() } }
+        defer { moto.stopNow() }
         try await moto.createBucket("releases")
         let app = try await PublishedApp.make()
         try await app.publish(version: "1")

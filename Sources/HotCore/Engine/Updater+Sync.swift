@@ -48,9 +48,14 @@ extension Updater {
         // Disable and enable: the files stay, only the state changes; nothing is downloaded.
         let toggles = plan.packages.filter { $0.change == .disable || $0.change == .enable }
         if !toggles.isEmpty {
-            for outcome in try await store.setEnabled(toggles) {
-                outcomes[outcome.id] = outcome
-                hub.publish(outcome.id, outcome.activeVersion, outcome.change == .disable ? .disabled : .installed)
+            let results = try await store.setEnabled(toggles.map { ($0.id, $0.change == .enable) })
+            for (entry, result) in zip(toggles, results) {
+                outcomes[entry.id] = SyncReport.PackageOutcome(
+                    id: entry.id,
+                    change: entry.change,
+                    activeVersion: result.activeVersion
+                )
+                hub.publish(entry.id, result.activeVersion, result.enabled ? .installed : .disabled)
             }
         }
 

@@ -1,6 +1,7 @@
-import Foundation
-
-/// What a garbage collection freed.
+/// What the store freed: by a garbage collection, a package's removal or an eviction.
+///
+/// The store's own result, which ``Updater/collectGarbage()``, ``Updater/remove(packageID:)``
+/// and ``EvictionReport`` hand on as it is.
 public struct GarbageReport: Sendable, Hashable {
     /// Installed versions deleted (beyond the versions kept for rollback).
     public var versionsRemoved: Int

@@ -9,7 +9,7 @@ extension Store {
     /// again; the manifest's order of packages is kept for activating script patches.
     ///
     /// - Returns: The plan, and the states that changed.
-    func recordPlan(_ manifest: Manifest) async throws -> (UpdatePlan, [UpdateEvent.StateChange]) {
+    func recordPlan(_ manifest: Manifest) async throws -> (UpdatePlan, [RecordedState]) {
         let catalog = try OfferedCatalog(manifest).encoded()
         let digest = try OfferedCatalog.digest(of: catalog, verifier: verifier)
         return try await transaction { transaction in
@@ -18,7 +18,7 @@ extension Store {
             try StoreStateFile.catalog.replace(root: transaction.layout.root, with: catalog)
             transaction.setCatalogDigest(digest)
             let plan = UpdatePlan.make(manifest: manifest, snapshot: transaction.snapshot)
-            var changes: [UpdateEvent.StateChange] = []
+            var changes: [RecordedState] = []
             for entry in plan.packages {
                 let record = transaction[entry.id]
                 let state: PackageState
@@ -35,33 +35,53 @@ extension Store {
                 transaction.update(entry.id, creatingAs: state) { record in
                     if state == .installed { record.markInstalled() } else { record.state = state }
                 }
-                changes.append(UpdateEvent.StateChange(id: entry.id, version: entry.offered?.version, state: state))
+                changes.append(RecordedState(id: entry.id, version: entry.offered?.version, state: state))
             }
             transaction.setManifestOrder(plan.manifest.packages.map(\.id))
             return (plan, changes)
         }.value
     }
 
-    /// Applies ``UpdatePlan/Change/disable`` and ``UpdatePlan/Change/enable`` plan entries:
-    /// the installed files stay where they are, only the package's state changes.
+    /// A package state a transaction recorded.
+    struct RecordedState: Sendable, Equatable {
+        /// The package id.
+        var id: String
+        /// The version concerned: the one offered, or the active one.
+        var version: String?
+        /// The state recorded.
+        var state: PackageState
+    }
+
+    /// What ``setEnabled(_:)`` did to one package.
+    struct Enablement: Sendable, Equatable {
+        /// The package id.
+        var id: String
+        /// Whether the package is enabled now.
+        var enabled: Bool
+        /// The active version, nil when the store knows no installed version of the package.
+        var activeVersion: String?
+    }
+
+    /// Disables or enables packages: the installed files stay where they are, only each
+    /// package's state changes. A package the store knows nothing of is left alone.
     ///
-    /// - Returns: One outcome per entry.
-    func setEnabled(_ entries: [UpdatePlan.PackagePlan]) async throws -> [SyncReport.PackageOutcome] {
+    /// - Parameter changes: Each package id with whether it is to be enabled, in order.
+    /// - Returns: One result per change, in the same order.
+    func setEnabled(_ changes: [(id: String, enabled: Bool)]) async throws -> [Enablement] {
         let logger = self.logger
         return try await transaction { transaction in
-            entries.map { entry in
-                let enabled = entry.change != .disable
-                let active = transaction.updateExisting(entry.id) { record in
-                    record.setEnabled(enabled)
+            changes.map { change in
+                let active = transaction.updateExisting(change.id) { record in
+                    record.setEnabled(change.enabled)
                     return record.active?.version
                 }
                 if let active {
                     logger.info(
-                        enabled ? "enabled" : "disabled",
-                        metadata: ["package": "\(entry.id)", "version": "\(active ?? "-")"]
+                        change.enabled ? "enabled" : "disabled",
+                        metadata: ["package": "\(change.id)", "version": "\(active ?? "-")"]
                     )
                 }
-                return SyncReport.PackageOutcome(id: entry.id, change: entry.change, activeVersion: active ?? nil)
+                return Enablement(id: change.id, enabled: change.enabled, activeVersion: active ?? nil)
             }
         }.value
     }

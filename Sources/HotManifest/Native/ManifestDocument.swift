@@ -16,29 +16,15 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
     /// The schema this code reads and writes.
     public static let currentSchema = 1
 
-    /// One package entry.
+    /// One package entry: a ``VersionEntry`` with the package's id and delivery mode beside
+    /// its fields, in one JSON object. The version's fields read and write through the entry
+    /// (`entry.url`, `entry.sha256`).
+    @dynamicMemberLookup
     public struct Entry: Codable, Sendable, Hashable {
         /// The package id.
         public var id: String
-        /// The package version.
-        public var version: String
-        /// Where the archive is, relative to the manifest or absolute.
-        public var url: String
-        /// The archive's size in bytes.
-        public var size: Int64
-        /// The archive's SHA-256, hex.
-        public var sha256: String
-        /// The archive's MD5, hex, for older clients.
-        public var md5: String?
-        /// The bytes the package holds once unpacked; the client's unarchiver limit when given.
-        public var unpackedSize: Int64?
-        /// True for a package for case-sensitive file systems only (see
-        /// `PackageDescriptor.caseSensitive`).
-        public var caseSensitive: Bool?
-        /// Delta packages from earlier versions to this one, if the publisher built any.
-        public var deltas: [DeltaEntry]?
-        /// The password of the archive and its deltas, if they are encrypted.
-        public var password: String?
+        /// The version listed: where its archive is and how to check it.
+        public var versionEntry: VersionEntry
         /// When the client downloads the package; absent means `DeliveryMode.prefetch`.
         public var delivery: DeliveryMode?
 
@@ -52,49 +38,57 @@ public struct ManifestDocument: Codable, Sendable, Hashable {
             md5: String? = nil,
             deltas: [DeltaEntry]? = nil
         ) {
+            self.init(
+                id: id,
+                versionEntry: VersionEntry(
+                    version: version,
+                    url: url,
+                    size: size,
+                    sha256: sha256,
+                    md5: md5,
+                    deltas: deltas
+                )
+            )
+        }
+
+        /// Creates an entry listing `versionEntry` of the package `id`.
+        public init(id: String, versionEntry: VersionEntry, delivery: DeliveryMode? = nil) {
             self.id = id
-            self.version = version
-            self.url = url
-            self.size = size
-            self.sha256 = sha256
-            self.md5 = md5
-            self.deltas = deltas
+            self.versionEntry = versionEntry
+            self.delivery = delivery
+        }
+
+        /// A field of the version listed (``versionEntry``).
+        public subscript<Value>(dynamicMember field: WritableKeyPath<VersionEntry, Value>) -> Value {
+            get { versionEntry[keyPath: field] }
+            set { versionEntry[keyPath: field] = newValue }
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case id, delivery
+        }
+
+        /// Reads an entry: the package's fields and the version's, from one object.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            id = try container.decode(String.self, forKey: .id)
+            delivery = try container.decodeIfPresent(DeliveryMode.self, forKey: .delivery)
+            versionEntry = try VersionEntry(from: decoder)
+        }
+
+        /// Writes the entry as one object: the version's fields, and the package's beside them.
+        public func encode(to encoder: any Encoder) throws {
+            try versionEntry.encode(to: encoder)
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encodeIfPresent(delivery, forKey: .delivery)
         }
 
         /// Resolves the entry against `baseURL` (the manifest's URL) and validates it.
         ///
         /// - Throws: `HotUpdateError.Code.manifestInvalid` for a bad URL, digest, id or version.
         public func descriptor(relativeTo baseURL: URL) throws -> PackageDescriptor {
-            guard !url.isEmpty, let resolved = URL(string: url, relativeTo: baseURL)?.absoluteURL else {
-                throw HotUpdateError(.manifestInvalid, "url '\(url)' is not a URL", packageID: id)
-            }
-            let sha256Digest: Digest
-            let md5Digest: Digest?
-            do {
-                sha256Digest = try Digest(algorithm: .sha256, hex: sha256)
-                md5Digest = try md5.map { try Digest(algorithm: .md5, hex: $0) }
-            } catch let error as HotUpdateError {
-                throw HotUpdateError(.manifestInvalid, error.message, packageID: id)
-            }
-            var descriptor = try PackageDescriptor(
-                id: id,
-                version: version,
-                url: resolved,
-                size: size,
-                sha256: sha256Digest,
-                md5: md5Digest
-            )
-            if let unpackedSize {
-                guard unpackedSize >= 0 else {
-                    throw HotUpdateError(.manifestInvalid, "unpackedSize \(unpackedSize) is negative", packageID: id)
-                }
-                descriptor.unpackedSize = unpackedSize
-            }
-            descriptor.caseSensitive = caseSensitive ?? false
-            descriptor.deltas = try (deltas ?? []).compactMap { try $0.delta(relativeTo: baseURL, packageID: id) }
-            descriptor.password = password
-            descriptor.delivery = delivery?.effective ?? .prefetch
-            return descriptor
+            try versionEntry.descriptor(id: id, delivery: delivery, relativeTo: baseURL)
         }
     }
 

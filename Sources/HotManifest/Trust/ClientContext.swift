@@ -152,20 +152,7 @@ public struct ReleasePolicy: Sendable {
                 disabled.insert(package.id)
                 continue
             }
-            var entry = ManifestDocument.Entry(
-                id: package.id,
-                version: chosen.version,
-                url: chosen.url,
-                size: chosen.size,
-                sha256: chosen.sha256,
-                md5: chosen.md5,
-                deltas: chosen.deltas
-            )
-            entry.unpackedSize = chosen.unpackedSize
-            entry.caseSensitive = chosen.caseSensitive
-            entry.password = chosen.password
-            entry.delivery = package.delivery
-            offered.append(try entry.descriptor(relativeTo: baseURL))
+            offered.append(try chosen.descriptor(id: package.id, delivery: package.delivery, relativeTo: baseURL))
         }
         return try Manifest(
             schema: body.schema,

@@ -43,49 +43,9 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         public var publicKey: PublicKey { PublicKey(scheme: scheme, pem: self.public) }
     }
 
-    /// One packed version of a package: where its archive is and how to check it.
-    public struct Version: Codable, Sendable, Hashable {
-        /// The version string.
-        public var version: String
-        /// Where the archive is, relative to the manifest or absolute.
-        public var url: String
-        /// The archive's exact size in bytes.
-        public var size: Int64
-        /// The archive's SHA-256, hex.
-        public var sha256: String
-        /// The archive's MD5, hex, for tools that want one.
-        public var md5: String?
-        /// The bytes the package holds once unpacked (the sum of its files' sizes); the client
-        /// makes it the unarchiver's exact limit. Absent in manifests written before it existed.
-        public var unpackedSize: Int64?
-        /// True when the archive's paths may differ only by case (`hot pack --case-sensitive-only`):
-        /// clients on volumes that ignore case refuse it up front. Absent otherwise.
-        public var caseSensitive: Bool?
-        /// Delta packages from earlier versions to this one (`hot pack` builds them against
-        /// the last releases); absent in manifests without deltas, which stay byte-identical.
-        public var deltas: [DeltaEntry]?
-        /// The password of the version's archive and its deltas (`hot pack --password`), which
-        /// the client unpacks them with; absent for plain archives. It keeps the files from
-        /// whoever has the archive but not the manifest, and from no one who reads the manifest.
-        public var password: String?
-
-        /// Creates a version entry.
-        public init(
-            version: String,
-            url: String,
-            size: Int64,
-            sha256: String,
-            md5: String? = nil,
-            deltas: [DeltaEntry]? = nil
-        ) {
-            self.version = version
-            self.url = url
-            self.size = size
-            self.sha256 = sha256
-            self.md5 = md5
-            self.deltas = deltas
-        }
-    }
+    /// One packed version of a package: where its archive is and how to check it. The same
+    /// entry an unsigned manifest lists (``ManifestDocument/Entry``).
+    public typealias Version = VersionEntry
 
     /// One package: its versions, what is released, and the policy the client applies.
     public struct Package: Codable, Sendable, Hashable {

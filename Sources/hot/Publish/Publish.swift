@@ -132,7 +132,7 @@ struct BucketOptions: ParsableArguments {
             return url
         }
         return S3Bucket(
-            client: S3Client(
+            client: try S3Client(
                 endpoint: try S3Endpoint(
                     bucket: location.bucket,
                     endpoint: endpointURL,
@@ -141,7 +141,7 @@ struct BucketOptions: ParsableArguments {
                 ),
                 credentials: try S3Credentials.load(),
                 region: region,
-                tls: try CurlTLS(trust: tlsOptions.trust())
+                trust: try tlsOptions.trust()
             )
         )
     }
