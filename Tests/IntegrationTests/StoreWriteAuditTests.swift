@@ -102,15 +102,31 @@ struct StoreWriteAuditTests {
     static func parse(_ log: String, root: String) throws -> [Write] {
         let prefix = root.hasSuffix("/") ? root : root + "/"
         var calls: [(line: String, symbols: [String])] = []
+        // With `-f`, a call another thread interrupts is split: `PID openat("…" <unfinished ...>`,
+        // other threads' lines, then `PID <... openat resumed>) = 8` and the call's stack. The
+        // two halves are joined by the thread's id, and the stack goes to the call.
+        var unfinished: [Substring: Int] = [:]
+        var current: Int?
         for line in log.split(separator: "\n", omittingEmptySubsequences: true) {
             if line.hasPrefix(" > ") {
-                guard !calls.isEmpty, let open = line.firstIndex(of: "("), line[open...].hasPrefix("($s") else {
+                guard let index = current, let open = line.firstIndex(of: "("), line[open...].hasPrefix("($s") else {
                     continue
                 }
                 let symbol = line[line.index(after: open)...].prefix { $0 != "+" && $0 != ")" }
-                calls[calls.count - 1].symbols.append(String(symbol))
-            } else {
-                calls.append((String(line), []))
+                calls[index].symbols.append(String(symbol))
+                continue
+            }
+            let thread = line.prefix { $0 != " " }
+            if line.contains(" <... "), line.contains(" resumed>"), let index = unfinished.removeValue(forKey: thread) {
+                calls[index].line += line.drop { $0 != ">" }.dropFirst()
+                current = index
+                continue
+            }
+            calls.append((String(line), []))
+            current = calls.count - 1
+            if line.hasSuffix("<unfinished ...>") {
+                calls[calls.count - 1].line = String(line.dropLast("<unfinished ...>".count))
+                unfinished[thread] = calls.count - 1
             }
         }
         var writes: [(call: String, path: String, symbols: [String])] = []
@@ -195,6 +211,27 @@ struct StoreWriteAuditTests {
             if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
         }
         throw HotUpdateError(.notFound, "strace is not installed: `apt-get install strace` (scripts/ensure-deps test)")
+    }
+
+    @Test("a call another thread interrupted is joined with its resumed half, and its stack is the call's")
+    func interleavedThreads() throws {
+        let lock =
+            "$s7HotCore9StoreLockC013withExclusiveD04root4wait_x20"
+            + "FoundationEssentials3URLV_AA0cD4WaitVxyKXEtKlFZ"
+        let other = "$s3hot10S3EndpointV10AddressingO8rawValueSSvg"
+        let log = """
+            101 openat(AT_FDCWD, "/r/store.lock", O_RDWR|O_CREAT|O_CLOEXEC, 0644 <unfinished ...>
+            102 openat(AT_FDCWD, "/r/trust.json", O_RDONLY) = 9
+             > /x/hot(\(other)+0x10) [0x1]
+            101 <... openat resumed>) = 8
+             > /x/hot(\(lock)+0x2c) [0x2]
+            102 rename("/r/.a.tmp", "/r/a") = 0
+             > /x/hot(\(other)+0x10) [0x3]
+            """
+        let writes = try Self.parse(log, root: "/r")
+        #expect(writes.map(\.path) == ["store.lock", "a"])
+        #expect(writes.first?.frames.map(\.type) == ["StoreLock"])
+        #expect(writes.last?.frames.first?.type == "S3Endpoint")
     }
 
     @Test("a full scenario with the real hot and LaunchGuard writes under the root only from the store's code")
