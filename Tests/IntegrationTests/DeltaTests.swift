@@ -44,7 +44,11 @@ struct DeltaTests {
     }
 
     /// The client's updater: the signed client's parts plus a zstd patcher, logging nowhere.
-    static func updater(_ client: SignedClient, patcher: Bool = true) -> Updater {
+    static func updater(
+        _ client: SignedClient,
+        patcher: Bool = true,
+        telemetry: (any TelemetryReporter)? = nil
+    ) -> Updater {
         var configuration = UpdaterConfiguration(
             root: client.root,
             transport: SchemeRoutingTransport.platformHTTP(),
@@ -56,7 +60,16 @@ struct DeltaTests {
         )
         configuration.patcher = patcher ? ZstdPatcher() : nil
         configuration.commitHooks = [NameIndexWriter()]
+        configuration.telemetry = telemetry
         return Updater(configuration: configuration)
+    }
+
+    /// Keeps the download events it is given.
+    final class Downloads: TelemetryReporter, @unchecked Sendable {
+        private let lock = NSLock()
+        private var events: [TelemetryEvent] = []
+        func record(_ event: TelemetryEvent) { lock.withLock { if event.kind == .download { events.append(event) } } }
+        var recorded: [TelemetryEvent] { lock.withLock { events } }
     }
 
     /// Packs `version`, with a delta from `base` written by `DeltaWriter`.
@@ -142,13 +155,20 @@ struct DeltaTests {
         try repository.sign(with: [key])
         let deltaFile = try #require(delta)
         let deltaSize = Int64(try Data(contentsOf: deltaFile).count)
-        let updater = Self.updater(client)
+        let downloads = Downloads()
+        let updater = Self.updater(client, telemetry: downloads)
         let report = try await updater.sync(from: client.source(repository.url(on: server)))
         try report.throwIfFailed()
         let outcome = try #require(report.packages.first)
         #expect(outcome.activeVersion == "2")
         #expect(outcome.delta == SyncReport.DeltaUse(baseVersion: "1", bytes: deltaSize))
         #expect(outcome.bytesDownloaded == deltaSize)
+        // Telemetry says a delta was downloaded, and its bytes, not the package's.
+        #expect(
+            downloads.recorded.map { "\($0.version ?? "-") \($0.delivery?.rawValue ?? "-") \($0.bytes ?? -1)" } == [
+                "2 delta \(deltaSize)"
+            ]
+        )
         // A tenth of the script's lines changed: patched, it costs next to nothing; whole, most of
         // a compressed script.
         let smaller: Int64 = ZstdPatcher.canMakePatches ? 4 : 2

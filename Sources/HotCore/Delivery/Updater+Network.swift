@@ -28,19 +28,12 @@ extension Updater {
     /// The outcome of a sync's download the network holds back, or nil when it may go.
     func networkWait(_ entry: UpdatePlan.PackagePlan, _ offered: PackageDescriptor) -> SyncReport.PackageOutcome? {
         guard waitsForNetwork(offered) else { return nil }
-        logger.info(
-            "waiting for an unmetered network",
-            metadata: [
-                "package": "\(offered.id)", "size": "\(offered.size.map(String.init) ?? "unknown")",
-                "network": "\(networkConditions)",
-            ]
-        )
+        let size = offered.size.map(String.init) ?? "unknown"
+        let network = networkConditions
+        let metadata: Logger.Metadata = ["package": "\(offered.id)", "size": "\(size)", "network": "\(network)"]
+        logger.info("waiting for an unmetered network", metadata: metadata)
         hub.publish(offered.id, offered.version, .waitingForNetwork)
-        var outcome = SyncReport.PackageOutcome(
-            id: entry.id,
-            change: entry.change,
-            activeVersion: entry.installed?.version
-        )
+        var outcome = SyncReport.PackageOutcome(entry, active: entry.installed?.version)
         outcome.isWaitingForNetwork = true
         return outcome
     }

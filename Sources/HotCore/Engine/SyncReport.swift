@@ -78,6 +78,11 @@ extension SyncReport {
             self.delta = delta
         }
 
+        /// The outcome of a planned change: `entry`'s id and change, the version active after it.
+        package init(_ entry: UpdatePlan.PackagePlan, active: String?, error: HotUpdateError? = nil) {
+            self.init(id: entry.id, change: entry.change, activeVersion: active, error: error)
+        }
+
         /// Why a delta was refused before the full package was installed; nil when no delta
         /// was tried or it installed.
         public var deltaFallback: HotUpdateError? { delta?.fallback }

@@ -20,6 +20,7 @@ extension Updater {
         else {
             return (try await fetcher.stage(descriptor, into: try await store.makeStaging(), observer: observer), nil)
         }
+        let (id, from) = (descriptor.id, base.version)
         let received = Locked<Int64>(0)
         var deltaObserver = observer
         deltaObserver.received = { bytes, expected in
@@ -27,44 +28,25 @@ extension Updater {
             observer.received(bytes, expected)
         }
         do {
+            let staging = try await store.makeStaging()
             let staged = try await fetcher.stageDelta(
                 delta,
                 of: descriptor,
                 base: base,
-                into: try await store.makeStaging(),
+                into: staging,
                 observer: deltaObserver
             )
-            logger.info(
-                "installing from a delta",
-                metadata: [
-                    "package": "\(descriptor.id)", "from": "\(base.version)", "to": "\(descriptor.version)",
-                    "bytes": "\(staged.downloaded)",
-                ]
-            )
-            return (staged, SyncReport.DeltaUse(baseVersion: base.version, bytes: staged.downloaded))
+            let metadata: Logger.Metadata = ["package": "\(id)", "from": "\(from)", "to": "\(descriptor.version)"]
+            logger.info("installing from a delta", metadata: metadata.merging(["bytes": "\(staged.downloaded)"]) { $1 })
+            return (staged, SyncReport.DeltaUse(baseVersion: from, bytes: staged.downloaded))
         } catch {
             if Task.isCancelled { throw error }
-            let hot = HotUpdateError.wrap(
-                error,
-                as: .internalInconsistency,
-                "the delta was refused",
-                packageID: descriptor.id
-            )
+            let hot = HotUpdateError.wrap(error, as: .internalInconsistency, "the delta was refused", packageID: id)
             if hot.code == .cancelled { throw hot }
-            logger.warning(
-                "the delta was refused; downloading the full package: \(hot)",
-                metadata: ["package": "\(descriptor.id)", "from": "\(base.version)"]
-            )
-            hub.publish(
-                .deltaFallback(
-                    UpdateEvent.DeltaFallback(
-                        id: descriptor.id,
-                        version: descriptor.version,
-                        baseVersion: base.version,
-                        error: hot
-                    )
-                )
-            )
+            let metadata: Logger.Metadata = ["package": "\(id)", "from": "\(from)"]
+            logger.warning("the delta was refused; downloading the full package: \(hot)", metadata: metadata)
+            let fallback = UpdateEvent.DeltaFallback(id: id, version: descriptor.version, baseVersion: from, error: hot)
+            hub.publish(.deltaFallback(fallback))
             // Kept bytes of a delta refused for want of space would take the space the full
             // package needs, on this attempt and every later one: they go first.
             if hot.code == .diskFull { await store.dropPartialDownload(of: delta) }
@@ -73,7 +55,7 @@ extension Updater {
             staged.downloaded += received.value
             // The full package stands in for the delta: a cut delta will not be resumed.
             await store.dropPartialDownload(of: delta)
-            return (staged, SyncReport.DeltaUse(baseVersion: base.version, bytes: received.value, fallback: hot))
+            return (staged, SyncReport.DeltaUse(baseVersion: from, bytes: received.value, fallback: hot))
         }
     }
 }

@@ -108,15 +108,7 @@ extension Updater {
                 (staged, delta) = try await stageChoosingDelta(descriptor, repairing: key.repairing, observer: observer)
             }
             downloaded = true
-            report(
-                TelemetryEvent(
-                    kind: .download,
-                    packageID: id,
-                    version: descriptor.version,
-                    bytes: staged.size,
-                    delivery: .full
-                )
-            )
+            report(.download(descriptor, staged, delta: delta))
             let version =
                 if let repairing = key.repairing {
                     try await repairTree(staged, descriptor, repairing: repairing)
@@ -133,14 +125,8 @@ extension Updater {
                 await publishStoredState(of: id)
             } else {
                 logger.warning("update failed: \(hot)", metadata: ["package": "\(id)"])
-                report(
-                    TelemetryEvent(
-                        kind: downloaded ? .install : .download,
-                        packageID: id,
-                        version: descriptor.version,
-                        errorCode: hot.code.description
-                    )
-                )
+                let kind: TelemetryEvent.Kind = downloaded ? .install : .download
+                report(TelemetryEvent(kind: kind, packageID: id, version: descriptor.version, errorCode: "\(hot.code)"))
                 await recordFailure(id, version: descriptor.version, hot)
             }
             throw hot

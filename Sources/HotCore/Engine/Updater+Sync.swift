@@ -50,11 +50,7 @@ extension Updater {
         if !toggles.isEmpty {
             let results = try await store.setEnabled(toggles.map { ($0.id, $0.change == .enable) })
             for (entry, result) in zip(toggles, results) {
-                outcomes[entry.id] = SyncReport.PackageOutcome(
-                    id: entry.id,
-                    change: entry.change,
-                    activeVersion: result.activeVersion
-                )
+                outcomes[entry.id] = SyncReport.PackageOutcome(entry, active: result.activeVersion)
                 hub.publish(entry.id, result.activeVersion, result.enabled ? .installed : .disabled)
             }
         }
@@ -108,24 +104,14 @@ extension Updater {
             // A version waiting for the next launch is not active yet.
             let record = await store.cachedRecord(entry.id)
             let waits = record?.pending.map { $0.path == result.version.path } ?? false
-            var outcome = SyncReport.PackageOutcome(
-                id: entry.id,
-                change: entry.change,
-                activeVersion: waits ? record?.active?.version : result.version.version,
-                bytesDownloaded: result.bytesDownloaded,
-                delta: result.delta
-            )
+            var outcome = SyncReport.PackageOutcome(entry, active: (waits ? record?.active : result.version)?.version)
+            (outcome.bytesDownloaded, outcome.delta) = (result.bytesDownloaded, result.delta)
             outcome.phases = result.phases
             return (outcome, result.version.path)
         } catch {
             let active = await store.cachedRecord(entry.id)?.active?.version
-            let outcome = SyncReport.PackageOutcome(
-                id: entry.id,
-                change: entry.change,
-                activeVersion: active,
-                error: HotUpdateError.wrap(error, as: .internalInconsistency, "failed", packageID: entry.id)
-            )
-            return (outcome, nil)
+            let hot = HotUpdateError.wrap(error, as: .internalInconsistency, "failed", packageID: entry.id)
+            return (SyncReport.PackageOutcome(entry, active: active, error: hot), nil)
         }
     }
 
@@ -139,7 +125,7 @@ extension Updater {
             do {
                 switch try await rollback(entry.id, to: { UpdatePlan.isSame(offered, $0) }) {
                 case .restored(let restored):
-                    return SyncReport.PackageOutcome(id: entry.id, change: .restore, activeVersion: restored.version)
+                    return SyncReport.PackageOutcome(entry, active: restored.version)
                 case .damaged(_, _, let digests):
                     // The kept tree failed its check and was let go: fetch the version like any
                     // other, then give the trees that shared its damaged files the good ones.
@@ -152,30 +138,22 @@ extension Updater {
                 logger.notice("the kept version is gone; downloading it", metadata: ["package": "\(entry.id)"])
                 return await download(entry, offered).outcome
             } catch {
-                return SyncReport.PackageOutcome(
-                    id: entry.id,
-                    change: .restore,
-                    activeVersion: entry.installed?.version,
-                    error: HotUpdateError.wrap(error, as: .fileSystem, "cannot restore", packageID: entry.id)
-                )
+                let hot = HotUpdateError.wrap(error, as: .fileSystem, "cannot restore", packageID: entry.id)
+                return SyncReport.PackageOutcome(entry, active: entry.installed?.version, error: hot)
             }
         case .remove:
             do {
                 if try await store.remove(entry.id) != nil { hub.publish(entry.id, nil, .removed) }
                 logger.info("removed", metadata: ["package": "\(entry.id)"])
-                return SyncReport.PackageOutcome(id: entry.id, change: .remove, activeVersion: nil)
+                return SyncReport.PackageOutcome(entry, active: nil)
             } catch {
-                return SyncReport.PackageOutcome(
-                    id: entry.id,
-                    change: .remove,
-                    activeVersion: entry.installed?.version,
-                    error: HotUpdateError.wrap(error, as: .fileSystem, "cannot remove", packageID: entry.id)
-                )
+                let hot = HotUpdateError.wrap(error, as: .fileSystem, "cannot remove", packageID: entry.id)
+                return SyncReport.PackageOutcome(entry, active: entry.installed?.version, error: hot)
             }
         default:
             break
         }
-        return SyncReport.PackageOutcome(id: entry.id, change: entry.change, activeVersion: entry.installed?.version)
+        return SyncReport.PackageOutcome(entry, active: entry.installed?.version)
     }
 
     /// Fetches what the store's reconciliation could not heal from the objects, and reports
@@ -192,13 +170,9 @@ extension Updater {
             outcome = SyncReport.PackageOutcome(id: id, change: .heal, activeVersion: version, error: error)
         case .refetch(let version, let digests, let listed):
             let fetched = await health.refetch(id, version, digests: digests, check: listed)
-            outcome = SyncReport.PackageOutcome(
-                id: id,
-                change: .heal,
-                activeVersion: fetched.version ?? version.version,
-                error: fetched.error,
-                bytesDownloaded: fetched.bytes
-            )
+            let active = fetched.version ?? version.version
+            outcome = SyncReport.PackageOutcome(id: id, change: .heal, activeVersion: active, error: fetched.error)
+            outcome.bytesDownloaded = fetched.bytes
             if fetched.error == nil { logger.notice("healed", metadata: ["package": "\(id)", "downloaded": "true"]) }
         }
         let version = outcome.activeVersion

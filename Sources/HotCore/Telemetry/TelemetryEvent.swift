@@ -104,3 +104,24 @@ extension TelemetryEvent {
         case delta
     }
 }
+
+extension TelemetryEvent {
+    /// The download of `descriptor` staged as `staged`: a delta installed is reported as one,
+    /// with the delta's bytes; a refused delta as the full package, with the package's size.
+    static func download(
+        _ descriptor: PackageDescriptor,
+        _ staged: StagedPackage,
+        delta: SyncReport.DeltaUse?
+    )
+        -> TelemetryEvent
+    {
+        let isDelta = delta.map { $0.fallback == nil } ?? false
+        return TelemetryEvent(
+            kind: .download,
+            packageID: descriptor.id,
+            version: descriptor.version,
+            bytes: isDelta ? staged.downloaded : staged.size,
+            delivery: isDelta ? .delta : .full
+        )
+    }
+}
