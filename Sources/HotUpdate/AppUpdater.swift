@@ -112,6 +112,20 @@ public struct AppUpdater: Sendable {
         try await updater.sync(from: source)
     }
 
+    /// When to check, remembered across launches under this updater's root: a
+    /// `CheckSchedule` whose record (`check-schedule.json`) the store writes, so nothing under
+    /// the root is written by anyone else.
+    ///
+    /// ```swift
+    /// let schedule = hot.schedule()
+    /// try await schedule.run(.launch) { _ = try await hot.sync() }
+    /// ```
+    ///
+    /// - Parameter policy: When to check: at launch, on foreground, periodically.
+    public func schedule(policy: CheckSchedule.Policy = CheckSchedule.Policy()) -> CheckSchedule {
+        CheckSchedule(policy: policy, root: updater.configuration.root)
+    }
+
     /// The assets of the installed packages, newest first, with `bundle` as the fallback.
     ///
     /// - Parameters:

@@ -146,8 +146,11 @@ struct CheckScheduleTests {
         let policy = CheckSchedule.Policy(atLaunch: false, foregroundMinimumInterval: 3600)
         await Self.fire(Self.schedule(policy, clock, file: file), .foreground, counter)
         #expect(await counter.count == 1)
+        let checked = clock.now
         clock.advance(600)
-        await Self.fire(Self.schedule(policy, clock, file: file), .foreground, counter)  // a relaunch remembers
+        let relaunched = Self.schedule(policy, clock, file: file)
+        #expect(await relaunched.current.lastCheck == checked)  // read back as written, not corrected
+        await Self.fire(relaunched, .foreground, counter)  // a relaunch remembers
         #expect(await counter.count == 1)
 
         // The clock is set back a year: the recorded check is in the future.
@@ -159,6 +162,50 @@ struct CheckScheduleTests {
         clock.advance(3600)
         await Self.fire(setBack, .foreground, counter)
         #expect(await counter.count == 2)
+    }
+
+    @Test("kept under a store root, the record is the store's file, and a backoff survives a relaunch exactly")
+    func underTheRoot() async throws {
+        let root = ScratchDirectory.parentDirectory.appendingPathComponent("schedule-root-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let clock = ManualClock()
+        let counter = CheckCounter()
+        await counter.setFailure(HotUpdateError(.httpStatus, "the server answered HTTP 503 (Retry-After: 7200)"))
+        let policy = CheckSchedule.Policy(foregroundMinimumInterval: 60)
+        let schedule = CheckSchedule(
+            policy: policy,
+            root: root,
+            clock: { clock.now },
+            jitter: { 1 },
+            networkAllows: { _ in true }
+        )
+        await Self.fire(schedule, .launch, counter)
+        let written = await schedule.current
+        #expect(written.notBefore == clock.now.addingTimeInterval(7200))
+        let file = root.appendingPathComponent("check-schedule.json")
+        #expect(FileManager.default.fileExists(atPath: file.path))
+        // No temporary is left beside it: the store replaced it whole.
+        let names = try FileManager.default.contentsOfDirectory(atPath: root.path)
+        #expect(names.filter { $0.contains("check-schedule") } == ["check-schedule.json"])
+
+        // A relaunch an hour later reads the same record and still waits for the server.
+        clock.advance(3600)
+        let relaunched = CheckSchedule(
+            policy: policy,
+            root: root,
+            clock: { clock.now },
+            jitter: { 1 },
+            networkAllows: { _ in true }
+        )
+        #expect(await relaunched.current == written)
+        await counter.setFailure(nil)
+        await Self.fire(relaunched, .launch, counter)
+        #expect(await counter.count == 1)
+        clock.advance(3601)
+        await Self.fire(relaunched, .launch, counter)
+        #expect(await counter.count == 2)
+        #expect(await relaunched.current.consecutiveFailures == 0)
     }
 
     @Test("a network the policy refuses defers automatic checks")

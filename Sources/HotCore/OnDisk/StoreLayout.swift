@@ -21,6 +21,8 @@ package struct StoreLayout: Sendable, Hashable {
     package static let trustFileName = "trust.json"
     /// What the last manifest applied offered (``OfferedCatalog``), beside the snapshot.
     package static let catalogFileName = "catalog.json"
+    /// When the app last checked for updates, and its backoff (``CheckSchedule/Record``).
+    package static let checkScheduleFileName = "check-schedule.json"
 
     /// The store root.
     package let root: URL

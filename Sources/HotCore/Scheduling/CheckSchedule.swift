@@ -13,14 +13,17 @@ import Network
 /// clock was set back) is corrected to now, as Sparkle does. The clock and the jitter are
 /// injectable, so tests count exact checks.
 ///
+/// Kept under the store root (``init(policy:root:clock:jitter:networkAllows:)``), the record
+/// is written by the store, under its lock and durably, beside the rest of the store's state.
+///
 /// ```swift
-/// let schedule = CheckSchedule(policy: CheckSchedule.Policy(), file: root.appendingPathComponent("check-schedule.json"))
+/// let schedule = CheckSchedule(policy: CheckSchedule.Policy(), root: root)
 /// try await schedule.run(.launch) { _ = try await updater.sync(from: source) }
 /// ```
 public actor CheckSchedule {
     /// The policy.
     public nonisolated let policy: CheckSchedule.Policy
-    private let file: URL?
+    private let storage: Storage
     private let clock: @Sendable () -> Date
     private let jitter: @Sendable () -> Double
     private let networkAllows: @Sendable (CheckSchedule.Policy) -> Bool
@@ -28,11 +31,45 @@ public actor CheckSchedule {
     /// Checks run by this schedule (started), for an app's diagnostics.
     public private(set) var checksRun = 0
 
+    /// Where the record is kept between launches.
+    private enum Storage: Sendable {
+        case memory
+        case file(URL)
+        /// `check-schedule.json` under a store root, written by the store.
+        case store(URL)
+    }
+
+    /// Creates a schedule whose record is kept under a store root, in `check-schedule.json`:
+    /// the store writes it, under the store's lock and durably, and sweeps what an interrupted
+    /// write left.
+    ///
+    /// - Parameters:
+    ///   - policy: When to check.
+    ///   - root: The store root the app's updater uses.
+    ///   - clock: The current date (default the system clock).
+    ///   - jitter: A value in 0...1 drawn per backoff (default random).
+    ///   - networkAllows: Whether the current network allows a check under the policy
+    ///     (default: on Apple platforms, the current path's expensive and constrained flags;
+    ///     elsewhere always).
+    public init(
+        policy: CheckSchedule.Policy,
+        root: URL,
+        clock: @escaping @Sendable () -> Date = { Date() },
+        jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) },
+        networkAllows: (@Sendable (CheckSchedule.Policy) -> Bool)? = nil
+    ) {
+        let root = root.standardizedFileURL
+        let stored = try? StoreStateFile.checkSchedule.read(root: root)
+        self.init(policy, .store(root), stored: stored ?? nil, clock, jitter, networkAllows)
+    }
+
     /// Creates a schedule.
     ///
     /// - Parameters:
     ///   - policy: When to check.
-    ///   - file: Where the record is kept between launches; nil: in memory only.
+    ///   - file: Where the record is kept between launches, written by the schedule; nil: in
+    ///     memory only. To keep it under a store root, use
+    ///     ``init(policy:root:clock:jitter:networkAllows:)``.
     ///   - clock: The current date (default the system clock).
     ///   - jitter: A value in 0...1 drawn per backoff (default random).
     ///   - networkAllows: Whether the current network allows a check under the policy
@@ -45,14 +82,25 @@ public actor CheckSchedule {
         jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) },
         networkAllows: (@Sendable (CheckSchedule.Policy) -> Bool)? = nil
     ) {
+        let stored = file.flatMap { try? Data(contentsOf: $0) }
+        self.init(policy, file.map { .file($0) } ?? .memory, stored: stored, clock, jitter, networkAllows)
+    }
+
+    private init(
+        _ policy: CheckSchedule.Policy,
+        _ storage: Storage,
+        stored: Data?,
+        _ clock: @escaping @Sendable () -> Date,
+        _ jitter: @escaping @Sendable () -> Double,
+        _ networkAllows: (@Sendable (CheckSchedule.Policy) -> Bool)?
+    ) {
         self.policy = policy
-        self.file = file
+        self.storage = storage
         self.clock = clock
         self.jitter = jitter
         self.networkAllows = networkAllows ?? CheckSchedule.currentNetworkAllows
         var loaded =
-            file.flatMap { try? JSONDecoder().decode(CheckSchedule.Record.self, from: Data(contentsOf: $0)) }
-            ?? CheckSchedule.Record()
+            stored.flatMap { try? Self.decoder.decode(CheckSchedule.Record.self, from: $0) } ?? CheckSchedule.Record()
         let now = clock()
         // A date in the future: the clock was set back. Start again from now.
         if let last = loaded.lastCheck, last > now { loaded.lastCheck = now }
@@ -97,24 +145,24 @@ public actor CheckSchedule {
         checksRun += 1
         do {
             try await check()
-            recordSuccess()
+            await recordSuccess()
         } catch {
-            recordFailure(retryAfter: Self.retryAfter(of: error))
+            await recordFailure(retryAfter: Self.retryAfter(of: error))
             throw error
         }
         return true
     }
 
     /// Records a successful check.
-    public func recordSuccess() {
+    public func recordSuccess() async {
         let now = clock()
         record = CheckSchedule.Record(lastCheck: now, lastSuccess: now, consecutiveFailures: 0, notBefore: nil)
-        save()
+        await save()
     }
 
     /// Records a failed check: the next automatic one waits for the backoff, or for
     /// `retryAfter` seconds when the server asked for longer.
-    public func recordFailure(retryAfter: TimeInterval? = nil) {
+    public func recordFailure(retryAfter: TimeInterval? = nil) async {
         let now = clock()
         record.lastCheck = now
         record.consecutiveFailures += 1
@@ -123,7 +171,7 @@ public actor CheckSchedule {
             min(retryAfter ?? 0, CheckSchedule.Policy.maximumBackoff)
         )
         record.notBefore = now.addingTimeInterval(wait)
-        save()
+        await save()
     }
 
     /// The jittered wait after `failures` failed checks: 1 minute doubled per failure, at most
@@ -136,16 +184,31 @@ public actor CheckSchedule {
         return max(CheckSchedule.Policy.minimumBackoff, drawn)
     }
 
-    private func save() {
-        guard let file else { return }
+    /// Keeps the record; a record that cannot be written is kept in memory for this launch.
+    /// The store's lock is waited for off the cooperative pool.
+    private func save() async {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .secondsSince1970
         guard let data = try? encoder.encode(record) else { return }
-        try? FileManager.default.createDirectory(
-            at: file.deletingLastPathComponent(),
-            withIntermediateDirectories: true
-        )
-        try? data.write(to: file, options: .atomic)
+        switch storage {
+        case .memory:
+            break
+        case .file(let file):
+            try? FileManager.default.createDirectory(
+                at: file.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
+            try? data.write(to: file, options: .atomic)
+        case .store(let root):
+            _ = try? await FileSystem.offload { try StoreStateFile.checkSchedule.update(root: root) { $0 = data } }
+        }
+    }
+
+    /// Reads a record as ``save()`` writes it.
+    private static var decoder: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        return decoder
     }
 
     /// The `Retry-After` a failed check carries: a ``HotUpdateError`` with code

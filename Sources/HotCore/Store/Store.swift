@@ -463,6 +463,17 @@ package actor Store {
         for hook in hooks { await hook.removeLeftovers(keeping: generation, root: layout.root, logger: logger) }
     }
 
+    /// Whether a change now would find nothing an interrupted step left: this store swept
+    /// already, or `staging/` holds no entry of a process that died. Every step that places or
+    /// deletes a tree does it from a staging entry it removes only after its commit, so a
+    /// crash that left a tree no record keeps also left such an entry. (Temporaries of a
+    /// commit that changed only records are swept by the next change that finds work.)
+    func nothingToSweep() -> Bool {
+        guard !swept else { return true }
+        let found = StoreSweeper(layout: layout, logger: logger).stagingLeftovers()
+        return found.dead.isEmpty && found.deletions.isEmpty
+    }
+
     /// Removes what interrupted steps left, under the exclusive lock, and frees the objects
     /// only that linked. Every call reads `staging/`: deletions a killed process began are
     /// finished from their file lists, and staging no live process owns is removed. The first
@@ -486,8 +497,7 @@ package actor Store {
         if full || staged.foundLeftovers {
             await metadata.removeLeftovers()
             await removeHookLeftovers(keeping: current.generation)
-            StoreStateFile.trust.removeLeftovers(root: layout.root)
-            StoreStateFile.catalog.removeLeftovers(root: layout.root)
+            for file in StoreStateFile.all { file.removeLeftovers(root: layout.root) }
             outcome.add((try? await FileSystem.offload { sweeper.sweepTrees(current) }) ?? StoreSweeper.Outcome())
         }
         guard everyObject || outcome.needsObjectSweep else { return outcome.freed }

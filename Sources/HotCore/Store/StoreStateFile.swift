@@ -15,6 +15,12 @@ package struct StoreStateFile: Sendable {
     /// What the last manifest applied offered (`catalog.json`, see ``OfferedCatalog``).
     package static let catalog = StoreStateFile(name: StoreLayout.catalogFileName)
 
+    /// A ``CheckSchedule``'s record (`check-schedule.json`), for a schedule kept under the root.
+    package static let checkSchedule = StoreStateFile(name: StoreLayout.checkScheduleFileName)
+
+    /// The state files the store sweeps the temporaries of.
+    static let all: [StoreStateFile] = [.trust, .catalog, .checkSchedule]
+
     /// The file under `root`.
     package func url(root: URL) -> URL {
         root.appendingPathComponent(name, isDirectory: false)
@@ -51,6 +57,30 @@ package struct StoreStateFile: Sendable {
             }
             return result
         }
+    }
+
+    /// ``update(root:wait:_:)`` that takes the store's lock only when `body` would change the
+    /// file: `body` first runs over the bytes read without a lock (`final` false), and when it
+    /// left them as they were, its result is returned and nothing is locked or written. Else it
+    /// runs again under the lock (`final` true) over the bytes read there, since another process
+    /// may have written in between. A check that changes nothing then leaves the root untouched,
+    /// its lock file included.
+    ///
+    /// - Parameter body: A function of the bytes it is given; `final` tells it whether its
+    ///   changes will be written (log what it changes only then).
+    /// - Returns: What `body` returned last.
+    /// - Throws: What `body` throws, or `HotUpdateError.Code.fileSystem` when the lock cannot be
+    ///   taken or the file written.
+    package func updateWhenChanged<T>(
+        root: URL,
+        wait: StoreLockWait = .standard,
+        _ body: (inout Data?, _ final: Bool) throws -> T
+    ) throws -> T {
+        let before = try read(root: root)
+        var data = before
+        let result = try body(&data, false)
+        guard data != before else { return result }
+        return try update(root: root, wait: wait) { try body(&$0, true) }
     }
 
     /// Replaces the file with `data` durably, when it differs; the caller holds the store's
