@@ -99,6 +99,11 @@ struct ContentStoreTests {
         _ = try await fixture.sync([v1])
         let kept = fixture.objectNames()
         // An install interrupted after its files became objects and its tree moved into place:
+        // its staging entry (removed only after the commit) is left too, owned by no one.
+        try FileManager.default.createDirectory(
+            at: fixture.url("staging/\(UUID().uuidString)"),
+            withIntermediateDirectories: true
+        )
         let orphanTree = fixture.url("packages/p/2")
         try FileManager.default.createDirectory(at: orphanTree, withIntermediateDirectories: true)
         let orphanObject = fixture.url("objects/ab/ab" + String(repeating: "0", count: 62))

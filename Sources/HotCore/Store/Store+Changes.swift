@@ -8,38 +8,62 @@ extension Store {
     /// and an unchanged one whose last attempt failed (or was interrupted) is installed
     /// again; the manifest's order of packages is kept for activating script patches.
     ///
+    /// A manifest that changes nothing the store records (the same catalog, order and states),
+    /// with no retained tree to delete and nothing an interrupted step left to sweep (see
+    /// ``nothingToSweep()``), takes no exclusive lock and writes nothing: the check an app runs
+    /// at every launch leaves the root as it was, and the generation stays.
+    ///
     /// - Returns: The plan, and the states that changed.
     func recordPlan(_ manifest: Manifest) async throws -> (UpdatePlan, [RecordedState]) {
         let catalog = try OfferedCatalog(manifest).encoded()
         let digest = try OfferedCatalog.digest(of: catalog, verifier: verifier)
+        let order = manifest.packages.map(\.id)
+        let current = try await read()
+        let plan = UpdatePlan.make(manifest: manifest, snapshot: current)
+        if current.catalogSHA256 == digest, current.manifestOrder == order, current.retained == nil,
+            Self.states(plan, current).isEmpty, nothingToSweep()
+        {
+            let root = layout.root
+            let kept = try? await FileSystem.offload { try StoreStateFile.catalog.read(root: root) }
+            if kept == catalog { return (plan, []) }
+        }
         return try await transaction { transaction in
             // What the manifest offers, for installs on demand (see `OfferedCatalog`), and its
             // digest in the same commit.
             try StoreStateFile.catalog.replace(root: transaction.layout.root, with: catalog)
             transaction.setCatalogDigest(digest)
             let plan = UpdatePlan.make(manifest: manifest, snapshot: transaction.snapshot)
-            var changes: [RecordedState] = []
-            for entry in plan.packages {
-                let record = transaction[entry.id]
-                let state: PackageState
-                switch entry.change {
-                case .add: state = .new
-                case .update: state = .updateAvailable
-                case .unchanged:
-                    guard let record, [.failed, .new, .updateAvailable].contains(record.state), !record.activationFailed
-                    else { continue }
-                    state = .installed
-                default: continue
+            let changes = Self.states(plan, transaction.snapshot)
+            for change in changes {
+                transaction.update(change.id, creatingAs: change.state) { record in
+                    if change.state == .installed { record.markInstalled() } else { record.state = change.state }
                 }
-                guard record == nil || record?.state != state else { continue }
-                transaction.update(entry.id, creatingAs: state) { record in
-                    if state == .installed { record.markInstalled() } else { record.state = state }
-                }
-                changes.append(RecordedState(id: entry.id, version: entry.offered?.version, state: state))
             }
-            transaction.setManifestOrder(plan.manifest.packages.map(\.id))
+            transaction.setManifestOrder(order)
             return (plan, changes)
         }.value
+    }
+
+    /// The states `plan` records over `snapshot`: ``PackageState/new`` for a package to add,
+    /// ``PackageState/updateAvailable`` for one to update, ``PackageState/installed`` again
+    /// for an unchanged one whose last attempt failed or was interrupted; none where the
+    /// state is already that.
+    private static func states(_ plan: UpdatePlan, _ snapshot: StoreSnapshot) -> [RecordedState] {
+        plan.packages.compactMap { entry in
+            let record = snapshot.packages[entry.id]
+            let state: PackageState
+            switch entry.change {
+            case .add: state = .new
+            case .update: state = .updateAvailable
+            case .unchanged:
+                guard let record, [.failed, .new, .updateAvailable].contains(record.state), !record.activationFailed
+                else { return nil }
+                state = .installed
+            default: return nil
+            }
+            guard record == nil || record?.state != state else { return nil }
+            return RecordedState(id: entry.id, version: entry.offered?.version, state: state)
+        }
     }
 
     /// A package state a transaction recorded.

@@ -129,9 +129,10 @@ struct ManifestAuthenticator: Sendable {
             return .signed(try checkedUnverified(envelope, subject: subject))
         }
 
-        // The trust state is read, checked and written under the store's exclusive lock, so
-        // two processes never lower each other's version floor.
-        return try StoreStateFile.trust.update(root: storeRoot, wait: lockWait) { file in
+        // The trust state is written under the store's exclusive lock, so two processes never
+        // lower each other's version floor; a check that changes nothing takes no lock and
+        // writes nothing (see `StoreStateFile.updateWhenChanged`).
+        return try StoreStateFile.trust.updateWhenChanged(root: storeRoot, wait: lockWait) { file, final in
             var state = try TrustState(stored: file)
             let channelName = context.channel ?? ""
             let fingerprint = try rootFingerprint()
@@ -175,9 +176,14 @@ struct ManifestAuthenticator: Sendable {
             // next. A rollout part's signing time raises nothing: an online key must not be
             // able to push the client's clock past what the release keys allow.
             let clock = now()
-            let floorBefore = state.timeFloor
+            let before = (floor: state.timeFloor, signed: state.newestSigningTime)
             state.observe(signedAt: release.signedAt, expires: release.expires, clock: clock, lead: trust.clockLead)
-            if state.timeFloor != floorBefore { file = try state.encoded() }
+            // The floor is kept whenever a new signing time raised it, and otherwise once it has
+            // moved by `TrustState.floorStep`: a check an hour after the last one does not rewrite
+            // the file for a floor the clock moved by seconds. This check uses the exact floor.
+            if state.newestSigningTime != before.signed || state.floorMoved(since: before.floor) {
+                file = try state.encoded()
+            }
             let decision = Result {
                 try check(
                     body,
@@ -201,7 +207,7 @@ struct ManifestAuthenticator: Sendable {
                 releaseSHA256: releaseSHA256
             )
             if state.channels[channelName] != next {
-                if let stored, stored.keys != body.keys || stored.threshold != body.threshold {
+                if final, let stored, stored.keys != body.keys || stored.threshold != body.threshold {
                     logger.notice(
                         "the manifest rotates its signing keys",
                         metadata: [

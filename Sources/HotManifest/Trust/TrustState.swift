@@ -59,6 +59,19 @@ package struct TrustState: Codable, Sendable, Hashable {
         timeFloor = max(timeFloor ?? seen, seen)
     }
 
+    /// How far the clock must have moved the time floor before the floor alone is written
+    /// again: one hour. A floor kept up to this much behind only lets a clock set back accept
+    /// a manifest that expired within that hour, never one the release keys' times exclude.
+    package static let floorStep: TimeInterval = 3600
+
+    /// Whether the floor moved from `previous` enough to be written: from none to some, or
+    /// by at least ``floorStep``.
+    package func floorMoved(since previous: Date?) -> Bool {
+        guard let timeFloor else { return false }
+        guard let previous else { return true }
+        return timeFloor.timeIntervalSince(previous) >= Self.floorStep
+    }
+
     /// The name of the file under the store root.
     package static let fileName = StoreLayout.trustFileName
 

@@ -1,0 +1,83 @@
+import Foundation
+import HotCore
+import HotTestServers
+import HotTesting
+import HotVerify
+import Testing
+
+/// The check an app runs at every launch, when nothing changed, as users run it.
+@Suite("A check that finds nothing new")
+struct NoChangeCheckTests {
+    /// Every file under `root`: its size, modification time (nanoseconds) and SHA-256.
+    static func fingerprint(_ root: URL) throws -> [String: String] {
+        var result: [String: String] = [:]
+        let enumerator = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
+        while let url = enumerator?.nextObject() as? URL {
+            var info = stat()
+            guard lstat(url.path, &info) == 0 else { continue }
+            let relative = String(url.standardizedFileURL.path.dropFirst(root.standardizedFileURL.path.count))
+            let modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+            if (info.st_mode & S_IFMT) == S_IFREG {
+                let digest = try CryptoVerifier().digest(ofFile: url, using: .sha256).hex
+                result[relative] = "\(info.st_size) \(modified) \(digest)"
+            } else {
+                result[relative] = "dir \(modified)"
+            }
+        }
+        return result
+    }
+
+    @Test("hot sync against an unchanged signed manifest leaves every file under the root as it was")
+    func nothingWritten() async throws {
+        let repo = try makeTemporaryDirectory("repo")
+        for id in ["a", "b", "c"] {
+            let source = try makeTemporaryDirectory("src-\(id)")
+            try writeTree(["\(id).txt": Data(id.utf8), "img/\(id).png": noise(2_000, seed: 7)], under: source)
+            let packed = try await CommandLineTests.run([
+                "pack", source.path, "--id", id, "--version", "1", "--repo", repo.path,
+            ])
+            #expect(packed.status == 0, "\(packed.stderr)")
+        }
+        let keys = try makeTemporaryDirectory("keys")
+        let privateKey = keys.appendingPathComponent("k.pem").path
+        let publicKey = keys.appendingPathComponent("k.pub").path
+        #expect(try await CommandLineTests.run(["keygen", "--private", privateKey, "--public", publicKey]).status == 0)
+        let signed = try await CommandLineTests.run(["sign", "--repo", repo.path, "--key", privateKey])
+        #expect(signed.status == 0, "\(signed.stderr)")
+        let server = try await NginxServer.start(root: repo)
+        defer { server.stopNow() }
+        let root = try makeTemporaryDirectory("store")
+        let sync = [
+            "sync", "--manifest", server.baseURL.appendingPathComponent("manifest.json").absoluteString,
+            "--root", root.path, "--trust", publicKey,
+        ]
+        let first = try await CommandLineTests.run(sync)
+        #expect(first.status == 0, "\(first.stderr)")
+        let installed = try Self.fingerprint(root)
+        #expect(installed.keys.contains("/trust.json") && installed.keys.contains("/catalog.json"))
+
+        // Two more checks, as two launches would run them: the same manifest, nothing to do.
+        for _ in 0..<2 {
+            let again = try await CommandLineTests.run(sync)
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(again.stdout.contains("unchanged"), "\(again.stdout)")
+            let after = try Self.fingerprint(root)
+            let changed = Set(after.keys).union(installed.keys).filter { after[$0] != installed[$0] }.sorted()
+            #expect(changed.isEmpty, "written by a check that found nothing new: \(changed)")
+        }
+
+        // A new release is still installed by the next check.
+        let source = try makeTemporaryDirectory("src-b2")
+        try writeTree(["b.txt": Data("b2".utf8)], under: source)
+        #expect(
+            try await CommandLineTests.run(["pack", source.path, "--id", "b", "--version", "2", "--repo", repo.path])
+                .status == 0
+        )
+        #expect(try await CommandLineTests.run(["sign", "--repo", repo.path, "--key", privateKey]).status == 0)
+        let updated = try await CommandLineTests.run(sync)
+        #expect(updated.status == 0, "\(updated.stderr)")
+        let status = try await CommandLineTests.run(["status", "--root", root.path, "--json"])
+        let document = try JSONDecoder().decode(CommandLineTests.StatusDocument.self, from: Data(status.stdout.utf8))
+        #expect(document.packages.first { $0.id == "b" }?.version == "2")
+    }
+}
