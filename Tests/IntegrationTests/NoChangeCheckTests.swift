@@ -80,4 +80,66 @@ struct NoChangeCheckTests {
         let document = try JSONDecoder().decode(CommandLineTests.StatusDocument.self, from: Data(status.stdout.utf8))
         #expect(document.packages.first { $0.id == "b" }?.version == "2")
     }
+
+    @Test(
+        "a manifest unchanged is answered 304 with no body, over both transports; the kept bytes are checked again, and past their expiry a 304 is refused",
+        arguments: TransportKind.allCases
+    )
+    func conditionalRequests(_ transport: TransportKind) async throws {
+        let repo = try makeTemporaryDirectory("repo")
+        let source = try makeTemporaryDirectory("src")
+        try writeTree(["a.txt": Data("a".utf8)], under: source)
+        let packed = try await CommandLineTests.run([
+            "pack", source.path, "--id", "a", "--version", "1", "--repo", repo.path,
+        ])
+        #expect(packed.status == 0, "\(packed.stderr)")
+        let keys = try makeTemporaryDirectory("keys")
+        let privateKey = keys.appendingPathComponent("k.pem").path
+        let publicKey = keys.appendingPathComponent("k.pub").path
+        #expect(try await CommandLineTests.run(["keygen", "--private", privateKey, "--public", publicKey]).status == 0)
+        let signed = try await CommandLineTests.run([
+            "sign", "--repo", repo.path, "--key", privateKey, "--expires", "1d",
+        ])
+        #expect(signed.status == 0, "\(signed.stderr)")
+        let manifestSize = Int64(try Data(contentsOf: repo.appendingPathComponent("manifest.json")).count)
+        let server = try await NginxServer.start(root: repo)
+        defer { server.stopNow() }
+        let root = try makeTemporaryDirectory("store")
+        let sync = [
+            "sync", "--manifest", server.baseURL.appendingPathComponent("manifest.json").absoluteString,
+            "--root", root.path, "--trust", publicKey, "--transport", transport.rawValue,
+        ]
+        let manifestRequests = { server.requests().filter { $0.path == "/manifest.json" } }
+
+        #expect(try await CommandLineTests.run(sync).status == 0)
+        let again = try await CommandLineTests.run(sync)
+        #expect(again.status == 0, "\(again.stderr)")
+        var answers = await server.waitForRequests(path: "/manifest.json", count: 2)
+        #expect(answers.map(\.status) == [200, 304])
+        #expect(answers.map(\.bodyBytesSent) == [manifestSize, 0])
+
+        // Two days on, the server still answers 304: the kept manifest has expired, and the
+        // check is refused with the installed version intact.
+        let late = try await ClockTests.hot(at: "+2d", sync)
+        #expect(late.status != 0)
+        #expect(late.stderr.contains("expired"), "\(late.stderr)")
+        answers = await server.waitForRequests(path: "/manifest.json", count: 3)
+        #expect(answers.last?.status == 304)
+        let status = try await CommandLineTests.run(["status", "--root", root.path, "--json"])
+        let document = try JSONDecoder().decode(CommandLineTests.StatusDocument.self, from: Data(status.stdout.utf8))
+        #expect(document.packages.map { "\($0.id) \($0.version ?? "-") \($0.state)" } == ["a 1 installed"])
+
+        // Re-signed, the manifest has new bytes: answered 200 and accepted.
+        #expect(try await CommandLineTests.run(["sign", "--repo", repo.path, "--key", privateKey]).status == 0)
+        // nginx's ETag is the modification time in seconds and the size: a file re-signed within
+        // the same second to the same size would look unchanged. An upload sets a new time.
+        let manifestFile = repo.appendingPathComponent("manifest.json")
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(60)],
+            ofItemAtPath: manifestFile.path
+        )
+        let resigned = try await CommandLineTests.run(sync)
+        #expect(resigned.status == 0, "\(resigned.stderr)")
+        #expect(manifestRequests().last?.status == 200)
+    }
 }

@@ -23,6 +23,9 @@ package struct StoreLayout: Sendable, Hashable {
     package static let catalogFileName = "catalog.json"
     /// When the app last checked for updates, and its backoff (``CheckSchedule/Record``).
     package static let checkScheduleFileName = "check-schedule.json"
+    /// The last signed manifest accepted, kept for conditional requests (`manifest.kept`,
+    /// and its validators in `manifest.kept.json`).
+    package static let keptManifestFileName = "manifest.kept"
 
     /// The store root.
     package let root: URL

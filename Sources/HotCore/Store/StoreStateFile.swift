@@ -18,8 +18,28 @@ package struct StoreStateFile: Sendable {
     /// A ``CheckSchedule``'s record (`check-schedule.json`), for a schedule kept under the root.
     package static let checkSchedule = StoreStateFile(name: StoreLayout.checkScheduleFileName)
 
+    /// The bytes of the last signed manifest a manifest source accepted (`manifest.kept`),
+    /// which a `304 Not Modified` answer stands for; their signatures and expiry are checked
+    /// again each time they are used.
+    package static let keptManifest = StoreStateFile(name: StoreLayout.keptManifestFileName)
+
+    /// Where ``keptManifest`` came from and its validators (`manifest.kept.json`): the URL,
+    /// the `ETag` and `Last-Modified` it was served with, and its SHA-256.
+    package static let keptManifestValidators = StoreStateFile(name: StoreLayout.keptManifestFileName + ".json")
+
     /// The state files the store sweeps the temporaries of.
-    static let all: [StoreStateFile] = [.trust, .catalog, .checkSchedule]
+    static let all: [StoreStateFile] = [.trust, .catalog, .checkSchedule, .keptManifest, .keptManifestValidators]
+
+    /// Replaces each file with its bytes, durably and when they differ, under one hold of the
+    /// store's exclusive lock, in the order given.
+    ///
+    /// - Throws: `HotUpdateError.Code.fileSystem` when the lock cannot be taken or a file
+    ///   written; the files before it are written.
+    package static func replace(_ files: [(StoreStateFile, Data)], root: URL, wait: StoreLockWait = .standard) throws {
+        try StoreLock.withExclusiveLock(root: root, wait: wait) {
+            for (file, data) in files { try file.replace(root: root, with: data) }
+        }
+    }
 
     /// The file under `root`.
     package func url(root: URL) -> URL {

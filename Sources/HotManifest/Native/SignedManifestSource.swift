@@ -88,12 +88,56 @@ public struct SignedManifestSource: ManifestSource {
 
     /// Fetches, authenticates and applies the policy.
     ///
+    /// The request is conditional when a manifest from this URL was accepted before: it
+    /// carries that answer's `ETag` (`If-None-Match`) and `Last-Modified`
+    /// (`If-Modified-Since`), and a `304 Not Modified` answer costs no body. The bytes kept
+    /// from that answer are then checked again in full (signatures, version, expiry): a 304
+    /// never extends trust, and a server answering 304 for ever is refused once the kept
+    /// manifest expires. Kept bytes refused for any other reason (damaged on disk) are let go
+    /// and the manifest is fetched whole. A manifest accepted with new bytes or validators is
+    /// kept, by the store, under the root; a check that changes nothing writes nothing.
+    ///
     /// - Throws: `HotUpdateError` as listed on the type.
     public func fetchManifest() async throws -> Manifest {
-        let data = try await transport.fetchDocument(url: url, maxBytes: maxBytes, timeouts: timeouts)
-        // Off the cooperative pool: recording the trust state waits for the store lock.
         let source = self
-        return try await FileSystem.offload { try source.manifest(from: data) }
+        if let kept = KeptManifest.load(root: storeRoot, url: url, verifier: verifier) {
+            let response = try await transport.fetch(
+                TransportRequest(url: url, headers: kept.conditionalHeaders, timeouts: timeouts, maxBytes: maxBytes)
+            )
+            if response.statusCode == 304 {
+                response.body.cancel()
+                do {
+                    // Off the cooperative pool: recording the trust state waits for the store lock.
+                    return try await FileSystem.offload { try source.manifest(from: kept.bytes) }
+                } catch let error as HotUpdateError where error.code == .manifestExpired {
+                    throw error
+                } catch {
+                    logger.warning("the manifest kept for a 304 answer was refused; fetching it whole: \(error)")
+                }
+            } else {
+                try response.requireSuccess()
+                let data = try await response.collect(limit: maxBytes)
+                return try await FileSystem.offload { try source.accept(data, headers: response.headers) }
+            }
+        }
+        let response = try await transport.fetch(TransportRequest(url: url, timeouts: timeouts, maxBytes: maxBytes))
+        try response.requireSuccess()
+        let data = try await response.collect(limit: maxBytes)
+        return try await FileSystem.offload { try source.accept(data, headers: response.headers) }
+    }
+
+    /// ``manifest(from:)``, then keeps the bytes and their validators for the next
+    /// conditional request when they changed (see ``fetchManifest()``).
+    private func accept(_ data: Data, headers: [String: String]) throws -> Manifest {
+        let manifest = try manifest(from: data)
+        do {
+            let root = storeRoot
+            try KeptManifest.keep(data, from: url, headers: headers, root: root, verifier: verifier, wait: lockWait)
+        } catch {
+            // The manifest was accepted: only the next check's saving is lost.
+            logger.warning("cannot keep the manifest for conditional requests: \(error)")
+        }
+        return manifest
     }
 
     /// Authenticates served manifest bytes and applies the policy; records the new trust
