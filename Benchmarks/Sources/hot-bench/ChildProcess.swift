@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import HotCore
 
@@ -249,4 +250,29 @@ func locateHot(_ given: String?) -> String? {
     candidates.append(FileManager.default.currentDirectoryPath + "/.build/release/hot")
     for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
     return findExecutable("hot")
+}
+
+/// The options of a benchmark that runs `hot` as users do: where to work, which `hot`.
+struct HotToolOptions: ParsableArguments {
+    @Option(help: "The on-disk work directory (default: the system's temporary directory).")
+    var workDir: String?
+
+    @Option(help: "The hot executable (default: beside hot-bench, .build/release/hot, PATH).")
+    var hot: String?
+
+    /// The work directory's parent.
+    var workParent: String { workDir ?? FileManager.default.temporaryDirectory.path }
+
+    /// The `hot` executable, and a child-process runner that spawns through `hot-bench-spawn`
+    /// when it is built beside `hot-bench`.
+    func tools() throws -> (hot: String, child: ChildProcess) {
+        guard let hot = locateHot(hot), let bench = Bundle.main.executablePath else {
+            throw ValidationError(
+                "no hot executable: build it (swift build --package-path Benchmarks -c release --product hot) or give --hot"
+            )
+        }
+        let launcher = URL(fileURLWithPath: bench).deletingLastPathComponent()
+            .appendingPathComponent("hot-bench-spawn").path
+        return (hot, ChildProcess(launcher: FileManager.default.isExecutableFile(atPath: launcher) ? launcher : nil))
+    }
 }

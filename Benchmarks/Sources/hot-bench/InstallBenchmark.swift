@@ -39,11 +39,7 @@ struct InstallBenchmark: AsyncParsableCommand {
     @Option(help: "Timed runs of each (the median is reported).")
     var runs = 5
 
-    @Option(help: "The on-disk work directory (default: the system's temporary directory).")
-    var workDir: String?
-
-    @Option(help: "The hot executable (default: beside hot-bench, .build/release/hot, PATH).")
-    var hot: String?
+    @OptionGroup var tools: HotToolOptions
 
     @Flag(help: "Skip tmpfs (/dev/shm).")
     var noTmpfs = false
@@ -72,15 +68,8 @@ struct InstallBenchmark: AsyncParsableCommand {
         else {
             throw ValidationError("--size is small or large, and hot-bench must know its own path")
         }
-        guard let hot = locateHot(hot) else {
-            throw ValidationError(
-                "no hot executable: build it (swift build --package-path Benchmarks -c release --product hot) or give --hot"
-            )
-        }
-        let launcher = URL(fileURLWithPath: bench).deletingLastPathComponent().appendingPathComponent("hot-bench-spawn")
-            .path
-        let child = ChildProcess(launcher: FileManager.default.isExecutableFile(atPath: launcher) ? launcher : nil)
-        let diskParent = workDir ?? FileManager.default.temporaryDirectory.path
+        let (hot, child) = try tools.tools()
+        let diskParent = tools.workParent
         var targets: [(name: String, parent: String)] = []
         if !noTmpfs { targets.append(("tmpfs", "/dev/shm")) }
         if !noDisk { targets.append(("disk", diskParent)) }
