@@ -173,13 +173,11 @@ struct CheckScheduleTests {
         let counter = CheckCounter()
         await counter.setFailure(HotUpdateError(.httpStatus, "the server answered HTTP 503 (Retry-After: 7200)"))
         let policy = CheckSchedule.Policy(foregroundMinimumInterval: 60)
-        let schedule = CheckSchedule(
-            policy: policy,
-            root: root,
-            clock: { clock.now },
-            jitter: { 1 },
-            networkAllows: { _ in true }
-        )
+        // A launch of the app: a schedule on the root, read from what the last one kept.
+        let launch = {
+            CheckSchedule(policy: policy, root: root, clock: { clock.now }, jitter: { 1 }, networkAllows: { _ in true })
+        }
+        let schedule = launch()
         await Self.fire(schedule, .launch, counter)
         let written = await schedule.current
         #expect(written.notBefore == clock.now.addingTimeInterval(7200))
@@ -191,13 +189,7 @@ struct CheckScheduleTests {
 
         // A relaunch an hour later reads the same record and still waits for the server.
         clock.advance(3600)
-        let relaunched = CheckSchedule(
-            policy: policy,
-            root: root,
-            clock: { clock.now },
-            jitter: { 1 },
-            networkAllows: { _ in true }
-        )
+        let relaunched = launch()
         #expect(await relaunched.current == written)
         await counter.setFailure(nil)
         await Self.fire(relaunched, .launch, counter)
