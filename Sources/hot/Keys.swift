@@ -81,6 +81,14 @@ struct Sign: AsyncParsableCommand {
             is at most --rollout-version-lead above the release's, and when the manifest \
             declared a role, the next version is above every version its steps could carry, \
             so no step of an older release is ever above a newer one.
+
+            The signing also writes the channel's timestamp (timestamp.json beside the \
+            manifest, which clients fetch first) signed by the same keys, expiring with the \
+            manifest unless --timestamp-expires says otherwise. --timestamp-key delegates the \
+            timestamp to keys of its own instead, for a machine that signs it on a schedule \
+            (`hot timestamp`) with a short expiry: clients then accept the manifest only with \
+            a timestamp, within --timestamp-lifetime of this signing, and this signing leaves \
+            the timestamp to that machine. --no-timestamp-role removes the role.
             """
     )
 
@@ -121,6 +129,26 @@ struct Sign: AsyncParsableCommand {
     @Flag(help: "Remove the rollout role: only release keys sign from now on.")
     var noRolloutRole = false
 
+    @Option(
+        name: .customLong("timestamp-key"),
+        help: "A public key of the timestamp role (repeatable; replaces the role's keys)."
+    )
+    var timestampKeys: [String] = []
+
+    @Option(help: "How many timestamp role keys must sign a timestamp (kept when omitted; 1 at first).")
+    var timestampThreshold: Int?
+
+    @Option(help: "How long after this signing the role's timestamps may expire (14d by default, kept when omitted).")
+    var timestampLifetime: String?
+
+    @Flag(help: "Remove the timestamp role: the release keys sign the timestamp from now on.")
+    var noTimestampRole = false
+
+    @Option(
+        help: "When the timestamp this signing writes expires, with no timestamp role (with the manifest by default)."
+    )
+    var timestampExpires: String?
+
     func run() async throws {
         try await runReportingErrors {
             guard !keys.isEmpty else { throw ValidationError("give at least one --key") }
@@ -146,7 +174,7 @@ struct Sign: AsyncParsableCommand {
             guard body.threshold <= body.keys.count else {
                 throw ValidationError("the threshold \(body.threshold) is above the \(body.keys.count) declared keys")
             }
-            try setRolloutRole(&body, verifier: verifier)
+            try setRoles(&body, verifier: verifier)
             try PathCollision.check(body.packages.map(\.id), caseSensitive: false, what: "the manifest's package ids")
             body.version = try OnlineRoleBounds.nextReleaseVersion(
                 after: body.version,
@@ -169,75 +197,132 @@ struct Sign: AsyncParsableCommand {
             print(
                 "signed \(files.manifestPath(channel: repository.channel)) version \(body.version), expires \(SignedManifestBody.rfc3339(expiry)), \(envelope.signatures.count) signature(s)"
             )
+            try writeTimestamp(files: files, body: body, signers: signers, now: now)
         }
     }
 
-    /// Applies the rollout role options to `body`.
-    private func setRolloutRole(_ body: inout SignedManifestBody, verifier: CryptoVerifier) throws {
-        if noRolloutRole {
-            guard rolloutKeys.isEmpty, rolloutThreshold == nil, rolloutLifetime == nil, rolloutVersionLead == nil else {
-                throw ValidationError("--no-rollout-role goes with no other --rollout option")
-            }
-            body.rolloutRole = nil
+    /// Applies the rollout and timestamp role options to `body`.
+    private func setRoles(_ body: inout SignedManifestBody, verifier: CryptoVerifier) throws {
+        body.rolloutRole = try RoleOptions(
+            name: "rollout",
+            keys: rolloutKeys,
+            threshold: rolloutThreshold,
+            lifetime: rolloutLifetime,
+            versionLead: rolloutVersionLead,
+            remove: noRolloutRole
+        ).apply(to: body.rolloutRole, releaseKeys: body.keys, verifier: verifier)
+        body.timestampRole = try RoleOptions(
+            name: "timestamp",
+            keys: timestampKeys,
+            threshold: timestampThreshold,
+            lifetime: timestampLifetime,
+            versionLead: nil,
+            remove: noTimestampRole
+        ).apply(to: body.timestampRole, releaseKeys: body.keys, verifier: verifier)
+    }
+
+    /// Writes the channel's timestamp after the manifest, signed by the release keys, when the
+    /// manifest declares no timestamp role; with one, says who must sign it.
+    private func writeTimestamp(
+        files: RepositoryFiles,
+        body: SignedManifestBody,
+        signers: [any Signer],
+        now: Date
+    ) throws {
+        let signer = TimestampSigner(files: files, channel: repository.channel)
+        guard body.timestampRole == nil else {
+            printNote(
+                "the timestamp role signs \(files.timestampPath(channel: repository.channel)): clients see version \(body.version) once `hot timestamp --key TIMESTAMP_KEY` signs it"
+            )
             return
         }
-        var role = body.rolloutRole
-        if !rolloutKeys.isEmpty {
-            let keys = try keyTable(readPublicKeys(rolloutKeys), verifier: verifier)
-            if let overlap = keys.keys.first(where: { body.keys[$0] != nil }) {
-                throw ValidationError(
-                    "the rollout key \(overlap.prefix(12)) is a release key too; a rollout role needs keys of its own"
-                )
-            }
-            role = RolloutRole(
-                keys: keys,
-                threshold: role?.threshold ?? 1,
-                maxLifetime: role?.maxLifetime ?? OnlineRoleBounds.defaultMaxLifetime,
-                maxVersionLead: role?.maxVersionLead ?? OnlineRoleBounds.defaultMaxVersionLead
-            )
-        }
-        guard var role else {
-            if rolloutThreshold != nil || rolloutLifetime != nil || rolloutVersionLead != nil {
-                throw ValidationError("the manifest has no rollout role: give --rollout-key")
-            }
-            return
-        }
-        if let rolloutThreshold { role.threshold = rolloutThreshold }
-        if let rolloutLifetime {
-            let now = Date()
-            let until = try parseExpiry(rolloutLifetime, now: now)
-            guard until > now else {
-                throw ValidationError("--rollout-lifetime \(rolloutLifetime) is not in the future")
-            }
-            let seconds = until.timeIntervalSince(now).rounded()
-            guard seconds.isFinite, seconds <= Double(OnlineRoleBounds.maxInteger) else {
-                throw ValidationError(
-                    "--rollout-lifetime \(rolloutLifetime) is beyond 2^53 − 1 seconds, which clients refuse"
-                )
-            }
-            role.maxLifetime = Int(seconds)
-        }
-        if let rolloutVersionLead {
-            guard (1...OnlineRoleBounds.maxInteger).contains(rolloutVersionLead) else {
-                throw ValidationError(
-                    "--rollout-version-lead takes a number of versions from 1 to 2^53 − 1, not \(rolloutVersionLead)"
-                )
-            }
-            role.maxVersionLead = rolloutVersionLead
-        }
-        try role.bounds.validate(role: "the rollout role")
-        guard role.threshold >= 1, role.threshold <= role.keys.count else {
-            throw ValidationError(
-                "the rollout threshold \(role.threshold) is not between 1 and the role's \(role.keys.count) keys"
-            )
-        }
-        body.rolloutRole = role
+        let expiry = try timestampExpires.map { try parseExpiry($0, now: now) } ?? body.expires
+        print(try signer.sign(with: signers, expires: expiry, now: now).summary)
     }
 
     private func keyTable(_ keys: [PublicKey], verifier: CryptoVerifier) throws -> [String: SignedManifestBody.Key] {
         var table: [String: SignedManifestBody.Key] = [:]
         for key in keys { table[try verifier.keyID(of: key)] = SignedManifestBody.Key(key) }
         return table
+    }
+}
+
+/// The options of `hot sign` that declare an online role (`--rollout-key` and the rest, or
+/// `--timestamp-key` and the rest), applied to the role a manifest declares.
+struct RoleOptions {
+    /// "rollout" or "timestamp", as the options spell it.
+    var name: String
+    var keys: [String]
+    var threshold: Int?
+    var lifetime: String?
+    var versionLead: Int?
+    var remove: Bool
+
+    /// The role after the options: `current` with the options applied, nil when removed or
+    /// never declared.
+    func apply(
+        to current: OnlineRole?,
+        releaseKeys: [String: SignedManifestBody.Key],
+        verifier: CryptoVerifier
+    ) throws -> OnlineRole? {
+        if remove {
+            guard keys.isEmpty, threshold == nil, lifetime == nil, versionLead == nil else {
+                throw ValidationError("--no-\(name)-role goes with no other --\(name) option")
+            }
+            return nil
+        }
+        var role = current
+        if !keys.isEmpty {
+            var table: [String: SignedManifestBody.Key] = [:]
+            for key in try readPublicKeys(keys) { table[try verifier.keyID(of: key)] = SignedManifestBody.Key(key) }
+            if let overlap = table.keys.first(where: { releaseKeys[$0] != nil }) {
+                throw ValidationError(
+                    "the \(name) key \(overlap.prefix(12)) is a release key too; a \(name) role needs keys of its own"
+                )
+            }
+            role = OnlineRole(
+                keys: table,
+                threshold: role?.threshold ?? 1,
+                maxLifetime: role?.maxLifetime ?? OnlineRoleBounds.defaultMaxLifetime,
+                maxVersionLead: role?.maxVersionLead ?? OnlineRoleBounds.defaultMaxVersionLead
+            )
+        }
+        guard var role else {
+            if threshold != nil || lifetime != nil || versionLead != nil {
+                throw ValidationError("the manifest has no \(name) role: give --\(name)-key")
+            }
+            return nil
+        }
+        if let threshold { role.threshold = threshold }
+        if let lifetime {
+            let now = Date()
+            let until = try parseExpiry(lifetime, now: now)
+            guard until > now else {
+                throw ValidationError("--\(name)-lifetime \(lifetime) is not in the future")
+            }
+            let seconds = until.timeIntervalSince(now).rounded()
+            guard seconds.isFinite, seconds <= Double(OnlineRoleBounds.maxInteger) else {
+                throw ValidationError(
+                    "--\(name)-lifetime \(lifetime) is beyond 2^53 − 1 seconds, which clients refuse"
+                )
+            }
+            role.maxLifetime = Int(seconds)
+        }
+        if let versionLead {
+            guard (1...OnlineRoleBounds.maxInteger).contains(versionLead) else {
+                throw ValidationError(
+                    "--\(name)-version-lead takes a number of versions from 1 to 2^53 − 1, not \(versionLead)"
+                )
+            }
+            role.maxVersionLead = versionLead
+        }
+        try role.bounds.validate(role: "the \(name) role")
+        guard role.threshold >= 1, role.threshold <= role.keys.count else {
+            throw ValidationError(
+                "the \(name) threshold \(role.threshold) is not between 1 and the role's \(role.keys.count) keys"
+            )
+        }
+        return role
     }
 }
 

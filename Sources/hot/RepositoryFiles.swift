@@ -133,6 +133,51 @@ struct RepositoryFiles {
         try DurableFile.write(try envelope.encoded(), to: url)
     }
 
+    /// The channel's timestamp: `timestamp.json` beside its manifest.
+    func timestampURL(channel: String?) -> URL {
+        manifestURL(channel: channel).deletingLastPathComponent().appendingPathComponent(TimestampPart.fileName)
+    }
+
+    /// The timestamp's path relative to the repository, for messages.
+    func timestampPath(channel: String?) -> String {
+        channel.map { "channels/\($0)/\(TimestampPart.fileName)" } ?? TimestampPart.fileName
+    }
+
+    /// Where the content-addressed copy of a manifest with SHA-256 `sha256` is:
+    /// `manifests/<sha256>.json`, shared by every channel, never changed once written.
+    func contentAddressedManifestURL(sha256: String) -> URL {
+        root.appendingPathComponent("manifests/\(sha256).json")
+    }
+
+    /// That copy's URL as a channel's timestamp names it (relative to the timestamp).
+    func contentAddressedManifestReference(sha256: String, channel: String?) -> String {
+        (channel == nil ? "" : "../../") + "manifests/\(sha256).json"
+    }
+
+    /// Writes the content-addressed copy of served manifest bytes, unless it is there.
+    func writeContentAddressedManifest(_ data: Data, sha256: String) throws {
+        let url = contentAddressedManifestURL(sha256: sha256)
+        guard !FileManager.default.fileExists(atPath: url.path) else { return }
+        try FileSystem.createDirectory(url.deletingLastPathComponent())
+        try DurableFile.write(data, to: url)
+    }
+
+    /// Writes the channel's served timestamp, atomically.
+    func writeTimestamp(_ data: Data, channel: String?) throws {
+        try DurableFile.write(data, to: timestampURL(channel: channel))
+    }
+
+    /// Removes the channel's timestamp, if any: clients then read the manifest alone.
+    func removeTimestamp(channel: String?) throws {
+        let url = timestampURL(channel: channel)
+        guard FileManager.default.fileExists(atPath: url.path) else { return }
+        do {
+            try FileManager.default.removeItem(at: url)
+        } catch {
+            throw HotUpdateError.wrap(error, as: .fileSystem, "cannot remove \(timestampPath(channel: channel))")
+        }
+    }
+
     /// The version entry of a package file already in `packages/`: `<id>-<version>-<sha>.zip`.
     ///
     /// - Throws: ``HotUpdateError/Code/notFound`` when none or several files match.

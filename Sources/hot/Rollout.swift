@@ -28,6 +28,11 @@ struct Rollout: AsyncParsableCommand {
     var keys: [String] = []
     @Option(help: "When the step expires: a duration (7d, 12h) or an ISO 8601 time; the role's bound by default.")
     var expires: String?
+    @Option(
+        name: .customLong("timestamp-key"),
+        help: "A timestamp role's private key, to sign the channel's timestamp over the step (repeatable)."
+    )
+    var timestampKeys: [String] = []
     @OptionGroup var repository: RepositoryOptions
 
     func validate() throws {
@@ -137,6 +142,29 @@ struct Rollout: AsyncParsableCommand {
                 "signed a rollout step of \(path) version \(part.version): \(id) \(target)"
                     + (rollout.map { " to \($0)% of clients" } ?? " to every client")
                     + ", expires \(SignedManifestBody.rfc3339(part.expires))"
+            )
+            try timestamp(files: files, release: release, now: now)
+        }
+    }
+}
+
+extension Rollout {
+    /// The channel's timestamp after a step: signed over it with `--timestamp-key`; otherwise
+    /// left naming the release before the step where a timestamp role is declared (its
+    /// machine signs the step in with its next timestamp), and removed where the release keys
+    /// signed it (clients read the manifest alone until they sign one again).
+    fileprivate func timestamp(files: RepositoryFiles, release: SignedManifestBody, now: Date) throws {
+        let signer = TimestampSigner(files: files, channel: repository.channel)
+        let path = files.timestampPath(channel: repository.channel)
+        if !timestampKeys.isEmpty {
+            let signers = try timestampKeys.map { try readSigner($0) }
+            print(try signer.sign(with: signers, expires: nil, now: now).summary)
+        } else if release.timestampRole != nil {
+            printNote("clients see this step once the timestamp role signs \(path) again (hot timestamp)")
+        } else if FileManager.default.fileExists(atPath: files.timestampURL(channel: repository.channel).path) {
+            try files.removeTimestamp(channel: repository.channel)
+            printNote(
+                "removed \(path), which named the manifest before this step: clients read the manifest alone until the release keys sign a timestamp again (hot timestamp)"
             )
         }
     }

@@ -15,7 +15,9 @@ struct Verify: AsyncParsableCommand {
             expired, and must release only versions it lists. Every listed package file must \
             exist with the listed size, SHA-256 and MD5, hold no two paths that are one name on \
             some file system (Unicode normalisation, case), and every file in packages/ must be \
-            listed by some manifest. Prints each problem and exits 1 when there is any.
+            listed by some manifest. Each channel's timestamp (timestamp.json) must name bytes \
+            the repository holds and be one clients accept; a manifest that declares a \
+            timestamp role needs one. Prints each problem and exits 1 when there is any.
 
             With --url, the manifest at that URL is checked the same way and every package \
             file it lists is downloaded from where clients download it (its URL relative to \
@@ -220,6 +222,7 @@ struct Verify: AsyncParsableCommand {
             if body.channel != channel {
                 problems.append("\(name): declares channel '\(body.channel ?? "(none)")'")
             }
+            problems += checkTimestamp(files: files, channel: channel, manifest: data, verifier: verifier)
             let manifestURL = files.manifestURL(channel: channel)
             for package in body.packages {
                 for version in package.versions {
@@ -249,6 +252,61 @@ struct Verify: AsyncParsableCommand {
             throw ExitCode(1)
         }
         print("ok: \(channels.count) manifest(s), \(referenced.count) package file(s)")
+    }
+
+    /// The channel's timestamp: it names bytes the repository holds (the content-addressed
+    /// copy, or the manifest), and clients would accept it over the release manifest in them.
+    /// One naming an earlier manifest is noted, not a problem: clients see the current one
+    /// once it is signed again. A manifest that declares a timestamp role needs one.
+    private func checkTimestamp(
+        files: RepositoryFiles,
+        channel: String?,
+        manifest: Data,
+        verifier: CryptoVerifier
+    ) -> [String] {
+        let name = files.timestampPath(channel: channel)
+        let url = files.timestampURL(channel: channel)
+        do {
+            guard FileManager.default.fileExists(atPath: url.path) else {
+                guard let envelope = try SignedEnvelope.read(manifest),
+                    try SignedManifestBody.decode(envelope.signed).timestampRole != nil
+                else { return [] }
+                return ["\(name): missing, and \(files.manifestPath(channel: channel)) declares a timestamp role"]
+            }
+            let served = try ServedTimestamp(try Data(contentsOf: url))
+            let named: Data
+            if let path = served.part.manifest.path {
+                let target = URL(fileURLWithPath: path, relativeTo: url.deletingLastPathComponent()).standardizedFileURL
+                guard FileManager.default.fileExists(atPath: target.path) else {
+                    return ["\(name): names \(path), which the repository does not hold"]
+                }
+                named = try Data(contentsOf: target)
+            } else {
+                named = manifest
+            }
+            guard try served.part.names(named, verifier: verifier) else {
+                return ["\(name): the manifest it names has other bytes than it says"]
+            }
+            let envelope = try SignedEnvelope.parse(named)
+            try served.check(
+                release: try SignedManifestBody.decode(envelope.signed),
+                body: try envelope.effectiveBody(verifier: verifier),
+                manifestSHA256: served.part.manifest.sha256,
+                manifestLength: served.part.manifest.length,
+                now: Date(),
+                verifier: verifier
+            )
+            if named != manifest {
+                print(
+                    "\(name): names manifest version \(served.part.manifest.version), not the current one; clients see that once the timestamp is signed again (hot timestamp)"
+                )
+            }
+            return []
+        } catch let error as HotUpdateError {
+            return ["\(name): \(error.message)"]
+        } catch {
+            return ["\(name): \(error)"]
+        }
     }
 
     private func check(

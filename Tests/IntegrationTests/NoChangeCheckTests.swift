@@ -101,6 +101,10 @@ struct NoChangeCheckTests {
             "sign", "--repo", repo.path, "--key", privateKey, "--expires", "1d",
         ])
         #expect(signed.status == 0, "\(signed.stderr)")
+        // A server without timestamps (one written before them): the manifest alone, asked for
+        // conditionally. The timestamp's own conditional requests are `timestampConditional`.
+        let timestamp = repo.appendingPathComponent("timestamp.json")
+        try FileManager.default.removeItem(at: timestamp)
         let manifestSize = Int64(try Data(contentsOf: repo.appendingPathComponent("manifest.json")).count)
         let server = try await NginxServer.start(root: repo)
         defer { server.stopNow() }
@@ -131,6 +135,7 @@ struct NoChangeCheckTests {
 
         // Re-signed, the manifest has new bytes: answered 200 and accepted.
         #expect(try await CommandLineTests.run(["sign", "--repo", repo.path, "--key", privateKey]).status == 0)
+        try FileManager.default.removeItem(at: timestamp)
         // nginx's ETag is the modification time in seconds and the size: a file re-signed within
         // the same second to the same size would look unchanged. An upload sets a new time.
         let manifestFile = repo.appendingPathComponent("manifest.json")
@@ -141,5 +146,58 @@ struct NoChangeCheckTests {
         let resigned = try await CommandLineTests.run(sync)
         #expect(resigned.status == 0, "\(resigned.stderr)")
         #expect(manifestRequests().last?.status == 200)
+    }
+
+    @Test(
+        "a timestamp unchanged is answered 304 and names the kept manifest: no manifest is requested, over both transports; past its expiry a 304 is refused",
+        arguments: TransportKind.allCases
+    )
+    func timestampConditional(_ transport: TransportKind) async throws {
+        let repo = try makeTemporaryDirectory("repo")
+        let source = try makeTemporaryDirectory("src")
+        try writeTree(["a.txt": Data("a".utf8)], under: source)
+        #expect(
+            try await CommandLineTests.run(["pack", source.path, "--id", "a", "--version", "1", "--repo", repo.path])
+                .status == 0
+        )
+        let keys = try makeTemporaryDirectory("keys")
+        let privateKey = keys.appendingPathComponent("k.pem").path
+        let publicKey = keys.appendingPathComponent("k.pub").path
+        #expect(try await CommandLineTests.run(["keygen", "--private", privateKey, "--public", publicKey]).status == 0)
+        let signed = try await CommandLineTests.run([
+            "sign", "--repo", repo.path, "--key", privateKey, "--expires", "1d",
+        ])
+        #expect(signed.status == 0, "\(signed.stderr)")
+        #expect(signed.stdout.contains("signed timestamp.json"), "\(signed.stdout)")
+        let timestampSize = Int64(try Data(contentsOf: repo.appendingPathComponent("timestamp.json")).count)
+        #expect(timestampSize < 1_024)
+        let server = try await NginxServer.start(root: repo)
+        defer { server.stopNow() }
+        let root = try makeTemporaryDirectory("store")
+        let sync = [
+            "sync", "--manifest", server.baseURL.appendingPathComponent("manifest.json").absoluteString,
+            "--root", root.path, "--trust", publicKey, "--transport", transport.rawValue,
+        ]
+        #expect(try await CommandLineTests.run(sync).status == 0)
+        for _ in 0..<2 {
+            let again = try await CommandLineTests.run(sync)
+            #expect(again.status == 0, "\(again.stderr)")
+        }
+        let answers = await server.waitForRequests(path: "/timestamp.json", count: 3)
+        #expect(answers.map(\.status) == [200, 304, 304])
+        #expect(answers.map(\.bodyBytesSent) == [timestampSize, 0, 0])
+        // The manifest came once, from its content-addressed copy the timestamp names.
+        let manifests = server.requests().filter { $0.path.hasSuffix(".json") && $0.path != "/timestamp.json" }
+        #expect(manifests.count == 1 && manifests[0].path.hasPrefix("/manifests/"), "\(manifests.map(\.path))")
+
+        // Two days on, the server still answers 304: the kept timestamp and manifest have
+        // expired, and the check is refused with the installed version intact.
+        let late = try await ClockTests.hot(at: "+2d", sync)
+        #expect(late.status != 0)
+        #expect(late.stderr.contains("expired"), "\(late.stderr)")
+        #expect(await server.waitForRequests(path: "/timestamp.json", count: 4).last?.status == 304)
+        let status = try await CommandLineTests.run(["status", "--root", root.path, "--json"])
+        let document = try JSONDecoder().decode(CommandLineTests.StatusDocument.self, from: Data(status.stdout.utf8))
+        #expect(document.packages.map { "\($0.id) \($0.version ?? "-") \($0.state)" } == ["a 1 installed"])
     }
 }

@@ -5,6 +5,7 @@ import HotManifest
 import HotTestServers
 import HotTesting
 import HotTransport
+import HotVerify
 import Testing
 
 #if canImport(Glibc)
@@ -175,7 +176,10 @@ struct PublishTests {
         try await Self.succeed(Self.publishArguments(workspace, moto))
         let newUploads = Self.uploads(moto, from: beforeNew).map(\.path)
         #expect(newUploads.filter { $0.contains("/packages/") } == newFiles.map { "/releases/app/packages/\($0)" })
-        #expect(newUploads.last == "/releases/app/manifest.json")
+        // The manifest, then the timestamp naming its content-addressed copy, last.
+        #expect(newUploads.suffix(2) == ["/releases/app/manifest.json", "/releases/app/timestamp.json"])
+        let copy = try #require(newUploads.firstIndex { $0.hasPrefix("/releases/app/manifests/") })
+        #expect(copy < newUploads.count - 2)
         #expect(try await workspace.install(manifestURL, root: root) == ["app": app2, "fonts": fonts])
 
         // A damaged object in the bucket is what verify --url reports.
@@ -288,6 +292,9 @@ struct PublishTests {
         try await workspace.pack("fonts", "1", ["f/a.ttf": noise(10_000, seed: 4)])
         try await workspace.sign()
         try await Self.succeed(Self.publishArguments(workspace, moto))
+        let firstManifest = try Data(contentsOf: URL(fileURLWithPath: workspace.repo + "/manifest.json"))
+        let firstSHA256 = try CryptoVerifier().digest(of: firstManifest, using: .sha256).hex
+        let firstCopy = "manifests/\(firstSHA256).json"
         let fontsFile = try #require(try workspace.packageFiles().first { $0.hasPrefix("fonts-1-") })
 
         // Version 2 of the manifest drops fonts; a stray file goes up with it.
@@ -315,11 +322,17 @@ struct PublishTests {
         #expect(keepTwo.stdout.contains("deleted 1 package file(s)"))
         #expect(keepTwo.stdout.contains("deleted\tpackages/stray.zip"))
 
-        // One kept manifest, the live one: fonts goes; what the live manifest names stays.
+        // One kept manifest, the live one: fonts goes, and the first manifest's copy; what the
+        // live manifest and its timestamp name stays.
         let keepOne = try await Self.succeed(Self.publishArguments(workspace, moto) + ["--prune", "--keep", "1"])
         #expect(keepOne.stdout.contains("deleted\tpackages/\(fontsFile)"))
+        #expect(keepOne.stdout.contains("deleted\t\(firstCopy)"))
         let deleted = moto.requests().filter { $0.method == "DELETE" && $0.status < 300 }.map(\.path)
-        #expect(Set(deleted) == ["/releases/app/packages/stray.zip", "/releases/app/packages/\(fontsFile)"])
+        #expect(
+            Set(deleted) == [
+                "/releases/app/packages/stray.zip", "/releases/app/packages/\(fontsFile)", "/releases/app/\(firstCopy)",
+            ]
+        )
         try await Self.succeed([
             "verify", "--url", Self.publicURL(moto, "app/manifest.json"), "--trust", workspace.publicKey,
         ])

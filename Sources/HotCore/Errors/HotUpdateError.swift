@@ -66,6 +66,12 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case rolloutRoleExceeded
             case catalogUntrusted
             case treeOutsideStore
+            case timestampExpired
+            case timestampMismatch
+            case timestampMissing
+            case timestampRollback
+            case timestampRoleExceeded
+            case timestampUnauthorized
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -201,6 +207,27 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         /// outside the store, or another kind of file): nothing is read through it, and a
         /// sync removes it and puts the tree back.
         public static let treeOutsideStore = Code(.treeOutsideStore)
+        /// A channel's timestamp (`timestamp.json`, the small signed document that names the
+        /// current manifest) has expired, checked against the later of the device's clock and
+        /// the newest release signing time this client accepted; a `304 Not Modified` answer
+        /// for a kept timestamp included (freeze defence).
+        public static let timestampExpired = Code(.timestampExpired)
+        /// The manifest served differs from the one the timestamp names: another SHA-256, length,
+        /// version or channel. Nothing from it is used.
+        public static let timestampMismatch = Code(.timestampMismatch)
+        /// The release manifest declares a timestamp role, so every check needs a timestamp, and
+        /// none was served beside it.
+        public static let timestampMissing = Code(.timestampMissing)
+        /// The timestamp names a manifest version lower than the one this client trusts: an
+        /// older timestamp replayed. Refused before the manifest is downloaded.
+        public static let timestampRollback = Code(.timestampRollback)
+        /// The timestamp was signed before its release manifest, or expires past the bound the
+        /// release keys set for the timestamp role (`OnlineRoleBounds`).
+        public static let timestampRoleExceeded = Code(.timestampRoleExceeded)
+        /// The timestamp is not signed by a threshold of the keys the release manifest
+        /// delegates timestamps to: its timestamp role, or its release keys when it declares
+        /// none.
+        public static let timestampUnauthorized = Code(.timestampUnauthorized)
 
         public var description: String { value.rawValue }
     }

@@ -26,6 +26,9 @@ package struct StoreLayout: Sendable, Hashable {
     /// The last signed manifest accepted, kept for conditional requests (`manifest.kept`,
     /// and its validators in `manifest.kept.json`).
     package static let keptManifestFileName = "manifest.kept"
+    /// The last timestamp accepted, kept for conditional requests (`timestamp.kept`, and its
+    /// validators in `timestamp.kept.json`).
+    package static let keptTimestampFileName = "timestamp.kept"
 
     /// The store root.
     package let root: URL

@@ -27,8 +27,18 @@ package struct StoreStateFile: Sendable {
     /// the `ETag` and `Last-Modified` it was served with, and its SHA-256.
     package static let keptManifestValidators = StoreStateFile(name: StoreLayout.keptManifestFileName + ".json")
 
+    /// The bytes of the last timestamp a manifest source accepted (`timestamp.kept`), which a
+    /// `304 Not Modified` answer stands for; checked again each time they are used.
+    package static let keptTimestamp = StoreStateFile(name: StoreLayout.keptTimestampFileName)
+
+    /// Where ``keptTimestamp`` came from and its validators (`timestamp.kept.json`).
+    package static let keptTimestampValidators = StoreStateFile(name: StoreLayout.keptTimestampFileName + ".json")
+
     /// The state files the store sweeps the temporaries of.
-    static let all: [StoreStateFile] = [.trust, .catalog, .checkSchedule, .keptManifest, .keptManifestValidators]
+    static let all: [StoreStateFile] = [
+        .trust, .catalog, .checkSchedule, .keptManifest, .keptManifestValidators, .keptTimestamp,
+        .keptTimestampValidators,
+    ]
 
     /// Replaces each file with its bytes, durably and when they differ, under one hold of the
     /// store's exclusive lock, in the order given.

@@ -12,8 +12,15 @@ import Logging
 /// (`HotUpdateError.Code.manifestRollback`); an expired manifest
 /// (`HotUpdateError.Code.manifestExpired`); a body longer than ``maxBytes``
 /// (`HotUpdateError.Code.byteLimitExceeded`, the transfer is cut there); a stalled or
-/// trickling server (`HotUpdateError.Code.timedOut`, see ``timeouts``). What the client
-/// trusts is kept in `trust.json` under the store root, so a restart forgets nothing.
+/// trickling server (`HotUpdateError.Code.timedOut`, see ``timeouts``); and, for the channel's
+/// timestamp (``TimestampPart``): one signed by keys the release did not delegate
+/// (`HotUpdateError.Code.timestampUnauthorized`), naming other bytes than those served
+/// (`HotUpdateError.Code.timestampMismatch`), naming a version below the one trusted
+/// (`HotUpdateError.Code.timestampRollback`), beyond its role's bounds
+/// (`HotUpdateError.Code.timestampRoleExceeded`), expired, a 304 answer included
+/// (`HotUpdateError.Code.timestampExpired`), or missing where the manifest declares a
+/// timestamp role (`HotUpdateError.Code.timestampMissing`). What the client trusts is kept in
+/// `trust.json` under the store root, so a restart forgets nothing.
 ///
 /// ```swift
 /// let source = SignedManifestSource(
@@ -48,6 +55,30 @@ public struct SignedManifestSource: ManifestSource {
     /// How long recording the trust state waits while another process holds the store lock
     /// (pass the updater's `UpdaterConfiguration.lockWait`).
     public var lockWait = StoreLockWait.standard
+    /// Where the channel's timestamp is looked for: `timestamp.json` beside the manifest by
+    /// default. ``TimestampLocation/none`` saves the request against a server that never
+    /// serves one.
+    public var timestamp = TimestampLocation.besideManifest
+
+    /// Where a ``SignedManifestSource`` looks for the channel's timestamp (``TimestampPart``).
+    public enum TimestampLocation: Sendable, Hashable {
+        /// `timestamp.json` in the manifest's directory.
+        case besideManifest
+        /// At this URL.
+        case at(URL)
+        /// Nowhere: the manifest is fetched alone (a manifest declaring a timestamp role is
+        /// then refused).
+        case none
+
+        /// The timestamp's URL for the manifest at `manifest`, or nil for ``none``.
+        public func url(besideManifest manifest: URL) -> URL? {
+            switch self {
+            case .besideManifest: manifest.deletingLastPathComponent().appendingPathComponent(TimestampPart.fileName)
+            case .at(let url): url
+            case .none: nil
+            }
+        }
+    }
 
     /// Creates a source.
     ///
@@ -88,19 +119,165 @@ public struct SignedManifestSource: ManifestSource {
 
     /// Fetches, authenticates and applies the policy.
     ///
-    /// The request is conditional when a manifest from this URL was accepted before: it
-    /// carries that answer's `ETag` (`If-None-Match`) and `Last-Modified`
-    /// (`If-Modified-Since`), and a `304 Not Modified` answer costs no body. The bytes kept
-    /// from that answer are then checked again in full (signatures, version, expiry): a 304
-    /// never extends trust, and a server answering 304 for ever is refused once the kept
-    /// manifest expires. Kept bytes refused for any other reason (damaged on disk) are let go
-    /// and the manifest is fetched whole. A manifest accepted with new bytes or validators is
-    /// kept, by the store, under the root; a check that changes nothing writes nothing.
+    /// The channel's timestamp comes first (``TimestampPart``, at ``timestamp``), asked for
+    /// conditionally. When it names the manifest this client already holds (by SHA-256 and
+    /// length), no manifest is requested; otherwise the manifest is downloaded, cut at the
+    /// length the timestamp names, and must be exactly the bytes it names. A timestamp naming
+    /// a version below the one this client trusts is refused before anything else is
+    /// downloaded. The timestamp is then checked against the release manifest it names, and
+    /// both must be unexpired. Where the server has no timestamp (404 or 410), the manifest
+    /// is fetched alone, unless the manifest declares a timestamp role.
+    ///
+    /// Without a timestamp, the request for the manifest is conditional when a manifest from
+    /// this URL was accepted before: it carries that answer's `ETag` (`If-None-Match`) and
+    /// `Last-Modified` (`If-Modified-Since`), and a `304 Not Modified` answer costs no body.
+    ///
+    /// Kept bytes, the manifest's and the timestamp's, are checked again in full each time
+    /// (signatures, version, expiry): a 304 never extends trust, and a server answering 304
+    /// for ever is refused once the kept document expires. Kept bytes refused for any other
+    /// reason (damaged on disk) are let go and the document is fetched whole. What was
+    /// accepted with new bytes or validators is kept, by the store, under the root; a check
+    /// that changes nothing writes nothing.
     ///
     /// - Throws: `HotUpdateError` as listed on the type.
     public func fetchManifest() async throws -> Manifest {
+        guard let timestampURL = timestamp.url(besideManifest: url),
+            let served = try await fetchTimestamp(from: timestampURL)
+        else { return try await fetchManifestAlone() }
+        return try await fetchNamedManifest(served.timestamp, from: timestampURL, keeping: served.writes)
+    }
+
+    /// The manifest the timestamp names: the kept bytes when they are the ones named, the
+    /// download otherwise; then authenticated with the timestamp, and both kept.
+    private func fetchNamedManifest(
+        _ served: ServedTimestamp,
+        from timestampURL: URL,
+        keeping timestampWrites: [(StoreStateFile, Data)]
+    ) async throws -> Manifest {
         let source = self
-        if let kept = KeptManifest.load(root: storeRoot, url: url, verifier: verifier) {
+        let named = served.part.manifest
+        if let trusted = authenticator.trustedVersion(), named.version < trusted {
+            throw HotUpdateError(
+                .timestampRollback,
+                "the timestamp names manifest version \(named.version), lower than version \(trusted) this client trusts: an older timestamp, replayed",
+                subject: timestampURL.absoluteString
+            )
+        }
+        var writes: [(StoreStateFile, Data)] = []
+        let bytes: Data
+        // The kept bytes' SHA-256 was checked against their record as they were loaded.
+        if let kept = KeptDocument.load(.manifest, root: storeRoot, url: url, verifier: verifier),
+            kept.validators.sha256 == named.sha256, Int64(kept.bytes.count) == named.length
+        {
+            bytes = kept.bytes
+        } else {
+            let location =
+                try named.path.map { path -> URL in
+                    guard let resolved = URL(string: path, relativeTo: timestampURL)?.absoluteURL else {
+                        throw HotUpdateError(
+                            .manifestInvalid,
+                            "the timestamp's manifest path '\(path)' is not a URL path"
+                        )
+                    }
+                    return resolved
+                } ?? url
+            guard named.length <= maxBytes else {
+                throw HotUpdateError(
+                    .byteLimitExceeded,
+                    "the timestamp names a manifest of \(named.length) bytes, more than the \(maxBytes) allowed",
+                    subject: timestampURL.absoluteString
+                )
+            }
+            let response = try await transport.fetch(
+                TransportRequest(url: location, timeouts: timeouts, maxBytes: named.length)
+            )
+            try response.requireSuccess()
+            let data: Data
+            do {
+                data = try await response.collect(limit: named.length)
+            } catch let error as HotUpdateError where error.code == .byteLimitExceeded {
+                throw HotUpdateError(
+                    .timestampMismatch,
+                    "the manifest served is longer than the \(named.length) bytes the timestamp names",
+                    subject: location.absoluteString
+                )
+            }
+            guard try served.part.names(data, verifier: verifier) else {
+                throw HotUpdateError(
+                    .timestampMismatch,
+                    "the manifest served (\(data.count) bytes, SHA-256 \(try verifier.digest(of: data, using: .sha256).hex.prefix(12))…) is not the one the timestamp names (\(named.length) bytes, SHA-256 \(named.sha256.prefix(12))…)",
+                    subject: location.absoluteString
+                )
+            }
+            bytes = data
+            writes = try KeptDocument.writes(
+                .manifest,
+                bytes: data,
+                from: url,
+                headers: response.headers,
+                evenWithoutValidators: true,
+                root: storeRoot,
+                verifier: verifier
+            )
+        }
+        let manifest = try await FileSystem.offload {
+            try source.manifest(from: bytes, timestamp: (served, timestampURL))
+        }
+        keep(writes + timestampWrites)
+        return manifest
+    }
+
+    /// The channel's timestamp, or nil when the server has none (404, 410): a 304 answer
+    /// stands for the kept bytes. With it, what to write to keep it, when it changed.
+    private func fetchTimestamp(
+        from timestampURL: URL
+    ) async throws -> (timestamp: ServedTimestamp, writes: [(StoreStateFile, Data)])? {
+        let kept = KeptDocument.load(.timestamp, root: storeRoot, url: timestampURL, verifier: verifier)
+        let response = try await transport.fetch(
+            TransportRequest(
+                url: timestampURL,
+                headers: kept?.conditionalHeaders ?? [:],
+                timeouts: timeouts,
+                maxBytes: TimestampPart.maxBytes
+            )
+        )
+        if response.statusCode == 404 || response.statusCode == 410 {
+            response.body.cancel()
+            return nil
+        }
+        if response.statusCode == 304, let kept {
+            response.body.cancel()
+            return (try Self.readTimestamp(kept.bytes, from: timestampURL), [])
+        }
+        try response.requireSuccess()
+        let data = try await response.collect(limit: TimestampPart.maxBytes)
+        let writes = try KeptDocument.writes(
+            .timestamp,
+            bytes: data,
+            from: timestampURL,
+            headers: response.headers,
+            root: storeRoot,
+            verifier: verifier
+        )
+        return (try Self.readTimestamp(data, from: timestampURL), writes)
+    }
+
+    private static func readTimestamp(_ data: Data, from url: URL) throws -> ServedTimestamp {
+        do {
+            return try ServedTimestamp(data)
+        } catch var error as HotUpdateError {
+            error.subject = error.subject ?? url.absoluteString
+            throw error
+        }
+    }
+
+    /// The manifest with no timestamp: conditionally when one from this URL was kept with
+    /// validators, a 304 standing for the kept bytes.
+    private func fetchManifestAlone() async throws -> Manifest {
+        let source = self
+        if let kept = KeptDocument.load(.manifest, root: storeRoot, url: url, verifier: verifier),
+            !kept.conditionalHeaders.isEmpty
+        {
             let response = try await transport.fetch(
                 TransportRequest(url: url, headers: kept.conditionalHeaders, timeouts: timeouts, maxBytes: maxBytes)
             )
@@ -109,7 +286,9 @@ public struct SignedManifestSource: ManifestSource {
                 do {
                     // Off the cooperative pool: recording the trust state waits for the store lock.
                     return try await FileSystem.offload { try source.manifest(from: kept.bytes) }
-                } catch let error as HotUpdateError where error.code == .manifestExpired {
+                } catch let error as HotUpdateError
+                    where error.code == .manifestExpired || error.code == .timestampMissing
+                {
                     throw error
                 } catch {
                     logger.warning("the manifest kept for a 304 answer was refused; fetching it whole: \(error)")
@@ -131,21 +310,35 @@ public struct SignedManifestSource: ManifestSource {
     private func accept(_ data: Data, headers: [String: String]) throws -> Manifest {
         let manifest = try manifest(from: data)
         do {
-            let root = storeRoot
-            try KeptManifest.keep(data, from: url, headers: headers, root: root, verifier: verifier, wait: lockWait)
+            keep(
+                try KeptDocument.writes(
+                    .manifest,
+                    bytes: data,
+                    from: url,
+                    headers: headers,
+                    root: storeRoot,
+                    verifier: verifier
+                )
+            )
         } catch {
-            // The manifest was accepted: only the next check's saving is lost.
             logger.warning("cannot keep the manifest for conditional requests: \(error)")
         }
         return manifest
     }
 
-    /// Authenticates served manifest bytes and applies the policy; records the new trust
-    /// state when the manifest is accepted.
-    ///
-    /// - Throws: `HotUpdateError` as listed on the type.
-    public func manifest(from data: Data) throws -> Manifest {
-        let authenticator = ManifestAuthenticator(
+    /// Writes what keeps accepted documents for the next check, under one hold of the store
+    /// lock; nothing when nothing changed. A failure loses only the next check's saving.
+    private func keep(_ writes: [(StoreStateFile, Data)]) {
+        guard !writes.isEmpty else { return }
+        do {
+            try StoreStateFile.replace(writes, root: storeRoot, wait: lockWait)
+        } catch {
+            logger.warning("cannot keep the manifest or timestamp for the next check: \(error)")
+        }
+    }
+
+    private var authenticator: ManifestAuthenticator {
+        ManifestAuthenticator(
             verifier: verifier,
             trust: trust,
             context: context,
@@ -154,7 +347,22 @@ public struct SignedManifestSource: ManifestSource {
             logger: logger,
             lockWait: lockWait
         )
-        switch try authenticator.authenticate(data, from: url) {
+    }
+
+    /// Authenticates served manifest bytes and applies the policy; records the new trust
+    /// state when the manifest is accepted. A manifest that declares a timestamp role is
+    /// refused here (`HotUpdateError.Code.timestampMissing`): it is accepted only with its
+    /// timestamp, through ``fetchManifest()``.
+    ///
+    /// - Throws: `HotUpdateError` as listed on the type.
+    public func manifest(from data: Data) throws -> Manifest {
+        try manifest(from: data, timestamp: nil)
+    }
+
+    /// ``manifest(from:)`` with the timestamp served for the bytes, checked against the
+    /// release manifest they hold.
+    func manifest(from data: Data, timestamp: (ServedTimestamp, URL)?) throws -> Manifest {
+        switch try authenticator.authenticate(data, from: url, timestamp: timestamp) {
         case .unsigned(let document):
             return try document.manifest(relativeTo: url)
         case .signed(let body):

@@ -109,7 +109,23 @@ struct ManifestAuthenticator: Sendable {
         case unsigned(ManifestDocument)
     }
 
-    func authenticate(_ data: Data, from url: URL) throws -> Accepted {
+    /// The lowest manifest version this client accepts on its channel: the highest it trusted
+    /// under the app's root of trust, or the app's ``ManifestTrust/versionFloor``; nil when
+    /// neither is known or the trust state cannot be read (the manifest's own check decides).
+    func trustedVersion() -> Int? {
+        let stored = (try? TrustState.load(root: storeRoot))?.channels[context.channel ?? ""]
+        let fingerprint = try? rootFingerprint()
+        let version = stored.flatMap { $0.rootFingerprint == fingerprint ? $0.version : nil }
+        switch (version, trust.versionFloor) {
+        case (let version?, let floor?): return max(version, floor)
+        case (let version?, nil): return version
+        case (nil, let floor): return floor
+        }
+    }
+
+    /// Authenticates `data`, served from `url`, with the channel's timestamp served beside it
+    /// (and the timestamp's URL, for messages), if any.
+    func authenticate(_ data: Data, from url: URL, timestamp: (ServedTimestamp, URL)? = nil) throws -> Accepted {
         let subject = url.absoluteString
         let read: SignedEnvelope?
         do {
@@ -184,6 +200,7 @@ struct ManifestAuthenticator: Sendable {
             if state.newestSigningTime != before.signed || state.floorMoved(since: before.floor) {
                 file = try state.encoded()
             }
+            let newestSigningTime = state.newestSigningTime
             let decision = Result {
                 try check(
                     body,
@@ -192,6 +209,15 @@ struct ManifestAuthenticator: Sendable {
                     against: stored,
                     clock: clock,
                     floor: state.timeFloor,
+                    subject: subject
+                )
+                try checkTimestamp(
+                    timestamp,
+                    release: release,
+                    body: body,
+                    manifest: data,
+                    clock: clock,
+                    newestSigningTime: newestSigningTime,
                     subject: subject
                 )
             }
@@ -239,6 +265,48 @@ struct ManifestAuthenticator: Sendable {
             return (body, try verifier.digest(of: identified, using: .sha256).hex)
         } catch var error as HotUpdateError {
             error.subject = error.subject ?? subject
+            throw error
+        }
+    }
+
+    /// Checks the timestamp served for the manifest `data` against its release manifest, or
+    /// refuses its absence when the release declares a timestamp role. The timestamp's
+    /// expiry is checked against the later of the device's clock, the app's time floor and
+    /// the newest release signing time accepted, not the time floor the clock raised: a
+    /// timestamp that lives a day stays acceptable on a device whose clock once ran up to
+    /// ``ManifestTrust/clockLead`` ahead, while the manifest's own expiry is checked against
+    /// that floor as before.
+    private func checkTimestamp(
+        _ timestamp: (ServedTimestamp, URL)?,
+        release: SignedManifestBody,
+        body: SignedManifestBody,
+        manifest data: Data,
+        clock: Date,
+        newestSigningTime: Date?,
+        subject: String
+    ) throws {
+        guard let (served, timestampURL) = timestamp else {
+            guard release.timestampRole == nil else {
+                throw HotUpdateError(
+                    .timestampMissing,
+                    "the manifest declares a timestamp role, so it is accepted only with its timestamp, and none was served (look for \(TimestampPart.fileName) beside the manifest)",
+                    subject: subject
+                )
+            }
+            return
+        }
+        let now = max(clock, newestSigningTime ?? clock, trust.timeFloor ?? clock)
+        do {
+            try served.check(
+                release: release,
+                body: body,
+                manifestSHA256: try verifier.digest(of: data, using: .sha256).hex,
+                manifestLength: Int64(data.count),
+                now: now,
+                verifier: verifier
+            )
+        } catch var error as HotUpdateError {
+            error.subject = error.subject ?? timestampURL.absoluteString
             throw error
         }
     }

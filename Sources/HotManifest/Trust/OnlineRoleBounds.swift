@@ -100,6 +100,27 @@ public struct OnlineRoleBounds: Sendable, Hashable {
                 "\(part)'s version \(version) is past \(latest), the release manifest's version \(release.version) plus the \(maxVersionLead) versions its keys allow; only the release keys can go further"
             )
         }
+        try checkTimes(signedAt: signedAt, expires: expires, over: release, part: part, code: code)
+    }
+
+    /// Refuses a part over `release` signed before it or after its own expiry, or that
+    /// expires past ``expiryBound(of:)``: the bounds on time, for parts whose version is
+    /// checked otherwise (a timestamp carries the version of the manifest it names).
+    ///
+    /// - Parameters:
+    ///   - signedAt: When the role signed it.
+    ///   - expires: When it expires.
+    ///   - release: The release manifest it is over.
+    ///   - part: Names the part in messages ("the timestamp").
+    ///   - code: The code of the refusal.
+    /// - Throws: `code`, naming the first bound exceeded.
+    public func checkTimes(
+        signedAt: Date,
+        expires: Date,
+        over release: SignedManifestBody,
+        part: String,
+        code: HotUpdateError.Code
+    ) throws {
         if let releaseSigned = release.signedAt, signedAt < releaseSigned {
             throw HotUpdateError(
                 code,

@@ -1,11 +1,11 @@
 import Foundation
 import HotCore
 
-/// A key set the release keys delegate rollout steps to: it may raise or lower a release's
-/// rollout percentage and roll a package back to a release the release manifest names, and
-/// nothing else.
+/// The role the release keys delegate rollout steps to (``RolloutPart``): it may raise or
+/// lower a release's rollout percentage and roll a package back to a release the release
+/// manifest names, and nothing else.
 ///
-/// The release manifest declares it, signed by the release keys:
+/// The release manifest declares it under `rolloutRole`, signed by the release keys:
 ///
 /// ```json
 /// "rolloutRole": {"keys": {"7c0a…": {"scheme": "ed25519", "public": "…"}},
@@ -13,74 +13,14 @@ import HotCore
 /// ```
 ///
 /// A machine that advances rollouts on its own (`hot-server rollout advance`, a cron job)
-/// then holds a rollout key, never a release key. What it signs is a ``RolloutPart`` served
-/// beside the release manifest. The client checks it against the release manifest it comes
-/// with, so a stolen rollout key cannot add a package, change a digest or a URL, name a
-/// release the release keys did not list, rotate keys, keep a manifest valid past its own
-/// expiry or ``maxLifetime`` after the release keys signed it, whichever is later, or sign a
-/// version more than ``maxVersionLead`` above the release's (``OnlineRoleBounds``). The
-/// client also records the release manifest a part wraps and refuses a part that wraps an
-/// older one, and a part's signing time raises no time floor: only the release keys' does.
-public struct RolloutRole: Codable, Sendable, Hashable {
-    /// The keys allowed to sign rollout parts, by key id.
-    public var keys: [String: SignedManifestBody.Key]
-    /// How many of ``keys`` must sign a rollout part.
-    public var threshold: Int
-    /// How long after the release manifest's signing time (``SignedManifestBody/signedAt``)
-    /// a rollout part may keep the manifest valid, in seconds; a rollout part may always
-    /// expire as late as the release manifest itself.
-    public var maxLifetime: Int
-    /// How far above the release manifest's version a rollout part's version may go: the
-    /// steps the role can sign for one release. 1000 when the manifest does not say (those
-    /// written before it existed). `hot sign` signs the next release above it.
-    public var maxVersionLead: Int
-
-    /// The bounds the role's parts are checked against.
-    public var bounds: OnlineRoleBounds {
-        OnlineRoleBounds(maxLifetime: maxLifetime, maxVersionLead: maxVersionLead)
-    }
-
-    private enum CodingKeys: String, CodingKey {
-        case keys, threshold, maxLifetime, maxVersionLead
-    }
-
-    /// Creates a role.
-    public init(
-        keys: [String: SignedManifestBody.Key],
-        threshold: Int = 1,
-        maxLifetime: Int = OnlineRoleBounds.defaultMaxLifetime,
-        maxVersionLead: Int = OnlineRoleBounds.defaultMaxVersionLead
-    ) {
-        self.keys = keys
-        self.threshold = threshold
-        self.maxLifetime = maxLifetime
-        self.maxVersionLead = maxVersionLead
-    }
-
-    /// Reads a role; a role without `maxVersionLead` (written before it existed) gets
-    /// ``OnlineRoleBounds/defaultMaxVersionLead``.
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        keys = try container.decode([String: SignedManifestBody.Key].self, forKey: .keys)
-        threshold = try container.decode(Int.self, forKey: .threshold)
-        maxLifetime = try container.decode(Int.self, forKey: .maxLifetime)
-        maxVersionLead =
-            try container.decodeIfPresent(Int.self, forKey: .maxVersionLead) ?? OnlineRoleBounds.defaultMaxVersionLead
-    }
-
-    /// The role's keys by id, checking each id is derived from its key.
-    ///
-    /// - Throws: `HotUpdateError.Code.manifestInvalid` for an id that does not match its key.
-    public func keyTable(verifier: any Verifier) throws -> [String: PublicKey] {
-        try SignedManifestBody.keyTable(keys, verifier: verifier)
-    }
-
-    /// The latest instant a rollout part of the release manifest `release` may expire: the
-    /// later of its own expiry and its signing time plus ``maxLifetime``.
-    public func expiryBound(of release: SignedManifestBody) -> Date {
-        bounds.expiryBound(of: release)
-    }
-}
+/// then holds a rollout key, never a release key. The client checks each part against the
+/// release manifest it comes with, so a stolen rollout key cannot add a package, change a
+/// digest or a URL, name a release the release keys did not list, rotate keys, keep a
+/// manifest valid past the role's bound, or sign a version more than the role's
+/// ``OnlineRole/maxVersionLead`` above the release's (``OnlineRoleBounds``). The client also
+/// records the release manifest a part wraps and refuses a part that wraps an older one, and a
+/// part's signing time raises no time floor: only the release keys' does.
+public typealias RolloutRole = OnlineRole
 
 /// What the rollout role signs: for some packages of one release manifest, which of its
 /// releases is current and to what percentage of clients, with a manifest version and an
@@ -127,7 +67,7 @@ public struct RolloutPart: Codable, Sendable, Hashable {
     /// The SHA-256, hex, of the release manifest's signed bytes this part applies to.
     public var release: String
     /// The manifest version clients see; above the release manifest's, by at most the
-    /// role's ``RolloutRole/maxVersionLead``.
+    /// role's ``OnlineRole/maxVersionLead``.
     public var version: Int
     /// When the rollout role signed it: no earlier than the release manifest. It raises no
     /// client's time floor; only the release manifest's signing time does.
@@ -186,7 +126,7 @@ public struct RolloutPart: Codable, Sendable, Hashable {
     ///   - role: The rollout role it declares.
     /// - Throws: `HotUpdateError.Code.rolloutRoleExceeded` naming the first thing the role
     ///   may not do: a part for another release manifest, a version not above it or more than
-    ///   the role's ``RolloutRole/maxVersionLead`` above it, a signing time before it, an
+    ///   the role's ``OnlineRole/maxVersionLead`` above it, a signing time before it, an
     ///   expiry past the role's bound, a package it does not list, a
     ///   package twice, a release it does not name, a percentage outside 0–100.
     public func apply(

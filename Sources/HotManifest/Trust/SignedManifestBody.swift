@@ -136,10 +136,14 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
     /// The keys that may sign rollout steps of this manifest (``RolloutPart``), and their
     /// bounds; nil when only the release keys sign. Manifests without it stay byte-identical.
     public var rolloutRole: RolloutRole?
+    /// The keys that may sign the channel's timestamp (``TimestampPart``), and their bounds;
+    /// nil when the release keys sign it. A manifest that declares one is accepted only with a
+    /// timestamp beside it. Manifests without it stay byte-identical.
+    public var timestampRole: TimestampRole?
 
     private enum CodingKeys: String, CodingKey {
         case type = "_type"
-        case schema, version, expires, signedAt, channel, keys, threshold, packages, rolloutRole
+        case schema, version, expires, signedAt, channel, keys, threshold, packages, rolloutRole, timestampRole
     }
 
     /// Creates a body.
@@ -182,15 +186,8 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         guard body.threshold >= 1 else {
             throw HotUpdateError(.manifestInvalid, "the manifest's threshold \(body.threshold) is below 1")
         }
-        if let role = body.rolloutRole {
-            guard role.threshold >= 1, role.threshold <= role.keys.count else {
-                throw HotUpdateError(
-                    .manifestInvalid,
-                    "the rollout role's threshold \(role.threshold) is not between 1 and its \(role.keys.count) keys"
-                )
-            }
-            try role.bounds.validate(role: "the rollout role")
-        }
+        try body.rolloutRole?.validate(role: "the rollout role")
+        try body.timestampRole?.validate(role: "the timestamp role")
         if let signedAt = body.signedAt, signedAt > body.expires {
             throw HotUpdateError(
                 .manifestInvalid,

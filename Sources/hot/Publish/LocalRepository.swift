@@ -6,7 +6,7 @@ import HotVerify
 /// What a repository on disk offers for publishing: its immutable files and its manifests.
 struct LocalRepository {
     /// Folders whose files are named by their content and never change.
-    static let immutableFolders = ["packages", "deltas", "filelists"]
+    static let immutableFolders = ["packages", "deltas", "filelists", "manifests"]
 
     struct Manifest {
         /// The path in the repository: `manifest.json` or `channels/NAME/manifest.json`.
@@ -44,6 +44,30 @@ struct LocalRepository {
             }
         }
         return result.sorted { $0.0 < $1.0 }
+    }
+
+    /// Every channel's timestamp (`timestamp.json` beside its manifest), with the repository
+    /// path of the content-addressed manifest it names, if it names one.
+    func timestamps() throws -> [(path: String, data: Data, names: String?)] {
+        try files.channels().compactMap { channel in
+            let url = files.timestampURL(channel: channel)
+            guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+            let path = files.timestampPath(channel: channel)
+            let data: Data
+            do {
+                data = try Data(contentsOf: url)
+            } catch {
+                throw HotUpdateError.wrap(error, as: .fileSystem, "cannot read \(path)")
+            }
+            let part = try TimestampPart.decode(try SignedEnvelope.parse(data).signed)
+            return (path, data, part.manifest.path.flatMap { Self.repositoryPath(of: $0, relativeTo: path) })
+        }
+    }
+
+    /// The repository path of the content-addressed copy of manifest bytes `data`
+    /// (`manifests/<sha256>.json`), which timestamps name.
+    static func contentAddressedPath(of data: Data) throws -> String {
+        "manifests/\(try CryptoVerifier().digest(of: data, using: .sha256).hex).json"
     }
 
     /// Every manifest, read and decoded.

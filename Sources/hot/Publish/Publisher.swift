@@ -14,6 +14,8 @@ import HotVerify
 /// 3. Check that every file each manifest names is in the bucket now.
 /// 4. Upload each manifest's history copy, then the manifest itself (unless the bucket
 ///    already holds the same bytes).
+/// 5. Upload each channel's timestamp, last: it names a manifest's content-addressed copy
+///    (`manifests/<sha256>.json`, uploaded with the immutable files).
 struct Publisher: Sendable {
     struct Settings: Sendable {
         var dryRun: Bool
@@ -73,7 +75,7 @@ struct Publisher: Sendable {
                         subject: bucket.endpoint.describe(key: key)
                     )
                 }
-                summary.present += 1
+                if !Self.isManifestCopy(file.path) { summary.present += 1 }
                 inBucket.insert(file.path)
             } else {
                 toUpload.append((file.path, file.url, size))
@@ -86,6 +88,8 @@ struct Publisher: Sendable {
         }
         for (file, uploaded) in zip(toUpload, outcomes) {
             inBucket.insert(file.path)
+            // The manifests' content-addressed copies are counted with the manifests.
+            guard !Self.isManifestCopy(file.path) else { continue }
             if uploaded { summary.uploaded += 1 } else { summary.present += 1 }
         }
 
@@ -127,6 +131,30 @@ struct Publisher: Sendable {
             }
             summary.manifestsUploaded += 1
             emit("\(verb)\t\(manifest.path)")
+        }
+
+        // 4. The timestamps, last: each names a manifest by its content-addressed copy, which
+        // step 1 uploaded, so a client that reads a new timestamp finds what it names.
+        for timestamp in try repository.timestamps() {
+            if let named = timestamp.names, !inBucket.contains(named), remote[location.key(named)] == nil {
+                throw HotUpdateError(
+                    .notFound,
+                    "\(timestamp.path) names \(named), which neither the repository nor the bucket holds; sign it again (hot timestamp)"
+                )
+            }
+            let key = location.key(timestamp.path)
+            let md5 = try CryptoVerifier().digest(of: timestamp.data, using: .md5).hex
+            if remote[key]?.etag.lowercased() == md5 {
+                emit("unchanged\t\(timestamp.path)")
+                continue
+            }
+            if !settings.dryRun {
+                let headers = settings.extraHeaders.merging([
+                    "Cache-Control": settings.manifestCacheControl, "Content-Type": "application/json",
+                ]) { $1 }
+                _ = try await bucket.put(key: key, body: timestamp.data, headers: headers, onlyIfAbsent: false)
+            }
+            emit("\(verb)\t\(timestamp.path)")
         }
         return summary
     }
@@ -233,6 +261,7 @@ struct Publisher: Sendable {
             }
             let manifest = try LocalRepository.decode(data, path: path)
             named.formUnion(manifest.namedPaths)
+            named.insert(try LocalRepository.contentAddressedPath(of: data))
             live[path] = manifest.body.version
         }
         for (path, versions) in history.sorted(by: { $0.key < $1.key }) {
@@ -246,6 +275,7 @@ struct Publisher: Sendable {
                 let copy = LocalRepository.Manifest.historyPath(of: path, version: version)
                 guard let data = try await bucket.get(key: location.key(copy)) else { continue }
                 named.formUnion(try LocalRepository.decode(data, path: path).namedPaths)
+                named.insert(try LocalRepository.contentAddressedPath(of: data))
             }
         }
         let doomed = immutable.filter { !named.contains($0) }.sorted()
@@ -255,6 +285,9 @@ struct Publisher: Sendable {
         }
         return doomed.count
     }
+
+    /// Whether a repository path is a manifest's content-addressed copy (`manifests/…`).
+    static func isManifestCopy(_ path: String) -> Bool { path.hasPrefix("manifests/") }
 
     /// Whether a repository path is a live manifest: `manifest.json` or `channels/NAME/manifest.json`.
     static func isManifestPath(_ path: String) -> Bool {
