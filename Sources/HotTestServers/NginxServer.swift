@@ -192,6 +192,10 @@ public final class NginxServer: @unchecked Sendable {
     public let workDirectory: URL
 
     private let process: SupervisedProcess
+
+    /// The process id of the shell that supervises nginx; nginx and the shell's watcher are
+    /// its children. For tests that look at what the server's processes hold.
+    public var supervisorProcessID: pid_t { process.pid }
     private let lifeline: Int32
     private let stopped = Locked(false)
 

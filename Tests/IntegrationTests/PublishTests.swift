@@ -357,7 +357,9 @@ struct PublishTests {
         )
         #expect(installed == ["app": files])
         let reads = moto.requests().filter { $0.method == "GET" && $0.path.hasPrefix("/releases/app/") }.map(\.path)
-        #expect(reads.contains("/releases/app/manifest.json"))
+        // The timestamp, then the manifest copy it names, then the package: all from the bucket.
+        #expect(reads.contains("/releases/app/timestamp.json"), "\(reads)")
+        #expect(reads.contains { $0.hasPrefix("/releases/app/manifests/") }, "\(reads)")
         #expect(reads.contains { $0.hasPrefix("/releases/app/packages/app-1-") })
         await moto.stop()
     }

@@ -18,6 +18,16 @@ struct TrustCommandLineTests {
         try await CommandLineTests.run(setup.sync + extra)
     }
 
+    /// Writes `data` as the served manifest.json, and takes the timestamp away: an attacker who
+    /// controls the server serves none (none is required without a timestamp role), so the
+    /// client reads manifest.json itself rather than the copy the timestamp names.
+    static func serve(_ data: Data, _ setup: PublishedRepository) throws {
+        try data.write(to: setup.manifest)
+        try? FileManager.default.removeItem(
+            at: setup.manifest.deletingLastPathComponent().appendingPathComponent("timestamp.json")
+        )
+    }
+
     @Test("after version 2, a replayed version 1 stays refused with --trust K --trust K")
     func repeatedKey() async throws {
         let setup = try await PublishedRepository("trust-cli")
@@ -29,7 +39,7 @@ struct TrustCommandLineTests {
         #expect(try await Self.sync(setup).status == 0)
         #expect(try await setup.active().version == "2")
 
-        try first.write(to: setup.manifest)
+        try Self.serve(first, setup)
         for extra in [[], ["--trust", setup.publicKey], ["--trust", setup.publicKey, "--trust", setup.publicKey]] {
             let replay = try await Self.sync(setup, extra)
             #expect(replay.status == 1, "\(extra.count / 2 + 1) keys: \(replay.stdout)")
@@ -57,8 +67,10 @@ struct TrustCommandLineTests {
         // Once at the top level, and once per version entry (a string there).
         #expect(text.components(separatedBy: "\"version\" : ").count == 3 + body.packages.flatMap(\.versions).count)
         let signer = try CryptoSigner(privateKeyPEM: String(contentsOfFile: setup.privateKey, encoding: .utf8))
-        try SignedEnvelope.sign(Data(text.utf8), with: [signer], verifier: CryptoVerifier()).encoded()
-            .write(to: setup.manifest)
+        try Self.serve(
+            SignedEnvelope.sign(Data(text.utf8), with: [signer], verifier: CryptoVerifier()).encoded(),
+            setup
+        )
 
         let synced = try await Self.sync(setup)
         #expect(synced.status == 1)
@@ -77,7 +89,7 @@ struct TrustCommandLineTests {
         defer { setup.stopNow() }
         try await Self.publish(setup, "1")
         #expect(try await Self.sync(setup).status == 0)
-        try Data("<!DOCTYPE html>\n<html><body>Maintenance</body></html>\n".utf8).write(to: setup.manifest)
+        try Self.serve(Data("<!DOCTYPE html>\n<html><body>Maintenance</body></html>\n".utf8), setup)
         let synced = try await Self.sync(setup)
         #expect(synced.status == 1)
         #expect(synced.stderr.contains("is not JSON"), "\(synced.stderr)")
