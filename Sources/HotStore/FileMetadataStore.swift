@@ -108,6 +108,12 @@ public struct FileMetadataStore: MetadataStore {
     public func removeLeftovers() async {
         await storage.removeLeftovers()
     }
+
+    /// The store file's device, inode, size and modification time: every commit renames a new
+    /// file over it, so the stamp changes with each. Nil when there is no file yet.
+    public func commitStamp() -> String? {
+        FileSystem.identity(of: fileURL)
+    }
 }
 
 extension FileMetadataStore.Format: SnapshotFormat {

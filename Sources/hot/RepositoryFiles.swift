@@ -130,7 +130,31 @@ struct RepositoryFiles {
     func write(_ envelope: SignedEnvelope, channel: String?) throws {
         let url = manifestURL(channel: channel)
         try FileSystem.createDirectory(url.deletingLastPathComponent())
-        try DurableFile.write(try envelope.encoded(), to: url)
+        try Self.replaceServed(url, with: try envelope.encoded())
+    }
+
+    /// Replaces a file the server answers conditional requests for, atomically, with a
+    /// modification time at least a second past the one it had: static servers derive
+    /// `Last-Modified` and `ETag` from the time in whole seconds and the size (nginx), so a
+    /// file re-signed within the second to the same size would be answered `304 Not Modified`
+    /// and clients would not see it until the next upload.
+    static func replaceServed(_ url: URL, with data: Data) throws {
+        let previous = (try? FileManager.default.attributesOfItem(atPath: url.path)[.modificationDate]) as? Date
+        try DurableFile.write(data, to: url)
+        guard let previous else { return }
+        let now = Date()
+        let next =
+            now.timeIntervalSince1970.rounded(.down) > previous.timeIntervalSince1970.rounded(.down)
+            ? now : Date(timeIntervalSince1970: previous.timeIntervalSince1970.rounded(.down) + 1)
+        do {
+            try FileManager.default.setAttributes([.modificationDate: next], ofItemAtPath: url.path)
+        } catch {
+            throw HotUpdateError.wrap(
+                error,
+                as: .fileSystem,
+                "cannot set the modification time of \(url.lastPathComponent)"
+            )
+        }
     }
 
     /// The channel's timestamp: `timestamp.json` beside its manifest.
@@ -164,7 +188,7 @@ struct RepositoryFiles {
 
     /// Writes the channel's served timestamp, atomically.
     func writeTimestamp(_ data: Data, channel: String?) throws {
-        try DurableFile.write(data, to: timestampURL(channel: channel))
+        try Self.replaceServed(timestampURL(channel: channel), with: data)
     }
 
     /// Removes the channel's timestamp, if any: clients then read the manifest alone.

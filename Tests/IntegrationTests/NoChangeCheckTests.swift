@@ -200,4 +200,71 @@ struct NoChangeCheckTests {
         let document = try JSONDecoder().decode(CommandLineTests.StatusDocument.self, from: Data(status.stdout.utf8))
         #expect(document.packages.map { "\($0.id) \($0.version ?? "-") \($0.state)" } == ["a 1 installed"])
     }
+
+    @Test(
+        "a check whose manifest the store settled on requests the timestamp alone and opens neither the manifest nor the store's files"
+    )
+    func settledCheckReadsNothing() async throws {
+        let strace = try StoreWriteAuditTests.strace()
+        let repo = try makeTemporaryDirectory("repo")
+        for id in ["a", "b"] {
+            let source = try makeTemporaryDirectory("src-\(id)")
+            try writeTree(["\(id).txt": Data(id.utf8)], under: source)
+            #expect(
+                try await CommandLineTests.run(["pack", source.path, "--id", id, "--version", "1", "--repo", repo.path])
+                    .status == 0
+            )
+        }
+        let keys = try makeTemporaryDirectory("keys")
+        let privateKey = keys.appendingPathComponent("k.pem").path
+        let publicKey = keys.appendingPathComponent("k.pub").path
+        #expect(try await CommandLineTests.run(["keygen", "--private", privateKey, "--public", publicKey]).status == 0)
+        #expect(try await CommandLineTests.run(["sign", "--repo", repo.path, "--key", privateKey]).status == 0)
+        let server = try await NginxServer.start(root: repo)
+        defer { server.stopNow() }
+        let root = try makeTemporaryDirectory("store")
+        let sync = [
+            "sync", "--manifest", server.baseURL.appendingPathComponent("manifest.json").absoluteString,
+            "--root", root.path, "--trust", publicKey,
+        ]
+        let installed = try await CommandLineTests.run(sync)
+        #expect(installed.status == 0, "\(installed.stderr)")
+        let logged = await server.waitForRequests(path: "/timestamp.json", count: 1).count
+        let before = server.requests().count
+
+        // The check, under strace: every file it opens.
+        let log = try makeTemporaryDirectory("strace").appendingPathComponent("trace.txt")
+        let traced = try await Subprocess.run(
+            strace,
+            ["-f", "-qq", "-e", "trace=open,openat", "-o", log.path, try CommandLineTests.hotExecutable().path] + sync
+        )
+        #expect(traced.status == 0, "\(traced.stderr)")
+        #expect(
+            traced.stdout.contains("a\tunchanged\tok\t1") && traced.stdout.contains("b\tunchanged\tok\t1"),
+            "\(traced.stdout)"
+        )
+        let opened = try String(contentsOf: log, encoding: .utf8).split(separator: "\n").compactMap { line -> String? in
+            guard let start = line.range(of: "\"\(root.path)/"), !line.contains("ENOENT") else { return nil }
+            let rest = line[start.upperBound...]
+            return rest.firstIndex(of: "\"").map { String(rest[..<$0]) }
+        }
+        for file in ["store.json", "manifest.kept", "catalog.json"] {
+            #expect(!opened.contains(file), "the settled check opened \(file): \(Set(opened).sorted())")
+        }
+        #expect(opened.contains("settled.json"), "\(Set(opened).sorted())")
+        // Over the network: the timestamp alone, answered 304.
+        let answers = await server.waitForRequests(path: "/timestamp.json", count: logged + 1)
+        #expect(answers.last?.status == 304)
+        #expect(server.requests().dropFirst(before).map(\.path) == ["/timestamp.json"])
+
+        // A tree lost since is found by the same check, which then heals it from the objects.
+        let status = try await CommandLineTests.run(["status", "--root", root.path, "--json"])
+        let document = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+        let packages = try #require(document?["packages"] as? [[String: Any]])
+        let tree = try #require(packages.first { $0["id"] as? String == "a" }?["path"] as? String)
+        try FileManager.default.removeItem(atPath: tree)
+        let healed = try await CommandLineTests.run(sync)
+        #expect(healed.stdout.contains("a\theal\tok\t1"), "\(healed.stdout)")
+        #expect(FileManager.default.fileExists(atPath: tree + "/a.txt"))
+    }
 }

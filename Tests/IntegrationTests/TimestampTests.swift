@@ -214,6 +214,40 @@ struct TimestampTests {
         }
     }
 
+    @Test(
+        "a timestamp the role lets outlive its manifest does not keep it: the manifest's expiry holds, on a settled check too"
+    )
+    func manifestExpiryHolds() async throws {
+        let release = try CryptoSigner.generate()
+        let timestamp = try CryptoSigner.generate()
+        let repository = try SignedRepository(keys: [release])
+        try repository.pack(releaseFiles("1"), id: "app", version: "1")
+        let id = try CryptoVerifier().keyID(of: timestamp.publicKey)
+        // The role may sign timestamps for 14 days; the manifest lives an hour.
+        repository.body.timestampRole = TimestampRole(keys: [id: .init(timestamp.publicKey)])
+        repository.body.signedAt = Date()
+        let bytes = try repository.sign(with: [release], expires: Date().addingTimeInterval(3_600))
+        let server = try await NginxServer.start(root: repository.directory)
+        defer { server.stopNow() }
+        let rig = Rig(
+            release: release,
+            timestamp: timestamp,
+            repository: repository,
+            manifest: bytes,
+            signedAt: Date(),
+            server: server
+        )
+        try rig.serveTimestamp(expires: Date().addingTimeInterval(4 * 3_600))
+        var client = try SignedClient(trust: .signed(by: [release.publicKey]))
+        #expect(try await client.sync(rig.url).failures.isEmpty)
+        // Settled: the next check asks only for the timestamp, and finds nothing new.
+        #expect(try await client.sync(rig.url).isUnchanged)
+        // Two hours on, the timestamp is valid and the manifest it names has expired.
+        client.now = { Date().addingTimeInterval(2 * 3_600) }
+        await #expect(throws: HotUpdateError(.manifestExpired, "")) { try await client.sync(rig.url) }
+        #expect(try await client.active() == ["app 1"])
+    }
+
     @Test("without a timestamp role the release keys sign it; a server without one is read through the manifest alone")
     func withoutRole() async throws {
         let rig = try await Self.makeRig(role: false)

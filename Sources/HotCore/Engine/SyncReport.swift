@@ -7,6 +7,11 @@ public struct SyncReport: Sendable, Equatable {
     /// How long fetching and checking the manifest took (its signatures, its trust state),
     /// when the sync fetched it (``Updater/sync(from:)``).
     public var manifestSeconds: Double?
+    /// Whether the manifest was the one the last sync left nothing to do for, and nothing had
+    /// happened to the store since (see ``RevisionedManifestSource``): nothing was planned,
+    /// downloaded or written, and ``packages`` lists each package as that sync left it
+    /// (``UpdatePlan/Change/unchanged``, or not requested, or blocked).
+    public var isUnchanged = false
 
     /// Creates a report.
     public init(manifestVersion: Int?, packages: [SyncReport.PackageOutcome]) {

@@ -9,6 +9,12 @@ extension Updater {
     /// the report (see ``SyncReport/throwIfFailed()``), recorded as ``PackageState/failed``,
     /// and leave the previous version active.
     ///
+    /// When the last sync left nothing to do (no failure, nothing waiting) for a manifest of a
+    /// ``RevisionedManifestSource``, and nothing happened to the store since (no commit, no
+    /// reported loss, no quick check due), the source is asked only whether the manifest is
+    /// still that one: if so the sync ends there, and the report says so
+    /// (``SyncReport/isUnchanged``, no packages).
+    ///
     /// - Parameter source: Where the manifest comes from.
     /// - Returns: One outcome per planned package.
     /// - Throws: ``HotUpdateError`` when the manifest cannot be fetched or read, or the
@@ -19,20 +25,40 @@ extension Updater {
     /// try report.throwIfFailed()
     /// ```
     public func sync(from source: any ManifestSource) async throws -> SyncReport {
-        let manifest: Manifest
         let clock = ContinuousClock()
         let start = clock.now
+        let settled =
+            source is any RevisionedManifestSource
+            ? await store.settledSync(quickCheckInterval: configuration.quickCheckInterval) : nil
+        let fetched: Manifest?
         do {
-            manifest = try await source.fetchManifest()
+            if let revisioned = source as? any RevisionedManifestSource, let settled {
+                fetched = try await revisioned.fetchManifest(unlessRevision: settled.sync.revision)
+            } else {
+                fetched = try await source.fetchManifest()
+            }
         } catch {
             let hot = HotUpdateError.wrap(error, as: .manifestInvalid, "cannot fetch the manifest")
             report(TelemetryEvent(kind: .check, errorCode: hot.code.description))
             throw hot
         }
-        let fetched = clock.now - start
+        let seconds = (clock.now - start).timeInterval
+        guard let manifest = fetched else {
+            // The manifest the store settled on, and nothing happened since: nothing to do.
+            report(TelemetryEvent(kind: .check, manifestVersion: settled?.sync.manifestVersion))
+            let outcomes = (settled?.packages ?? []).map {
+                SyncReport.PackageOutcome(id: $0.id, change: $0.change, activeVersion: $0.version)
+            }
+            var result = SyncReport(manifestVersion: settled?.sync.manifestVersion, packages: outcomes)
+            (result.isUnchanged, result.manifestSeconds) = (true, seconds)
+            return result
+        }
         report(TelemetryEvent(kind: .check, manifestVersion: manifest.version))
         var result = try await apply(manifest)
-        result.manifestSeconds = fetched.timeInterval
+        result.manifestSeconds = seconds
+        if let revision = manifest.revision, result.failures.isEmpty, result.waiting.isEmpty {
+            await store.recordSettled(revision: revision, manifestVersion: manifest.version, outcomes: result.packages)
+        }
         return result
     }
 

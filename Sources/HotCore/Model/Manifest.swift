@@ -91,6 +91,11 @@ public struct Manifest: Sendable, Hashable {
     /// Packages the client must stop using (disabled by the publisher, or withheld from this
     /// client by its policy): their files stay, assets resolve from the bundle instead.
     public var disabledPackageIDs: Set<String>
+    /// Identifies this manifest as its source made it for this client: two fetches with the same
+    /// revision give the same manifest. A ``RevisionedManifestSource`` sets it; nil otherwise.
+    /// A sync that leaves nothing to do records it, and the next sync asks the source whether
+    /// the manifest is still this one before reading it.
+    public var revision: String?
 
     /// Creates a manifest.
     ///

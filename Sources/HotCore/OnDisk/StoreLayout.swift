@@ -29,6 +29,8 @@ package struct StoreLayout: Sendable, Hashable {
     /// The last timestamp accepted, kept for conditional requests (`timestamp.kept`, and its
     /// validators in `timestamp.kept.json`).
     package static let keptTimestampFileName = "timestamp.kept"
+    /// The manifest the last sync left nothing to do for (`settled.json`).
+    package static let settledFileName = "settled.json"
 
     /// The store root.
     package let root: URL

@@ -13,3 +13,18 @@ public protocol ManifestSource: Sendable {
     /// - Throws: ``HotUpdateError`` (``HotUpdateError/Code/manifestInvalid``, transport errors).
     func fetchManifest() async throws -> Manifest
 }
+
+/// A ``ManifestSource`` that can tell, without reading the manifest, that it is still the one
+/// with a given ``Manifest/revision``: the check an app runs at every launch then costs the
+/// same whatever the size of the catalogue.
+///
+/// ``Updater/sync(from:)`` asks it when the last sync left nothing to do and nothing happened
+/// to the store since; `SignedManifestSource` answers from the channel's timestamp.
+public protocol RevisionedManifestSource: ManifestSource {
+    /// The current manifest, with its ``Manifest/revision``, or nil when it is the one with
+    /// `revision`. A nil answer is checked as fully as a fetch (signatures, expiry): only the
+    /// manifest's reading is saved.
+    ///
+    /// - Throws: As ``ManifestSource/fetchManifest()``.
+    func fetchManifest(unlessRevision revision: String) async throws -> Manifest?
+}

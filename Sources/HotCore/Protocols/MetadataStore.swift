@@ -26,9 +26,18 @@ public protocol MetadataStore: Sendable {
     /// Removes what an interrupted commit left (temporary files beside the stored one).
     /// The engine calls it under the store's exclusive lock, when no commit can run.
     func removeLeftovers() async
+
+    /// A stamp that changes with every commit, read without loading the snapshot (the stored
+    /// file's device, inode, size and modification time), so that a check at launch can tell
+    /// that nothing was committed since a sync settled (see ``Updater/sync(from:)``). Nil when
+    /// the store cannot tell cheaply: every sync then reads the snapshot.
+    func commitStamp() -> String?
 }
 
 extension MetadataStore {
     /// Nothing to remove: a store that leaves nothing behind.
     public func removeLeftovers() async {}
+
+    /// No stamp: every sync reads the snapshot.
+    public func commitStamp() -> String? { nil }
 }

@@ -46,6 +46,9 @@ package actor Store {
     private var counter: UInt64?
     /// Whether this store swept the root already.
     private var swept = false
+    /// The store file's stamp when this store last loaded or committed the snapshot
+    /// (``MetadataStore/commitStamp()``): what a settled sync is recorded against.
+    var lastStamp: String?
     /// Whether one of this store's transactions holds the exclusive lock now.
     private var inTransaction = false
     private var tail: Task<Void, Never>?
@@ -190,7 +193,10 @@ package actor Store {
     }
 
     private func load() async throws -> StoreSnapshot {
+        // The stamp first: a commit between the two makes it older, never newer, than the load.
+        let stamp = metadata.commitStamp()
         let loaded = try await metadata.load()
+        lastStamp = stamp
         guard loaded.schema <= StoreSnapshot.currentSchema else {
             throw HotUpdateError(.storeCorrupt, "the store was written by a newer HotUpdate (schema \(loaded.schema))")
         }
@@ -406,6 +412,7 @@ package actor Store {
                     try await commit(next)
                     return bumped
                 }
+                lastStamp = metadata.commitStamp()
                 snapshot = next
                 counter = bumped
                 await removeHookLeftovers(keeping: next.generation)

@@ -37,7 +37,7 @@ package struct StoreStateFile: Sendable {
     /// The state files the store sweeps the temporaries of.
     static let all: [StoreStateFile] = [
         .trust, .catalog, .checkSchedule, .keptManifest, .keptManifestValidators, .keptTimestamp,
-        .keptTimestampValidators,
+        .keptTimestampValidators, .settled,
     ]
 
     /// Replaces each file with its bytes, durably and when they differ, under one hold of the

@@ -43,6 +43,19 @@ package enum FileSystem {
         return lstat(url.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFLNK
     }
 
+    /// A file's identity as `lstat` gives it: device, inode, size and modification time to
+    /// the nanosecond; nil when there is no file. A file replaced by a rename has another.
+    package static func identity(of url: URL) -> String? {
+        var info = stat()
+        guard lstat(url.path, &info) == 0 else { return nil }
+        #if canImport(Darwin)
+        let modified = info.st_mtimespec
+        #else
+        let modified = info.st_mtim
+        #endif
+        return "\(info.st_dev)-\(info.st_ino)-\(info.st_size)-\(modified.tv_sec).\(modified.tv_nsec)"
+    }
+
     /// Whether `path` exists and is a regular file (not following a final symlink).
     package static func isRegularFile(atPath path: String) -> Bool {
         var info = stat()

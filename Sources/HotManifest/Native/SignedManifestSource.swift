@@ -31,7 +31,7 @@ import Logging
 ///     context: ClientContext(appVersion: "5.3.1", clientID: installationID, channel: "production"))
 /// let report = try await updater.sync(from: source)
 /// ```
-public struct SignedManifestSource: ManifestSource {
+public struct SignedManifestSource: RevisionedManifestSource {
     /// Where the manifest is.
     public var url: URL
     /// How to fetch it.
@@ -144,6 +144,30 @@ public struct SignedManifestSource: ManifestSource {
         guard let timestampURL = timestamp.url(besideManifest: url),
             let served = try await fetchTimestamp(from: timestampURL)
         else { return try await fetchManifestAlone() }
+        return try await fetchNamedManifest(served.timestamp, from: timestampURL, keeping: served.writes)
+    }
+
+    /// The manifest, or nil when the channel's timestamp names the manifest of `revision`,
+    /// which this client trusts: then nothing but the timestamp is requested or read, and its
+    /// signatures, bounds and expiry, and the manifest's expiry, are checked as a full fetch
+    /// checks them. Without a timestamp, or when it names another manifest, as
+    /// ``fetchManifest()``.
+    ///
+    /// - Throws: `HotUpdateError` as listed on the type.
+    public func fetchManifest(unlessRevision revision: String) async throws -> Manifest? {
+        guard let timestampURL = timestamp.url(besideManifest: url),
+            let served = try await fetchTimestamp(from: timestampURL)
+        else { return try await fetchManifestAlone() }
+        let authenticator = self.authenticator
+        let manifestURL = url
+        let unchanged = try await FileSystem.offload {
+            try authenticator.namesTrusted(served.timestamp, from: timestampURL, manifestURL: manifestURL)
+                && authenticator.revision(servedSHA256: served.timestamp.part.manifest.sha256) == revision
+        }
+        guard !unchanged else {
+            keep(served.writes)
+            return nil
+        }
         return try await fetchNamedManifest(served.timestamp, from: timestampURL, keeping: served.writes)
     }
 
@@ -362,15 +386,20 @@ public struct SignedManifestSource: ManifestSource {
     /// ``manifest(from:)`` with the timestamp served for the bytes, checked against the
     /// release manifest they hold.
     func manifest(from data: Data, timestamp: (ServedTimestamp, URL)?) throws -> Manifest {
+        let authenticator = self.authenticator
         switch try authenticator.authenticate(data, from: url, timestamp: timestamp) {
         case .unsigned(let document):
             return try document.manifest(relativeTo: url)
         case .signed(let body):
-            return try ReleasePolicy(context: context, verifier: verifier).manifest(
+            var manifest = try ReleasePolicy(context: context, verifier: verifier).manifest(
                 for: body,
                 relativeTo: url,
                 logger: logger
             )
+            manifest.revision = try authenticator.revision(
+                servedSHA256: try verifier.digest(of: data, using: .sha256).hex
+            )
+            return manifest
         }
     }
 }

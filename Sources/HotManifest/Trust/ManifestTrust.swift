@@ -123,6 +123,60 @@ struct ManifestAuthenticator: Sendable {
         }
     }
 
+    /// Whether `served`, the channel's timestamp, names the manifest this client trusts, checked
+    /// as the manifest's acceptance would check it (the timestamp's signatures, bounds and
+    /// expiry against what the trusted release delegates; the manifest's expiry against the
+    /// time floor) without reading the manifest. False when it names another manifest, the
+    /// trust state predates what this needs, or the clock moved the time floor enough to be
+    /// written (a full check records it).
+    ///
+    /// - Throws: The timestamp's refusals (`HotUpdateError.Code.timestampExpired` and the
+    ///   rest), and `HotUpdateError.Code.manifestExpired`.
+    func namesTrusted(_ served: ServedTimestamp, from timestampURL: URL, manifestURL: URL) throws -> Bool {
+        let state = try TrustState.load(root: storeRoot)
+        guard let stored = state.channels[context.channel ?? ""], stored.rootFingerprint == (try rootFingerprint()),
+            let servedSHA256 = stored.servedSHA256, let expires = stored.expires,
+            let authority = stored.timestampAuthority,
+            served.part.manifest.sha256 == servedSHA256, served.part.manifest.version == stored.version
+        else { return false }
+        let clock = now()
+        var observed = state
+        observed.observe(signedAt: nil, expires: expires, clock: clock, lead: trust.clockLead)
+        guard !observed.floorMoved(since: state.timeFloor) else { return false }
+        do {
+            try served.check(
+                authority: authority,
+                version: stored.version,
+                manifestSHA256: servedSHA256,
+                manifestLength: served.part.manifest.length,
+                now: max(clock, state.newestSigningTime ?? clock, trust.timeFloor ?? clock),
+                verifier: verifier
+            )
+        } catch var error as HotUpdateError {
+            error.subject = error.subject ?? timestampURL.absoluteString
+            throw error
+        }
+        let current = max(clock, observed.timeFloor ?? clock, trust.timeFloor ?? clock)
+        guard current < expires else {
+            throw HotUpdateError(
+                .manifestExpired,
+                "the manifest expired at \(SignedManifestBody.rfc3339(expires)) (now \(SignedManifestBody.rfc3339(current)))",
+                subject: manifestURL.absoluteString
+            )
+        }
+        return true
+    }
+
+    /// Identifies the manifest of served bytes `servedSHA256` as this client's policy makes
+    /// it: the bytes, the client's context and its root of trust.
+    func revision(servedSHA256: String) throws -> String {
+        let fields = [
+            "hot-revision-1", servedSHA256, try rootFingerprint(), context.channel ?? "", context.appVersion ?? "",
+            context.clientID,
+        ]
+        return try verifier.digest(of: Data(fields.joined(separator: "\n").utf8), using: .sha256).hex
+    }
+
     /// Authenticates `data`, served from `url`, with the channel's timestamp served beside it
     /// (and the timestamp's URL, for messages), if any.
     func authenticate(_ data: Data, from url: URL, timestamp: (ServedTimestamp, URL)? = nil) throws -> Accepted {
@@ -223,7 +277,7 @@ struct ManifestAuthenticator: Sendable {
             }
             guard case .success = decision else { return decision.map { Accepted.signed(body) } }
 
-            let next = TrustState.Channel(
+            var next = TrustState.Channel(
                 rootFingerprint: fingerprint,
                 version: body.version,
                 signedSHA256: signedSHA256,
@@ -232,6 +286,9 @@ struct ManifestAuthenticator: Sendable {
                 releaseVersion: release.version,
                 releaseSHA256: releaseSHA256
             )
+            next.servedSHA256 = try verifier.digest(of: data, using: .sha256).hex
+            next.expires = body.expires
+            next.timestampAuthority = TimestampAuthority(release: release)
             if state.channels[channelName] != next {
                 if final, let stored, stored.keys != body.keys || stored.threshold != body.threshold {
                     logger.notice(

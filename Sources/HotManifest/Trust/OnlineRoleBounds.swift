@@ -121,17 +121,39 @@ public struct OnlineRoleBounds: Sendable, Hashable {
         part: String,
         code: HotUpdateError.Code
     ) throws {
-        if let releaseSigned = release.signedAt, signedAt < releaseSigned {
+        try Self.checkTimes(
+            signedAt: signedAt,
+            expires: expires,
+            releaseSignedAt: release.signedAt,
+            bound: expiryBound(of: release),
+            part: part,
+            code: code
+        )
+    }
+
+    /// ``checkTimes(signedAt:expires:over:part:code:)`` with the release's signing time and
+    /// the expiry bound already worked out; a nil `bound` bounds nothing (the release keys'
+    /// own timestamps).
+    ///
+    /// - Throws: `code`, naming the first bound exceeded.
+    public static func checkTimes(
+        signedAt: Date,
+        expires: Date,
+        releaseSignedAt: Date?,
+        bound: Date?,
+        part: String,
+        code: HotUpdateError.Code
+    ) throws {
+        if let releaseSignedAt, signedAt < releaseSignedAt {
             throw HotUpdateError(
                 code,
-                "\(part) was signed at \(SignedManifestBody.rfc3339(signedAt)), before its release manifest (\(SignedManifestBody.rfc3339(releaseSigned)))"
+                "\(part) was signed at \(SignedManifestBody.rfc3339(signedAt)), before its release manifest (\(SignedManifestBody.rfc3339(releaseSignedAt)))"
             )
         }
         guard signedAt <= expires else {
             throw HotUpdateError(code, "\(part) was signed after it expires")
         }
-        let bound = expiryBound(of: release)
-        guard expires <= bound else {
+        if let bound, expires > bound {
             throw HotUpdateError(
                 code,
                 "\(part) expires at \(SignedManifestBody.rfc3339(expires)), past the role's bound \(SignedManifestBody.rfc3339(bound)); only the release keys can extend it"

@@ -219,11 +219,7 @@ package struct ServedTimestamp: Sendable, Hashable {
     ///   - now: The time to check expiry against: the later of the device's clock, the app's
     ///     time floor and the newest release signing time the client accepted.
     ///   - verifier: Checks signatures.
-    /// - Throws: `HotUpdateError` with `HotUpdateError.Code.timestampUnauthorized` (too few
-    ///   valid signatures by the keys the release delegates timestamps to),
-    ///   `HotUpdateError.Code.timestampMismatch` (another manifest, version or channel),
-    ///   `HotUpdateError.Code.timestampRoleExceeded` (signed before the release, or
-    ///   expiring past the role's bound) or `HotUpdateError.Code.timestampExpired`.
+    /// - Throws: As ``check(authority:version:manifestSHA256:manifestLength:now:verifier:)``.
     package func check(
         release: SignedManifestBody,
         body: SignedManifestBody,
@@ -232,51 +228,100 @@ package struct ServedTimestamp: Sendable, Hashable {
         now: Date,
         verifier: any Verifier
     ) throws {
-        let role = release.timestampRole
-        let keys = try role?.keyTable(verifier: verifier) ?? release.keyTable(verifier: verifier)
-        let threshold = role?.threshold ?? release.threshold
+        try check(
+            authority: TimestampAuthority(release: release),
+            version: body.version,
+            manifestSHA256: manifestSHA256,
+            manifestLength: manifestLength,
+            now: now,
+            verifier: verifier
+        )
+    }
+
+    /// Checks the timestamp against what the release manifest it names delegates
+    /// (`authority`), and that it names the manifest of `version` with those bytes.
+    ///
+    /// - Throws: `HotUpdateError` with `HotUpdateError.Code.timestampUnauthorized` (too few
+    ///   valid signatures by the keys the release delegates timestamps to),
+    ///   `HotUpdateError.Code.timestampMismatch` (another manifest, version or channel),
+    ///   `HotUpdateError.Code.timestampRoleExceeded` (signed before the release, or
+    ///   expiring past the role's bound) or `HotUpdateError.Code.timestampExpired`.
+    package func check(
+        authority: TimestampAuthority,
+        version: Int,
+        manifestSHA256: String,
+        manifestLength: Int64,
+        now: Date,
+        verifier: any Verifier
+    ) throws {
+        let keys = try SignedManifestBody.keyTable(authority.keys, verifier: verifier)
         let tally = try envelope.tally(keys: keys, verifier: verifier)
-        guard tally.valid.count >= threshold else {
-            let whose = role == nil ? "release keys (no timestamp role is declared)" : "timestamp role's keys"
+        guard tally.valid.count >= authority.threshold else {
+            let whose =
+                authority.isRole ? "timestamp role's keys" : "release keys (no timestamp role is declared)"
             let others = tally.invalid.count + tally.unknown.count
             throw HotUpdateError(
                 .timestampUnauthorized,
-                "the timestamp has \(tally.valid.count) valid signatures by the release manifest's \(whose), \(threshold) needed"
+                "the timestamp has \(tally.valid.count) valid signatures by the release manifest's \(whose), \(authority.threshold) needed"
                     + (others > 0 ? "; \(others) other signatures do not count" : "")
             )
         }
-        guard part.channel == release.channel else {
+        guard part.channel == authority.channel else {
             throw HotUpdateError(
                 .timestampMismatch,
-                "the timestamp is for channel '\(part.channel ?? "(none)")', the manifest for '\(release.channel ?? "(none)")'"
+                "the timestamp is for channel '\(part.channel ?? "(none)")', the manifest for '\(authority.channel ?? "(none)")'"
             )
         }
         let named = part.manifest
-        guard named.sha256 == manifestSHA256, named.length == manifestLength, named.version == body.version else {
+        guard named.sha256 == manifestSHA256, named.length == manifestLength, named.version == version else {
             throw HotUpdateError(
                 .timestampMismatch,
-                "the timestamp names manifest version \(named.version) of \(named.length) bytes with SHA-256 \(named.sha256.prefix(12))…; the manifest served is version \(body.version) of \(manifestLength) bytes with SHA-256 \(manifestSHA256.prefix(12))…"
+                "the timestamp names manifest version \(named.version) of \(named.length) bytes with SHA-256 \(named.sha256.prefix(12))…; the manifest served is version \(version) of \(manifestLength) bytes with SHA-256 \(manifestSHA256.prefix(12))…"
             )
         }
-        if let role {
-            try role.bounds.checkTimes(
-                signedAt: part.signedAt,
-                expires: part.expires,
-                over: release,
-                part: "the timestamp",
-                code: .timestampRoleExceeded
-            )
-        } else if let releaseSigned = release.signedAt, part.signedAt < releaseSigned {
-            throw HotUpdateError(
-                .timestampRoleExceeded,
-                "the timestamp was signed at \(SignedManifestBody.rfc3339(part.signedAt)), before its release manifest (\(SignedManifestBody.rfc3339(releaseSigned)))"
-            )
-        }
+        try OnlineRoleBounds.checkTimes(
+            signedAt: part.signedAt,
+            expires: part.expires,
+            releaseSignedAt: authority.releaseSignedAt,
+            bound: authority.expiryBound,
+            part: "the timestamp",
+            code: .timestampRoleExceeded
+        )
         guard now < part.expires else {
             throw HotUpdateError(
                 .timestampExpired,
                 "the timestamp expired at \(SignedManifestBody.rfc3339(part.expires)) (now \(SignedManifestBody.rfc3339(now))); the publisher's timestamp signer must sign it again (hot timestamp)"
             )
         }
+    }
+}
+
+/// What a release manifest delegates its timestamp to, kept with the trust state so that a
+/// timestamp naming the manifest a client holds is checked without reading the manifest: the
+/// timestamp role's keys, threshold and expiry bound (``OnlineRoleBounds``), or the release
+/// keys and threshold where no role is declared; the release's signing time and channel.
+package struct TimestampAuthority: Codable, Sendable, Hashable {
+    /// The keys whose signatures count, by key id.
+    package var keys: [String: SignedManifestBody.Key]
+    /// How many of them must sign.
+    package var threshold: Int
+    /// Whether they are a timestamp role's (false: the release keys).
+    package var isRole: Bool
+    /// The latest a timestamp may expire, for a role; nil for the release keys.
+    package var expiryBound: Date?
+    /// The release manifest's signing time: no timestamp is signed before it.
+    package var releaseSignedAt: Date?
+    /// The release's channel.
+    package var channel: String?
+
+    /// What `release` delegates.
+    package init(release: SignedManifestBody) {
+        if let role = release.timestampRole {
+            (keys, threshold, isRole, expiryBound) = (role.keys, role.threshold, true, role.expiryBound(of: release))
+        } else {
+            (keys, threshold, isRole, expiryBound) = (release.keys, release.threshold, false, nil)
+        }
+        releaseSignedAt = release.signedAt
+        channel = release.channel
     }
 }

@@ -26,6 +26,14 @@ package struct TrustState: Codable, Sendable, Hashable {
         package var releaseVersion: Int?
         /// The SHA-256, hex, of that release manifest's signed bytes.
         package var releaseSHA256: String?
+        /// The SHA-256, hex, of the manifest file's bytes as served (the whole envelope), which
+        /// a timestamp names; nil in states saved before it was kept.
+        package var servedSHA256: String?
+        /// When that manifest expires (its rollout part's expiry, when it has one).
+        package var expires: Date?
+        /// What its release manifest delegates the timestamp to: a timestamp naming it is
+        /// checked against this without reading the manifest.
+        package var timestampAuthority: TimestampAuthority?
 
         /// Creates a channel's state.
         package init(
