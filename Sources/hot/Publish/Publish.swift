@@ -152,8 +152,9 @@ struct Pull: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Download a published repository's live manifests into a directory, to edit and sign there.",
         discussion: """
-            Only manifest.json and channels/*/manifest.json are downloaded, each checked to be \
-            a manifest and written atomically; package files stay in the bucket. Edit and sign \
+            Only manifest.json and channels/*/manifest.json are downloaded, with the timestamp \
+            beside each, each checked to be what it says and written atomically; package files \
+            stay in the bucket. Edit and sign \
             in DIR as usual (hot release, hot rollout, hot sign) and `hot publish DIR \
             s3://BUCKET/PREFIX`: a manifest may name package files only the bucket holds. This \
             is how the release console works on a bucket.
@@ -173,10 +174,15 @@ struct Pull: AsyncParsableCommand {
             for object in try await bucket.list(prefix: location.prefix) {
                 guard object.key.hasPrefix(location.prefix) else { continue }
                 let path = String(object.key.dropFirst(location.prefix.count))
-                guard Publisher.isManifestPath(path) else { continue }
+                let isTimestamp = Publisher.isTimestampPath(path)
+                guard Publisher.isManifestPath(path) || isTimestamp else { continue }
                 guard let data = try await bucket.get(key: object.key) else { continue }
                 do {
-                    _ = try SignedEnvelope.read(data)
+                    if isTimestamp {
+                        _ = try TimestampPart.decode(try SignedEnvelope.parse(data).signed)
+                    } else {
+                        _ = try SignedEnvelope.read(data)
+                    }
                 } catch var error as HotUpdateError {
                     error.subject = bucket.endpoint.describe(key: object.key)
                     throw error
@@ -184,7 +190,7 @@ struct Pull: AsyncParsableCommand {
                 let target = files.root.appendingPathComponent(path)
                 try FileSystem.createDirectory(target.deletingLastPathComponent())
                 try DurableFile.write(data, to: target)
-                pulled.append(path)
+                if !isTimestamp { pulled.append(path) }
             }
             guard !pulled.isEmpty else {
                 throw HotUpdateError(.notFound, "\(source) holds no manifest.json and no channels/*/manifest.json")

@@ -134,8 +134,19 @@ struct Publisher: Sendable {
         }
 
         // 4. The timestamps, last: each names a manifest by its content-addressed copy, which
-        // step 1 uploaded, so a client that reads a new timestamp finds what it names.
-        for timestamp in try repository.timestamps() {
+        // step 1 uploaded, so a client that reads a new timestamp finds what it names. A channel
+        // whose timestamp the repository no longer has (`hot rollout` removes one the release
+        // keys signed) loses the bucket's too, or clients would keep reading the manifest it
+        // names rather than the one just uploaded.
+        let timestamps = try repository.timestamps()
+        for manifest in manifests {
+            let directory = (manifest.path as NSString).deletingLastPathComponent
+            let path = (directory.isEmpty ? "" : directory + "/") + TimestampPart.fileName
+            guard !timestamps.contains(where: { $0.path == path }), remote[location.key(path)] != nil else { continue }
+            if !settings.dryRun { try await bucket.delete(key: location.key(path)) }
+            emit("\(settings.dryRun ? "would delete" : "deleted")\t\(path)")
+        }
+        for timestamp in timestamps {
             if let named = timestamp.names, !inBucket.contains(named), remote[location.key(named)] == nil {
                 throw HotUpdateError(
                     .notFound,
@@ -284,6 +295,14 @@ struct Publisher: Sendable {
             emit("\(settings.dryRun ? "would delete" : "deleted")\t\(path)")
         }
         return doomed.count
+    }
+
+    /// Whether a repository path is a channel's timestamp: `timestamp.json` or
+    /// `channels/NAME/timestamp.json`.
+    static func isTimestampPath(_ path: String) -> Bool {
+        guard path.hasSuffix("/" + TimestampPart.fileName) || path == TimestampPart.fileName else { return false }
+        let directory = String(path.dropLast(TimestampPart.fileName.count))
+        return isManifestPath(directory + "manifest.json")
     }
 
     /// Whether a repository path is a manifest's content-addressed copy (`manifests/…`).
