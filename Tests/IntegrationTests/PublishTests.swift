@@ -339,6 +339,50 @@ struct PublishTests {
         await moto.stop()
     }
 
+    @Test(
+        "pull brings each timestamp with its manifest; a publish whose repository dropped a channel's timestamp deletes the bucket's"
+    )
+    func timestampsFollowTheRepository() async throws {
+        let moto = try await MotoServer.start()
+        try await moto.createBucket("releases")
+        let workspace = try await Workspace.make("pull-timestamps")
+        try await workspace.pack("app", "1", releaseFiles("1"))
+        try await workspace.sign()
+        try await Self.succeed(Self.publishArguments(workspace, moto))
+        let timestampURL = try #require(URL(string: Self.publicURL(moto, "app/timestamp.json")))
+        let transport = CurlTransport()
+        func served() async throws -> Int {
+            try await transport.fetch(TransportRequest(url: timestampURL, method: "HEAD")).statusCode
+        }
+        #expect(try await served() == 200)
+
+        // Pulled, the working copy holds the manifest and the timestamp the bucket serves.
+        let work = try makeTemporaryDirectory("pulled")
+        let pulled = try await Self.succeed([
+            "pull", "s3://releases/app", "--repo", work.path, "--endpoint", moto.baseURL.absoluteString,
+        ])
+        #expect(pulled.stdout.contains("pulled 1 manifest(s)"), "\(pulled.stdout)")
+        let local = work.appendingPathComponent("timestamp.json")
+        #expect(
+            try Data(contentsOf: local) == Data(contentsOf: URL(fileURLWithPath: workspace.repo + "/timestamp.json"))
+        )
+
+        // The working copy drops it (as hot rollout does when it cannot sign one again): the
+        // publish deletes the bucket's, after the manifest, and clients read the manifest.
+        try FileManager.default.removeItem(at: local)
+        let published = try await Self.succeed([
+            "publish", work.path, "s3://releases/app", "--endpoint", moto.baseURL.absoluteString, "--acl",
+            "public-read",
+        ])
+        #expect(published.stdout.contains("deleted\ttimestamp.json"), "\(published.stdout)")
+        #expect(try await served() == 404)
+        let root = workspace.directory.appendingPathComponent("store").path
+        #expect(
+            try await workspace.install(Self.publicURL(moto, "app/manifest.json"), root: root).keys.sorted() == ["app"]
+        )
+        await moto.stop()
+    }
+
     @Test("mirrors: with the first mirror stopped, a client installs from the bucket")
     func mirrorFallback() async throws {
         let moto = try await MotoServer.start()
