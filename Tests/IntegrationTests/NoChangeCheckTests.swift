@@ -27,6 +27,20 @@ struct NoChangeCheckTests {
         return result
     }
 
+    /// A key pair made by `hot keygen` and `repo` signed with it by `hot sign`.
+    static func sign(_ repo: URL, expires: String = "30d") async throws -> (privateKey: String, publicKey: String) {
+        let keys = try makeTemporaryDirectory("keys")
+        let privateKey = keys.appendingPathComponent("k.pem").path
+        let publicKey = keys.appendingPathComponent("k.pub").path
+        #expect(try await CommandLineTests.run(["keygen", "--private", privateKey, "--public", publicKey]).status == 0)
+        let signed = try await CommandLineTests.run([
+            "sign", "--repo", repo.path, "--key", privateKey, "--expires", expires,
+        ])
+        #expect(signed.status == 0, "\(signed.stderr)")
+        #expect(signed.stdout.contains("signed timestamp.json"), "\(signed.stdout)")
+        return (privateKey, publicKey)
+    }
+
     @Test("hot sync against an unchanged signed manifest leaves every file under the root as it was")
     func nothingWritten() async throws {
         let repo = try makeTemporaryDirectory("repo")
@@ -38,12 +52,7 @@ struct NoChangeCheckTests {
             ])
             #expect(packed.status == 0, "\(packed.stderr)")
         }
-        let keys = try makeTemporaryDirectory("keys")
-        let privateKey = keys.appendingPathComponent("k.pem").path
-        let publicKey = keys.appendingPathComponent("k.pub").path
-        #expect(try await CommandLineTests.run(["keygen", "--private", privateKey, "--public", publicKey]).status == 0)
-        let signed = try await CommandLineTests.run(["sign", "--repo", repo.path, "--key", privateKey])
-        #expect(signed.status == 0, "\(signed.stderr)")
+        let (privateKey, publicKey) = try await Self.sign(repo)
         let server = try await NginxServer.start(root: repo)
         defer { server.stopNow() }
         let root = try makeTemporaryDirectory("store")
@@ -93,14 +102,7 @@ struct NoChangeCheckTests {
             "pack", source.path, "--id", "a", "--version", "1", "--repo", repo.path,
         ])
         #expect(packed.status == 0, "\(packed.stderr)")
-        let keys = try makeTemporaryDirectory("keys")
-        let privateKey = keys.appendingPathComponent("k.pem").path
-        let publicKey = keys.appendingPathComponent("k.pub").path
-        #expect(try await CommandLineTests.run(["keygen", "--private", privateKey, "--public", publicKey]).status == 0)
-        let signed = try await CommandLineTests.run([
-            "sign", "--repo", repo.path, "--key", privateKey, "--expires", "1d",
-        ])
-        #expect(signed.status == 0, "\(signed.stderr)")
+        let (privateKey, publicKey) = try await Self.sign(repo, expires: "1d")
         // A server without timestamps (one written before them): the manifest alone, asked for
         // conditionally. The timestamp's own conditional requests are `timestampConditional`.
         let timestamp = repo.appendingPathComponent("timestamp.json")
@@ -160,15 +162,7 @@ struct NoChangeCheckTests {
             try await CommandLineTests.run(["pack", source.path, "--id", "a", "--version", "1", "--repo", repo.path])
                 .status == 0
         )
-        let keys = try makeTemporaryDirectory("keys")
-        let privateKey = keys.appendingPathComponent("k.pem").path
-        let publicKey = keys.appendingPathComponent("k.pub").path
-        #expect(try await CommandLineTests.run(["keygen", "--private", privateKey, "--public", publicKey]).status == 0)
-        let signed = try await CommandLineTests.run([
-            "sign", "--repo", repo.path, "--key", privateKey, "--expires", "1d",
-        ])
-        #expect(signed.status == 0, "\(signed.stderr)")
-        #expect(signed.stdout.contains("signed timestamp.json"), "\(signed.stdout)")
+        let publicKey = try await Self.sign(repo, expires: "1d").publicKey
         let timestampSize = Int64(try Data(contentsOf: repo.appendingPathComponent("timestamp.json")).count)
         #expect(timestampSize < 1_024)
         let server = try await NginxServer.start(root: repo)
@@ -215,11 +209,7 @@ struct NoChangeCheckTests {
                     .status == 0
             )
         }
-        let keys = try makeTemporaryDirectory("keys")
-        let privateKey = keys.appendingPathComponent("k.pem").path
-        let publicKey = keys.appendingPathComponent("k.pub").path
-        #expect(try await CommandLineTests.run(["keygen", "--private", privateKey, "--public", publicKey]).status == 0)
-        #expect(try await CommandLineTests.run(["sign", "--repo", repo.path, "--key", privateKey]).status == 0)
+        let publicKey = try await Self.sign(repo).publicKey
         let server = try await NginxServer.start(root: repo)
         defer { server.stopNow() }
         let root = try makeTemporaryDirectory("store")

@@ -281,17 +281,10 @@ struct TimestampCommandTests {
         "hot sign writes a timestamp; --timestamp-key delegates it to hot timestamp, which refuses other keys and bounds; hot rollout keeps clients consistent"
     )
     func workflow() async throws {
-        let work = try makeTemporaryDirectory("timestamp-role")
-        let repo = work.appendingPathComponent("repo").path
+        let (work, repo, release, rollout) = try await RolloutCommandTests.makeRepository("timestamp-role")
         let root = work.appendingPathComponent("store").path
-        let keys = ["release", "timestamp", "rollout"].map { work.appendingPathComponent($0).path }
-        let (release, timestamp, rollout) = (keys[0], keys[1], keys[2])
-        for key in keys { try await Self.hot(["keygen", "--private", key + ".pem", "--public", key + ".pub"]) }
-        for version in ["1", "2"] {
-            let source = work.appendingPathComponent("v\(version)")
-            try writeTree(releaseFiles(version), under: source)
-            try await Self.hot(["pack", source.path, "--id", "app", "--version", version, "--repo", repo])
-        }
+        let timestamp = work.appendingPathComponent("timestamp").path
+        try await Self.hot(["keygen", "--private", timestamp + ".pem", "--public", timestamp + ".pub"])
         let server = try await NginxServer.start(root: URL(fileURLWithPath: repo))
         defer { server.stopNow() }
         let manifest = server.baseURL.appendingPathComponent("manifest.json").absoluteString
