@@ -6,7 +6,8 @@ import HotVerify
 /// A static repository as `hot` writes it, read for the console and the rollout command, and
 /// changed through the `hot` executable (the existing publisher): each change edits a
 /// channel's manifest and signs it with the publisher's keys, or, given rollout role keys,
-/// is signed as a rollout step (`hot rollout`).
+/// is signed as a rollout step (`hot rollout`). Given timestamp role keys, it signs each
+/// channel's timestamp (`hot timestamp`), on a schedule or after each change.
 public struct PublisherRepository: Sendable {
     /// What the keys may sign.
     public enum Role: String, Sendable, Hashable {
@@ -16,6 +17,9 @@ public struct PublisherRepository: Sendable {
         /// percentage and rollbacks to a listed release, signed with `hot rollout`. A machine
         /// that advances rollouts on a schedule should hold these, never a release key.
         case rollout
+        /// Keys of the timestamp role the release keys delegate to: each channel's
+        /// timestamp, re-signed on a schedule (``signTimestamps(expires:)``), and nothing else.
+        case timestamp
     }
 
     /// The repository directory.
@@ -31,6 +35,10 @@ public struct PublisherRepository: Sendable {
     public let role: Role
     /// Where the repository is published, when ``directory`` is a working copy of a bucket.
     public let remote: Remote?
+    /// Private keys of the timestamp role (PEM paths) that sign the changed channel's
+    /// timestamp after each change (``apply(_:package:channel:)``), so clients see the change
+    /// at once rather than at the next scheduled timestamp; none by default.
+    public let timestampKeys: [String]
 
     /// A repository published to S3-compatible storage (`s3://BUCKET/PREFIX`): its live
     /// manifests are pulled into ``directory`` before each read and change (`hot pull`), and
@@ -58,10 +66,17 @@ public struct PublisherRepository: Sendable {
         keys: [String],
         expires: String = "30d",
         role: Role = .release,
-        remote: Remote? = nil
+        remote: Remote? = nil,
+        timestampKeys: [String] = []
     ) throws {
         guard !keys.isEmpty else { throw HotUpdateError(.invalidArgument, "give at least one --key") }
-        for key in keys {
+        guard role != .timestamp || timestampKeys.isEmpty else {
+            throw HotUpdateError(
+                .invalidArgument,
+                "timestamp role keys sign with --key; --timestamp-key is for changes"
+            )
+        }
+        for key in keys + timestampKeys {
             guard let pem = try? String(contentsOfFile: key, encoding: .utf8), pem.contains("PRIVATE KEY") else {
                 throw HotUpdateError(.invalidArgument, "\(key) is not a readable PEM private key")
             }
@@ -72,6 +87,7 @@ public struct PublisherRepository: Sendable {
         self.expires = expires
         self.role = role
         self.remote = remote
+        self.timestampKeys = timestampKeys
     }
 
     /// One package in one channel's manifest.
@@ -104,13 +120,8 @@ public struct PublisherRepository: Sendable {
     /// Every package of every channel in ``directory``.
     private func localPackages() throws -> [PackageState] {
         var result: [PackageState] = []
-        var manifests: [(String, URL)] = [("", directory.appendingPathComponent("manifest.json"))]
-        let channels = directory.appendingPathComponent("channels")
-        for name in ((try? FileManager.default.contentsOfDirectory(atPath: channels.path)) ?? []).sorted() {
-            manifests.append((name, channels.appendingPathComponent(name).appendingPathComponent("manifest.json")))
-        }
-        for (channel, url) in manifests {
-            guard let data = try? Data(contentsOf: url) else { continue }
+        for channel in channelNames() {
+            guard let data = try? Data(contentsOf: manifestURL(channel: channel)) else { continue }
             let body: SignedManifestBody
             if let envelope = try SignedEnvelope.read(data) {
                 body = try envelope.effectiveBody(verifier: CryptoVerifier())
@@ -181,23 +192,34 @@ public struct PublisherRepository: Sendable {
         }
     }
 
-    /// Applies `change` to `package` in `channel` and signs the manifest.
+    /// Applies `change` to `package` in `channel` and signs the manifest (and, with
+    /// ``timestampKeys``, the channel's timestamp over it).
     ///
     /// Every name is checked first (``validate(_:package:channel:)``), and the package id and
     /// version are passed after `--`, so no value can reach `hot` as an option.
     ///
     /// - Returns: What `hot` printed.
     /// - Throws: ``HotUpdateError/Code/invalidArgument`` for a bad name (`hot` is not run);
-    ///   `HotUpdateError` with `hot`'s error line when a step fails.
+    ///   ``HotUpdateError/Code/timestampRoleExceeded`` with timestamp role keys, which sign no
+    ///   change; `HotUpdateError` with `hot`'s error line when a step fails.
     @discardableResult
     public func apply(_ change: Change, package: String, channel: String) throws -> String {
         try Self.validate(change, package: package, channel: channel)
+        guard role != .timestamp else {
+            throw HotUpdateError(
+                .timestampRoleExceeded,
+                "this server holds timestamp role keys, which sign timestamps and no change",
+                packageID: package
+            )
+        }
         try pull()
         let where_ = ["--repo", directory.path] + (channel.isEmpty ? [] : ["--channel", channel])
+        let timestampOptions = timestampKeys.flatMap { ["--timestamp-key", $0] }
         if role == .rollout {
             let step = try rolloutStep(change, package: package, channel: channel)
             let printed = try run(
-                [step.command] + step.options + where_ + keys.flatMap { ["--key", $0] } + ["--", package]
+                [step.command] + step.options + where_ + keys.flatMap { ["--key", $0] } + timestampOptions
+                    + ["--", package]
             )
             try publish()
             return printed
@@ -214,8 +236,68 @@ public struct PublisherRepository: Sendable {
         }
         let edited = try run(command)
         try run(["sign"] + where_ + keys.flatMap { ["--key", $0] } + ["--expires", expires])
+        if !timestampKeys.isEmpty {
+            try run(["timestamp"] + where_ + timestampKeys.flatMap { ["--key", $0] })
+        }
         try publish()
         return edited
+    }
+
+    /// What signing one channel's timestamp came to.
+    public struct TimestampOutcome: Sendable, Hashable {
+        /// The channel; empty for the root manifest.
+        public var channel: String
+        /// What `hot timestamp` printed (the timestamp, the manifest version it names, its
+        /// expiry), or nil when it failed.
+        public var signed: String?
+        /// Why it failed, or nil.
+        public var error: String?
+    }
+
+    /// Signs the timestamp of every channel whose manifest is signed with ``keys`` (pulled
+    /// first from ``remote``, and published back when one was signed): what a timestamp
+    /// machine runs on a schedule, well within `expires`.
+    ///
+    /// A channel that fails (an unsigned manifest, keys the manifest does not delegate to, a
+    /// role bound passed) is reported and does not stop the others.
+    ///
+    /// - Parameter expires: `hot timestamp --expires` (`12h`, `1d`); a day, within the role's
+    ///   bound, when nil.
+    /// - Returns: One outcome per channel with a manifest, the root manifest first.
+    /// - Throws: `HotUpdateError` when pulling or publishing fails.
+    public func signTimestamps(expires: String?) throws -> [TimestampOutcome] {
+        try pull()
+        var outcomes: [TimestampOutcome] = []
+        for channel in channelNames() {
+            let where_ = ["--repo", directory.path] + (channel.isEmpty ? [] : ["--channel", channel])
+            do {
+                let printed = try run(
+                    ["timestamp"] + where_ + keys.flatMap { ["--key", $0] }
+                        + (expires.map { ["--expires", $0] } ?? [])
+                )
+                outcomes.append(TimestampOutcome(channel: channel, signed: printed, error: nil))
+            } catch {
+                outcomes.append(TimestampOutcome(channel: channel, signed: nil, error: "\(error)"))
+            }
+        }
+        if outcomes.contains(where: { $0.signed != nil }) { try publish() }
+        return outcomes
+    }
+
+    /// The channels with a manifest in ``directory``: "" for the root manifest, then each of
+    /// `channels/`, sorted.
+    private func channelNames() -> [String] {
+        let channels = directory.appendingPathComponent("channels")
+        let names = [""] + ((try? FileManager.default.contentsOfDirectory(atPath: channels.path)) ?? []).sorted()
+        return names.filter { FileManager.default.fileExists(atPath: manifestURL(channel: $0).path) }
+    }
+
+    /// The manifest of `channel` ("" for the root manifest) in ``directory``.
+    private func manifestURL(channel: String) -> URL {
+        channel.isEmpty
+            ? directory.appendingPathComponent("manifest.json")
+            : directory.appendingPathComponent("channels").appendingPathComponent(channel)
+                .appendingPathComponent("manifest.json")
     }
 
     /// Brings the live manifests of ``remote`` into ``directory``.

@@ -11,7 +11,7 @@ struct HotServer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hot-server",
         abstract: "Collect telemetry, report the health of each version, serve the release console, advance rollouts.",
-        subcommands: [Collect.self, Report.self, ConsoleCommand.self, Rollout.self]
+        subcommands: [Collect.self, Report.self, ConsoleCommand.self, Rollout.self, TimestampCommand.self]
     )
 }
 
@@ -69,13 +69,25 @@ struct RepositoryOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The `hot` executable; beside hot-server or on PATH by default.", valueName: "path"))
     var hot: String?
 
-    @Option(help: "How long each signed manifest is valid (hot sign --expires).")
-    var expires = "30d"
+    @Option(
+        help:
+            "How long each signed manifest is valid (hot sign --expires, 30d by default); with `timestamp`, each timestamp (hot timestamp --expires, a day by default)."
+    )
+    var expires: String?
 
     @Flag(help: "The --key files are rollout role keys: steps are signed with hot rollout.")
     var rolloutRole = false
 
-    func open() throws -> PublisherRepository {
+    @Option(
+        name: .customLong("timestamp-key"),
+        help: ArgumentHelp(
+            "A timestamp role's private key (repeatable): each change also signs its channel's timestamp, so clients see it at once.",
+            valueName: "key.pem"
+        )
+    )
+    var timestampKeys: [String] = []
+
+    func open(role: PublisherRepository.Role? = nil) throws -> PublisherRepository {
         guard let executable = PublisherRepository.findHot(named: hot) else {
             throw ValidationError("no `hot` executable beside hot-server or on PATH: give --hot")
         }
@@ -105,9 +117,10 @@ struct RepositoryOptions: ParsableArguments {
             directory: directory,
             hot: executable,
             keys: keys,
-            expires: expires,
-            role: rolloutRole ? .rollout : .release,
-            remote: remote
+            expires: expires ?? "30d",
+            role: role ?? (rolloutRole ? .rollout : .release),
+            remote: remote,
+            timestampKeys: timestampKeys
         )
     }
 }
@@ -454,5 +467,90 @@ struct Rollout: AsyncParsableCommand {
                 if outcomes.contains(where: { $0.error != nil }) { throw ExitCode(1) }
             }
         }
+    }
+}
+
+/// `hot-server timestamp`: the timestamp role's machine.
+struct TimestampCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "timestamp",
+        abstract: "Sign each channel's timestamp with the timestamp role's keys, once or every --every seconds.",
+        discussion: """
+            Clients fetch timestamp.json first and refuse one past its expiry, so a channel \
+            whose release keys delegate the timestamp (hot sign --timestamp-key PUBLIC_KEY) needs \
+            it signed again well within --expires (a day by default, never past the role's \
+            bound). Each round signs the timestamp of every channel whose manifest is signed \
+            (hot timestamp), naming the manifest as it is then, and publishes to --repo s3://… \
+            when there is one. A channel that fails is reported, and the others are signed; with \
+            --every the next round comes sooner after a failure (a minute at most). The --key \
+            files are timestamp role keys: they sign no change, and nothing else is needed on \
+            this machine. Without --every one round runs, and a failure exits 1.
+            """
+    )
+
+    @OptionGroup var repository: RepositoryOptions
+
+    @Option(help: ArgumentHelp("Sign again every this many seconds, until stopped.", valueName: "seconds"))
+    var every: Double?
+
+    func validate() throws {
+        guard !repository.rolloutRole, repository.timestampKeys.isEmpty else {
+            throw ValidationError(
+                "timestamp signs with the timestamp role's --key files; --rollout-role and --timestamp-key are for changes"
+            )
+        }
+        if let every {
+            guard every > 0 else { throw ValidationError("--every takes a positive number of seconds") }
+            let lifetime: Double
+            do {
+                lifetime = try TimestampSchedule.lifetime(of: repository.expires)
+            } catch let error as HotUpdateError {
+                throw ValidationError(error.message)
+            }
+            guard every < lifetime else {
+                throw ValidationError(
+                    "--every \(Int(every)) s re-signs timestamps that last \(Int(lifetime)) s only after they expire: give a shorter --every or a longer --expires"
+                )
+            }
+        }
+    }
+
+    func run() async throws {
+        try await reporting {
+            let repo = try repository.open(role: .timestamp)
+            guard let every else {
+                if try round(repo) { return }
+                throw ExitCode(1)
+            }
+            while true {
+                let succeeded = (try? round(repo)) ?? false
+                try await Task.sleep(for: .seconds(succeeded ? every : min(every, TimestampSchedule.retry)))
+            }
+        }
+    }
+
+    /// Signs every channel's timestamp once and prints one line each; whether all were signed.
+    private func round(_ repo: PublisherRepository) throws -> Bool {
+        let now = ISO8601DateFormatter().string(from: Date())
+        let outcomes: [PublisherRepository.TimestampOutcome]
+        do {
+            outcomes = try repo.signTimestamps(expires: repository.expires)
+        } catch {
+            FileHandle.standardError.write(Data("\(now) failed: \(error)\n".utf8))
+            throw error
+        }
+        if outcomes.isEmpty {
+            FileHandle.standardError.write(Data("\(now) no signed manifest in the repository\n".utf8))
+        }
+        for outcome in outcomes {
+            let channel = outcome.channel.isEmpty ? "(root)" : outcome.channel
+            if let signed = outcome.signed {
+                // Written at once, line by line: a log read while the schedule runs.
+                FileHandle.standardOutput.write(Data("\(now) \(channel): \(signed)\n".utf8))
+            } else {
+                FileHandle.standardError.write(Data("\(now) \(channel): failed: \(outcome.error ?? "")\n".utf8))
+            }
+        }
+        return !outcomes.isEmpty && outcomes.allSatisfy { $0.signed != nil }
     }
 }
