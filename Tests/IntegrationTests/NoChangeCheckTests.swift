@@ -41,25 +41,71 @@ struct NoChangeCheckTests {
         return (privateKey, publicKey)
     }
 
-    @Test("hot sync against an unchanged signed manifest leaves every file under the root as it was")
-    func nothingWritten() async throws {
+    /// A repository as a publisher makes one, served by nginx on loopback, and the `hot sync`
+    /// of a new store reading it.
+    struct Served {
+        let repo: URL
+        let server: NginxServer
+        let root: URL
+        let sync: [String]
+        let privateKey: String
+        let publicKey: String
+
+        /// The store's packages as `hot status` lists them: `id version state`.
+        func installed() async throws -> [String] {
+            try await status().map { "\($0.id) \($0.version ?? "-") \($0.state)" }
+        }
+
+        /// The store's packages, from `hot status --json`.
+        func status() async throws -> [CommandLineTests.StatusDocument.Package] {
+            let status = try await CommandLineTests.run(["status", "--root", root.path, "--json"])
+            return try JSONDecoder().decode(CommandLineTests.StatusDocument.self, from: Data(status.stdout.utf8))
+                .packages
+        }
+    }
+
+    /// `hot pack` of each package (its id and files, version 1), `hot sign` expiring at
+    /// `expires`, served by nginx (the caller stops it); `hot sync` over `transport`, or the
+    /// default one.
+    static func serve(
+        _ packages: [(id: String, files: [String: Data])],
+        expires: String = "30d",
+        transport: TransportKind? = nil
+    ) async throws -> Served {
         let repo = try makeTemporaryDirectory("repo")
-        for id in ["a", "b", "c"] {
+        for (id, files) in packages {
             let source = try makeTemporaryDirectory("src-\(id)")
-            try writeTree(["\(id).txt": Data(id.utf8), "img/\(id).png": noise(2_000, seed: 7)], under: source)
+            try writeTree(files, under: source)
             let packed = try await CommandLineTests.run([
                 "pack", source.path, "--id", id, "--version", "1", "--repo", repo.path,
             ])
             #expect(packed.status == 0, "\(packed.stderr)")
         }
-        let (privateKey, publicKey) = try await Self.sign(repo)
+        let (privateKey, publicKey) = try await sign(repo, expires: expires)
         let server = try await NginxServer.start(root: repo)
-        defer { server.stopNow() }
         let root = try makeTemporaryDirectory("store")
-        let sync = [
-            "sync", "--manifest", server.baseURL.appendingPathComponent("manifest.json").absoluteString,
-            "--root", root.path, "--trust", publicKey,
-        ]
+        let sync =
+            [
+                "sync", "--manifest", server.baseURL.appendingPathComponent("manifest.json").absoluteString,
+                "--root", root.path, "--trust", publicKey,
+            ] + (transport.map { ["--transport", $0.rawValue] } ?? [])
+        return Served(
+            repo: repo,
+            server: server,
+            root: root,
+            sync: sync,
+            privateKey: privateKey,
+            publicKey: publicKey
+        )
+    }
+
+    @Test("hot sync against an unchanged signed manifest leaves every file under the root as it was")
+    func nothingWritten() async throws {
+        let served = try await Self.serve(
+            ["a", "b", "c"].map { id in (id, ["\(id).txt": Data(id.utf8), "img/\(id).png": noise(2_000, seed: 7)]) }
+        )
+        defer { served.server.stopNow() }
+        let (repo, root, sync) = (served.repo, served.root, served.sync)
         let first = try await CommandLineTests.run(sync)
         #expect(first.status == 0, "\(first.stderr)")
         let installed = try Self.fingerprint(root)
@@ -82,12 +128,12 @@ struct NoChangeCheckTests {
             try await CommandLineTests.run(["pack", source.path, "--id", "b", "--version", "2", "--repo", repo.path])
                 .status == 0
         )
-        #expect(try await CommandLineTests.run(["sign", "--repo", repo.path, "--key", privateKey]).status == 0)
+        #expect(
+            try await CommandLineTests.run(["sign", "--repo", repo.path, "--key", served.privateKey]).status == 0
+        )
         let updated = try await CommandLineTests.run(sync)
         #expect(updated.status == 0, "\(updated.stderr)")
-        let status = try await CommandLineTests.run(["status", "--root", root.path, "--json"])
-        let document = try JSONDecoder().decode(CommandLineTests.StatusDocument.self, from: Data(status.stdout.utf8))
-        #expect(document.packages.first { $0.id == "b" }?.version == "2")
+        #expect(try await served.installed() == ["a 1 installed", "b 2 installed", "c 1 installed"])
     }
 
     @Test(
@@ -95,26 +141,14 @@ struct NoChangeCheckTests {
         arguments: TransportKind.allCases
     )
     func conditionalRequests(_ transport: TransportKind) async throws {
-        let repo = try makeTemporaryDirectory("repo")
-        let source = try makeTemporaryDirectory("src")
-        try writeTree(["a.txt": Data("a".utf8)], under: source)
-        let packed = try await CommandLineTests.run([
-            "pack", source.path, "--id", "a", "--version", "1", "--repo", repo.path,
-        ])
-        #expect(packed.status == 0, "\(packed.stderr)")
-        let (privateKey, publicKey) = try await Self.sign(repo, expires: "1d")
+        let served = try await Self.serve([("a", ["a.txt": Data("a".utf8)])], expires: "1d", transport: transport)
+        defer { served.server.stopNow() }
+        let (repo, server, sync) = (served.repo, served.server, served.sync)
         // A server without timestamps (one written before them): the manifest alone, asked for
         // conditionally. The timestamp's own conditional requests are `timestampConditional`.
         let timestamp = repo.appendingPathComponent("timestamp.json")
         try FileManager.default.removeItem(at: timestamp)
         let manifestSize = Int64(try Data(contentsOf: repo.appendingPathComponent("manifest.json")).count)
-        let server = try await NginxServer.start(root: repo)
-        defer { server.stopNow() }
-        let root = try makeTemporaryDirectory("store")
-        let sync = [
-            "sync", "--manifest", server.baseURL.appendingPathComponent("manifest.json").absoluteString,
-            "--root", root.path, "--trust", publicKey, "--transport", transport.rawValue,
-        ]
         let manifestRequests = { server.requests().filter { $0.path == "/manifest.json" } }
 
         #expect(try await CommandLineTests.run(sync).status == 0)
@@ -131,12 +165,12 @@ struct NoChangeCheckTests {
         #expect(late.stderr.contains("expired"), "\(late.stderr)")
         answers = await server.waitForRequests(path: "/manifest.json", count: 3)
         #expect(answers.last?.status == 304)
-        let status = try await CommandLineTests.run(["status", "--root", root.path, "--json"])
-        let document = try JSONDecoder().decode(CommandLineTests.StatusDocument.self, from: Data(status.stdout.utf8))
-        #expect(document.packages.map { "\($0.id) \($0.version ?? "-") \($0.state)" } == ["a 1 installed"])
+        #expect(try await served.installed() == ["a 1 installed"])
 
         // Re-signed, the manifest has new bytes: answered 200 and accepted.
-        #expect(try await CommandLineTests.run(["sign", "--repo", repo.path, "--key", privateKey]).status == 0)
+        #expect(
+            try await CommandLineTests.run(["sign", "--repo", repo.path, "--key", served.privateKey]).status == 0
+        )
         try FileManager.default.removeItem(at: timestamp)
         // nginx's ETag is the modification time in seconds and the size: a file re-signed within
         // the same second to the same size would look unchanged. An upload sets a new time.
@@ -155,23 +189,11 @@ struct NoChangeCheckTests {
         arguments: TransportKind.allCases
     )
     func timestampConditional(_ transport: TransportKind) async throws {
-        let repo = try makeTemporaryDirectory("repo")
-        let source = try makeTemporaryDirectory("src")
-        try writeTree(["a.txt": Data("a".utf8)], under: source)
-        #expect(
-            try await CommandLineTests.run(["pack", source.path, "--id", "a", "--version", "1", "--repo", repo.path])
-                .status == 0
-        )
-        let publicKey = try await Self.sign(repo, expires: "1d").publicKey
-        let timestampSize = Int64(try Data(contentsOf: repo.appendingPathComponent("timestamp.json")).count)
+        let served = try await Self.serve([("a", ["a.txt": Data("a".utf8)])], expires: "1d", transport: transport)
+        defer { served.server.stopNow() }
+        let (server, sync) = (served.server, served.sync)
+        let timestampSize = Int64(try Data(contentsOf: served.repo.appendingPathComponent("timestamp.json")).count)
         #expect(timestampSize < 1_024)
-        let server = try await NginxServer.start(root: repo)
-        defer { server.stopNow() }
-        let root = try makeTemporaryDirectory("store")
-        let sync = [
-            "sync", "--manifest", server.baseURL.appendingPathComponent("manifest.json").absoluteString,
-            "--root", root.path, "--trust", publicKey, "--transport", transport.rawValue,
-        ]
         #expect(try await CommandLineTests.run(sync).status == 0)
         for _ in 0..<2 {
             let again = try await CommandLineTests.run(sync)
@@ -190,9 +212,7 @@ struct NoChangeCheckTests {
         #expect(late.status != 0)
         #expect(late.stderr.contains("expired"), "\(late.stderr)")
         #expect(await server.waitForRequests(path: "/timestamp.json", count: 4).last?.status == 304)
-        let status = try await CommandLineTests.run(["status", "--root", root.path, "--json"])
-        let document = try JSONDecoder().decode(CommandLineTests.StatusDocument.self, from: Data(status.stdout.utf8))
-        #expect(document.packages.map { "\($0.id) \($0.version ?? "-") \($0.state)" } == ["a 1 installed"])
+        #expect(try await served.installed() == ["a 1 installed"])
     }
 
     @Test(
@@ -200,23 +220,9 @@ struct NoChangeCheckTests {
     )
     func settledCheckReadsNothing() async throws {
         let strace = try StoreWriteAuditTests.strace()
-        let repo = try makeTemporaryDirectory("repo")
-        for id in ["a", "b"] {
-            let source = try makeTemporaryDirectory("src-\(id)")
-            try writeTree(["\(id).txt": Data(id.utf8)], under: source)
-            #expect(
-                try await CommandLineTests.run(["pack", source.path, "--id", id, "--version", "1", "--repo", repo.path])
-                    .status == 0
-            )
-        }
-        let publicKey = try await Self.sign(repo).publicKey
-        let server = try await NginxServer.start(root: repo)
-        defer { server.stopNow() }
-        let root = try makeTemporaryDirectory("store")
-        let sync = [
-            "sync", "--manifest", server.baseURL.appendingPathComponent("manifest.json").absoluteString,
-            "--root", root.path, "--trust", publicKey,
-        ]
+        let served = try await Self.serve(["a", "b"].map { id in (id, ["\(id).txt": Data(id.utf8)]) })
+        defer { served.server.stopNow() }
+        let (server, root, sync) = (served.server, served.root, served.sync)
         let installed = try await CommandLineTests.run(sync)
         #expect(installed.status == 0, "\(installed.stderr)")
         let logged = await server.waitForRequests(path: "/timestamp.json", count: 1).count
@@ -248,13 +254,57 @@ struct NoChangeCheckTests {
         #expect(server.requests().dropFirst(before).map(\.path) == ["/timestamp.json"])
 
         // A tree lost since is found by the same check, which then heals it from the objects.
-        let status = try await CommandLineTests.run(["status", "--root", root.path, "--json"])
-        let document = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
-        let packages = try #require(document?["packages"] as? [[String: Any]])
-        let tree = try #require(packages.first { $0["id"] as? String == "a" }?["path"] as? String)
+        let tree = try #require(try await served.status().first { $0.id == "a" }?.path)
         try FileManager.default.removeItem(atPath: tree)
         let healed = try await CommandLineTests.run(sync)
         #expect(healed.stdout.contains("a\theal\tok\t1"), "\(healed.stdout)")
         #expect(FileManager.default.fileExists(atPath: tree + "/a.txt"))
+    }
+
+    @Test(
+        "a sync killed while it records the manifest it settled on: the version stays installed, and the next check reads the manifest, records it and removes what the kill left",
+        .enabled(if: FaultPointBuild.testsRun, FaultPointBuild.skipReason)
+    )
+    func killedWhileRecordingSettled() async throws {
+        let served = try await Self.serve([("a", ["a.txt": Data("a".utf8)])])
+        defer { served.server.stopNow() }
+        let (server, root, sync) = (served.server, served.root, served.sync)
+        func leftovers() -> [String] { FileSystem.contents(of: root).filter { $0.hasPrefix(".settled.json.tmp-") } }
+        let settled = root.appendingPathComponent("settled.json")
+
+        // The install, killed once its settled record is written to a temporary file.
+        let logs = try makeTemporaryDirectory("logs")
+        let killed = try HotRun(
+            sync,
+            environment: ["HOT_ABORT_AT": "mid-settled"],
+            log: logs.appendingPathComponent("killed.log")
+        )
+        #expect(await killed.wait() == .signalled(SIGABRT), "\(killed.output)")
+        #expect(leftovers().count == 1, "\(FileSystem.contents(of: root))")
+        #expect(!FileManager.default.fileExists(atPath: settled.path))
+        let package = try #require(try await served.status().first { $0.id == "a" })
+        #expect(package.version == "1" && package.state == "installed", "\(package)")
+        let tree = try #require(package.path)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: tree).appendingPathComponent("a.txt")) == Data("a".utf8))
+
+        // The next check finds nothing new, records the settled manifest and removes the
+        // temporary file the kill left.
+        let next = try await CommandLineTests.run(sync)
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(next.stdout.contains("a\tunchanged\tok\t1"), "\(next.stdout)")
+        #expect(leftovers().isEmpty, "\(FileSystem.contents(of: root))")
+        let record = try JSONSerialization.jsonObject(with: Data(contentsOf: settled)) as? [String: Any]
+        #expect(record?["revision"] is String, "\(String(describing: record))")
+
+        // And the check after it takes the settled record: the timestamp alone is requested,
+        // and nothing under the root changes.
+        let before = try Self.fingerprint(root)
+        let logged = await server.waitForRequests(path: "/timestamp.json", count: 2).count
+        let requests = server.requests().count
+        let last = try await CommandLineTests.run(sync)
+        #expect(last.status == 0 && last.stdout.contains("a\tunchanged\tok\t1"), "\(last.stdout)\(last.stderr)")
+        #expect(await server.waitForRequests(path: "/timestamp.json", count: logged + 1).count == logged + 1)
+        #expect(server.requests().dropFirst(requests).map(\.path) == ["/timestamp.json"])
+        #expect(try Self.fingerprint(root) == before)
     }
 }

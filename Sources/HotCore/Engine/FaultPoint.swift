@@ -31,6 +31,8 @@ import Foundation
 /// - `mid-release`: freeing the objects of deleted or discarded trees, before each object is
 ///   looked at (a version's deletion reaches it once per distinct file).
 /// - `before-fallback`: a delta was refused; the full package's download is about to start.
+/// - `mid-settled`: recording the manifest a sync left nothing to do for (`settled.json`),
+///   the new record is written to a temporary file that is not renamed over it yet.
 ///
 /// ```sh
 /// HOT_ABORT_AT=after-rename hot sync --root store --manifest http://127.0.0.1:8080/manifest.json

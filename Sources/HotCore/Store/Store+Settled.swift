@@ -69,7 +69,7 @@ struct SettledSync: Codable, Sendable, Hashable {
 
 extension StoreStateFile {
     /// The manifest the last sync left nothing to do for (`settled.json`, ``SettledSync``).
-    static let settled = StoreStateFile(name: StoreLayout.settledFileName)
+    static let settled = StoreStateFile(name: StoreLayout.settledFileName, faultPoint: "mid-settled")
 }
 
 extension Store {

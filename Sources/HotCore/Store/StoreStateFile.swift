@@ -3,10 +3,19 @@ import Foundation
 /// A state file a part keeps under the store root beside the snapshot, such as the manifest
 /// source's trust state: read and replaced only under the store's exclusive lock, written
 /// durably (temporary file, flush, rename, flush of the directory), and its interrupted
-/// temporaries swept by the store with its own leftovers.
+/// temporaries swept by the store with its own leftovers, and by each write of the file.
 package struct StoreStateFile: Sendable {
     /// The file's name under the root.
     package let name: String
+    /// The ``FaultPoint`` a write of the file reaches with its new content written to a
+    /// temporary file not renamed over it yet; none for most files.
+    package let faultPoint: StaticString?
+
+    /// A state file named `name` under the root.
+    package init(name: String, faultPoint: StaticString? = nil) {
+        self.name = name
+        self.faultPoint = faultPoint
+    }
 
     /// The trust state of a signed manifest source (`trust.json`): the highest manifest
     /// version trusted per channel, which no later manifest may go below.
@@ -81,10 +90,7 @@ package struct StoreStateFile: Sendable {
             let before = try read(root: root)
             var data = before
             let result = try body(&data)
-            if let data, data != before {
-                try FileSystem.createDirectory(root)
-                try FileSystem.replaceDurably(url(root: root), with: data)
-            }
+            if let data, data != before { try write(data, root: root) }
             return result
         }
     }
@@ -119,8 +125,16 @@ package struct StoreStateFile: Sendable {
     /// - Throws: `HotUpdateError.Code.fileSystem` when the file cannot be written.
     func replace(root: URL, with data: Data) throws {
         guard try read(root: root) != data else { return }
+        try write(data, root: root)
+    }
+
+    /// Writes the file durably, first removing the temporaries of a write of it that was
+    /// interrupted: a store that finds nothing to do for weeks sweeps nothing, and each write
+    /// runs under the exclusive lock, so no other write of the file is under way.
+    private func write(_ data: Data, root: URL) throws {
         try FileSystem.createDirectory(root)
-        try FileSystem.replaceDurably(url(root: root), with: data)
+        removeLeftovers(root: root)
+        try FileSystem.replaceDurably(url(root: root), with: data, faultPoint: faultPoint)
     }
 
     /// Removes the temporaries an interrupted write left; under the exclusive lock.

@@ -114,8 +114,16 @@ package enum FileSystem {
     /// writes, and maps a whole folio around a page fault), which keeps a file that is
     /// mapped and read here and there from being mapped megabytes at a time.
     ///
+    /// `faultPoint` names the ``FaultPoint`` reached once the temporary file is written and
+    /// flushed, before the rename.
+    ///
     /// - Throws: ``HotUpdateError/Code/fileSystem`` naming the file.
-    package static func replaceDurably(_ url: URL, with data: Data, chunkSize: Int? = nil) throws {
+    package static func replaceDurably(
+        _ url: URL,
+        with data: Data,
+        chunkSize: Int? = nil,
+        faultPoint: StaticString? = nil
+    ) throws {
         let directory = url.deletingLastPathComponent()
         let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).tmp-\(UUID().uuidString)")
         do {
@@ -133,6 +141,7 @@ package enum FileSystem {
                 try writer.write(data)
             }
             try writer.close(sync: true)
+            if let faultPoint { FaultPoint.reached(faultPoint) }
             try rename(temporary, to: url)
         } catch {
             try? remove(temporary)
