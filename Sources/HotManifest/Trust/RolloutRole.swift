@@ -35,11 +35,13 @@ public typealias RolloutRole = OnlineRole
 /// It is served inside the manifest's envelope, under `rollout`, with its own signatures.
 /// ``apply(to:releaseSHA256:role:)`` gives the manifest clients act on, and refuses
 /// everything the role may not do.
-public struct RolloutPart: Codable, Sendable, Hashable {
+public struct RolloutPart: Codable, Sendable, Hashable, SignedPart {
     /// The `_type` of a rollout part.
     public static let type = "hot-rollout"
     /// The schema this code reads and writes.
     public static let currentSchema = 1
+    /// What messages call it.
+    static let what = "the rollout part"
 
     /// One package's rollout.
     public struct Package: Codable, Sendable, Hashable {
@@ -97,20 +99,7 @@ public struct RolloutPart: Codable, Sendable, Hashable {
     ///
     /// - Throws: `HotUpdateError.Code.manifestInvalid`, and the strict reader's codes.
     public static func decode(_ data: Data) throws -> RolloutPart {
-        _ = try StrictJSON.read(data, what: "the rollout part")
-        let part: RolloutPart
-        do {
-            part = try SignedManifestBody.jsonDecoder.decode(RolloutPart.self, from: data)
-        } catch {
-            throw HotUpdateError.wrap(error, as: .manifestInvalid, "the rollout part is not valid JSON of its schema")
-        }
-        guard part.type == type, part.schema == currentSchema else {
-            throw HotUpdateError(
-                .manifestInvalid,
-                "the rollout part is '\(part.type)' schema \(part.schema), expected '\(type)' schema \(currentSchema)"
-            )
-        }
-        return part
+        try decodeSignedPart(data)
     }
 
     /// The bytes to sign and serve: sorted keys, indented, RFC 3339 UTC dates.

@@ -33,11 +33,13 @@ public typealias TimestampRole = OnlineRole
 /// not yet expired. It carries no version of its own: it names the version of a manifest the
 /// release keys (or the rollout role, within its bounds) signed, so a stolen timestamp key
 /// cannot push a client's version or time floor.
-public struct TimestampPart: Codable, Sendable, Hashable {
+public struct TimestampPart: Codable, Sendable, Hashable, SignedPart {
     /// The `_type` of a timestamp.
     public static let type = "hot-timestamp"
     /// The schema this code reads and writes.
     public static let currentSchema = 1
+    /// What messages call it.
+    static let what = "the timestamp"
     /// The timestamp's file name, beside the manifest.
     public static let fileName = "timestamp.json"
     /// How long a timestamp lives when the publisher does not say: one day.
@@ -130,19 +132,7 @@ public struct TimestampPart: Codable, Sendable, Hashable {
     ///
     /// - Throws: `HotUpdateError.Code.manifestInvalid`, and the strict reader's codes.
     public static func decode(_ data: Data) throws -> TimestampPart {
-        _ = try StrictJSON.read(data, what: "the timestamp")
-        let part: TimestampPart
-        do {
-            part = try SignedManifestBody.jsonDecoder.decode(TimestampPart.self, from: data)
-        } catch {
-            throw HotUpdateError.wrap(error, as: .manifestInvalid, "the timestamp is not valid JSON of its schema")
-        }
-        guard part.type == type, part.schema == currentSchema else {
-            throw HotUpdateError(
-                .manifestInvalid,
-                "the timestamp is '\(part.type)' schema \(part.schema), expected '\(type)' schema \(currentSchema)"
-            )
-        }
+        let part = try decodeSignedPart(data)
         let digest = part.manifest.sha256
         guard digest.count == 64, digest.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
             throw HotUpdateError(.manifestInvalid, "the timestamp's manifest SHA-256 is not 64 lowercase hex digits")
