@@ -149,7 +149,7 @@ struct ManifestAuthenticator: Sendable {
                 version: stored.version,
                 manifestSHA256: servedSHA256,
                 manifestLength: served.part.manifest.length,
-                now: max(clock, state.newestSigningTime ?? clock, trust.timeFloor ?? clock),
+                now: timestampNow(clock: clock, newestSigningTime: state.newestSigningTime),
                 verifier: verifier
             )
         } catch var error as HotUpdateError {
@@ -165,6 +165,14 @@ struct ManifestAuthenticator: Sendable {
             )
         }
         return true
+    }
+
+    /// The time a timestamp's expiry is checked against: the later of the device's `clock`,
+    /// the newest release signing time the client accepted and the app's time floor. Not the
+    /// floor the clock raised: a one-day timestamp stays acceptable on a device whose clock once
+    /// ran a day ahead (the manifest's own expiry is checked against that floor).
+    private func timestampNow(clock: Date, newestSigningTime: Date?) -> Date {
+        max(clock, newestSigningTime ?? clock, trust.timeFloor ?? clock)
     }
 
     /// Identifies the manifest of served bytes `servedSHA256` as this client's policy makes
@@ -352,7 +360,7 @@ struct ManifestAuthenticator: Sendable {
             }
             return
         }
-        let now = max(clock, newestSigningTime ?? clock, trust.timeFloor ?? clock)
+        let now = timestampNow(clock: clock, newestSigningTime: newestSigningTime)
         do {
             try served.check(
                 release: release,
