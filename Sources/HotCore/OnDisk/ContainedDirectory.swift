@@ -120,6 +120,12 @@ package enum ContainedDirectory {
             isReal(file.lastIndex(of: "/").map { file[..<$0] } ?? "")
         }
 
+        /// Whether `folder` (relative to the tree) and every folder above it are real
+        /// directories.
+        package mutating func isRealFolder(_ folder: String) -> Bool {
+            isReal(Substring(folder))
+        }
+
         private mutating func isReal(_ folder: Substring) -> Bool {
             if let found = known[folder] { return found }
             let parent = folder.lastIndex(of: "/").map { folder[..<$0] } ?? ""

@@ -1,14 +1,6 @@
 import Foundation
 import Logging
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// The manifest the last sync left nothing to do for (`settled.json` under the root): its
 /// revision (``Manifest/revision``) and version, the generation that sync left, and the stamp
 /// of the store file then (``MetadataStore/commitStamp()``). While no commit came after it,
@@ -94,20 +86,14 @@ extension Store {
             nothingToSweep()
         else { return nil }
         // What a plain sync checks of each package: its tree, every directory down to it a real
-        // one (`ContainedDirectory`), and its file list. Paths built as text, three `lstat`s a
-        // package: this runs at every launch.
+        // one (`ContainedDirectory`, each folder looked at once), and its file list. Paths as
+        // text, three `lstat`s a package: this runs at every launch.
         guard let packages = settled.parsedPackages else { return nil }
-        let base = root.path.hasSuffix("/") ? String(root.path.dropLast()) : root.path
-        func isKind(_ path: String, _ kind: mode_t) -> Bool {
-            var info = stat()
-            return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == kind
-        }
-        guard isKind(base + "/packages", S_IFDIR) else { return nil }
+        var folders = ContainedDirectory.Folders(tree: root.path)
         for tree in packages.compactMap(\.tree) {
             let parts = tree.split(separator: "/")
-            guard parts.count == 3, parts[0] == "packages",
-                isKind(base + "/packages/" + parts[1], S_IFDIR), isKind(base + "/" + tree, S_IFDIR),
-                isKind(base + "/filelists/" + parts[1] + "/" + parts[2] + ".files", S_IFREG)
+            guard parts.count == 3, parts[0] == "packages", folders.isRealFolder(tree),
+                FileSystem.isRegularFile(atPath: folders.base + "filelists/" + parts[1] + "/" + parts[2] + ".files")
             else { return nil }
         }
         return (settled, packages)
