@@ -44,6 +44,23 @@ struct TimestampServerTests {
             ])
         }
 
+        /// `hot-server timestamp --every 1` with the role's key and `options`, its output going
+        /// to the log returned; the caller stops it.
+        func startSchedule(_ options: [String]) throws -> (Process, URL) {
+            let log = app.directory.appendingPathComponent("timestamp.log")
+            FileManager.default.createFile(atPath: log.path, contents: nil)
+            let server = Process()
+            server.executableURL = URL(fileURLWithPath: try executable("hot-server"))
+            server.arguments =
+                ["timestamp", "--repo", app.repo.path, "--key", timestampKey.path, "--every", "1"] + options + [
+                    "--hot", try executable("hot"),
+                ]
+            server.standardOutput = try FileHandle(forWritingTo: log)
+            server.standardError = server.standardOutput
+            try server.run()
+            return (server, log)
+        }
+
         /// The served timestamp's bytes and part, or nil while there is none.
         func served() throws -> (bytes: Data, part: TimestampPart)? {
             guard let bytes = try? Data(contentsOf: timestampFile) else { return nil }
@@ -103,17 +120,7 @@ struct TimestampServerTests {
         #expect(refused.status != 0 && refused.version.isEmpty)
         #expect(refused.stderr.contains("timestamp"), "\(refused.stderr)")
 
-        let log = repository.app.directory.appendingPathComponent("timestamp.log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: try executable("hot-server"))
-        server.arguments = [
-            "timestamp", "--repo", repository.app.repo.path, "--key", repository.timestampKey.path, "--every", "1",
-            "--expires", "1h", "--hot", try executable("hot"),
-        ]
-        server.standardOutput = try FileHandle(forWritingTo: log)
-        server.standardError = server.standardOutput
-        try server.run()
+        let (server, log) = try repository.startSchedule(["--expires", "1h"])
         defer {
             kill(server.processIdentifier, SIGKILL)
             server.waitUntilExit()
@@ -152,17 +159,7 @@ struct TimestampServerTests {
         try await repository.release("1")
         // An edit leaves the manifest unsigned: no timestamp can name it.
         try await hot(["disable", "--repo", repository.app.repo.path, "--", "app"])
-        let log = repository.app.directory.appendingPathComponent("timestamp.log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: try executable("hot-server"))
-        server.arguments = [
-            "timestamp", "--repo", repository.app.repo.path, "--key", repository.timestampKey.path, "--every", "1",
-            "--hot", try executable("hot"),
-        ]
-        server.standardOutput = try FileHandle(forWritingTo: log)
-        server.standardError = server.standardOutput
-        try server.run()
+        let (server, log) = try repository.startSchedule([])
         defer {
             kill(server.processIdentifier, SIGKILL)
             server.waitUntilExit()
