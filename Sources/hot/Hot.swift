@@ -10,7 +10,7 @@ struct Hot: AsyncParsableCommand {
         abstract: "Publish, install and inspect HotUpdate packages.",
         subcommands: [
             Keygen.self, Pack.self, Release.self, Rollback.self, Rollout.self, Disable.self, Enable.self, Sign.self,
-            Timestamp.self,
+            Timestamp.self, Shard.self,
             Verify.self,
             Sync.self, Install.self, Status.self, Resolve.self, Unpack.self, Delete.self, GarbageCollect.self,
             Repair.self,

@@ -159,7 +159,16 @@ struct Sign: AsyncParsableCommand {
             let signers = try keys.map { try readSigner($0) }
             let verifier = CryptoVerifier()
             let files = repository.files
-            var body = try files.loadBody(channel: repository.channel)
+            let sharded = files.isSharded(channel: repository.channel)
+            if sharded, try files.loadTop(channel: repository.channel).envelope.rollout != nil {
+                // The rollout role's step is kept (the next release starts from it): folded
+                // into the shards it changes.
+                try files.saveSharded(try files.loadShardedBody(channel: repository.channel), channel: repository.channel)
+            }
+            // A sharded channel signs its top document: the shards are named by their hashes.
+            var body =
+                sharded
+                ? try files.loadTop(channel: repository.channel).top : try files.loadBody(channel: repository.channel)
             // The previous release and the role it declared: a step of it may carry a version
             // up to the role's lead above it, and the next release must be above that.
             let previousRole = body.rolloutRole
@@ -175,6 +184,8 @@ struct Sign: AsyncParsableCommand {
                 throw ValidationError("the threshold \(body.threshold) is above the \(body.keys.count) declared keys")
             }
             try setRoles(&body, verifier: verifier)
+            // (A sharded channel's ids are checked as each is added, against the ids of its shard,
+            // where every other spelling of it would be.)
             try PathCollision.check(body.packages.map(\.id), caseSensitive: false, what: "the manifest's package ids")
             body.version = try OnlineRoleBounds.nextReleaseVersion(
                 after: body.version,
@@ -193,12 +204,32 @@ struct Sign: AsyncParsableCommand {
                     "only \(declaredSigners) of the signing keys are declared by the manifest, \(body.threshold) needed; clients would refuse it"
                 )
             }
-            try files.write(envelope, channel: repository.channel)
+            if sharded {
+                try signSharded(envelope, top: body, signers: signers, files: files, verifier: verifier)
+            } else {
+                try files.write(envelope, channel: repository.channel)
+            }
             print(
-                "signed \(files.manifestPath(channel: repository.channel)) version \(body.version), expires \(SignedManifestBody.rfc3339(expiry)), \(envelope.signatures.count) signature(s)"
+                "signed \(files.manifestPath(channel: repository.channel))\(sharded ? " and its \(body.shards?.count ?? 0) shards" : "") version \(body.version), expires \(SignedManifestBody.rfc3339(expiry)), \(envelope.signatures.count) signature(s)"
             )
             try writeTimestamp(files: files, body: body, signers: signers, now: now)
         }
+    }
+
+    /// Writes a sharded channel's signed top document, `envelope`, and the manifest of every
+    /// package for clients that predate shards, spliced from the shards' bytes and signed by
+    /// the same keys.
+    private func signSharded(
+        _ envelope: SignedEnvelope,
+        top: SignedManifestBody,
+        signers: [any Signer],
+        files: RepositoryFiles,
+        verifier: CryptoVerifier
+    ) throws {
+        let shards = try (top.shards ?? []).map { try files.shardBytes($0) }
+        let whole = try RepositoryFiles.splice(top, shards: shards)
+        try files.write(try SignedEnvelope.sign(whole, with: signers, verifier: verifier), channel: repository.channel)
+        try RepositoryFiles.replaceServed(files.topURL(channel: repository.channel), with: try envelope.encoded())
     }
 
     /// Applies the rollout and timestamp role options to `body`.

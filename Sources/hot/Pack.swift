@@ -85,12 +85,14 @@ struct Pack: AsyncParsableCommand {
             // Validates the id and the version.
             _ = try PackageDescriptor(id: id, version: version, url: URL(fileURLWithPath: "/"))
             let files = repository.files
+            // The package alone: in a sharded channel, its shard and the top document.
+            var edit = try files.loadPackage(id, channel: repository.channel)
             // Names every client would refuse are refused here, before anything is written.
             try PublishedNames.checkPack(
                 source: source,
                 id: id,
                 caseSensitive: caseSensitiveOnly,
-                existingIDs: try files.loadBody(channel: repository.channel).packages.map(\.id)
+                existingIDs: edit.others
             )
             try FileSystem.createDirectory(files.packagesDirectory)
             let temporary = files.packagesDirectory.appendingPathComponent(".\(id)-\(version)-\(UUID().uuidString).zip")
@@ -129,20 +131,19 @@ struct Pack: AsyncParsableCommand {
                 channel: repository.channel,
                 encryption: zipEncryption
             ).build(
-                package: try files.loadBody(channel: repository.channel).package(id),
+                package: edit.package,
                 id: id,
                 target: entry,
                 targetTree: source,
                 count: deltas
             )
-            try repository.edit { body, _ in
-                try body.editPackage(id) { package in
-                    try package.addVersion(entry)
-                    if !deltaEntries.isEmpty { package.setDeltas(deltaEntries, of: version) }
-                    if !noRelease { package.release(version, rollout: nil) }
-                    if let delivery { package.setDelivery(delivery.mode) }
-                }
+            try edit.edit { package in
+                try package.addVersion(entry)
+                if !deltaEntries.isEmpty { package.setDeltas(deltaEntries, of: version) }
+                if !noRelease { package.release(version, rollout: nil) }
+                if let delivery { package.setDelivery(delivery.mode) }
             }
+            try repository.save(edit)
             print(
                 "packed \(id) \(version): \(summary.fileCount) files, \(entry.size) bytes, \(archive.lastPathComponent)"
                     + (zipEncryption.map { ", encrypted (\($0.method))" } ?? "") + (noRelease ? "" : ", released")

@@ -50,15 +50,20 @@ struct Release: AsyncParsableCommand {
 
     func run() async throws {
         try await runReportingErrors {
-            try repository.edit { body, files in
-                let listed = body.package(id)?.entry(for: version)
-                let entry = try listed ?? files.findPackedVersion(id: id, version: version, channel: repository.channel)
-                try body.editPackage(id) { package in
-                    try package.addVersion(entry)
-                    package.release(version, rollout: policy.rollout)
-                    policy.apply(to: &package)
-                }
+            // The package alone: in a sharded channel, its shard and the top document.
+            let files = repository.files
+            var edit = try files.loadPackage(id, channel: repository.channel)
+            let listed = edit.package?.entry(for: version)
+            let entry = try listed ?? files.findPackedVersion(id: id, version: version, channel: repository.channel)
+            if edit.package == nil {
+                try PathCollision.check(edit.others + [id], caseSensitive: false, what: "the package ids of the manifest")
             }
+            try edit.edit { package in
+                try package.addVersion(entry)
+                package.release(version, rollout: policy.rollout)
+                policy.apply(to: &package)
+            }
+            try repository.save(edit)
             print("released \(id) \(version)" + (policy.rollout.map { " to \($0)% of clients" } ?? ""))
         }
     }

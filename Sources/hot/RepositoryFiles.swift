@@ -27,13 +27,25 @@ struct RepositoryOptions: ParsableArguments {
         }
     }
 
+    /// Saves an edit of one package (``RepositoryFiles/loadPackage(_:channel:)``) unsigned.
+    func save(_ edit: PackageEdit) throws {
+        let files = self.files
+        try files.save(edit, channel: channel)
+        printNote("\(changedPath(files)) changed; sign it with `hot sign` before publishing")
+    }
+
+    /// What an edit changes: the manifest, or a sharded channel's top document.
+    private func changedPath(_ files: RepositoryFiles) -> String {
+        files.isSharded(channel: channel) ? files.topPath(channel: channel) : files.manifestPath(channel: channel)
+    }
+
     /// Loads the channel's manifest, lets `edit` change it, and saves it unsigned.
     func edit(_ edit: (inout SignedManifestBody, RepositoryFiles) throws -> Void) throws {
         let files = self.files
         var body = try files.loadBody(channel: channel)
         try edit(&body, files)
         try files.saveUnsigned(body, channel: channel)
-        printNote("\(files.manifestPath(channel: channel)) changed; sign it with `hot sign` before publishing")
+        printNote("\(changedPath(files)) changed; sign it with `hot sign` before publishing")
     }
 }
 
@@ -89,7 +101,9 @@ struct RepositoryFiles {
 
     /// The channel's signed part; a new one when the manifest does not exist, and a
     /// schema-1 manifest converted (each package released at its listed version).
+    /// A sharded channel's is read from its top document and shards.
     func loadBody(channel: String?) throws -> SignedManifestBody {
+        if isSharded(channel: channel) { return try loadShardedBody(channel: channel) }
         guard FileManager.default.fileExists(atPath: manifestURL(channel: channel).path) else {
             return SignedManifestBody(channel: channel)
         }
@@ -115,14 +129,20 @@ struct RepositoryFiles {
     /// The version of the channel's signed part as written (not raised by a rollout step),
     /// or nil when there is no manifest or it is a schema-1 document.
     func signedPartVersion(channel: String?) throws -> Int? {
+        if isSharded(channel: channel) { return try loadTop(channel: channel).top.version }
         guard FileManager.default.fileExists(atPath: manifestURL(channel: channel).path),
             let envelope = try SignedEnvelope.read(try manifestData(channel: channel))
         else { return nil }
         return try SignedManifestBody.decode(envelope.signed).version
     }
 
-    /// Writes the channel's manifest with no signature (an edit invalidates the old ones).
+    /// Writes the channel's manifest with no signature (an edit invalidates the old ones): as
+    /// shards and a top document when the channel is sharded or reaches
+    /// ``shardThreshold`` packages.
     func saveUnsigned(_ body: SignedManifestBody, channel: String?) throws {
+        if isSharded(channel: channel) || body.packages.count >= Self.shardThreshold {
+            return try saveSharded(body, channel: channel)
+        }
         try write(SignedEnvelope(signed: try body.canonicalBytes(), signatures: []), channel: channel)
     }
 

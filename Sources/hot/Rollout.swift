@@ -138,6 +138,10 @@ struct Rollout: AsyncParsableCommand {
             var served = envelope
             served.rollout = SignedEnvelope.Rollout(signed: signed, signatures: signatures)
             try files.write(served, channel: repository.channel)
+            if files.isSharded(channel: repository.channel) {
+                // The same step over the top document, which clients that read shards fetch.
+                try signTopStep(part, releaseVersion: release.version, signers: signers, files: files, verifier: verifier)
+            }
             print(
                 "signed a rollout step of \(path) version \(part.version): \(id) \(target)"
                     + (rollout.map { " to \($0)% of clients" } ?? " to every client")
@@ -149,6 +153,33 @@ struct Rollout: AsyncParsableCommand {
 }
 
 extension Rollout {
+    /// Signs `part` again over a sharded channel's top document (the release it names is the
+    /// top document's signed part) and writes it there.
+    fileprivate func signTopStep(
+        _ part: RolloutPart,
+        releaseVersion: Int,
+        signers: [any Signer],
+        files: RepositoryFiles,
+        verifier: CryptoVerifier
+    ) throws {
+        var (envelope, top) = try files.loadTop(channel: repository.channel)
+        let path = files.topPath(channel: repository.channel)
+        guard !envelope.signatures.isEmpty, top.version == releaseVersion else {
+            throw HotUpdateError(
+                .manifestUnsigned,
+                "\(path) is not the signed top document of \(files.manifestPath(channel: repository.channel)) version \(releaseVersion); sign the channel again (hot sign)"
+            )
+        }
+        var step = part
+        step.release = try verifier.digest(of: envelope.signed, using: .sha256).hex
+        let signed = try step.canonicalBytes()
+        envelope.rollout = SignedEnvelope.Rollout(
+            signed: signed,
+            signatures: try SignedEnvelope.sign(signed, with: signers, verifier: verifier).signatures
+        )
+        try RepositoryFiles.replaceServed(files.topURL(channel: repository.channel), with: try envelope.encoded())
+    }
+
     /// The channel's timestamp after a step: signed over it with `--timestamp-key`; otherwise
     /// left naming the release before the step where a timestamp role is declared (its
     /// machine signs the step in with its next timestamp), and removed where the release keys

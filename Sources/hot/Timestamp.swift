@@ -60,8 +60,30 @@ struct TimestampSigner {
         }
     }
 
-    /// The release manifest on disk: signed by its release keys, decoded, and as clients act on it.
+    /// The release manifest on disk: signed by its release keys, decoded, and as clients act on
+    /// it. In a sharded channel, its top document, which the timestamp names; its packages are
+    /// not read, as the timestamp names only the version (a rollout step's, when one is
+    /// served).
     private func release() throws -> (data: Data, release: SignedManifestBody, body: SignedManifestBody) {
+        if files.isSharded(channel: channel) {
+            let data: Data
+            do {
+                data = try Data(contentsOf: files.topURL(channel: channel))
+            } catch {
+                throw HotUpdateError.wrap(error, as: .notFound, "cannot read \(files.topPath(channel: channel))")
+            }
+            let envelope = try SignedEnvelope.parse(data)
+            guard !envelope.signatures.isEmpty else {
+                throw HotUpdateError(
+                    .manifestUnsigned,
+                    "sign \(files.topPath(channel: channel)) with its release keys first (hot sign)"
+                )
+            }
+            let release = try SignedManifestBody.decode(envelope.signed)
+            var body = release
+            if let rollout = envelope.rollout { body.version = max(body.version, try RolloutPart.decode(rollout.signed).version) }
+            return (data, release, body)
+        }
         let data = try files.manifestData(channel: channel)
         let path = files.manifestPath(channel: channel)
         guard let envelope = try SignedEnvelope.read(data), !envelope.signatures.isEmpty else {

@@ -275,12 +275,14 @@ struct Verify: AsyncParsableCommand {
             }
             let served = try ServedTimestamp(try Data(contentsOf: url))
             let named: Data
+            var directory = url.deletingLastPathComponent()
             if let path = served.part.manifest.path {
                 let target = URL(fileURLWithPath: path, relativeTo: url.deletingLastPathComponent()).standardizedFileURL
                 guard FileManager.default.fileExists(atPath: target.path) else {
                     return ["\(name): names \(path), which the repository does not hold"]
                 }
                 named = try Data(contentsOf: target)
+                directory = target.deletingLastPathComponent()
             } else {
                 named = manifest
             }
@@ -288,15 +290,34 @@ struct Verify: AsyncParsableCommand {
                 return ["\(name): the manifest it names has other bytes than it says"]
             }
             let envelope = try SignedEnvelope.parse(named)
+            let release = try SignedManifestBody.decode(envelope.signed)
+            // A sharded manifest's top document: its shards, beside it, as clients fetch them.
+            var shards: [String: Data]? = release.isSharded ? [:] : nil
+            for reference in release.shards ?? [] {
+                let shard = directory.appendingPathComponent(reference.path)
+                guard FileManager.default.fileExists(atPath: shard.path) else {
+                    return ["\(name): names a top document whose shard \(reference.path) the repository does not hold"]
+                }
+                let data = try Data(contentsOf: shard)
+                try reference.check(data, verifier: verifier)
+                shards?[reference.sha256] = data
+            }
             try served.check(
-                release: try SignedManifestBody.decode(envelope.signed),
-                body: try envelope.effectiveBody(verifier: verifier),
+                release: release,
+                body: try envelope.effectiveBody(verifier: verifier, shards: shards),
                 manifestSHA256: served.part.manifest.sha256,
                 manifestLength: served.part.manifest.length,
                 now: Date(),
                 verifier: verifier
             )
-            if named != manifest {
+            let current = files.isSharded(channel: channel) ? try Data(contentsOf: files.topURL(channel: channel)) : manifest
+            // The manifest for clients that predate shards says what the top document says.
+            if release.isSharded, named == current, let whole = try SignedEnvelope.read(manifest),
+                try SignedManifestBody.decode(whole.signed) != envelope.releaseBody(verifier: verifier, shards: shards)
+            {
+                return ["\(name): the top document it names differs from \(files.manifestPath(channel: channel))"]
+            }
+            if named != current {
                 print(
                     "\(name): names manifest version \(served.part.manifest.version), not the current one; clients see that once the timestamp is signed again (hot timestamp)"
                 )

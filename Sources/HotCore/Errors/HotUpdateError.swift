@@ -66,6 +66,7 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
             case rolloutRoleExceeded
             case catalogUntrusted
             case treeOutsideStore
+            case shardMismatch
             case timestampExpired
             case timestampMismatch
             case timestampMissing
@@ -207,6 +208,11 @@ public struct HotUpdateError: Error, Sendable, Equatable, CustomStringConvertibl
         /// outside the store, or another kind of file): nothing is read through it, and a
         /// sync removes it and puts the tree back.
         public static let treeOutsideStore = Code(.treeOutsideStore)
+        /// A shard of a sharded manifest (one bin of its packages) differs from what the signed
+        /// manifest names for it: another SHA-256 or length (the download is cut at the named
+        /// length), another bin, another number of packages, a package filed under the wrong bin
+        /// or listed twice. Nothing from the manifest is used.
+        public static let shardMismatch = Code(.shardMismatch)
         /// A channel's timestamp (`timestamp.json`, the small signed document that names the
         /// current manifest) has expired, checked against the later of the device's clock and
         /// the newest release signing time this client accepted; a `304 Not Modified` answer

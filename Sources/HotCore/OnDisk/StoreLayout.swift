@@ -29,6 +29,9 @@ package struct StoreLayout: Sendable, Hashable {
     /// The last timestamp accepted, kept for conditional requests (`timestamp.kept`, and its
     /// validators in `timestamp.kept.json`).
     package static let keptTimestampFileName = "timestamp.kept"
+    /// The shards of the last sharded manifest accepted (`shards.kept`), so the next change
+    /// downloads only the shards whose hash changed.
+    package static let keptShardsFileName = "shards.kept"
     /// The manifest the last sync left nothing to do for (`settled.json`).
     package static let settledFileName = "settled.json"
 

@@ -43,10 +43,14 @@ package struct StoreStateFile: Sendable {
     /// Where ``keptTimestamp`` came from and its validators (`timestamp.kept.json`).
     package static let keptTimestampValidators = StoreStateFile(name: StoreLayout.keptTimestampFileName + ".json")
 
+    /// The shards of the last sharded manifest a manifest source accepted (`shards.kept`),
+    /// each checked against the SHA-256 its manifest names before it is used.
+    package static let keptShards = StoreStateFile(name: StoreLayout.keptShardsFileName)
+
     /// The state files the store sweeps the temporaries of.
     static let all: [StoreStateFile] = [
         .trust, .catalog, .checkSchedule, .keptManifest, .keptManifestValidators, .keptTimestamp,
-        .keptTimestampValidators, .settled,
+        .keptTimestampValidators, .settled, .keptShards,
     ]
 
     /// Replaces each file with its bytes, durably and when they differ, under one hold of the

@@ -189,22 +189,22 @@ public struct SignedManifestSource: RevisionedManifestSource {
         }
         var writes: [(StoreStateFile, Data)] = []
         let bytes: Data
+        let location =
+            try named.path.map { path -> URL in
+                guard let resolved = URL(string: path, relativeTo: timestampURL)?.absoluteURL else {
+                    throw HotUpdateError(
+                        .manifestInvalid,
+                        "the timestamp's manifest path '\(path)' is not a URL path"
+                    )
+                }
+                return resolved
+            } ?? url
         // The kept bytes' SHA-256 was checked against their record as they were loaded.
         if let kept = KeptDocument.load(.manifest, root: storeRoot, url: url, verifier: verifier),
             kept.validators.sha256 == named.sha256, Int64(kept.bytes.count) == named.length
         {
             bytes = kept.bytes
         } else {
-            let location =
-                try named.path.map { path -> URL in
-                    guard let resolved = URL(string: path, relativeTo: timestampURL)?.absoluteURL else {
-                        throw HotUpdateError(
-                            .manifestInvalid,
-                            "the timestamp's manifest path '\(path)' is not a URL path"
-                        )
-                    }
-                    return resolved
-                } ?? url
             guard named.length <= maxBytes else {
                 throw HotUpdateError(
                     .byteLimitExceeded,
@@ -244,11 +244,95 @@ public struct SignedManifestSource: RevisionedManifestSource {
                 verifier: verifier
             )
         }
+        let shards = try await fetchShards(of: bytes, at: location)
         let manifest = try await FileSystem.offload {
-            try source.manifest(from: bytes, timestamp: (served, timestampURL))
+            try source.manifest(from: bytes, timestamp: (served, timestampURL), shards: shards?.bytes)
         }
-        keep(writes + timestampWrites)
+        keep(writes + timestampWrites + (shards?.writes ?? []))
         return manifest
+    }
+
+    /// The shards of `data` when it is a sharded manifest's top document, served at `location`:
+    /// none before the top document's signatures are found to hold; then each shard kept under
+    /// the root whose SHA-256 is named, and the others downloaded (a few at a time), each cut
+    /// at its named length and checked against its SHA-256 before a byte of it is parsed. With
+    /// them, what keeps exactly these shards for the next change, when that differs from what
+    /// is kept. Nil for any other manifest.
+    ///
+    /// - Throws: `HotUpdateError.Code.shardMismatch` for a shard other than the one named, and
+    ///   as ``ManifestAuthenticator/shardReferences(of:from:)`` and the transport.
+    private func fetchShards(
+        of data: Data,
+        at location: URL
+    ) async throws -> (bytes: [String: Data], writes: [(StoreStateFile, Data)])? {
+        let authenticator = self.authenticator
+        guard
+            let references = try await FileSystem.offload({
+                try authenticator.shardReferences(of: data, from: location)
+            })
+        else { return nil }
+        let (root, verifier) = (storeRoot, self.verifier)
+        let kept = try await FileSystem.offload { KeptShards.load(root: root, verifier: verifier) }
+        var shards: [String: Data] = [:]
+        var missing: [ShardReference] = []
+        for reference in references {
+            if let bytes = kept[reference.sha256] { shards[reference.sha256] = bytes } else { missing.append(reference) }
+        }
+        var next = missing.makeIterator()
+        try await withThrowingTaskGroup(of: (String, Data).self) { group in
+            for _ in 0..<Self.shardFetchWidth {
+                guard let reference = next.next() else { break }
+                group.addTask { (reference.sha256, try await fetchShard(reference, at: location)) }
+            }
+            while let (sha256, bytes) = try await group.next() {
+                shards[sha256] = bytes
+                if let reference = next.next() {
+                    group.addTask { (reference.sha256, try await fetchShard(reference, at: location)) }
+                }
+            }
+        }
+        let writes: [(StoreStateFile, Data)] =
+            Set(shards.keys) == Set(kept.keys) ? [] : [(.keptShards, KeptShards.encoded(shards))]
+        return (shards, writes)
+    }
+
+    /// How many shards are downloaded at once.
+    static let shardFetchWidth = 8
+
+    /// One shard's bytes, downloaded from beside the top document at `location`, cut at the
+    /// length named and checked against the SHA-256 named.
+    private func fetchShard(_ reference: ShardReference, at location: URL) async throws -> Data {
+        guard let shardURL = URL(string: reference.path, relativeTo: location)?.absoluteURL else {
+            throw HotUpdateError(.manifestInvalid, "the shard path '\(reference.path)' is not a URL path")
+        }
+        guard reference.length <= maxBytes else {
+            throw HotUpdateError(
+                .byteLimitExceeded,
+                "the manifest names a shard of \(reference.length) bytes, more than the \(maxBytes) allowed",
+                subject: shardURL.absoluteString
+            )
+        }
+        let response = try await transport.fetch(
+            TransportRequest(url: shardURL, timeouts: timeouts, maxBytes: reference.length)
+        )
+        try response.requireSuccess()
+        let data: Data
+        do {
+            data = try await response.collect(limit: reference.length)
+        } catch let error as HotUpdateError where error.code == .byteLimitExceeded {
+            throw HotUpdateError(
+                .shardMismatch,
+                "the shard of bin \(reference.bin) served is longer than the \(reference.length) bytes the manifest names",
+                subject: shardURL.absoluteString
+            )
+        }
+        do {
+            try reference.check(data, verifier: verifier)
+        } catch var error as HotUpdateError {
+            error.subject = error.subject ?? shardURL.absoluteString
+            throw error
+        }
+        return data
     }
 
     /// The channel's timestamp, or nil when the server has none (404, 410): a 304 answer
@@ -308,8 +392,13 @@ public struct SignedManifestSource: RevisionedManifestSource {
             if response.statusCode == 304 {
                 response.body.cancel()
                 do {
+                    let shards = try await fetchShards(of: kept.bytes, at: url)
                     // Off the cooperative pool: recording the trust state waits for the store lock.
-                    return try await FileSystem.offload { try source.manifest(from: kept.bytes) }
+                    let manifest = try await FileSystem.offload {
+                        try source.manifest(from: kept.bytes, timestamp: nil, shards: shards?.bytes)
+                    }
+                    keep(shards?.writes ?? [])
+                    return manifest
                 } catch let error as HotUpdateError
                     where error.code == .manifestExpired || error.code == .timestampMissing
                 {
@@ -319,22 +408,27 @@ public struct SignedManifestSource: RevisionedManifestSource {
                 }
             } else {
                 try response.requireSuccess()
-                let data = try await response.collect(limit: maxBytes)
-                return try await FileSystem.offload { try source.accept(data, headers: response.headers) }
+                return try await accept(try await response.collect(limit: maxBytes), headers: response.headers)
             }
         }
         let response = try await transport.fetch(TransportRequest(url: url, timeouts: timeouts, maxBytes: maxBytes))
         try response.requireSuccess()
-        let data = try await response.collect(limit: maxBytes)
-        return try await FileSystem.offload { try source.accept(data, headers: response.headers) }
+        return try await accept(try await response.collect(limit: maxBytes), headers: response.headers)
     }
 
-    /// ``manifest(from:)``, then keeps the bytes and their validators for the next
-    /// conditional request when they changed (see ``fetchManifest()``).
-    private func accept(_ data: Data, headers: [String: String]) throws -> Manifest {
-        let manifest = try manifest(from: data)
+    /// ``manifest(from:)`` (with the shards of a sharded manifest's top document), then keeps
+    /// the bytes and their validators for the next conditional request when they changed (see
+    /// ``fetchManifest()``).
+    private func accept(_ data: Data, headers: [String: String]) async throws -> Manifest {
+        let source = self
+        let shards = try await fetchShards(of: data, at: url)
+        // Off the cooperative pool: recording the trust state waits for the store lock.
+        let manifest = try await FileSystem.offload {
+            try source.manifest(from: data, timestamp: nil, shards: shards?.bytes)
+        }
+        var writes = shards?.writes ?? []
         do {
-            keep(
+            writes =
                 try KeptDocument.writes(
                     .manifest,
                     bytes: data,
@@ -342,11 +436,11 @@ public struct SignedManifestSource: RevisionedManifestSource {
                     headers: headers,
                     root: storeRoot,
                     verifier: verifier
-                )
-            )
+                ) + writes
         } catch {
             logger.warning("cannot keep the manifest for conditional requests: \(error)")
         }
+        keep(writes)
         return manifest
     }
 
@@ -376,18 +470,19 @@ public struct SignedManifestSource: RevisionedManifestSource {
     /// Authenticates served manifest bytes and applies the policy; records the new trust
     /// state when the manifest is accepted. A manifest that declares a timestamp role is
     /// refused here (`HotUpdateError.Code.timestampMissing`): it is accepted only with its
-    /// timestamp, through ``fetchManifest()``.
+    /// timestamp, through ``fetchManifest()``. So is a sharded manifest's top document
+    /// (`HotUpdateError.Code.manifestInvalid`), whose packages are in shards this reads not.
     ///
     /// - Throws: `HotUpdateError` as listed on the type.
     public func manifest(from data: Data) throws -> Manifest {
-        try manifest(from: data, timestamp: nil)
+        try manifest(from: data, timestamp: nil, shards: nil)
     }
 
     /// ``manifest(from:)`` with the timestamp served for the bytes, checked against the
-    /// release manifest they hold.
-    func manifest(from data: Data, timestamp: (ServedTimestamp, URL)?) throws -> Manifest {
+    /// release manifest they hold, and the shards of a sharded manifest by SHA-256.
+    func manifest(from data: Data, timestamp: (ServedTimestamp, URL)?, shards: [String: Data]?) throws -> Manifest {
         let authenticator = self.authenticator
-        switch try authenticator.authenticate(data, from: url, timestamp: timestamp) {
+        switch try authenticator.authenticate(data, from: url, timestamp: timestamp, shards: shards) {
         case .unsigned(let document):
             return try document.manifest(relativeTo: url)
         case .signed(let body):

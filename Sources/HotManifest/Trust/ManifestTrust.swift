@@ -187,7 +187,15 @@ struct ManifestAuthenticator: Sendable {
 
     /// Authenticates `data`, served from `url`, with the channel's timestamp served beside it
     /// (and the timestamp's URL, for messages), if any.
-    func authenticate(_ data: Data, from url: URL, timestamp: (ServedTimestamp, URL)? = nil) throws -> Accepted {
+    ///
+    /// A sharded manifest's top document is read with `shards`, its shards' bytes by SHA-256,
+    /// which must be those it names (``SignedManifestBody/assembled(from:verifier:)``).
+    func authenticate(
+        _ data: Data,
+        from url: URL,
+        timestamp: (ServedTimestamp, URL)? = nil,
+        shards: [String: Data]? = nil
+    ) throws -> Accepted {
         let subject = url.absoluteString
         let read: SignedEnvelope?
         do {
@@ -200,11 +208,11 @@ struct ManifestAuthenticator: Sendable {
             try requireUnsignedAllowed(subject, what: read == nil ? "no \"signed\" part" : "no signature")
             warnUnsigned(subject)
             guard let envelope = read else { return .unsigned(try ManifestDocument.decode(data)) }
-            return .signed(try checkedUnverified(envelope, subject: subject))
+            return .signed(try checkedUnverified(envelope, shards: shards, subject: subject))
         }
         if trust.allowsUnsigned && trust.rootKeys.isEmpty {
             warnUnsigned(subject)
-            return .signed(try checkedUnverified(envelope, subject: subject))
+            return .signed(try checkedUnverified(envelope, shards: shards, subject: subject))
         }
 
         // The trust state is written under the store's exclusive lock, so two processes never
@@ -215,25 +223,20 @@ struct ManifestAuthenticator: Sendable {
             let channelName = context.channel ?? ""
             let fingerprint = try rootFingerprint()
             let stored = state.channels[channelName].flatMap { $0.rootFingerprint == fingerprint ? $0 : nil }
-            let trustedKeys: [String: PublicKey]
-            let trustedThreshold: Int
-            if let stored {
-                trustedKeys = try SignedManifestBody.keyTable(stored.keys, verifier: verifier)
-                trustedThreshold = stored.threshold
-            } else {
-                trustedKeys = try Dictionary(
-                    trust.rootKeys.map { (try verifier.keyID(of: $0), $0) },
-                    uniquingKeysWith: { first, _ in first }
-                )
-                trustedThreshold = trust.threshold
-            }
+            let (trustedKeys, trustedThreshold) = try self.trustedKeys(stored)
             try envelope.tally(keys: trustedKeys, verifier: verifier).require(
                 trustedThreshold,
                 whose: "trusted",
                 subject: subject
             )
 
-            let release = try SignedManifestBody.decode(envelope.signed)
+            let release: SignedManifestBody
+            do {
+                release = try envelope.releaseBody(verifier: verifier, shards: shards)
+            } catch var error as HotUpdateError {
+                error.subject = error.subject ?? subject
+                throw error
+            }
             guard release.channel == context.channel else {
                 throw HotUpdateError(
                     .manifestInvalid,
@@ -313,6 +316,51 @@ struct ManifestAuthenticator: Sendable {
             return .success(.signed(body))
         }
         .get()
+    }
+
+    /// The keys that must sign the next manifest and how many of them: those the manifest
+    /// trusted last (`stored`) declared, or the app's root keys.
+    private func trustedKeys(_ stored: TrustState.Channel?) throws -> ([String: PublicKey], Int) {
+        if let stored {
+            return (try SignedManifestBody.keyTable(stored.keys, verifier: verifier), stored.threshold)
+        }
+        let keys = try Dictionary(
+            trust.rootKeys.map { (try verifier.keyID(of: $0), $0) },
+            uniquingKeysWith: { first, _ in first }
+        )
+        return (keys, trust.threshold)
+    }
+
+    /// The shards `data` names when it is a sharded manifest's top document, once a threshold
+    /// of the keys this client trusts is found to have signed it, so that nothing is downloaded
+    /// for a top document forged by whoever serves it; nil for any other manifest. An unsigned
+    /// top document passes only where unsigned manifests are accepted. Reads the trust state,
+    /// writes nothing: ``authenticate(_:from:timestamp:shards:)`` checks everything again
+    /// with the shards.
+    ///
+    /// - Throws: `HotUpdateError.Code.signatureInvalid`, `HotUpdateError.Code.manifestUnsigned`,
+    ///   and the reader's codes.
+    func shardReferences(of data: Data, from url: URL) throws -> [ShardReference]? {
+        let subject = url.absoluteString
+        do {
+            guard let envelope = try SignedEnvelope.read(data),
+                let shards = try SignedManifestBody.decode(envelope.signed).shards
+            else { return nil }
+            guard !envelope.signatures.isEmpty else {
+                try requireUnsignedAllowed(subject, what: "no signature")
+                return shards
+            }
+            if trust.allowsUnsigned && trust.rootKeys.isEmpty { return shards }
+            let state = try TrustState.load(root: storeRoot)
+            let fingerprint = try rootFingerprint()
+            let stored = state.channels[context.channel ?? ""].flatMap { $0.rootFingerprint == fingerprint ? $0 : nil }
+            let (keys, threshold) = try trustedKeys(stored)
+            try envelope.tally(keys: keys, verifier: verifier).require(threshold, whose: "trusted", subject: subject)
+            return shards
+        } catch var error as HotUpdateError {
+            error.subject = error.subject ?? subject
+            throw error
+        }
     }
 
     /// The manifest to act on and the digest that identifies it: the release manifest, or,
@@ -458,8 +506,12 @@ struct ManifestAuthenticator: Sendable {
     /// A signed body accepted without checking its signatures (development repositories):
     /// its channel and expiry still hold. A body never signed (`hot pack` writes its expiry
     /// as the epoch until `hot sign` sets one) has no expiry to check.
-    private func checkedUnverified(_ envelope: SignedEnvelope, subject: String) throws -> SignedManifestBody {
-        let body = try envelope.effectiveBody(verifier: verifier)
+    private func checkedUnverified(
+        _ envelope: SignedEnvelope,
+        shards: [String: Data]?,
+        subject: String
+    ) throws -> SignedManifestBody {
+        let body = try envelope.effectiveBody(verifier: verifier, shards: shards)
         guard body.channel == context.channel else {
             throw HotUpdateError(
                 .manifestInvalid,

@@ -67,13 +67,32 @@ public struct SignedEnvelope: Sendable, Hashable {
     }
 
     /// The manifest as clients act on it, signatures unchecked (for publishing tools): the
-    /// signed part, with the rollout part applied when there is one.
+    /// signed part, with the packages of its shards when it is a sharded manifest's top
+    /// document, and the rollout part applied when there is one.
     ///
-    /// - Throws: As ``SignedManifestBody/decode(_:)`` and ``RolloutPart/apply(to:releaseSHA256:role:)``,
-    ///   and `HotUpdateError.Code.rolloutRoleExceeded` for a rollout part in a manifest that
-    ///   declares no rollout role.
-    public func effectiveBody(verifier: any Verifier) throws -> SignedManifestBody {
-        try applyingRollout(to: SignedManifestBody.decode(signed), verifier: verifier, checkingSignatures: false)
+    /// - Parameter shards: The shards' bytes by SHA-256, for a sharded manifest.
+    /// - Throws: As ``SignedManifestBody/decode(_:)``, ``SignedManifestBody/assembled(from:verifier:)``
+    ///   and ``RolloutPart/apply(to:releaseSHA256:role:)``; `HotUpdateError.Code.manifestInvalid`
+    ///   for a sharded manifest without `shards`, and `HotUpdateError.Code.rolloutRoleExceeded`
+    ///   for a rollout part in a manifest that declares no rollout role.
+    public func effectiveBody(verifier: any Verifier, shards: [String: Data]? = nil) throws -> SignedManifestBody {
+        try applyingRollout(to: releaseBody(verifier: verifier, shards: shards), verifier: verifier, checkingSignatures: false)
+    }
+
+    /// The signed part, with the packages of its shards when it is a sharded manifest's top
+    /// document: the release manifest a rollout part applies to.
+    ///
+    /// - Throws: As ``effectiveBody(verifier:shards:)``, the rollout part aside.
+    public func releaseBody(verifier: any Verifier, shards: [String: Data]?) throws -> SignedManifestBody {
+        let release = try SignedManifestBody.decode(signed)
+        guard release.isSharded else { return release }
+        guard let shards else {
+            throw HotUpdateError(
+                .manifestInvalid,
+                "the manifest is a sharded manifest's top document: its packages are in the shards it names, which were not read with it"
+            )
+        }
+        return try release.assembled(from: shards, verifier: verifier)
     }
 
     /// `release`, the decoded signed part, with the rollout part applied when there is one;

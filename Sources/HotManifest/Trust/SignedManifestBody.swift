@@ -140,10 +140,15 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
     /// nil when the release keys sign it. A manifest that declares one is accepted only with a
     /// timestamp beside it. Manifests without it stay byte-identical.
     public var timestampRole: TimestampRole?
+    /// In a sharded manifest's top document (schema ``shardedSchema``), the shards that list
+    /// the packages, by bin (``ShardReference``), and ``packages`` is empty; nil otherwise.
+    /// Manifests without it stay byte-identical.
+    public var shards: [ShardReference]?
 
     private enum CodingKeys: String, CodingKey {
         case type = "_type"
         case schema, version, expires, signedAt, channel, keys, threshold, packages, rolloutRole, timestampRole
+        case shards
     }
 
     /// Creates a body.
@@ -177,12 +182,16 @@ public struct SignedManifestBody: Codable, Sendable, Hashable {
         } catch {
             throw HotUpdateError.wrap(error, as: .manifestInvalid, "the signed manifest is not valid schema-2 JSON")
         }
-        guard body.type == type, body.schema == currentSchema else {
+        guard body.type == type, body.schema == (body.isSharded ? shardedSchema : currentSchema) else {
             throw HotUpdateError(
                 .manifestInvalid,
-                "the signed part is '\(body.type)' schema \(body.schema), expected '\(type)' schema \(currentSchema)"
+                "the signed part is '\(body.type)' schema \(body.schema)\(body.isSharded ? " with shards" : ""), expected '\(type)' schema \(currentSchema), or \(shardedSchema) with shards"
             )
         }
+        guard !body.isSharded || body.packages.isEmpty else {
+            throw HotUpdateError(.manifestInvalid, "the sharded manifest lists packages beside its shards")
+        }
+        try body.validateShards()
         guard body.threshold >= 1 else {
             throw HotUpdateError(.manifestInvalid, "the manifest's threshold \(body.threshold) is below 1")
         }

@@ -273,6 +273,7 @@ struct Publisher: Sendable {
             let manifest = try LocalRepository.decode(data, path: path)
             named.formUnion(manifest.namedPaths)
             named.insert(try LocalRepository.contentAddressedPath(of: data))
+            named.formUnion(try await timestampNamedPaths(besideManifest: path))
             live[path] = manifest.body.version
         }
         for (path, versions) in history.sorted(by: { $0.key < $1.key }) {
@@ -295,6 +296,24 @@ struct Publisher: Sendable {
             emit("\(settings.dryRun ? "would delete" : "deleted")\t\(path)")
         }
         return doomed.count
+    }
+
+    /// What the live timestamp beside the manifest at `path` names in the bucket: the
+    /// content-addressed manifest copy, and, when that is a sharded manifest's top document,
+    /// its shards. Empty where there is no timestamp.
+    private func timestampNamedPaths(besideManifest path: String) async throws -> Set<String> {
+        let directory = (path as NSString).deletingLastPathComponent
+        let timestampPath = (directory.isEmpty ? "" : directory + "/") + TimestampPart.fileName
+        guard let data = try await bucket.get(key: location.key(timestampPath)),
+            let reference = try TimestampPart.decode(try SignedEnvelope.parse(data).signed).manifest.path,
+            let copy = LocalRepository.repositoryPath(of: reference, relativeTo: timestampPath)
+        else { return [] }
+        var named: Set<String> = [copy]
+        guard let top = try await bucket.get(key: location.key(copy)) else { return named }
+        for shard in try SignedManifestBody.decode(try SignedEnvelope.parse(top).signed).shards ?? [] {
+            if let shardPath = LocalRepository.repositoryPath(of: shard.path, relativeTo: copy) { named.insert(shardPath) }
+        }
+        return named
     }
 
     /// Whether a repository path is a channel's timestamp: `timestamp.json` or

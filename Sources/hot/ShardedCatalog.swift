@@ -1,0 +1,294 @@
+import ArgumentParser
+import Foundation
+import HotCore
+import HotManifest
+import HotStore
+import HotVerify
+
+/// A sharded channel on disk: its packages in content-addressed shards, one per bin of package
+/// ids (``ManifestShard``), named by a small top document, so that a change to one package
+/// re-writes one shard and the top document, and a client downloads those two.
+///
+/// ```
+/// channels/<name>/top.json           the top document: the manifest with shard references
+///                                    instead of packages (the publisher's working copy,
+///                                    unsigned after an edit, signed by `hot sign`)
+/// manifests/shards/<sha256>.json     one shard, immutable, shared by every channel
+/// manifests/<sha256>.json            the signed top document's copy, which the timestamp names
+/// channels/<name>/manifest.json      every package in one manifest, for clients that predate
+///                                    shards: spliced from the shards' bytes, not re-encoded
+/// ```
+///
+/// A channel becomes sharded with `hot shard`, or on its own once an edit leaves it with
+/// ``threshold`` packages or more; it stays sharded.
+extension RepositoryFiles {
+    /// How many packages make an edit shard a channel on its own.
+    static let shardThreshold = 1_000
+
+    /// The top document of a sharded channel: `top.json` beside its manifest.
+    func topURL(channel: String?) -> URL {
+        manifestURL(channel: channel).deletingLastPathComponent().appendingPathComponent("top.json")
+    }
+
+    /// The top document's path relative to the repository, for messages.
+    func topPath(channel: String?) -> String {
+        channel.map { "channels/\($0)/top.json" } ?? "top.json"
+    }
+
+    /// Whether the channel is sharded.
+    func isSharded(channel: String?) -> Bool {
+        FileManager.default.fileExists(atPath: topURL(channel: channel).path)
+    }
+
+    /// Where shard `sha256` is: `manifests/shards/<sha256>.json`, beside the top documents'
+    /// copies, so the path a top document names (`shards/<sha256>.json`) resolves to it.
+    func shardURL(sha256: String) -> URL {
+        root.appendingPathComponent("manifests/shards/\(sha256).json")
+    }
+
+    /// The top document as written, and its signed part decoded.
+    func loadTop(channel: String?) throws -> (envelope: SignedEnvelope, top: SignedManifestBody) {
+        let path = topPath(channel: channel)
+        let data: Data
+        do {
+            data = try Data(contentsOf: topURL(channel: channel))
+        } catch {
+            throw HotUpdateError.wrap(error, as: .notFound, "cannot read \(path)")
+        }
+        let envelope = try SignedEnvelope.parse(data)
+        let top = try SignedManifestBody.decode(envelope.signed)
+        guard top.isSharded else {
+            throw HotUpdateError(.manifestInvalid, "\(path) names no shards", subject: path)
+        }
+        return (envelope, top)
+    }
+
+    /// The bytes of the shard `reference` names, checked against it.
+    func shardBytes(_ reference: ShardReference) throws -> Data {
+        let url = shardURL(sha256: reference.sha256)
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw HotUpdateError.wrap(
+                error,
+                as: .notFound,
+                "cannot read manifests/shards/\(reference.sha256).json (bin \(reference.bin))"
+            )
+        }
+        try reference.check(data, verifier: CryptoVerifier())
+        return data
+    }
+
+    /// The bytes of every shard `top` names, by SHA-256.
+    func shardBytes(of top: SignedManifestBody) throws -> [String: Data] {
+        var shards: [String: Data] = [:]
+        for reference in top.shards ?? [] { shards[reference.sha256] = try shardBytes(reference) }
+        return shards
+    }
+
+    /// Writes `shard` at its content address unless it is there, and names it.
+    func writeShard(_ shard: ManifestShard) throws -> (ShardReference, Data) {
+        let data = try shard.canonicalBytes()
+        let reference = try ShardReference(shard, bytes: data, verifier: CryptoVerifier())
+        let url = shardURL(sha256: reference.sha256)
+        if !FileManager.default.fileExists(atPath: url.path) {
+            try FileSystem.createDirectory(url.deletingLastPathComponent())
+            try DurableFile.write(data, to: url)
+        }
+        return (reference, data)
+    }
+
+    /// The sharded channel's manifest as clients act on it: its shards' packages in the top
+    /// document, the rollout part applied.
+    func loadShardedBody(channel: String?) throws -> SignedManifestBody {
+        let (envelope, top) = try loadTop(channel: channel)
+        return try envelope.effectiveBody(verifier: CryptoVerifier(), shards: try shardBytes(of: top))
+    }
+
+    /// Writes `body` as the sharded channel's working copy, unsigned: each bin's shard (those
+    /// already written stay as they are), the top document naming them, and the manifest of
+    /// every package spliced from them.
+    func saveSharded(_ body: SignedManifestBody, channel: String?) throws {
+        let verifier = CryptoVerifier()
+        var bins: [String: [SignedManifestBody.Package]] = [:]
+        for package in body.packages {
+            bins[try ManifestShard.bin(of: package.id, verifier: verifier), default: []].append(package)
+        }
+        var top = body
+        top.packages = []
+        top.shards = []
+        var shardData: [Data] = []
+        for (bin, packages) in bins.sorted(by: { $0.key < $1.key }) {
+            let (reference, data) = try writeShard(ManifestShard(bin: bin, packages: packages))
+            top.shards?.append(reference)
+            shardData.append(data)
+        }
+        try saveTop(top, shards: shardData, channel: channel)
+    }
+
+    /// Writes the top document `top` unsigned, and the manifest of every package spliced
+    /// from `shards` (the bytes of the shards it names, in its order), unsigned.
+    func saveTop(_ top: SignedManifestBody, shards: [Data], channel: String?) throws {
+        var top = top
+        top.schema = SignedManifestBody.shardedSchema
+        let url = topURL(channel: channel)
+        try FileSystem.createDirectory(url.deletingLastPathComponent())
+        try Self.replaceServed(url, with: try SignedEnvelope(signed: try top.canonicalBytes(), signatures: []).encoded())
+        try write(
+            SignedEnvelope(signed: try Self.splice(top, shards: shards), signatures: []),
+            channel: channel
+        )
+    }
+
+    /// The signed part of the manifest listing every package of `top`: the top document
+    /// without its shard references, with the packages of `shards` (their bytes, in the
+    /// top document's order) spliced in as bytes. The shards are written as this encoder
+    /// writes a manifest, so the result is the manifest's canonical encoding, and ten
+    /// thousand packages are never decoded and encoded again.
+    ///
+    /// - Throws: `HotUpdateError.Code.internalInconsistency` when a shard's bytes are not in
+    ///   the form the encoder writes.
+    static func splice(_ top: SignedManifestBody, shards: [Data]) throws -> Data {
+        var header = top
+        header.shards = nil
+        header.schema = SignedManifestBody.currentSchema
+        header.packages = []
+        let encoded = try header.canonicalBytes()
+        let emptyList = Data("\n  \"packages\" : [\n\n  ]".utf8)
+        guard let slot = encoded.range(of: emptyList) else {
+            throw HotUpdateError(.internalInconsistency, "the manifest's encoding has no empty package list to fill")
+        }
+        let opening = Data("\n  \"packages\" : [\n".utf8)
+        let closing = Data("\n  ],\n  \"schema\" : ".utf8)
+        var lists: [Data] = []
+        for shard in shards {
+            guard let start = shard.range(of: opening), let end = shard.range(of: closing, options: .backwards),
+                start.upperBound <= end.lowerBound
+            else {
+                throw HotUpdateError(.internalInconsistency, "a shard is not in the form the encoder writes")
+            }
+            lists.append(shard[start.upperBound..<end.lowerBound])
+        }
+        guard !lists.isEmpty else { return encoded }
+        var spliced = Data(encoded[..<slot.lowerBound])
+        spliced.append(opening)
+        for (index, list) in lists.enumerated() {
+            if index > 0 { spliced.append(Data(",\n".utf8)) }
+            spliced.append(list)
+        }
+        spliced.append(Data("\n  ]".utf8))
+        spliced.append(encoded[slot.upperBound...])
+        return spliced
+    }
+
+    /// One package of the channel, for an edit of that package alone: in a sharded channel
+    /// only its shard is read (ids that differ only by case share it, so `others` holds every
+    /// id it could clash with); otherwise the whole manifest.
+    func loadPackage(_ id: String, channel: String?) throws -> PackageEdit {
+        guard isSharded(channel: channel) else {
+            let body = try loadBody(channel: channel)
+            return PackageEdit(id: id, package: body.package(id), others: body.packages.map(\.id), place: .whole(body))
+        }
+        let (envelope, top) = try loadTop(channel: channel)
+        // A rollout step changes packages across shards: the whole catalogue is edited.
+        if envelope.rollout != nil {
+            let body = try loadShardedBody(channel: channel)
+            return PackageEdit(id: id, package: body.package(id), others: body.packages.map(\.id), place: .whole(body))
+        }
+        let bin = try ManifestShard.bin(of: id, verifier: CryptoVerifier())
+        let shard = try top.shards?.first { $0.bin == bin }.map { try ManifestShard.decode(try shardBytes($0)) }
+        let packages = shard?.packages ?? []
+        return PackageEdit(
+            id: id,
+            package: packages.first { $0.id == id },
+            others: packages.map(\.id),
+            place: .shard(top: top, bin: bin, packages: packages)
+        )
+    }
+
+    /// Writes `edit` back, unsigned: its shard and the top document in a sharded channel, the
+    /// whole manifest otherwise (which shards it once it reaches ``shardThreshold``).
+    func save(_ edit: PackageEdit, channel: String?) throws {
+        switch edit.place {
+        case .whole(var body):
+            if let package = edit.package {
+                body.editPackage(edit.id) { $0 = package }
+            }
+            try saveUnsigned(body, channel: channel)
+        case .shard(var top, let bin, var packages):
+            if let package = edit.package {
+                if let index = packages.firstIndex(where: { $0.id == edit.id }) {
+                    packages[index] = package
+                } else {
+                    packages.append(package)
+                }
+            }
+            var references = (top.shards ?? []).filter { $0.bin != bin }
+            if !packages.isEmpty {
+                references.append(try writeShard(ManifestShard(bin: bin, packages: packages)).0)
+            }
+            top.shards = references.sorted { $0.bin < $1.bin }
+            try saveTop(top, shards: try top.shards?.map { try shardBytes($0) } ?? [], channel: channel)
+        }
+    }
+}
+
+/// One package of a channel being edited (``RepositoryFiles/loadPackage(_:channel:)``).
+struct PackageEdit {
+    /// Where the package lives: the whole manifest, or one shard of a sharded channel.
+    enum Place {
+        case whole(SignedManifestBody)
+        case shard(top: SignedManifestBody, bin: String, packages: [SignedManifestBody.Package])
+    }
+
+    /// The package id.
+    var id: String
+    /// The package as listed; nil until it is.
+    var package: SignedManifestBody.Package?
+    /// The ids a new spelling of `id` could clash with.
+    var others: [String]
+    var place: Place
+
+    /// Edits the package, creating it when it is not listed.
+    mutating func edit(_ change: (inout SignedManifestBody.Package) throws -> Void) rethrows {
+        var package = self.package ?? SignedManifestBody.Package(id: id)
+        try change(&package)
+        self.package = package
+    }
+}
+
+/// `hot shard --repo DIR [--channel NAME]`
+struct Shard: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List a channel's packages in shards, so that a change to one package costs one shard.",
+        discussion: """
+            The packages go into up to 256 shards by the hash of their id \
+            (manifests/shards/<sha256>.json, which never change), named by a small top \
+            document (top.json beside the manifest); `hot sign` signs it, writes the manifest \
+            of every package for clients that predate shards, and a timestamp naming the top \
+            document. A client then downloads the top document and the shards whose hash \
+            changed, and `hot pack` and `hot release` read and write one shard. A channel is \
+            sharded on its own once an edit leaves it with 1,000 packages; it stays sharded.
+            """
+    )
+
+    @OptionGroup var repository: RepositoryOptions
+
+    func run() async throws {
+        try await runReportingErrors {
+            let files = repository.files
+            guard !files.isSharded(channel: repository.channel) else {
+                print("\(files.manifestPath(channel: repository.channel)) is sharded already")
+                return
+            }
+            let body = try files.loadBody(channel: repository.channel)
+            try files.saveSharded(body, channel: repository.channel)
+            let top = try files.loadTop(channel: repository.channel).top
+            print(
+                "sharded \(files.manifestPath(channel: repository.channel)): \(body.packages.count) packages in \(top.shards?.count ?? 0) shards"
+            )
+            printNote("\(files.topPath(channel: repository.channel)) changed; sign it with `hot sign` before publishing")
+        }
+    }
+}
