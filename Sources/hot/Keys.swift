@@ -163,7 +163,10 @@ struct Sign: AsyncParsableCommand {
             if sharded, try files.loadTop(channel: repository.channel).envelope.rollout != nil {
                 // The rollout role's step is kept (the next release starts from it): folded
                 // into the shards it changes.
-                try files.saveSharded(try files.loadShardedBody(channel: repository.channel), channel: repository.channel)
+                try files.saveSharded(
+                    try files.loadShardedBody(channel: repository.channel),
+                    channel: repository.channel
+                )
             }
             // A sharded channel signs its top document: the shards are named by their hashes.
             var body =

@@ -56,7 +56,11 @@ struct Release: AsyncParsableCommand {
             let listed = edit.package?.entry(for: version)
             let entry = try listed ?? files.findPackedVersion(id: id, version: version, channel: repository.channel)
             if edit.package == nil {
-                try PathCollision.check(edit.others + [id], caseSensitive: false, what: "the package ids of the manifest")
+                try PathCollision.check(
+                    edit.others + [id],
+                    caseSensitive: false,
+                    what: "the package ids of the manifest"
+                )
             }
             try edit.edit { package in
                 try package.addVersion(entry)

@@ -140,7 +140,13 @@ struct Rollout: AsyncParsableCommand {
             try files.write(served, channel: repository.channel)
             if files.isSharded(channel: repository.channel) {
                 // The same step over the top document, which clients that read shards fetch.
-                try signTopStep(part, releaseVersion: release.version, signers: signers, files: files, verifier: verifier)
+                try signTopStep(
+                    part,
+                    releaseVersion: release.version,
+                    signers: signers,
+                    files: files,
+                    verifier: verifier
+                )
             }
             print(
                 "signed a rollout step of \(path) version \(part.version): \(id) \(target)"

@@ -134,7 +134,10 @@ extension RepositoryFiles {
         top.schema = SignedManifestBody.shardedSchema
         let url = topURL(channel: channel)
         try FileSystem.createDirectory(url.deletingLastPathComponent())
-        try Self.replaceServed(url, with: try SignedEnvelope(signed: try top.canonicalBytes(), signatures: []).encoded())
+        try Self.replaceServed(
+            url,
+            with: try SignedEnvelope(signed: try top.canonicalBytes(), signatures: []).encoded()
+        )
         try write(
             SignedEnvelope(signed: try Self.splice(top, shards: shards), signatures: []),
             channel: channel
@@ -288,7 +291,9 @@ struct Shard: AsyncParsableCommand {
             print(
                 "sharded \(files.manifestPath(channel: repository.channel)): \(body.packages.count) packages in \(top.shards?.count ?? 0) shards"
             )
-            printNote("\(files.topPath(channel: repository.channel)) changed; sign it with `hot sign` before publishing")
+            printNote(
+                "\(files.topPath(channel: repository.channel)) changed; sign it with `hot sign` before publishing"
+            )
         }
     }
 }

@@ -81,7 +81,9 @@ struct TimestampSigner {
             }
             let release = try SignedManifestBody.decode(envelope.signed)
             var body = release
-            if let rollout = envelope.rollout { body.version = max(body.version, try RolloutPart.decode(rollout.signed).version) }
+            if let rollout = envelope.rollout {
+                body.version = max(body.version, try RolloutPart.decode(rollout.signed).version)
+            }
             return (data, release, body)
         }
         let data = try files.manifestData(channel: channel)

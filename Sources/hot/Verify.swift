@@ -310,7 +310,8 @@ struct Verify: AsyncParsableCommand {
                 now: Date(),
                 verifier: verifier
             )
-            let current = files.isSharded(channel: channel) ? try Data(contentsOf: files.topURL(channel: channel)) : manifest
+            let current =
+                files.isSharded(channel: channel) ? try Data(contentsOf: files.topURL(channel: channel)) : manifest
             // The manifest for clients that predate shards says what the top document says.
             if release.isSharded, named == current, let whole = try SignedEnvelope.read(manifest),
                 try SignedManifestBody.decode(whole.signed) != envelope.releaseBody(verifier: verifier, shards: shards)

@@ -64,13 +64,14 @@ struct NoChangeCheckTests {
         }
     }
 
-    /// `hot pack` of each package (its id and files, version 1), `hot sign` expiring at
-    /// `expires`, served by nginx (the caller stops it); `hot sync` over `transport`, or the
-    /// default one.
+    /// `hot pack` of each package (its id and files, version 1), `hot shard` when `sharded`,
+    /// `hot sign` expiring at `expires`, served by nginx (the caller stops it); `hot sync` over
+    /// `transport`, or the default one.
     static func serve(
         _ packages: [(id: String, files: [String: Data])],
         expires: String = "30d",
-        transport: TransportKind? = nil
+        transport: TransportKind? = nil,
+        sharded: Bool = false
     ) async throws -> Served {
         let repo = try makeTemporaryDirectory("repo")
         for (id, files) in packages {
@@ -80,6 +81,10 @@ struct NoChangeCheckTests {
                 "pack", source.path, "--id", id, "--version", "1", "--repo", repo.path,
             ])
             #expect(packed.status == 0, "\(packed.stderr)")
+        }
+        if sharded {
+            let shard = try await CommandLineTests.run(["shard", "--repo", repo.path])
+            #expect(shard.status == 0 && shard.stdout.contains("sharded manifest.json"), "\(shard.stderr)")
         }
         let (privateKey, publicKey) = try await sign(repo, expires: expires)
         let server = try await NginxServer.start(root: repo)

@@ -40,12 +40,14 @@ struct CheckBenchmark: AsyncParsableCommand {
         var repository: URL
         var root: URL
         var manifestBytes: Int64 = 0
-        var lastPack: Double = 0
         var checks: [ChildOutcome] = []
         var bytes: [Int64] = []
         var rootChanged = 0
         var changedBytes: Int64 = 0
         var changedPackageBytes: Int64 = 0
+        var changedRequests: [String] = []
+        var packs: [Double] = []
+        var sign: Double = 0
     }
 
     func run() async throws {
@@ -76,7 +78,7 @@ struct CheckBenchmark: AsyncParsableCommand {
                 let source = work.appendingPathComponent("src/p\(index)")
                 try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
                 try Data("package \(index)\n".utf8).write(to: source.appendingPathComponent("p\(index).txt"))
-                let packed = try hotRun(
+                try hotRun(
                     child,
                     [
                         hot, "pack", source.path, "--id", "p\(index)", "--version", "1", "--repo", repository.path,
@@ -84,7 +86,6 @@ struct CheckBenchmark: AsyncParsableCommand {
                     ],
                     log
                 )
-                if index == count { catalogue.lastPack = packed.seconds }
             }
             try hotRun(child, [hot, "sign", "--repo", repository.path, "--key", key, "--expires", "7d"], log)
             catalogue.manifestBytes = try size(of: repository.appendingPathComponent("manifest.json"))
@@ -136,13 +137,54 @@ struct CheckBenchmark: AsyncParsableCommand {
                 ],
                 log
             )
-            try hotRun(child, [hot, "sign", "--repo", catalogue.repository.path, "--key", key, "--expires", "7d"], log)
+            catalogues[index].sign =
+                try hotRun(
+                    child,
+                    [hot, "sign", "--repo", catalogue.repository.path, "--key", key, "--expires", "7d"],
+                    log
+                )
+                .seconds
             let logged = server.requests().count
             try hotRun(child, sync(catalogue), log)
             let requests = await settledRequests(server, after: logged)
             catalogues[index].changedBytes = requests.reduce(0) { $0 + $1.bodyBytesSent }
             catalogues[index].changedPackageBytes = requests.filter { $0.path.contains("/packages/") }
                 .reduce(0) { $0 + $1.bodyBytesSent }
+            catalogues[index].changedRequests = requests.filter { !$0.path.contains("/packages/") }
+                .map { "\($0.path.split(separator: "/").suffix(2).joined(separator: "/")) \($0.bodyBytesSent)" }
+        }
+
+        // The publisher: hot pack of one more package, into an empty repository and into each
+        // catalogue, `runs` times each, round-robin.
+        note("hot pack of one more package, \(runs) times per repository")
+        var emptyPacks: [Double] = []
+        for run in 1...runs {
+            let source = work.appendingPathComponent("src/extra\(run)")
+            try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
+            try Data("extra \(run)\n".utf8).write(to: source.appendingPathComponent("extra.txt"))
+            let empty = work.appendingPathComponent("repo-empty-\(run)")
+            emptyPacks.append(
+                try hotRun(
+                    child,
+                    [
+                        hot, "pack", source.path, "--id", "extra\(run)", "--version", "1", "--repo", empty.path,
+                        "--deltas", "0",
+                    ],
+                    log
+                ).seconds
+            )
+            for index in catalogues.indices {
+                catalogues[index].packs.append(
+                    try hotRun(
+                        child,
+                        [
+                            hot, "pack", source.path, "--id", "extra\(run)", "--version", "1", "--repo",
+                            catalogues[index].repository.path, "--deltas", "0",
+                        ],
+                        log
+                    ).seconds
+                )
+            }
         }
 
         let reference = catalogues[0]
@@ -151,9 +193,11 @@ struct CheckBenchmark: AsyncParsableCommand {
         var table = Table([
             ("packages", .right), ("manifest", .right), ("bytes per check", .right), ("time", .right),
             ("× \(reference.count)", .right), ("peak RSS", .right), ("× \(reference.count)", .right),
-            ("root written", .left), ("one changed: bytes beyond the package", .right), ("last hot pack", .right),
+            ("root written", .left), ("one changed: bytes beyond the package", .right),
+            ("hot pack of one more", .right), ("× empty", .right), ("hot sign", .right),
             ("× \(reference.count)", .right),
         ])
+        let emptyPack = median(emptyPacks)
         for catalogue in catalogues {
             let time = median(catalogue.checks.map(\.seconds))
             let rss = catalogue.checks.map(\.peakRSS).max() ?? 0
@@ -166,13 +210,22 @@ struct CheckBenchmark: AsyncParsableCommand {
                 catalogue.rootChanged == 0
                     ? "no (\(runs) of \(runs) untouched)" : "YES, \(catalogue.rootChanged) of \(runs)",
                 "\(beyond) B (\(String(format: "%.0f%%", 100 * Double(beyond) / Double(max(1, catalogue.manifestBytes)))) of the manifest)",
-                format(catalogue.lastPack), String(format: "%.2f×", catalogue.lastPack / max(reference.lastPack, 1e-9)),
+                format(median(catalogue.packs)),
+                String(format: "%.2f×", median(catalogue.packs) / max(emptyPack, 1e-9)),
+                format(catalogue.sign), String(format: "%.2f×", catalogue.sign / max(reference.sign, 1e-9)),
             ])
         }
         print(
             "the check at every launch: hot sync with nothing changed, \(runs) checks per size, round-robin; bytes are nginx's body bytes"
         )
         print(table.render(markdown: markdown))
+        print("hot pack into an empty repository: \(format(emptyPack)) (median of \(runs))")
+        for catalogue in catalogues {
+            print(
+                "\(catalogue.count) packages, one changed, what was served beside the package: "
+                    + catalogue.changedRequests.joined(separator: ", ")
+            )
+        }
     }
 
     /// Runs a `hot` command; a failure stops the benchmark.

@@ -276,7 +276,11 @@ public struct SignedManifestSource: RevisionedManifestSource {
         var shards: [String: Data] = [:]
         var missing: [ShardReference] = []
         for reference in references {
-            if let bytes = kept[reference.sha256] { shards[reference.sha256] = bytes } else { missing.append(reference) }
+            if let bytes = kept[reference.sha256] {
+                shards[reference.sha256] = bytes
+            } else {
+                missing.append(reference)
+            }
         }
         var next = missing.makeIterator()
         try await withThrowingTaskGroup(of: (String, Data).self) { group in
@@ -312,12 +316,12 @@ public struct SignedManifestSource: RevisionedManifestSource {
                 subject: shardURL.absoluteString
             )
         }
-        let response = try await transport.fetch(
-            TransportRequest(url: shardURL, timeouts: timeouts, maxBytes: reference.length)
-        )
-        try response.requireSuccess()
         let data: Data
         do {
+            let response = try await transport.fetch(
+                TransportRequest(url: shardURL, timeouts: timeouts, maxBytes: reference.length)
+            )
+            try response.requireSuccess()
             data = try await response.collect(limit: reference.length)
         } catch let error as HotUpdateError where error.code == .byteLimitExceeded {
             throw HotUpdateError(

@@ -76,7 +76,11 @@ public struct SignedEnvelope: Sendable, Hashable {
     ///   for a sharded manifest without `shards`, and `HotUpdateError.Code.rolloutRoleExceeded`
     ///   for a rollout part in a manifest that declares no rollout role.
     public func effectiveBody(verifier: any Verifier, shards: [String: Data]? = nil) throws -> SignedManifestBody {
-        try applyingRollout(to: releaseBody(verifier: verifier, shards: shards), verifier: verifier, checkingSignatures: false)
+        try applyingRollout(
+            to: releaseBody(verifier: verifier, shards: shards),
+            verifier: verifier,
+            checkingSignatures: false
+        )
     }
 
     /// The signed part, with the packages of its shards when it is a sharded manifest's top

@@ -311,7 +311,9 @@ struct Publisher: Sendable {
         var named: Set<String> = [copy]
         guard let top = try await bucket.get(key: location.key(copy)) else { return named }
         for shard in try SignedManifestBody.decode(try SignedEnvelope.parse(top).signed).shards ?? [] {
-            if let shardPath = LocalRepository.repositoryPath(of: shard.path, relativeTo: copy) { named.insert(shardPath) }
+            if let shardPath = LocalRepository.repositoryPath(of: shard.path, relativeTo: copy) {
+                named.insert(shardPath)
+            }
         }
         return named
     }
