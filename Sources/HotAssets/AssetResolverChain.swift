@@ -341,7 +341,10 @@ extension AssetResolverChain {
             case .real:
                 break
             case .missing:
+                // Marked for the next sync to heal: the check at launch looks inside no
+                // package's directory, so the reader that finds it gone says so.
                 logger.warning("not resolving from a package whose tree is gone", metadata: metadata)
+                LossMarker.record(package.id, layout: updater.layout)
                 continue
             case .foreign(let component):
                 // A link in place of a directory of the tree, perhaps out of the store: nothing is

@@ -107,8 +107,8 @@ extension RepositoryFiles {
     }
 
     /// Writes `body` as the sharded channel's working copy, unsigned: each bin's shard (those
-    /// already written stay as they are), the top document naming them, and the manifest of
-    /// every package spliced from them.
+    /// already written stay as they are) and the top document naming them. The manifest of
+    /// every package is written by `hot sign`.
     func saveSharded(_ body: SignedManifestBody, channel: String?) throws {
         let verifier = CryptoVerifier()
         var bins: [String: [SignedManifestBody.Package]] = [:]
@@ -118,18 +118,17 @@ extension RepositoryFiles {
         var top = body
         top.packages = []
         top.shards = []
-        var shardData: [Data] = []
         for (bin, packages) in bins.sorted(by: { $0.key < $1.key }) {
-            let (reference, data) = try writeShard(ManifestShard(bin: bin, packages: packages))
-            top.shards?.append(reference)
-            shardData.append(data)
+            top.shards?.append(try writeShard(ManifestShard(bin: bin, packages: packages)).0)
         }
-        try saveTop(top, shards: shardData, channel: channel)
+        try saveTop(top, channel: channel)
     }
 
-    /// Writes the top document `top` unsigned, and the manifest of every package spliced
-    /// from `shards` (the bytes of the shards it names, in its order), unsigned.
-    func saveTop(_ top: SignedManifestBody, shards: [Data], channel: String?) throws {
+    /// Writes the top document `top` unsigned. The channel's `manifest.json` stays as it was
+    /// signed last, so clients and tools that read it see the last signed release, and
+    /// `hot publish` refuses the channel until `hot sign` signs the top document and writes
+    /// the manifest of every package from its shards.
+    func saveTop(_ top: SignedManifestBody, channel: String?) throws {
         var top = top
         top.schema = SignedManifestBody.shardedSchema
         let url = topURL(channel: channel)
@@ -137,10 +136,6 @@ extension RepositoryFiles {
         try Self.replaceServed(
             url,
             with: try SignedEnvelope(signed: try top.canonicalBytes(), signatures: []).encoded()
-        )
-        try write(
-            SignedEnvelope(signed: try Self.splice(top, shards: shards), signatures: []),
-            channel: channel
         )
     }
 
@@ -232,7 +227,7 @@ extension RepositoryFiles {
                 references.append(try writeShard(ManifestShard(bin: bin, packages: packages)).0)
             }
             top.shards = references.sorted { $0.bin < $1.bin }
-            try saveTop(top, shards: try top.shards?.map { try shardBytes($0) } ?? [], channel: channel)
+            try saveTop(top, channel: channel)
         }
     }
 }

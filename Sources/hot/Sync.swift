@@ -183,31 +183,33 @@ struct Sync: AsyncParsableCommand {
             shown?.cancel()
             _ = await shown?.value
             display.finish()
+            // One write for every line: a check that finds ten thousand packages unchanged
+            // prints them in one go.
+            var lines = ""
             for outcome in report.packages {
                 let version = outcome.activeVersion ?? "-"
                 if outcome.isWaitingForNetwork {
-                    print("\(outcome.id)\t\(outcome.change)\twaiting\t\(version)\tfor an unmetered network")
+                    lines += "\(outcome.id)\t\(outcome.change)\twaiting\t\(version)\tfor an unmetered network\n"
                 } else if let error = outcome.error {
-                    print("\(outcome.id)\t\(outcome.change)\tfailed\t\(version)")
+                    lines += "\(outcome.id)\t\(outcome.change)\tfailed\t\(version)\n"
                     printError(error.description)
                 } else if let delta = outcome.delta {
                     // A fifth column when a delta was tried: used, or refused and why.
                     if let fallback = delta.fallback {
-                        print(
-                            "\(outcome.id)\t\(outcome.change)\tok\t\(version)\tdelta from \(delta.baseVersion) refused, full package"
-                        )
+                        lines +=
+                            "\(outcome.id)\t\(outcome.change)\tok\t\(version)\tdelta from \(delta.baseVersion) refused, full package\n"
                         printNote(
                             "\(outcome.id): the delta from \(delta.baseVersion) was refused: \(fallback.description)"
                         )
                     } else {
-                        print(
-                            "\(outcome.id)\t\(outcome.change)\tok\t\(version)\tdelta from \(delta.baseVersion), \(delta.bytes) bytes"
-                        )
+                        lines +=
+                            "\(outcome.id)\t\(outcome.change)\tok\t\(version)\tdelta from \(delta.baseVersion), \(delta.bytes) bytes\n"
                     }
                 } else {
-                    print("\(outcome.id)\t\(outcome.change)\tok\t\(version)")
+                    lines += "\(outcome.id)\t\(outcome.change)\tok\t\(version)\n"
                 }
             }
+            FileHandle.standardOutput.write(Data(lines.utf8))
             if let timings { try writeTimings(report, to: timings) }
             if !report.failures.isEmpty { throw ExitCode(1) }
         }

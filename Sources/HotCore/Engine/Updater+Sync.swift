@@ -33,7 +33,7 @@ extension Updater {
         let fetched: Manifest?
         do {
             if let revisioned = source as? any RevisionedManifestSource, let settled {
-                fetched = try await revisioned.fetchManifest(unlessRevision: settled.sync.revision)
+                fetched = try await revisioned.fetchManifest(unlessRevision: settled.header.revision)
             } else {
                 fetched = try await source.fetchManifest()
             }
@@ -45,11 +45,11 @@ extension Updater {
         let seconds = (clock.now - start).timeInterval
         guard let manifest = fetched else {
             // The manifest the store settled on, and nothing happened since: nothing to do.
-            report(TelemetryEvent(kind: .check, manifestVersion: settled?.sync.manifestVersion))
+            report(TelemetryEvent(kind: .check, manifestVersion: settled?.header.manifestVersion))
             let outcomes = (settled?.packages ?? []).map {
                 SyncReport.PackageOutcome(id: $0.id, change: $0.change, activeVersion: $0.version)
             }
-            var result = SyncReport(manifestVersion: settled?.sync.manifestVersion, packages: outcomes)
+            var result = SyncReport(manifestVersion: settled?.header.manifestVersion, packages: outcomes)
             (result.isUnchanged, result.manifestSeconds) = (true, seconds)
             return result
         }

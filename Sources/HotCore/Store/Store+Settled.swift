@@ -5,57 +5,85 @@ import Logging
 /// revision (``Manifest/revision``) and version, the generation that sync left, and the stamp
 /// of the store file then (``MetadataStore/commitStamp()``). While no commit came after it,
 /// the store holds exactly what that manifest asks for.
-struct SettledSync: Codable, Sendable, Hashable {
-    /// The manifest's revision, as its source identified it.
-    var revision: String
-    /// The manifest's version, for the report of a check that finds it unchanged.
-    var manifestVersion: Int?
-    /// The generation the sync left.
-    var generation: Int
-    /// The store file's stamp then; another stamp means a commit came after.
-    var stamp: String
-    /// The catalog's stamp then (`catalog.json`, `FileSystem.identity(of:)`): a catalog
-    /// changed or removed since is written again by a plain sync.
-    var catalogStamp: String?
-    /// Each package as the sync left it, one line each, tab-separated: its id, what a sync
-    /// that finds nothing new reports of it (`unchanged`, `notRequested` or `blocked`), its
-    /// active version and the tree a sync checks for loss, relative to the root (`-` for
-    /// none). Lines of text, not objects: read at every launch, 10,000 of them parse in
-    /// milliseconds.
-    var packages: String
+///
+/// The file is one line of JSON (the fields below but the packages), then one line per
+/// package, tab-separated: its id, what a sync that finds nothing new reports of it
+/// (`unchanged`, `notRequested` or `blocked`) and its active version (`-` for none). Read at
+/// every launch: the packages are lines of bytes, not JSON, so ten thousand of them parse in
+/// about a millisecond.
+struct SettledSync: Sendable, Hashable {
+    /// The fields of the first line.
+    struct Header: Codable, Sendable, Hashable {
+        /// The manifest's revision, as its source identified it.
+        var revision: String
+        /// The manifest's version, for the report of a check that finds it unchanged.
+        var manifestVersion: Int?
+        /// The generation the sync left.
+        var generation: Int
+        /// The store file's stamp then; another stamp means a commit came after.
+        var stamp: String
+        /// The catalog's stamp then (`catalog.json`, `FileSystem.identity(of:)`): a catalog
+        /// changed or removed since is written again by a plain sync.
+        var catalogStamp: String?
+        /// The stamps of `packages/` and `filelists/` then: a package's directory or its file
+        /// lists removed or added behind the store's back change them.
+        var folderStamps: [String]
+    }
 
-    /// One package's line.
+    /// One package as the sync left it.
     struct Package: Sendable, Hashable {
         var id: String
         var change: UpdatePlan.Change
         var version: String?
-        var tree: String?
     }
 
-    /// The lines, parsed; nil when one is not a line this code writes.
-    var parsedPackages: [Package]? {
-        var result: [Package] = []
-        for line in packages.split(separator: "\n") {
-            let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-            guard fields.count == 4 else { return nil }
-            let change: UpdatePlan.Change
-            switch fields[1] {
-            case "unchanged": change = .unchanged
-            case "notRequested": change = .notRequested
-            case "blocked": change = .blocked
-            default: return nil
+    var header: Header
+    var packages: [Package]
+
+    /// The file's bytes.
+    func encoded() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        var data = try encoder.encode(header)
+        data.append(0x0A)
+        data.append(
+            Data(packages.map { "\($0.id)\t\($0.change)\t\($0.version ?? "-")\n" }.joined().utf8)
+        )
+        return data
+    }
+
+    /// The record in `data`; nil for anything this code does not write (an older form
+    /// included: the next sync then runs in full and writes it again).
+    static func decode(_ data: Data) -> SettledSync? {
+        guard let newline = data.firstIndex(of: 0x0A),
+            let header = try? JSONDecoder().decode(Header.self, from: data[data.startIndex..<newline])
+        else { return nil }
+        var packages: [Package] = []
+        let ok = data[data.index(after: newline)...].withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Bool in
+            var start = 0
+            var columns: [String] = []
+            columns.reserveCapacity(3)
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                guard byte == 0x09 || byte == 0x0A else { continue }
+                columns.append(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self))
+                start = index + 1
+                guard byte == 0x0A else { continue }
+                guard columns.count == 3 else { return false }
+                let change: UpdatePlan.Change
+                switch columns[1] {
+                case "unchanged": change = .unchanged
+                case "notRequested": change = .notRequested
+                case "blocked": change = .blocked
+                default: return false
+                }
+                packages.append(Package(id: columns[0], change: change, version: columns[2] == "-" ? nil : columns[2]))
+                columns.removeAll(keepingCapacity: true)
             }
-            let optional = { (field: String) in field == "-" ? nil : field }
-            result.append(
-                Package(id: fields[0], change: change, version: optional(fields[2]), tree: optional(fields[3]))
-            )
+            return start == bytes.count
         }
-        return result
-    }
-
-    /// The lines of `packages`.
-    static func lines(_ packages: [Package]) -> String {
-        packages.map { "\($0.id)\t\($0.change)\t\($0.version ?? "-")\t\($0.tree ?? "-")\n" }.joined()
+        guard ok else { return nil }
+        return SettledSync(header: header, packages: packages)
     }
 }
 
@@ -67,36 +95,36 @@ extension StoreStateFile {
 extension Store {
     /// The manifest the last sync of this root left nothing to do for, when nothing has
     /// happened since that a sync would act on: no commit (the store file's stamp is the one
-    /// recorded), no change to the catalog, no reader reporting lost files (`losses/`), no quick check due, no objects,
-    /// hook output, active tree or file list gone, no interrupted step in `staging/`. Then a
-    /// sync whose manifest has the same revision has nothing to plan, download, check or write.
-    /// The `stat`s a plain sync makes and one small read; nil otherwise, or when the metadata
-    /// store gives no stamp.
-    func settledSync(quickCheckInterval: TimeInterval?) -> (sync: SettledSync, packages: [SettledSync.Package])? {
+    /// recorded), no change to the catalog, to `packages/` or to `filelists/` (a package's
+    /// directory removed behind the store's back), no reader reporting lost files (`losses/`),
+    /// no quick check due, no objects or hook output gone, no interrupted step in `staging/`.
+    /// Then a sync whose manifest has the same revision has nothing to plan, download, check or
+    /// write. A fixed number of `stat`s and one small read, however many packages the store
+    /// holds: what is lost inside a package's directory behind the store's back is found by
+    /// the reader that misses it (its loss marker), by the quick check, due once per
+    /// `quickCheckInterval`, or by a repair. Nil otherwise, or when the metadata store gives
+    /// no stamp.
+    func settledSync(quickCheckInterval: TimeInterval?) -> SettledSync? {
         let root = layout.root
         guard let data = try? StoreStateFile.settled.read(root: root),
-            let settled = try? JSONDecoder().decode(SettledSync.self, from: data),
-            let stamp = metadata.commitStamp(), stamp == settled.stamp,
-            FileSystem.identity(of: StoreStateFile.catalog.url(root: root)) == settled.catalogStamp
+            let settled = SettledSync.decode(data),
+            let stamp = metadata.commitStamp(), stamp == settled.header.stamp,
+            FileSystem.identity(of: StoreStateFile.catalog.url(root: root)) == settled.header.catalogStamp,
+            folderStamps() == settled.header.folderStamps
         else { return nil }
         let markers = FileSystem.contents(of: layout.lossesDirectory).filter { !$0.hasPrefix(".") }
         guard markers.isEmpty, !objectsDirectoryIsGone,
-            !hooks.contains(where: { $0.isMissing(generation: settled.generation, root: root) }),
+            !hooks.contains(where: { $0.isMissing(generation: settled.header.generation, root: root) }),
             quickCheckInterval.map({ !LossMarker.quickCheckDue(interval: $0, layout: layout) }) ?? true,
             nothingToSweep()
         else { return nil }
-        // What a plain sync checks of each package: its tree, every directory down to it a real
-        // one (`ContainedDirectory`, each folder looked at once), and its file list. Paths as
-        // text, three `lstat`s a package: this runs at every launch.
-        guard let packages = settled.parsedPackages else { return nil }
-        var folders = ContainedDirectory.Folders(tree: root.path)
-        for tree in packages.compactMap(\.tree) {
-            let parts = tree.split(separator: "/")
-            guard parts.count == 3, parts[0] == "packages", folders.isRealFolder(tree),
-                FileSystem.isRegularFile(atPath: folders.base + "filelists/" + parts[1] + "/" + parts[2] + ".files")
-            else { return nil }
-        }
-        return (settled, packages)
+        return settled
+    }
+
+    /// The stamps of `packages/` and `filelists/` (`FileSystem.identity(of:)`, `-` for one
+    /// that is not there): adding or removing a package's directory or file lists changes them.
+    private func folderStamps() -> [String] {
+        [layout.packagesDirectory, layout.fileListsDirectory].map { FileSystem.identity(of: $0) ?? "-" }
     }
 
     /// Records that the manifest of `revision` left nothing to do, with each package as
@@ -114,26 +142,23 @@ extension Store {
         for outcome in outcomes where outcome.change != .remove {
             // What the next sync would report: a package this one changed is unchanged then.
             let change = outcome.change == .notRequested || outcome.change == .blocked ? outcome.change : .unchanged
-            let record = snapshot.packages[outcome.id]
-            let tree = record?.state == .disabled ? nil : record?.active?.path
-            packages.append(
-                SettledSync.Package(id: outcome.id, change: change, version: outcome.activeVersion, tree: tree)
-            )
+            packages.append(SettledSync.Package(id: outcome.id, change: change, version: outcome.activeVersion))
         }
         let settled = SettledSync(
-            revision: revision,
-            manifestVersion: manifestVersion,
-            generation: snapshot.generation,
-            stamp: seen,
-            catalogStamp: FileSystem.identity(of: StoreStateFile.catalog.url(root: layout.root)),
-            packages: SettledSync.lines(packages)
+            header: SettledSync.Header(
+                revision: revision,
+                manifestVersion: manifestVersion,
+                generation: snapshot.generation,
+                stamp: seen,
+                catalogStamp: FileSystem.identity(of: StoreStateFile.catalog.url(root: layout.root)),
+                folderStamps: folderStamps()
+            ),
+            packages: packages
         )
         let root = layout.root
         let metadata = self.metadata
         do {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            let bytes = try encoder.encode(settled)
+            let bytes = try settled.encoded()
             let wait = lockWait
             try await FileSystem.offload {
                 try StoreStateFile.settled.update(root: root, wait: wait) { data in

@@ -56,6 +56,16 @@ struct Publisher: Sendable {
                 "\(unsigned.path) is not signed: sign it with `hot sign` (or pass --allow-unsigned)"
             )
         }
+        // A sharded channel edited since its last signing: its manifest.json is the last signed
+        // release, which the edits have not reached yet.
+        for channel in repository.files.channels() where repository.files.isSharded(channel: channel) {
+            let (envelope, _) = try repository.files.loadTop(channel: channel)
+            guard envelope.signatures.isEmpty else { continue }
+            throw HotUpdateError(
+                .signatureInvalid,
+                "\(repository.files.topPath(channel: channel)) was changed since it was signed: sign it with `hot sign`"
+            )
+        }
         let remote = Dictionary(
             try await bucket.list(prefix: location.prefix).map { ($0.key, $0) },
             uniquingKeysWith: { first, _ in first }
