@@ -160,22 +160,23 @@ struct Sign: AsyncParsableCommand {
             let verifier = CryptoVerifier()
             let files = repository.files
             let sharded = files.isSharded(channel: repository.channel)
-            if sharded, try files.loadTop(channel: repository.channel).envelope.rollout != nil {
+            var loadedTop = sharded ? try files.loadTop(channel: repository.channel) : nil
+            if loadedTop?.envelope.rollout != nil {
                 // The rollout role's step is kept (the next release starts from it): folded
                 // into the shards it changes.
                 try files.saveSharded(
                     try files.loadShardedBody(channel: repository.channel),
                     channel: repository.channel
                 )
+                loadedTop = try files.loadTop(channel: repository.channel)
             }
             // A sharded channel signs its top document: the shards are named by their hashes.
-            var body =
-                sharded
-                ? try files.loadTop(channel: repository.channel).top : try files.loadBody(channel: repository.channel)
+            var body = try loadedTop?.top ?? files.loadBody(channel: repository.channel)
             // The previous release and the role it declared: a step of it may carry a version
             // up to the role's lead above it, and the next release must be above that.
             let previousRole = body.rolloutRole
-            let previousRelease = try files.signedPartVersion(channel: repository.channel)
+            let previousRelease =
+                try loadedTop.map { $0.top.version } ?? files.signedPartVersion(channel: repository.channel)
             if !trustedKeys.isEmpty {
                 body.keys = try keyTable(readPublicKeys(trustedKeys), verifier: verifier)
             } else if body.keys.isEmpty {

@@ -168,3 +168,60 @@ struct ShardTests {
         #expect(try await client.active().isEmpty)
     }
 }
+
+extension ShardTests {
+    @Test(
+        "a rollout step on a sharded channel is signed over the top document and manifest.json: clients of either go back"
+    )
+    func rolloutStep() async throws {
+        let served = try await Self.serveSharded(8)
+        defer { served.server.stopNow() }
+        let (repo, sync) = (served.repo, served.sync)
+        let keys = try makeTemporaryDirectory("rollout-keys")
+        let rolloutKey = keys.appendingPathComponent("rollout.pem").path
+        let rolloutPublic = keys.appendingPathComponent("rollout.pub").path
+        #expect(
+            try await CommandLineTests.run(["keygen", "--private", rolloutKey, "--public", rolloutPublic]).status == 0
+        )
+        let source = try makeTemporaryDirectory("src-p3-2")
+        try Data("p3 version 2\n".utf8).write(to: source.appendingPathComponent("p3.txt"))
+        #expect(
+            try await CommandLineTests.run([
+                "pack", source.path, "--id", "p3", "--version", "2", "--repo", repo.path, "--deltas", "0",
+            ]).status == 0
+        )
+        let signed = try await CommandLineTests.run([
+            "sign", "--repo", repo.path, "--key", served.privateKey, "--rollout-key", rolloutPublic,
+        ])
+        #expect(signed.status == 0, "\(signed.stderr)")
+        let first = try await CommandLineTests.run(sync)
+        #expect(first.stdout.contains("p3\tadd\tok\t2"), "\(first.stdout)")
+
+        // The rollout role takes p3 back to version 1; the release key signs the timestamp.
+        let step = try await CommandLineTests.run([
+            "rollout", "p3", "--back", "--key", rolloutKey, "--timestamp-key", served.privateKey, "--repo", repo.path,
+        ])
+        #expect(step.status == 0, "\(step.stderr)")
+        let top = try SignedEnvelope.parse(Data(contentsOf: repo.appendingPathComponent("top.json")))
+        let whole = try SignedEnvelope.parse(Data(contentsOf: repo.appendingPathComponent("manifest.json")))
+        #expect(top.rollout != nil && whole.rollout != nil)
+        let back = try await CommandLineTests.run(sync)
+        #expect(back.status == 0, "\(back.stderr)")
+        #expect(
+            back.stdout.split(separator: "\n").contains { $0.hasPrefix("p3\t") && $0.hasSuffix("\tok\t1") },
+            "\(back.stdout)"
+        )
+        let verified = try await CommandLineTests.run(["verify", "--repo", repo.path, "--trust", served.publicKey])
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+
+        // A client of manifest.json alone gets version 1 of p3 as well.
+        try FileManager.default.removeItem(at: repo.appendingPathComponent("timestamp.json"))
+        let older = try makeTemporaryDirectory("older-store")
+        let alone = try await CommandLineTests.run(
+            ["sync", "--manifest", served.server.baseURL.appendingPathComponent("manifest.json").absoluteString]
+                + ["--root", older.path, "--trust", served.publicKey]
+        )
+        #expect(alone.status == 0, "\(alone.stderr)")
+        #expect(alone.stdout.contains("p3\tadd\tok\t1"), "\(alone.stdout)")
+    }
+}
