@@ -186,9 +186,18 @@ struct Sync: AsyncParsableCommand {
             // One write for every line: a check that finds ten thousand packages unchanged
             // prints them in one go.
             var lines = ""
+            lines.reserveCapacity(report.packages.count * 24)
             for outcome in report.packages {
                 let version = outcome.activeVersion ?? "-"
-                if outcome.isWaitingForNetwork {
+                if outcome.error == nil, outcome.delta == nil, !outcome.isWaitingForNetwork {
+                    // The common line, appended piece by piece: no string made per package.
+                    lines += outcome.id
+                    lines += "\t"
+                    lines += outcome.change.description
+                    lines += "\tok\t"
+                    lines += version
+                    lines += "\n"
+                } else if outcome.isWaitingForNetwork {
                     lines += "\(outcome.id)\t\(outcome.change)\twaiting\t\(version)\tfor an unmetered network\n"
                 } else if let error = outcome.error {
                     lines += "\(outcome.id)\t\(outcome.change)\tfailed\t\(version)\n"
@@ -205,8 +214,6 @@ struct Sync: AsyncParsableCommand {
                         lines +=
                             "\(outcome.id)\t\(outcome.change)\tok\t\(version)\tdelta from \(delta.baseVersion), \(delta.bytes) bytes\n"
                     }
-                } else {
-                    lines += "\(outcome.id)\t\(outcome.change)\tok\t\(version)\n"
                 }
             }
             FileHandle.standardOutput.write(Data(lines.utf8))

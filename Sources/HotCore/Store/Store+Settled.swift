@@ -40,6 +40,11 @@ struct SettledSync: Sendable, Hashable {
     var header: Header
     var packages: [Package]
 
+    /// The changes a line may name, with their spelling.
+    private static let changes: [(bytes: [UInt8], change: UpdatePlan.Change)] = [
+        UpdatePlan.Change.unchanged, .notRequested, .blocked,
+    ].map { (Array($0.description.utf8), $0) }
+
     /// The file's bytes.
     func encoded() throws -> Data {
         let encoder = JSONEncoder()
@@ -60,27 +65,35 @@ struct SettledSync: Sendable, Hashable {
         else { return nil }
         var packages: [Package] = []
         let ok = data[data.index(after: newline)...].withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Bool in
+            // Three columns a line; the change and an absent version are compared as bytes, so
+            // a line makes two small strings.
             var start = 0
-            var columns: [String] = []
-            columns.reserveCapacity(3)
+            var column = 0
+            var id = ""
+            var change = UpdatePlan.Change.unchanged
             for index in 0..<bytes.count {
                 let byte = bytes[index]
                 guard byte == 0x09 || byte == 0x0A else { continue }
-                columns.append(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self))
+                let field = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
                 start = index + 1
-                guard byte == 0x0A else { continue }
-                guard columns.count == 3 else { return false }
-                let change: UpdatePlan.Change
-                switch columns[1] {
-                case "unchanged": change = .unchanged
-                case "notRequested": change = .notRequested
-                case "blocked": change = .blocked
-                default: return false
+                switch (column, byte) {
+                case (0, 0x09):
+                    id = String(decoding: field, as: UTF8.self)
+                case (1, 0x09):
+                    guard let known = Self.changes.first(where: { $0.bytes.elementsEqual(field) }) else { return false }
+                    change = known.change
+                case (2, 0x0A):
+                    let absent = field.count == 1 && field[0] == UInt8(ascii: "-")
+                    packages.append(
+                        Package(id: id, change: change, version: absent ? nil : String(decoding: field, as: UTF8.self))
+                    )
+                    column = -1
+                default:
+                    return false
                 }
-                packages.append(Package(id: columns[0], change: change, version: columns[2] == "-" ? nil : columns[2]))
-                columns.removeAll(keepingCapacity: true)
+                column += 1
             }
-            return start == bytes.count
+            return start == bytes.count && column == 0
         }
         guard ok else { return nil }
         return SettledSync(header: header, packages: packages)
