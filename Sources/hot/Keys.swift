@@ -196,8 +196,10 @@ struct Sign: AsyncParsableCommand {
                 release: previousRelease,
                 bounds: previousRole?.bounds
             )
-            body.expires = expiry
-            body.signedAt = now
+            // In whole seconds, as the signed bytes write them: the body in hand is then the one
+            // the timestamp is checked against, as clients decode it.
+            body.expires = Date(timeIntervalSince1970: expiry.timeIntervalSince1970.rounded(.down))
+            body.signedAt = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
             body.channel = repository.channel
 
             let envelope = try SignedEnvelope.sign(try body.canonicalBytes(), with: signers, verifier: verifier)
@@ -208,23 +210,24 @@ struct Sign: AsyncParsableCommand {
                     "only \(declaredSigners) of the signing keys are declared by the manifest, \(body.threshold) needed; clients would refuse it"
                 )
             }
+            // The bytes the timestamp names: the top document, or the manifest.
+            let served = try envelope.encoded()
             if sharded {
-                try signSharded(envelope, top: body, signers: signers, files: files, verifier: verifier)
+                try signSharded(top: body, signers: signers, files: files, verifier: verifier)
+                try RepositoryFiles.replaceServed(files.topURL(channel: repository.channel), with: served)
             } else {
                 try files.write(envelope, channel: repository.channel)
             }
             print(
                 "signed \(files.manifestPath(channel: repository.channel))\(sharded ? " and its \(body.shards?.count ?? 0) shards" : "") version \(body.version), expires \(SignedManifestBody.rfc3339(expiry)), \(envelope.signatures.count) signature(s)"
             )
-            try writeTimestamp(files: files, body: body, signers: signers, now: now)
+            try writeTimestamp(files: files, body: body, served: served, signers: signers, now: now)
         }
     }
 
-    /// Writes a sharded channel's signed top document, `envelope`, and the manifest of every
-    /// package for clients that predate shards, spliced from the shards' bytes and signed by
-    /// the same keys.
+    /// Writes the manifest of every package of a sharded channel, for clients that predate
+    /// shards: spliced from the shards' bytes of `top` and signed by the same keys.
     private func signSharded(
-        _ envelope: SignedEnvelope,
         top: SignedManifestBody,
         signers: [any Signer],
         files: RepositoryFiles,
@@ -233,7 +236,6 @@ struct Sign: AsyncParsableCommand {
         let shards = try (top.shards ?? []).map { try files.shardBytes($0) }
         let whole = try RepositoryFiles.splice(top, shards: shards)
         try files.write(try SignedEnvelope.sign(whole, with: signers, verifier: verifier), channel: repository.channel)
-        try RepositoryFiles.replaceServed(files.topURL(channel: repository.channel), with: try envelope.encoded())
     }
 
     /// Applies the rollout and timestamp role options to `body`.
@@ -261,6 +263,7 @@ struct Sign: AsyncParsableCommand {
     private func writeTimestamp(
         files: RepositoryFiles,
         body: SignedManifestBody,
+        served: Data,
         signers: [any Signer],
         now: Date
     ) throws {
@@ -272,7 +275,7 @@ struct Sign: AsyncParsableCommand {
             return
         }
         let expiry = try timestampExpires.map { try parseExpiry($0, now: now) } ?? body.expires
-        print(try signer.sign(with: signers, expires: expiry, now: now).summary)
+        print(try signer.sign(with: signers, expires: expiry, now: now, document: (served, body)).summary)
     }
 
     private func keyTable(_ keys: [PublicKey], verifier: CryptoVerifier) throws -> [String: SignedManifestBody.Key] {

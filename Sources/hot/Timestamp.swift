@@ -108,8 +108,16 @@ struct TimestampSigner {
     /// - Throws: `HotUpdateError.Code.timestampUnauthorized` when the signers are not a
     ///   threshold of the role's keys (or of the release keys when no role is declared);
     ///   `HotUpdateError.Code.timestampRoleExceeded` past the role's bound.
-    func sign(with signers: [any Signer], expires requested: Date?, now: Date) throws -> Signed {
-        let (data, release, body) = try release()
+    ///
+    /// `document` is the served bytes of a release manifest with no rollout step and its signed
+    /// part, when the caller just wrote them (`hot sign`): they are not read and decoded again.
+    func sign(
+        with signers: [any Signer],
+        expires requested: Date?,
+        now: Date,
+        document: (data: Data, release: SignedManifestBody)? = nil
+    ) throws -> Signed {
+        let (data, release, body) = try document.map { ($0.data, $0.release, $0.release) } ?? release()
         let verifier = CryptoVerifier()
         let bound = release.timestampRole?.expiryBound(of: release) ?? body.expires
         let expires =

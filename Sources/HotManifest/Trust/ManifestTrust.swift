@@ -342,6 +342,10 @@ struct ManifestAuthenticator: Sendable {
     ///   and the reader's codes.
     func shardReferences(of data: Data, from url: URL) throws -> [ShardReference]? {
         let subject = url.absoluteString
+        // A manifest whose bytes never spell the key is read once, by the authentication that
+        // follows; one that names shards with the key escaped is refused there, as a top
+        // document read without its shards.
+        guard data.range(of: Data("\"shards\"".utf8)) != nil else { return nil }
         do {
             guard let envelope = try SignedEnvelope.read(data),
                 let shards = try SignedManifestBody.decode(envelope.signed).shards
