@@ -48,7 +48,7 @@ struct TimestampServerTests {
         /// to the log returned; the caller stops it.
         func startSchedule(_ options: [String]) throws -> (Process, URL) {
             let log = app.directory.appendingPathComponent("timestamp.log")
-            FileManager.default.createFile(atPath: log.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
             let server = Process()
             server.executableURL = URL(fileURLWithPath: try executable("hot-server"))
             server.arguments =

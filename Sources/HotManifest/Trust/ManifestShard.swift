@@ -51,7 +51,7 @@ public struct ManifestShard: Codable, Sendable, Hashable, SignedPart {
     }
 
     /// The bin of package `id`: the first two hex digits of the SHA-256 of the id with case
-    /// and Unicode normalization folded as ``PathCollision`` folds names.
+    /// and Unicode normalization folded, as clients compare package ids and paths.
     ///
     /// - Throws: `HotUpdateError.Code.internalInconsistency` when the digest cannot be made.
     public static func bin(of id: String, verifier: any Verifier) throws -> String {

@@ -70,7 +70,9 @@ public struct SignedEnvelope: Sendable, Hashable {
     /// signed part, with the packages of its shards when it is a sharded manifest's top
     /// document, and the rollout part applied when there is one.
     ///
-    /// - Parameter shards: The shards' bytes by SHA-256, for a sharded manifest.
+    /// - Parameters:
+    ///   - verifier: Checks the shards' digests and makes the release manifest's.
+    ///   - shards: The shards' bytes by SHA-256, for a sharded manifest.
     /// - Throws: As ``SignedManifestBody/decode(_:)``, ``SignedManifestBody/assembled(from:verifier:)``
     ///   and ``RolloutPart/apply(to:releaseSHA256:role:)``; `HotUpdateError.Code.manifestInvalid`
     ///   for a sharded manifest without `shards`, and `HotUpdateError.Code.rolloutRoleExceeded`
