@@ -184,14 +184,11 @@ extension RepositoryFiles {
     /// only its shard is read (ids that differ only by case share it, so `others` holds every
     /// id it could clash with); otherwise the whole manifest.
     func loadPackage(_ id: String, channel: String?) throws -> PackageEdit {
-        guard isSharded(channel: channel) else {
+        // Not sharded, or a rollout step that changes packages across shards: the whole
+        // catalogue is edited.
+        let loaded = isSharded(channel: channel) ? try loadTop(channel: channel) : nil
+        guard let (envelope, top) = loaded, envelope.rollout == nil else {
             let body = try loadBody(channel: channel)
-            return PackageEdit(id: id, package: body.package(id), others: body.packages.map(\.id), place: .whole(body))
-        }
-        let (envelope, top) = try loadTop(channel: channel)
-        // A rollout step changes packages across shards: the whole catalogue is edited.
-        if envelope.rollout != nil {
-            let body = try loadShardedBody(channel: channel)
             return PackageEdit(id: id, package: body.package(id), others: body.packages.map(\.id), place: .whole(body))
         }
         let bin = try ManifestShard.bin(of: id, verifier: CryptoVerifier())

@@ -212,20 +212,15 @@ public struct SignedManifestSource: RevisionedManifestSource {
                     subject: timestampURL.absoluteString
                 )
             }
-            let response = try await transport.fetch(
-                TransportRequest(url: location, timeouts: timeouts, maxBytes: named.length)
-            )
-            try response.requireSuccess()
-            let data: Data
-            do {
-                data = try await response.collect(limit: named.length)
-            } catch let error as HotUpdateError where error.code == .byteLimitExceeded {
-                throw HotUpdateError(
+            let (data, headers) = try await fetchNamed(
+                location,
+                length: named.length,
+                longer: HotUpdateError(
                     .timestampMismatch,
                     "the manifest served is longer than the \(named.length) bytes the timestamp names",
                     subject: location.absoluteString
                 )
-            }
+            )
             guard try served.part.names(data, verifier: verifier) else {
                 throw HotUpdateError(
                     .timestampMismatch,
@@ -238,7 +233,7 @@ public struct SignedManifestSource: RevisionedManifestSource {
                 .manifest,
                 bytes: data,
                 from: url,
-                headers: response.headers,
+                headers: headers,
                 evenWithoutValidators: true,
                 root: storeRoot,
                 verifier: verifier
@@ -316,20 +311,15 @@ public struct SignedManifestSource: RevisionedManifestSource {
                 subject: shardURL.absoluteString
             )
         }
-        let data: Data
-        do {
-            let response = try await transport.fetch(
-                TransportRequest(url: shardURL, timeouts: timeouts, maxBytes: reference.length)
-            )
-            try response.requireSuccess()
-            data = try await response.collect(limit: reference.length)
-        } catch let error as HotUpdateError where error.code == .byteLimitExceeded {
-            throw HotUpdateError(
+        let (data, _) = try await fetchNamed(
+            shardURL,
+            length: reference.length,
+            longer: HotUpdateError(
                 .shardMismatch,
                 "the shard of bin \(reference.bin) served is longer than the \(reference.length) bytes the manifest names",
                 subject: shardURL.absoluteString
             )
-        }
+        )
         do {
             try reference.check(data, verifier: verifier)
         } catch var error as HotUpdateError {
@@ -337,6 +327,23 @@ public struct SignedManifestSource: RevisionedManifestSource {
             throw error
         }
         return data
+    }
+
+    /// The body at `url` that a signed document names by its length: the transfer is cut at
+    /// `length`, and a longer body, announced or served, is refused with `longer`. With the
+    /// response's headers.
+    private func fetchNamed(
+        _ url: URL,
+        length: Int64,
+        longer: @autoclosure () -> HotUpdateError
+    ) async throws -> (Data, [String: String]) {
+        do {
+            let response = try await transport.fetch(TransportRequest(url: url, timeouts: timeouts, maxBytes: length))
+            try response.requireSuccess()
+            return (try await response.collect(limit: length), response.headers)
+        } catch let error as HotUpdateError where error.code == .byteLimitExceeded {
+            throw longer()
+        }
     }
 
     /// The channel's timestamp, or nil when the server has none (404, 410): a 304 answer
