@@ -35,12 +35,24 @@ package enum DurableFile {
     ///   `HotUpdateError.Code.fileSystem` for other failures, naming the file and the failing
     ///   step; the target then still holds its old content and no temporary file is left.
     package static func write(_ data: Data, to url: URL) throws {
-        try write(data, to: url, faultPoint: nil)
+        try write([data], to: url, faultPoint: nil)
+    }
+
+    /// ``write(_:to:)`` of `parts` one after the other: a large file framed by a few bytes
+    /// (a signed envelope around a catalogue's manifest) is written without joining them.
+    package static func write(_ parts: [Data], to url: URL) throws {
+        try write(parts, to: url, faultPoint: nil)
     }
 
     /// ``write(_:to:)``, reaching `faultPoint` (see ``FaultPoint``) after the temporary file
     /// is written and flushed and before it is renamed over the target.
     static func write(_ data: Data, to url: URL, faultPoint: StaticString?) throws {
+        try write([data], to: url, faultPoint: faultPoint)
+    }
+
+    /// ``write(_:to:)`` of `parts`, reaching `faultPoint` after the temporary file is written
+    /// and flushed and before it is renamed over the target.
+    static func write(_ parts: [Data], to url: URL, faultPoint: StaticString?) throws {
         #if canImport(Glibc) || canImport(Musl) || canImport(Android) || canImport(Darwin)
         let target = url.path
         let directory = url.deletingLastPathComponent().path
@@ -55,7 +67,7 @@ package enum DurableFile {
         defer { if !renamed { unlink(temporary) } }
         do {
             defer { close(descriptor) }
-            try writeAll(data, to: descriptor, subject: target)
+            for data in parts { try writeAll(data, to: descriptor, subject: target) }
             let code = FileSystem.flush(descriptor)
             guard code == 0 else {
                 throw failure("cannot fsync the temporary file", code, subject: target)
@@ -69,7 +81,7 @@ package enum DurableFile {
         try syncDirectory(directory, subject: target)
         #else
         do {
-            try data.write(to: url, options: .atomic)
+            try parts.reduce(into: Data()) { $0.append($1) }.write(to: url, options: .atomic)
         } catch {
             throw HotUpdateError.wrap(error, as: .fileSystem, "cannot write \(url.path)")
         }

@@ -233,8 +233,7 @@ struct Sign: AsyncParsableCommand {
         files: RepositoryFiles,
         verifier: CryptoVerifier
     ) throws {
-        let shards = try (top.shards ?? []).map { try files.shardBytes($0) }
-        let whole = try RepositoryFiles.splice(top, shards: shards)
+        let whole = try files.wholeManifest(top)
         try files.write(try SignedEnvelope.sign(whole, with: signers, verifier: verifier), channel: repository.channel)
     }
 

@@ -150,7 +150,8 @@ struct RepositoryFiles {
     func write(_ envelope: SignedEnvelope, channel: String?) throws {
         let url = manifestURL(channel: channel)
         try FileSystem.createDirectory(url.deletingLastPathComponent())
-        try Self.replaceServed(url, with: try envelope.encoded())
+        let (head, tail) = try envelope.frame()
+        try Self.replaceServed(url, with: [head, envelope.signed, tail])
     }
 
     /// Replaces a file the server answers conditional requests for, atomically, with a
@@ -159,8 +160,13 @@ struct RepositoryFiles {
     /// file re-signed within the second to the same size would be answered `304 Not Modified`
     /// and clients would not see it until the next upload.
     static func replaceServed(_ url: URL, with data: Data) throws {
+        try replaceServed(url, with: [data])
+    }
+
+    /// ``replaceServed(_:with:)`` with the bytes of `parts`, one after the other.
+    static func replaceServed(_ url: URL, with parts: [Data]) throws {
         let previous = (try? FileManager.default.attributesOfItem(atPath: url.path)[.modificationDate]) as? Date
-        try DurableFile.write(data, to: url)
+        try DurableFile.write(parts, to: url)
         guard let previous else { return }
         let now = Date()
         let next =

@@ -65,26 +65,96 @@ extension RepositoryFiles {
 
     /// The bytes of the shard `reference` names, checked against it.
     func shardBytes(_ reference: ShardReference) throws -> Data {
-        let url = shardURL(sha256: reference.sha256)
-        let data: Data
-        do {
-            data = try Data(contentsOf: url)
-        } catch {
-            throw HotUpdateError.wrap(
-                error,
-                as: .notFound,
-                "cannot read manifests/shards/\(reference.sha256).json (bin \(reference.bin))"
-            )
-        }
-        try reference.check(data, verifier: CryptoVerifier())
-        return data
+        try shardBytes([reference])[0]
     }
 
     /// The bytes of every shard `top` names, by SHA-256.
     func shardBytes(of top: SignedManifestBody) throws -> [String: Data] {
+        let references = top.shards ?? []
         var shards: [String: Data] = [:]
-        for reference in top.shards ?? [] { shards[reference.sha256] = try shardBytes(reference) }
+        for (reference, data) in zip(references, try shardBytes(references)) { shards[reference.sha256] = data }
         return shards
+    }
+
+    /// The bytes of the shards `references` name, in their order, each checked against its
+    /// reference.
+    ///
+    /// - Throws: As ``forEachShard(_:_:)``.
+    func shardBytes(_ references: [ShardReference]) throws -> [Data] {
+        var shards: [Data] = []
+        try forEachShard(references) { _, bytes in shards.append(Data(bytes)) }
+        return shards
+    }
+
+    /// Calls `body` with each shard `references` name, in their order, once its bytes are
+    /// checked against its reference: each is read into one reused buffer and handed over as
+    /// a view of it, valid during the call, so the megabytes of a catalogue are not copied to
+    /// be read.
+    ///
+    /// - Throws: `HotUpdateError.Code.notFound` for a shard that cannot be read,
+    ///   `HotUpdateError.Code.shardMismatch` for one with other bytes than its reference names,
+    ///   and what `body` throws.
+    func forEachShard(_ references: [ShardReference], _ body: (ShardReference, Data) throws -> Void) throws {
+        var longest = 0
+        for reference in references {
+            guard reference.length >= 0, reference.length <= Int64(Int32.max) else {
+                throw HotUpdateError(
+                    .manifestInvalid,
+                    "the shard of bin \(reference.bin) names \(reference.length) bytes"
+                )
+            }
+            longest = max(longest, Int(reference.length))
+        }
+        let directory = root.appendingPathComponent("manifests/shards").path + "/"
+        let verifier = CryptoVerifier()
+        var scratch = [UInt8](repeating: 0, count: longest)
+        for reference in references {
+            let name = "manifests/shards/\(reference.sha256).json (bin \(reference.bin))"
+            let length = Int(reference.length)
+            try scratch.withUnsafeMutableBytes { raw in
+                let buffer = UnsafeMutableRawBufferPointer(rebasing: raw[0..<length])
+                let size = try Self.readFile(directory + reference.sha256 + ".json", into: buffer, name: name)
+                guard let size, size == length else {
+                    throw HotUpdateError(
+                        .shardMismatch,
+                        "\(name) is \(size.map { "\($0)" } ?? "more than \(length)") bytes, the top document names \(length)"
+                    )
+                }
+                let shard =
+                    buffer.baseAddress.map { Data(bytesNoCopy: $0, count: length, deallocator: .none) } ?? Data()
+                try reference.check(shard, verifier: verifier)
+                try body(reference, shard)
+            }
+        }
+    }
+
+    /// Reads the file at `path` into `buffer`: its size when it fits, nil when it is longer.
+    ///
+    /// - Throws: `HotUpdateError.Code.notFound`, naming `name`, when it cannot be opened or read.
+    private static func readFile(
+        _ path: String,
+        into buffer: UnsafeMutableRawBufferPointer,
+        name: String
+    ) throws -> Int? {
+        let failure = { HotUpdateError(.notFound, "cannot read \(name): \(String(cString: strerror(errno)))") }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw failure() }
+        defer { close(descriptor) }
+        var filled = 0
+        while true {
+            var extra: UInt8 = 0
+            let count =
+                filled < buffer.count
+                ? read(descriptor, buffer.baseAddress.map { $0 + filled }, buffer.count - filled)
+                : read(descriptor, &extra, 1)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw failure()
+            }
+            if count == 0 { return filled }
+            if filled == buffer.count { return nil }
+            filled += count
+        }
     }
 
     /// Writes `shard` at its content address unless it is there, and names it.
@@ -140,44 +210,52 @@ extension RepositoryFiles {
     }
 
     /// The signed part of the manifest listing every package of `top`: the top document
-    /// without its shard references, with the packages of `shards` (their bytes, in the
-    /// top document's order) spliced in as bytes. The shards are written as this encoder
-    /// writes a manifest, so the result is the manifest's canonical encoding, and ten
-    /// thousand packages are never decoded and encoded again.
+    /// without its shard references, with the packages of its shards spliced in as bytes.
+    /// The shards are written as this encoder writes a manifest, so the result is the
+    /// manifest's canonical encoding, and ten thousand packages are never decoded and encoded
+    /// again. Each shard is read into one reused buffer and checked against its reference
+    /// before its packages are copied: the megabytes of a catalogue are copied once.
     ///
-    /// - Throws: `HotUpdateError.Code.internalInconsistency` when a shard's bytes are not in
-    ///   the form the encoder writes.
-    static func splice(_ top: SignedManifestBody, shards: [Data]) throws -> Data {
+    /// - Throws: `HotUpdateError.Code.notFound` for a shard that cannot be read,
+    ///   `HotUpdateError.Code.shardMismatch` for one with other bytes than its reference names,
+    ///   `HotUpdateError.Code.internalInconsistency` for one not in the form the encoder writes.
+    func wholeManifest(_ top: SignedManifestBody) throws -> Data {
         var header = top
         header.shards = nil
         header.schema = SignedManifestBody.currentSchema
         header.packages = []
         let encoded = try header.canonicalBytes()
+        let references = top.shards ?? []
+        guard !references.isEmpty else { return encoded }
         let emptyList = Data("\n  \"packages\" : [\n\n  ]".utf8)
         guard let slot = encoded.range(of: emptyList) else {
             throw HotUpdateError(.internalInconsistency, "the manifest's encoding has no empty package list to fill")
         }
         let opening = Data("\n  \"packages\" : [\n".utf8)
         let closing = Data("\n  ],\n  \"schema\" : ".utf8)
-        var lists: [Data] = []
-        for shard in shards {
+        // Room for every shard named (lengths past the bound are refused as each is read).
+        let named = references.reduce(0) { $0 + Int(min(max($1.length, 0), Int64(Int32.max))) + 2 }
+        var whole = Data()
+        whole.reserveCapacity(encoded.count + min(named, 1 << 30))
+        whole.append(encoded[..<slot.lowerBound])
+        whole.append(opening)
+        var first = true
+        try forEachShard(references) { reference, shard in
             guard let start = shard.range(of: opening), let end = shard.range(of: closing, options: .backwards),
                 start.upperBound <= end.lowerBound
             else {
-                throw HotUpdateError(.internalInconsistency, "a shard is not in the form the encoder writes")
+                throw HotUpdateError(
+                    .internalInconsistency,
+                    "manifests/shards/\(reference.sha256).json is not in the form the encoder writes"
+                )
             }
-            lists.append(shard[start.upperBound..<end.lowerBound])
+            if !first { whole.append(contentsOf: [0x2C, 0x0A]) }  // ",\n"
+            first = false
+            whole.append(shard[start.upperBound..<end.lowerBound])
         }
-        guard !lists.isEmpty else { return encoded }
-        var spliced = Data(encoded[..<slot.lowerBound])
-        spliced.append(opening)
-        for (index, list) in lists.enumerated() {
-            if index > 0 { spliced.append(Data(",\n".utf8)) }
-            spliced.append(list)
-        }
-        spliced.append(Data("\n  ]".utf8))
-        spliced.append(encoded[slot.upperBound...])
-        return spliced
+        whole.append(contentsOf: Array("\n  ]".utf8))
+        whole.append(encoded[slot.upperBound...])
+        return whole
     }
 
     /// One package of the channel, for an edit of that package alone: in a sharded channel

@@ -183,42 +183,56 @@ struct Sync: AsyncParsableCommand {
             shown?.cancel()
             _ = await shown?.value
             display.finish()
-            // One write for every line: a check that finds ten thousand packages unchanged
-            // prints them in one go.
-            var lines = ""
-            lines.reserveCapacity(report.packages.count * 24)
-            for outcome in report.packages {
-                let version = outcome.activeVersion ?? "-"
-                if outcome.error == nil, outcome.delta == nil, !outcome.isWaitingForNetwork {
-                    // The common line, appended piece by piece: no string made per package.
-                    lines += outcome.id
-                    lines += "\t"
-                    lines += outcome.change.description
-                    lines += "\tok\t"
-                    lines += version
-                    lines += "\n"
-                } else if outcome.isWaitingForNetwork {
-                    lines += "\(outcome.id)\t\(outcome.change)\twaiting\t\(version)\tfor an unmetered network\n"
+            Self.printOutcomes(report.packages)
+            if let timings { try writeTimings(report, to: timings) }
+            if report.packages.contains(where: { !$0.succeeded }) { throw ExitCode(1) }
+        }
+    }
+
+    /// Prints a line per package, and each failure or refused delta on standard error. One
+    /// write for every line, built as bytes from outcomes read in place: a check that finds ten
+    /// thousand packages unchanged prints them in one go, with no string or copy per package.
+    static func printOutcomes(_ packages: [SyncReport.PackageOutcome]) {
+        var lines: [UInt8] = []
+        lines.reserveCapacity(packages.count * 32)
+        packages.withUnsafeBufferPointer { outcomes in
+            for index in outcomes.indices {
+                let version = outcomes[index].activeVersion ?? "-"
+                if outcomes[index].error == nil, outcomes[index].delta == nil, !outcomes[index].isWaitingForNetwork {
+                    lines.append(contentsOf: outcomes[index].id.utf8)
+                    lines.append(0x09)
+                    lines.append(contentsOf: outcomes[index].change.description.utf8)
+                    lines.append(contentsOf: "\tok\t".utf8)
+                    lines.append(contentsOf: version.utf8)
+                    lines.append(0x0A)
+                    continue
+                }
+                let outcome = outcomes[index]
+                if outcome.isWaitingForNetwork {
+                    lines += "\(outcome.id)\t\(outcome.change)\twaiting\t\(version)\tfor an unmetered network\n".utf8
                 } else if let error = outcome.error {
-                    lines += "\(outcome.id)\t\(outcome.change)\tfailed\t\(version)\n"
+                    lines += "\(outcome.id)\t\(outcome.change)\tfailed\t\(version)\n".utf8
                     printError(error.description)
                 } else if let delta = outcome.delta {
                     // A fifth column when a delta was tried: used, or refused and why.
                     if let fallback = delta.fallback {
                         lines +=
                             "\(outcome.id)\t\(outcome.change)\tok\t\(version)\tdelta from \(delta.baseVersion) refused, full package\n"
+                            .utf8
                         printNote(
                             "\(outcome.id): the delta from \(delta.baseVersion) was refused: \(fallback.description)"
                         )
                     } else {
                         lines +=
                             "\(outcome.id)\t\(outcome.change)\tok\t\(version)\tdelta from \(delta.baseVersion), \(delta.bytes) bytes\n"
+                            .utf8
                     }
                 }
             }
-            FileHandle.standardOutput.write(Data(lines.utf8))
-            if let timings { try writeTimings(report, to: timings) }
-            if !report.failures.isEmpty { throw ExitCode(1) }
+        }
+        lines.withUnsafeMutableBytes { bytes in
+            guard let base = bytes.baseAddress else { return }
+            FileHandle.standardOutput.write(Data(bytesNoCopy: base, count: bytes.count, deallocator: .none))
         }
     }
 

@@ -36,6 +36,10 @@ struct EnvelopeTests {
             (#"{"signed": {"a": "\x"}, "signatures": []}"#, .manifestNotJSON),
             (#"{"signed": {"a": "\ud800"}, "signatures": []}"#, .manifestNotJSON),
             (#"{"signed": {"a": tru}, "signatures": []}"#, .manifestNotJSON),
+            (#"{"signed": {"ab": 1, "a\u0062": 2}, "signatures": []}"#, .manifestDuplicateKey),
+            ("{\"signed\": {\"a\": \"x\ny\"}, \"signatures\": []}", .manifestNotJSON),
+            (#"{"signed": {"a": -9007199254740992}, "signatures": []}"#, .manifestNumberOutOfRange),
+            (#"{"signed": {"a": 123456789012345678901234567890}, "signatures": []}"#, .manifestNumberOutOfRange),
             ("<html>502</html>", .manifestNotJSON),
             ("", .manifestTruncated),
             (String(repeating: "[", count: 65) + String(repeating: "]", count: 65), .manifestTooDeep),
@@ -56,6 +60,35 @@ struct EnvelopeTests {
         let envelope = try SignedEnvelope.parse(Data(document.utf8))
         #expect(envelope.signatures.isEmpty)
         #expect(String(decoding: envelope.signed, as: UTF8.self).hasPrefix(#"{"a": "caf"#))
+    }
+
+    @Test("bytes that are not UTF-8 in a string are refused, with or without an escape before them")
+    func notUTF8() {
+        for prefix in ["", #"\n"#] {
+            var document = Data(#"{"signed": {"a": ""#.utf8)
+            document.append(contentsOf: Array(prefix.utf8) + [0xC3, 0x28])
+            document.append(contentsOf: Array(#""}, "signatures": []}"#.utf8))
+            let error = #expect(throws: HotUpdateError.self) { try SignedEnvelope.parse(document) }
+            #expect(
+                error?.code == .manifestNotJSON && error?.message.contains("UTF-8") == true,
+                "\(String(describing: error))"
+            )
+        }
+    }
+
+    @Test("a document that is a slice of a larger buffer is read from its own first byte")
+    func slice() throws {
+        let signed = #"{"a": "caf\u00e9", "b": [1, 2]}"#
+        let buffer = Data(("garbage{" + #"{"signatures": [], "signed": "# + signed + "}").utf8)
+        let document = buffer[buffer.index(buffer.startIndex, offsetBy: 8)...]
+        let envelope = try SignedEnvelope.parse(document)
+        #expect(String(decoding: envelope.signed, as: UTF8.self) == signed)
+        // Offsets in errors count from the document's first byte too.
+        let bad = Data("garbage{\"signed\": 01}".utf8)
+        let error = #expect(throws: HotUpdateError.self) {
+            try SignedEnvelope.parse(bad[bad.index(bad.startIndex, offsetBy: 7)...])
+        }
+        #expect(error?.message.contains("at byte 12") == true, "\(String(describing: error))")
     }
 
     @Test("an HTML page is reported as not JSON, with its first bytes escaped")

@@ -124,4 +124,23 @@ struct ShardAssemblyTests {
             try SignedManifestBody.decode(try plain.canonicalBytes())
         }
     }
+
+    @Test(
+        "a shard named by anything but 64 lower-case hex digits is refused: the hash names a file",
+        arguments: [
+            "../../../../etc/" + String(repeating: "a", count: 48),
+            String(repeating: "A", count: 64),
+            String(repeating: "a", count: 63) + "/",
+            String(repeating: "a", count: 63),
+        ]
+    )
+    func malformedHash(_ sha256: String) throws {
+        var (top, _) = try sharded(["a", "b"])
+        top.shards?[0].sha256 = sha256
+        let error = #expect(throws: HotUpdateError.self) { try SignedManifestBody.decode(try top.canonicalBytes()) }
+        #expect(error?.code == .manifestInvalid, "\(String(describing: error))")
+        // The same document with a well-formed hash decodes.
+        top.shards?[0].sha256 = String(repeating: "0", count: 64)
+        #expect(try SignedManifestBody.decode(try top.canonicalBytes()).shards?.count == top.shards?.count)
+    }
 }

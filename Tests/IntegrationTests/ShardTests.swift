@@ -170,6 +170,47 @@ struct ShardTests {
 }
 
 extension ShardTests {
+    enum LocalDamage: String, CaseIterable, CustomTestStringConvertible {
+        case otherBytesSameLength, longer, shorter, missing
+        var testDescription: String { rawValue }
+    }
+
+    @Test(
+        "hot sign refuses a shard file that is not what the top document names, and changes nothing it serves",
+        arguments: LocalDamage.allCases
+    )
+    func signRefusesDamagedShard(_ damage: LocalDamage) async throws {
+        let served = try await Self.serveSharded(6)
+        served.server.stopNow()
+        let repo = served.repo
+        let shard = repo.appendingPathComponent(
+            "manifests/shards/\(try #require(Self.shardFiles(repo).sorted().first))"
+        )
+        let bytes = try Data(contentsOf: shard)
+        switch damage {
+        case .otherBytesSameLength:
+            var changed = bytes
+            let index = try #require(changed.lastIndex(of: UInt8(ascii: "1")))
+            changed[index] = UInt8(ascii: "9")
+            try changed.write(to: shard)
+        case .longer: try (bytes + Data("\n".utf8)).write(to: shard)
+        case .shorter: try bytes.dropLast().write(to: shard)
+        case .missing: try FileManager.default.removeItem(at: shard)
+        }
+        let servedFiles = ["manifest.json", "top.json", "timestamp.json"].map { repo.appendingPathComponent($0) }
+        let before = try servedFiles.map { try Data(contentsOf: $0) }
+        let signed = try await CommandLineTests.run([
+            "sign", "--repo", repo.path, "--key", served.privateKey, "--expires", "30d",
+        ])
+        #expect(signed.status != 0, "\(signed.stdout)")
+        let expected = damage == .missing ? "cannot read manifests/shards/" : "the top document names"
+        let named = damage == .otherBytesSameLength ? "has SHA-256" : expected
+        #expect(signed.stderr.contains(named), "\(signed.stderr)")
+        #expect(try servedFiles.map { try Data(contentsOf: $0) } == before)
+    }
+}
+
+extension ShardTests {
     @Test(
         "a rollout step on a sharded channel is signed over the top document and manifest.json: clients of either go back"
     )

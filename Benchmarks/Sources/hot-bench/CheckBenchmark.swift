@@ -16,7 +16,9 @@ import Darwin
 /// `hot sync` runs with nothing changed, the sizes round-robin. Each check's wall time and
 /// peak RSS come from `wait4`, the bytes from nginx's access log, and every file under the
 /// root is compared before and after (size, modification time, SHA-256). Then one package
-/// changes, and the bytes its check and install cost are counted.
+/// changes, and the bytes its check and install cost are counted. Last, the publisher's
+/// commands: `hot pack` of one more package and `hot release` of it against an empty
+/// repository, `hot sign` against the smallest catalogue, medians of round-robin runs.
 struct CheckBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check",
@@ -47,7 +49,8 @@ struct CheckBenchmark: AsyncParsableCommand {
         var changedPackageBytes: Int64 = 0
         var changedRequests: [String] = []
         var packs: [Double] = []
-        var sign: Double = 0
+        var releases: [Double] = []
+        var signs: [Double] = []
     }
 
     func run() async throws {
@@ -137,13 +140,7 @@ struct CheckBenchmark: AsyncParsableCommand {
                 ],
                 log
             )
-            catalogues[index].sign =
-                try hotRun(
-                    child,
-                    [hot, "sign", "--repo", catalogue.repository.path, "--key", key, "--expires", "7d"],
-                    log
-                )
-                .seconds
+            try hotRun(child, [hot, "sign", "--repo", catalogue.repository.path, "--key", key, "--expires", "7d"], log)
             let logged = server.requests().count
             try hotRun(child, sync(catalogue), log)
             let requests = await settledRequests(server, after: logged)
@@ -154,36 +151,42 @@ struct CheckBenchmark: AsyncParsableCommand {
                 .map { "\($0.path.split(separator: "/").suffix(2).joined(separator: "/")) \($0.bodyBytesSent)" }
         }
 
-        // The publisher: hot pack of one more package, into an empty repository and into each
-        // catalogue, `runs` times each, round-robin.
-        note("hot pack of one more package, \(runs) times per repository")
+        // The publisher: hot pack of one more package, hot release of it (a policy change) and
+        // hot sign, into an empty repository and into each catalogue, `runs` times each,
+        // round-robin. hot sign is compared with the first catalogue's: an empty repository
+        // has nothing to sign.
+        note("hot pack, hot release and hot sign of one more package, \(runs) times per repository")
         var emptyPacks: [Double] = []
+        var emptyReleases: [Double] = []
         for run in 1...runs {
             let source = work.appendingPathComponent("src/extra\(run)")
             try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
             try Data("extra \(run)\n".utf8).write(to: source.appendingPathComponent("extra.txt"))
             let empty = work.appendingPathComponent("repo-empty-\(run)")
-            emptyPacks.append(
-                try hotRun(
-                    child,
-                    [
-                        hot, "pack", source.path, "--id", "extra\(run)", "--version", "1", "--repo", empty.path,
-                        "--deltas", "0",
-                    ],
-                    log
-                ).seconds
-            )
+            let pack = { (repository: URL) in
+                [
+                    hot, "pack", source.path, "--id", "extra\(run)", "--version", "1", "--repo", repository.path,
+                    "--deltas", "0",
+                ]
+            }
+            let release = { (repository: URL) in
+                [hot, "release", "extra\(run)", "1", "--repo", repository.path, "--rollout", "50"]
+            }
+            let sign = { (repository: URL) in
+                [hot, "sign", "--repo", repository.path, "--key", key, "--expires", "7d"]
+            }
+            emptyPacks.append(try hotRun(child, pack(empty), log).seconds)
             for index in catalogues.indices {
-                catalogues[index].packs.append(
-                    try hotRun(
-                        child,
-                        [
-                            hot, "pack", source.path, "--id", "extra\(run)", "--version", "1", "--repo",
-                            catalogues[index].repository.path, "--deltas", "0",
-                        ],
-                        log
-                    ).seconds
+                catalogues[index].packs.append(try hotRun(child, pack(catalogues[index].repository), log).seconds)
+            }
+            emptyReleases.append(try hotRun(child, release(empty), log).seconds)
+            for index in catalogues.indices {
+                catalogues[index].releases.append(
+                    try hotRun(child, release(catalogues[index].repository), log).seconds
                 )
+            }
+            for index in catalogues.indices {
+                catalogues[index].signs.append(try hotRun(child, sign(catalogues[index].repository), log).seconds)
             }
         }
 
@@ -194,10 +197,12 @@ struct CheckBenchmark: AsyncParsableCommand {
             ("packages", .right), ("manifest", .right), ("bytes per check", .right), ("time", .right),
             ("× \(reference.count)", .right), ("peak RSS", .right), ("× \(reference.count)", .right),
             ("root written", .left), ("one changed: bytes beyond the package", .right),
-            ("hot pack of one more", .right), ("× empty", .right), ("hot sign", .right),
-            ("× \(reference.count)", .right),
+            ("hot pack of one more", .right), ("× empty", .right), ("hot release", .right), ("× empty", .right),
+            ("hot sign", .right), ("× \(reference.count)", .right),
         ])
         let emptyPack = median(emptyPacks)
+        let emptyRelease = median(emptyReleases)
+        let referenceSign = median(reference.signs)
         for catalogue in catalogues {
             let time = median(catalogue.checks.map(\.seconds))
             let rss = catalogue.checks.map(\.peakRSS).max() ?? 0
@@ -212,14 +217,19 @@ struct CheckBenchmark: AsyncParsableCommand {
                 "\(beyond) B (\(String(format: "%.0f%%", 100 * Double(beyond) / Double(max(1, catalogue.manifestBytes)))) of the manifest)",
                 format(median(catalogue.packs)),
                 String(format: "%.2f×", median(catalogue.packs) / max(emptyPack, 1e-9)),
-                format(catalogue.sign), String(format: "%.2f×", catalogue.sign / max(reference.sign, 1e-9)),
+                format(median(catalogue.releases)),
+                String(format: "%.2f×", median(catalogue.releases) / max(emptyRelease, 1e-9)),
+                format(median(catalogue.signs)),
+                String(format: "%.2f×", median(catalogue.signs) / max(referenceSign, 1e-9)),
             ])
         }
         print(
             "the check at every launch: hot sync with nothing changed, \(runs) checks per size, round-robin; bytes are nginx's body bytes"
         )
         print(table.render(markdown: markdown))
-        print("hot pack into an empty repository: \(format(emptyPack)) (median of \(runs))")
+        print(
+            "into an empty repository (median of \(runs)): hot pack \(format(emptyPack)), hot release \(format(emptyRelease))"
+        )
         for catalogue in catalogues {
             print(
                 "\(catalogue.count) packages, one changed, what was served beside the package: "

@@ -52,19 +52,58 @@ extension SyncReport {
         public var change: UpdatePlan.Change
         /// The version active after the sync, if any.
         public var activeVersion: String?
-        /// Why the package failed, if it did. The previous version, if any, stays active.
-        public var error: HotUpdateError?
         /// Bytes downloaded for this package, a refused delta's included.
         public var bytesDownloaded: Int64
-        /// The delta the package was fetched as, or tried as before falling back; nil when
-        /// the full package was fetched directly.
-        public var delta: SyncReport.DeltaUse?
-        /// How long each phase of the install took, when the package was downloaded and
-        /// installed by this sync (a flight another caller began included).
-        package var phases: InstallPhases?
         /// Whether the download waits for an unmetered network (see ``NetworkPolicy``): nothing
         /// was fetched, nothing failed, and a later sync on another network fetches it.
         public var isWaitingForNetwork = false
+        /// What only some outcomes have, out of line: the report of a check that finds ten
+        /// thousand packages unchanged holds ten thousand small values.
+        private var details: Details?
+
+        /// Why the package failed, if it did. The previous version, if any, stays active.
+        public var error: HotUpdateError? {
+            get { details?.error }
+            set { details = Details.make(error: newValue, delta: delta, phases: phases) }
+        }
+        /// The delta the package was fetched as, or tried as before falling back; nil when
+        /// the full package was fetched directly.
+        public var delta: SyncReport.DeltaUse? {
+            get { details?.delta }
+            set { details = Details.make(error: error, delta: newValue, phases: phases) }
+        }
+        /// How long each phase of the install took, when the package was downloaded and
+        /// installed by this sync (a flight another caller began included).
+        package var phases: InstallPhases? {
+            get { details?.phases }
+            set { details = Details.make(error: error, delta: delta, phases: newValue) }
+        }
+
+        /// The fields few outcomes have, immutable (a change makes a new one).
+        private final class Details: Sendable {
+            let error: HotUpdateError?
+            let delta: SyncReport.DeltaUse?
+            let phases: InstallPhases?
+
+            private init(error: HotUpdateError?, delta: SyncReport.DeltaUse?, phases: InstallPhases?) {
+                self.error = error
+                self.delta = delta
+                self.phases = phases
+            }
+
+            /// The details, or nil when there are none.
+            static func make(error: HotUpdateError?, delta: SyncReport.DeltaUse?, phases: InstallPhases?) -> Details? {
+                error == nil && delta == nil && phases == nil
+                    ? nil : Details(error: error, delta: delta, phases: phases)
+            }
+        }
+
+        /// Equal when every field is.
+        public static func == (lhs: PackageOutcome, rhs: PackageOutcome) -> Bool {
+            lhs.id == rhs.id && lhs.change == rhs.change && lhs.activeVersion == rhs.activeVersion
+                && lhs.bytesDownloaded == rhs.bytesDownloaded && lhs.isWaitingForNetwork == rhs.isWaitingForNetwork
+                && lhs.error == rhs.error && lhs.delta == rhs.delta && lhs.phases == rhs.phases
+        }
 
         /// Creates an outcome.
         public init(
@@ -78,9 +117,8 @@ extension SyncReport {
             self.id = id
             self.change = change
             self.activeVersion = activeVersion
-            self.error = error
             self.bytesDownloaded = bytesDownloaded
-            self.delta = delta
+            self.details = Details.make(error: error, delta: delta, phases: nil)
         }
 
         /// The outcome of a planned change: `entry`'s id and change, the version active after it.

@@ -13,7 +13,7 @@ extension Updater {
     /// ``RevisionedManifestSource``, and nothing happened to the store since (no commit, no
     /// reported loss, no quick check due), the source is asked only whether the manifest is
     /// still that one: if so the sync ends there, and the report says so
-    /// (``SyncReport/isUnchanged``, no packages).
+    /// (``SyncReport/isUnchanged``), listing each package as that sync left it.
     ///
     /// - Parameter source: Where the manifest comes from.
     /// - Returns: One outcome per planned package.
@@ -46,10 +46,7 @@ extension Updater {
         guard let manifest = fetched else {
             // The manifest the store settled on, and nothing happened since: nothing to do.
             report(TelemetryEvent(kind: .check, manifestVersion: settled?.header.manifestVersion))
-            let outcomes = (settled?.packages ?? []).map {
-                SyncReport.PackageOutcome(id: $0.id, change: $0.change, activeVersion: $0.version)
-            }
-            var result = SyncReport(manifestVersion: settled?.header.manifestVersion, packages: outcomes)
+            var result = SyncReport(manifestVersion: settled?.header.manifestVersion, packages: settled?.packages ?? [])
             (result.isUnchanged, result.manifestSeconds) = (true, seconds)
             return result
         }

@@ -11,7 +11,7 @@ import Logging
 /// (`unchanged`, `notRequested` or `blocked`) and its active version (`-` for none). Read at
 /// every launch: the packages are lines of bytes, not JSON, so ten thousand of them parse in
 /// about a millisecond.
-struct SettledSync: Sendable, Hashable {
+struct SettledSync: Sendable, Equatable {
     /// The fields of the first line.
     struct Header: Codable, Sendable, Hashable {
         /// The manifest's revision, as its source identified it.
@@ -30,15 +30,10 @@ struct SettledSync: Sendable, Hashable {
         var folderStamps: [String]
     }
 
-    /// One package as the sync left it.
-    struct Package: Sendable, Hashable {
-        var id: String
-        var change: UpdatePlan.Change
-        var version: String?
-    }
-
     var header: Header
-    var packages: [Package]
+    /// Each package as the sync left it, as a check that finds the manifest unchanged reports
+    /// it: its id, change and active version.
+    var packages: [SyncReport.PackageOutcome]
 
     /// The changes a line may name, with their spelling.
     private static let changes: [(bytes: [UInt8], change: UpdatePlan.Change)] = [
@@ -52,7 +47,7 @@ struct SettledSync: Sendable, Hashable {
         var data = try encoder.encode(header)
         data.append(0x0A)
         data.append(
-            Data(packages.map { "\($0.id)\t\($0.change)\t\($0.version ?? "-")\n" }.joined().utf8)
+            Data(packages.map { "\($0.id)\t\($0.change)\t\($0.activeVersion ?? "-")\n" }.joined().utf8)
         )
         return data
     }
@@ -63,7 +58,9 @@ struct SettledSync: Sendable, Hashable {
         guard let newline = data.firstIndex(of: 0x0A),
             let header = try? JSONDecoder().decode(Header.self, from: data[data.startIndex..<newline])
         else { return nil }
-        var packages: [Package] = []
+        var packages: [SyncReport.PackageOutcome] = []
+        // About one package per 16 bytes: `p1\tunchanged\t1\n` is 15.
+        packages.reserveCapacity((data.count - newline) / 16)
         let ok = data[data.index(after: newline)...].withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Bool in
             // Three columns a line; the change and an absent version are compared as bytes, so
             // a line makes two small strings.
@@ -85,7 +82,11 @@ struct SettledSync: Sendable, Hashable {
                 case (2, 0x0A):
                     let absent = field.count == 1 && field[0] == UInt8(ascii: "-")
                     packages.append(
-                        Package(id: id, change: change, version: absent ? nil : String(decoding: field, as: UTF8.self))
+                        SyncReport.PackageOutcome(
+                            id: id,
+                            change: change,
+                            activeVersion: absent ? nil : String(decoding: field, as: UTF8.self)
+                        )
                     )
                     column = -1
                 default:
@@ -151,11 +152,13 @@ extension Store {
         guard let snapshot = cached, let seen = lastStamp,
             !snapshot.packages.values.contains(where: { $0.state.isDamage || $0.state == .failed })
         else { return }
-        var packages: [SettledSync.Package] = []
+        var packages: [SyncReport.PackageOutcome] = []
         for outcome in outcomes where outcome.change != .remove {
             // What the next sync would report: a package this one changed is unchanged then.
             let change = outcome.change == .notRequested || outcome.change == .blocked ? outcome.change : .unchanged
-            packages.append(SettledSync.Package(id: outcome.id, change: change, version: outcome.activeVersion))
+            packages.append(
+                SyncReport.PackageOutcome(id: outcome.id, change: change, activeVersion: outcome.activeVersion)
+            )
         }
         let settled = SettledSync(
             header: SettledSync.Header(

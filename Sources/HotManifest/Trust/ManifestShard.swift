@@ -179,7 +179,11 @@ extension SignedManifestBody {
                     "the manifest names bin '\(reference.bin)' twice or not as two lower-case hex digits"
                 )
             }
-            guard reference.sha256.utf8.count == 64, reference.length >= 0, reference.count >= 0 else {
+            // Lower-case hex only: the hash names a file, here and on every client.
+            let sha = reference.sha256.utf8
+            guard sha.count == 64, sha.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }),
+                reference.length >= 0, reference.count >= 0
+            else {
                 throw HotUpdateError(
                     .manifestInvalid,
                     "the manifest names the shard of bin \(reference.bin) with a malformed SHA-256 or length"

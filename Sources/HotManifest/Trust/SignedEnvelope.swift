@@ -211,19 +211,32 @@ public struct SignedEnvelope: Sendable, Hashable {
     /// The envelope as it is served: the rollout part when there is one, the signatures,
     /// then the signed bytes verbatim.
     public func encoded() throws -> Data {
-        var data = Data("{\n".utf8)
-        if let rollout {
-            data.append(contentsOf: Array("  \"rollout\": {\n".utf8))
-            data.append(try Self.encode(rollout.signatures, signed: rollout.signed, indent: "    "))
-            data.append(contentsOf: Array("\n  },\n".utf8))
-        }
-        data.append(try Self.encode(signatures, signed: signed, indent: "  "))
-        data.append(contentsOf: Array("\n}\n".utf8))
+        let (head, tail) = try frame()
+        // One buffer: the signed bytes of a catalogue are megabytes, copied once.
+        var data = Data()
+        data.reserveCapacity(head.count + signed.count + tail.count)
+        data.append(head)
+        data.append(signed)
+        data.append(tail)
         return data
     }
 
-    /// `"signatures": [...], "signed": BYTES` at `indent`.
-    private static func encode(_ signatures: [Signature], signed: Data, indent: String) throws -> Data {
+    /// What ``encoded()`` writes before and after the signed bytes: a file of the envelope
+    /// can be written as the three without joining them.
+    package func frame() throws -> (head: Data, tail: Data) {
+        var head = Data("{\n".utf8)
+        if let rollout {
+            head.append(contentsOf: Array("  \"rollout\": {\n".utf8))
+            try Self.encode(rollout.signatures, signed: rollout.signed, indent: "    ", into: &head)
+            head.append(contentsOf: Array("\n  },\n".utf8))
+        }
+        try Self.encode(signatures, signed: nil, indent: "  ", into: &head)
+        return (head, Data("\n}\n".utf8))
+    }
+
+    /// `"signatures": [...], "signed": BYTES` at `indent`, appended to `data`; without the
+    /// bytes when `signed` is nil.
+    private static func encode(_ signatures: [Signature], signed: Data?, indent: String, into data: inout Data) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         var lines: [String] = []
@@ -233,9 +246,8 @@ public struct SignedEnvelope: Sendable, Hashable {
         var text = indent + "\"signatures\": ["
         text += lines.isEmpty ? "]" : "\n" + lines.joined(separator: ",\n") + "\n\(indent)]"
         text += ",\n\(indent)\"signed\": "
-        var data = Data(text.utf8)
-        data.append(signed)
-        return data
+        data.append(contentsOf: Array(text.utf8))
+        if let signed { data.append(signed) }
     }
 
     /// Which signatures verify with which of `keys`: the engine's and `hot verify`'s, not API.

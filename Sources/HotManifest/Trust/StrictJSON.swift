@@ -48,35 +48,40 @@ package enum StrictJSON {
     /// - Parameter what: Names the document in errors ("the manifest").
     /// - Throws: `HotUpdateError` with the codes listed on the type.
     package static func read(_ data: Data, what: String = "the manifest") throws -> TopLevel {
-        var reader = Reader(bytes: data, what: what)
-        reader.skipWhitespace()
-        guard reader.peek() != nil else {
-            throw HotUpdateError(.manifestTruncated, "\(what) is empty")
+        try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> TopLevel in
+            var reader = Reader(bytes: buffer, data: data, what: what)
+            reader.skipWhitespace()
+            guard reader.peek() != nil else {
+                throw HotUpdateError(.manifestTruncated, "\(what) is empty")
+            }
+            let top = try reader.value(depth: 1, keepSpans: true)
+            reader.skipWhitespace()
+            guard reader.index == buffer.count else {
+                throw reader.notJSON("bytes after the end of the JSON document")
+            }
+            return top
         }
-        let top = try reader.value(depth: 1, keepSpans: true)
-        reader.skipWhitespace()
-        guard reader.index == data.endIndex else {
-            throw reader.notJSON("bytes after the end of the JSON document")
-        }
-        return top
     }
 
+    /// Reads the bytes in place (a manifest of ten thousand packages is megabytes); offsets
+    /// count from the first byte, spans are indices of `data`.
     private struct Reader {
-        let bytes: Data
+        let bytes: UnsafeRawBufferPointer
+        let data: Data
         let what: String
-        var index: Data.Index
+        var index = 0
 
-        init(bytes: Data, what: String) {
+        init(bytes: UnsafeRawBufferPointer, data: Data, what: String) {
             self.bytes = bytes
+            self.data = data
             self.what = what
-            self.index = bytes.startIndex
         }
 
-        func peek() -> UInt8? { index < bytes.endIndex ? bytes[index] : nil }
+        func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
 
-        var offset: Int { index - bytes.startIndex }
+        var offset: Int { index }
 
-        var opening: String { StrictJSON.opening(of: bytes) }
+        var opening: String { StrictJSON.opening(of: data) }
 
         func notJSON(_ what: String) -> HotUpdateError {
             HotUpdateError(
@@ -169,7 +174,7 @@ package enum StrictJSON {
                 skipWhitespace()
                 let start = index
                 _ = try value(depth: depth + 1)
-                if keepSpans { spans[key] = start..<index }
+                if keepSpans { spans[key] = (data.startIndex + start)..<(data.startIndex + index) }
                 skipWhitespace()
                 guard let separator = peek() else { throw truncated("an object") }
                 index += 1
@@ -216,7 +221,21 @@ package enum StrictJSON {
         /// Reads a string and returns it with its escapes decoded.
         mutating func string() throws -> String {
             index += 1  // the opening quote
-            var decoded: [UInt8] = []
+            // Most strings have no escape: validated where they lie, with no copy first.
+            var end = index
+            while end < bytes.count {
+                let c = bytes[end]
+                if c == UInt8(ascii: "\"") {
+                    let text = String(validating: UnsafeRawBufferPointer(rebasing: bytes[index..<end]), as: UTF8.self)
+                    index = end + 1
+                    guard let text else { throw notJSON("a string that is not valid UTF-8") }
+                    return text
+                }
+                if c == UInt8(ascii: "\\") || c < 0x20 { break }
+                end += 1
+            }
+            var decoded = Array(UnsafeRawBufferPointer(rebasing: bytes[index..<end]))
+            index = end
             while true {
                 guard let c = peek() else { throw truncated("a string") }
                 index += 1
@@ -270,8 +289,10 @@ package enum StrictJSON {
         mutating func hexQuad() throws -> UInt16 {
             var value: UInt16 = 0
             for _ in 0..<4 {
-                guard let c = peek() else { throw truncated("a string") }
-                guard let digit = Self.hexValue(c) else { throw notJSON("a \\u escape that is not four hex digits") }
+                guard index < bytes.count else { throw truncated("a string") }
+                guard let digit = Self.hexValue(bytes[index]) else {
+                    throw notJSON("a \\u escape that is not four hex digits")
+                }
                 value = value << 4 | UInt16(digit)
                 index += 1
             }
@@ -325,19 +346,24 @@ package enum StrictJSON {
                 while Self.isDigit(peek()) { index += 1 }
                 fractional = true
             }
-            let text = String(decoding: bytes[start..<index], as: UTF8.self)
-            let integer = String(decoding: bytes[start..<integerEnd], as: UTF8.self)
+            let (bytes, end) = (self.bytes, index)
+            let text = { String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self) }
             guard !fractional else {
                 throw HotUpdateError(
                     .manifestNumberOutOfRange,
-                    "\(what) has the number \(text) at byte \(start - bytes.startIndex): only integers are allowed"
+                    "\(what) has the number \(text()) at byte \(start): only integers are allowed"
                 )
             }
-            guard let value = Int64(integer), value.magnitude <= StrictJSON.maxInteger.magnitude else {
-                throw HotUpdateError(
-                    .manifestNumberOutOfRange,
-                    "\(what) has the number \(text) at byte \(start - bytes.startIndex), beyond ±(2^53 − 1), which not every parser reads exactly"
-                )
+            // The magnitude, digit by digit: past 2^53 − 1 it stops.
+            var magnitude: Int64 = 0
+            for position in (bytes[start] == UInt8(ascii: "-") ? start + 1 : start)..<integerEnd {
+                magnitude = magnitude * 10 + Int64(bytes[position] - UInt8(ascii: "0"))
+                guard magnitude <= StrictJSON.maxInteger else {
+                    throw HotUpdateError(
+                        .manifestNumberOutOfRange,
+                        "\(what) has the number \(text()) at byte \(start), beyond ±(2^53 − 1), which not every parser reads exactly"
+                    )
+                }
             }
         }
     }
