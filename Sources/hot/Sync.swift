@@ -199,11 +199,12 @@ struct Sync: AsyncParsableCommand {
             for index in outcomes.indices {
                 let version = outcomes[index].activeVersion ?? "-"
                 if outcomes[index].error == nil, outcomes[index].delta == nil, !outcomes[index].isWaitingForNetwork {
-                    lines.append(contentsOf: outcomes[index].id.utf8)
+                    var (id, change, version) = (outcomes[index].id, outcomes[index].change.description, version)
+                    id.withUTF8 { lines.append(contentsOf: $0) }
                     lines.append(0x09)
-                    lines.append(contentsOf: outcomes[index].change.description.utf8)
-                    lines.append(contentsOf: "\tok\t".utf8)
-                    lines.append(contentsOf: version.utf8)
+                    change.withUTF8 { lines.append(contentsOf: $0) }
+                    lines.append(contentsOf: [0x09, 0x6F, 0x6B, 0x09])  // "\tok\t"
+                    version.withUTF8 { lines.append(contentsOf: $0) }
                     lines.append(0x0A)
                     continue
                 }

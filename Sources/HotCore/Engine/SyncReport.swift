@@ -118,7 +118,7 @@ extension SyncReport {
             self.change = change
             self.activeVersion = activeVersion
             self.bytesDownloaded = bytesDownloaded
-            self.details = Details.make(error: error, delta: delta, phases: nil)
+            if error != nil || delta != nil { self.details = Details.make(error: error, delta: delta, phases: nil) }
         }
 
         /// The outcome of a planned change: `entry`'s id and change, the version active after it.
