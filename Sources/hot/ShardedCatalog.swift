@@ -82,7 +82,8 @@ extension RepositoryFiles {
     /// - Throws: As ``forEachShard(_:_:)``.
     func shardBytes(_ references: [ShardReference]) throws -> [Data] {
         var shards: [Data] = []
-        try forEachShard(references) { _, bytes in shards.append(Data(bytes)) }
+        // Copied out of the view: its buffer is reused for the next shard.
+        try forEachShard(references) { _, bytes in shards.append(bytes.withUnsafeBytes { Data($0) }) }
         return shards
     }
 
