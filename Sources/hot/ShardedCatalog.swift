@@ -65,25 +65,26 @@ extension RepositoryFiles {
 
     /// The bytes of the shard `reference` names, checked against it.
     func shardBytes(_ reference: ShardReference) throws -> Data {
-        try shardBytes([reference])[0]
+        var bytes = Data()
+        try forEachShard([reference]) { _, shard in bytes = shard.withUnsafeBytes { Data($0) } }
+        return bytes
     }
 
     /// The bytes of every shard `top` names, by SHA-256.
     func shardBytes(of top: SignedManifestBody) throws -> [String: Data] {
-        let references = top.shards ?? []
-        var shards: [String: Data] = [:]
-        for (reference, data) in zip(references, try shardBytes(references)) { shards[reference.sha256] = data }
-        return shards
+        try shardBytes(of: top.shards ?? [])
     }
 
-    /// The bytes of the shards `references` name, in their order, each checked against its
+    /// The bytes of the shards `references` name, by SHA-256, each checked against its
     /// reference.
     ///
     /// - Throws: As ``forEachShard(_:_:)``.
-    func shardBytes(_ references: [ShardReference]) throws -> [Data] {
-        var shards: [Data] = []
+    private func shardBytes(of references: [ShardReference]) throws -> [String: Data] {
+        var shards: [String: Data] = [:]
         // Copied out of the view: its buffer is reused for the next shard.
-        try forEachShard(references) { _, bytes in shards.append(bytes.withUnsafeBytes { Data($0) }) }
+        try forEachShard(references) { reference, bytes in
+            shards[reference.sha256] = bytes.withUnsafeBytes { Data($0) }
+        }
         return shards
     }
 
