@@ -241,6 +241,122 @@ let package = Package(
     ]
 )
 
+// The publisher's server (`Console/`: `hot-server`, its tests and its benchmark) and the
+// benchmarks (`Benchmarks/`: `hot-bench`, the micro-benchmarks) join the package only when
+// `HOTUPDATE_DEV=1` is set, as scripts/test sets it: one build compiles the library once for the
+// library's tests, the server's and the benchmarks'. An app that depends on HotUpdate never sets
+// it, so its `Package.resolved` holds swift-log, swift-crypto (and swift-asn1),
+// swift-argument-parser and swift-docc-plugin, never a server framework. Run them with the
+// variable set, from the repository's root:
+//
+//     HOTUPDATE_DEV=1 swift run -c release hot-server collect --db sqlite:telemetry.db
+//     HOTUPDATE_DEV=1 swift run -c release hot-bench
+//     HOTUPDATE_DEV=1 swift package benchmark
+//
+// See Console/README.md and Benchmarks/README.md.
+if Context.environment["HOTUPDATE_DEV"] == "1" {
+    /// Hummingbird 2 and the NIO stores need macOS 14 and its peers; the library's floor stays.
+    package.platforms = [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1)]
+    package.dependencies += [
+        // The console's HTTP server; without its default traits (swift-configuration, full
+        // Foundation).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        // The console's two stores: SQLite (one file, no server) and PostgreSQL (for fleets).
+        .package(url: "https://github.com/vapor/sqlite-nio", from: "1.13.2"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // The HTTP parts the collector's connection guard sees (Hummingbird's own).
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        // One of the extractors hot-bench compares.
+        .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
+        // The micro-benchmarks' harness. The trait list replaces the package's default traits
+        // (MallocInterposer and RuntimeInterposer): allocation counts stay, and the Linux
+        // runtime interposer, a dependency of its own, is left out.
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ]
+}
+// `HOTUPDATE_TEST_TARGETS=A,B` (with HOTUPDATE_DEV=1) keeps only those test targets and leaves the
+// console and the benchmarks out, with the same dependencies, so `Package.resolved` stays as it
+// is: scripts/test-traits builds the Apple configuration's tests with the suites whose code
+// differs with the traits, not every suite again.
+let testTargets = Context.environment["HOTUPDATE_TEST_TARGETS"].map { Set($0.split(separator: ",").map(String.init)) }
+if let kept = testTargets {
+    package.targets.removeAll { $0.type == .test && !kept.contains($0.name) }
+}
+if Context.environment["HOTUPDATE_DEV"] == "1" && testTargets == nil {
+    let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
+    package.products += [
+        .executable(name: "hot-server", targets: ["hot-server"]),
+        .executable(name: "hot-server-bench", targets: ["hot-server-bench"]),
+        .executable(name: "hot-bench", targets: ["hot-bench"]),
+        .executable(name: "hot-bench-spawn", targets: ["hot-bench-spawn"]),
+        .executable(name: "hot-bench-zipfoundation", targets: ["hot-bench-zipfoundation"]),
+        .executable(name: "HotMicroBenchmarks", targets: ["HotMicroBenchmarks"]),
+    ]
+    package.targets += [
+        // The collector, the stores, the report, the console and the rollout policy.
+        .target(
+            name: "HotServerKit",
+            dependencies: [
+                "HotCore", "HotManifest", "HotVerify",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                logging,
+            ],
+            path: "Console/Sources/HotServerKit"),
+        .executableTarget(
+            name: "hot-server", dependencies: ["HotServerKit", "HotCore", argumentParser, logging],
+            path: "Console/Sources/hot-server"),
+        // The collector's throughput against direct inserts, and its memory under a flood.
+        .executableTarget(
+            name: "hot-server-bench", dependencies: ["HotServerKit", "HotTestServers", argumentParser, logging],
+            path: "Console/Sources/hot-server-bench"),
+        .testTarget(
+            name: "HotServerTests",
+            dependencies: [
+                "HotServerKit", "HotCore", "HotManifest", "HotVerify", "HotTestServers", "HotTesting", "HotTransport",
+            ],
+            path: "Console/Tests/HotServerTests"),
+
+        // Extraction and packing against system tools, and the engine with many packages.
+        .executableTarget(
+            name: "hot-bench",
+            dependencies: [
+                "HotCore", "HotManifest", "HotArchive", "HotAssets", "HotStore", "HotTransport", "HotVerify",
+                "HotTestServers", "hot-bench-spawn", "CBenchZstd", argumentParser, logging,
+            ],
+            path: "Benchmarks/Sources/hot-bench"),
+        // libzstd, the reference `hot-bench zstd` measures HotArchive's zstd decoder against.
+        .systemLibrary(
+            name: "CBenchZstd", path: "Benchmarks/Sources/CBenchZstd", pkgConfig: "libzstd",
+            providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
+        // Spawns each measured tool from a small process, so its peak RSS is its own.
+        .executableTarget(name: "hot-bench-spawn", path: "Benchmarks/Sources/hot-bench-spawn"),
+        // ZIPFoundation's extractor is an executable of its own, so hot-bench's rows for our
+        // backends measure a process that links none of it.
+        .executableTarget(
+            name: "hot-bench-zipfoundation",
+            dependencies: [.product(name: "ZIPFoundation", package: "ZIPFoundation")],
+            path: "Benchmarks/Sources/hot-bench-zipfoundation"),
+        // Micro-benchmarks in package-benchmark's form (`swift package benchmark`): resolving
+        // through a chain of packages, opening a store, digests of a file. The command plugin runs
+        // every executable target in a folder named Benchmarks, so the tools above live in
+        // Sources/.
+        .executableTarget(
+            name: "HotMicroBenchmarks",
+            dependencies: [
+                "HotCore", "HotManifest", "HotArchive", "HotAssets", "HotStore", "HotTransport", "HotVerify",
+                .product(name: "Benchmark", package: "benchmark"), logging,
+            ],
+            // No BenchmarkPlugin: BenchmarkRunner.swift is the entry point it would generate (its
+            // tool, rebuilt whenever the package is loaded again, made every build compile the
+            // library anew).
+            path: "Benchmarks/Benchmarks/HotMicroBenchmarks"),
+    ]
+}
+
 // Shared settings, applied once to every target that compiles Swift.
 let sharedSwiftSettings: [SwiftSetting] = [
     .swiftLanguageMode(.v6),

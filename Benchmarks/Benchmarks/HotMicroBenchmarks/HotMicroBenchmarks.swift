@@ -10,7 +10,7 @@ import HotVerify
 import Logging
 
 // Micro-benchmarks of the calls an app makes at launch and while it draws, in package-benchmark's
-// form: `swift package --package-path Benchmarks benchmark` from the repository's root (see
+// form: `HOTUPDATE_DEV=1 swift package benchmark` from the repository's root (see
 // Benchmarks/README.md). Each benchmark's setup writes what it measures into a temporary directory
 // of its own, and its teardown removes it.
 

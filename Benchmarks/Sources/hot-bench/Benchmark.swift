@@ -60,7 +60,7 @@ final class Benchmark {
         for tool in extractors where findExecutable(tool.program) == nil || (tool.id == "python" && python == nil) {
             missing[tool.id] =
                 tool.id == "zipfoundation"
-                ? "build it first: swift build --package-path Benchmarks -c release --product hot-bench-zipfoundation"
+                ? "build it first: HOTUPDATE_DEV=1 swift build -c release --product hot-bench-zipfoundation"
                 : "\(tool.program) not found"
         }
         self.missing = missing

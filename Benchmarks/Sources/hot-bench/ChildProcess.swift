@@ -237,7 +237,7 @@ func findExecutable(_ name: String) -> String? {
 }
 
 /// The `hot` executable: `given` (a path or a name on `PATH`), else the one beside
-/// hot-bench (`swift build --package-path Benchmarks -c release --product hot` puts it there),
+/// hot-bench (`HOTUPDATE_DEV=1 swift build -c release --product hot` puts it there),
 /// `.build/release/hot`, then `PATH`.
 func locateHot(_ given: String?) -> String? {
     if let given { return findExecutable(given) }
@@ -268,7 +268,7 @@ struct HotToolOptions: ParsableArguments {
     func tools() throws -> (hot: String, child: ChildProcess) {
         guard let hot = locateHot(hot), let bench = Bundle.main.executablePath else {
             throw ValidationError(
-                "no hot executable: build it (swift build --package-path Benchmarks -c release --product hot) or give --hot"
+                "no hot executable: build it (HOTUPDATE_DEV=1 swift build -c release --product hot) or give --hot"
             )
         }
         let launcher = URL(fileURLWithPath: bench).deletingLastPathComponent()

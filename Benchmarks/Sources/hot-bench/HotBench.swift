@@ -12,7 +12,7 @@ struct HotBench: AsyncParsableCommand {
             Generates two deterministic corpora, packs each with ZipWriter, then extracts the same \
             archive with every tool in turn (round-robin), on tmpfs and on disk, and prints the median \
             and fastest wall time and the peak RSS of each. Run it in release mode, from the repository's root: \
-            swift run --package-path Benchmarks -c release hot-bench. Its options: hot-bench help measure.
+            HOTUPDATE_DEV=1 swift run -c release hot-bench. Its options: hot-bench help measure.
             """,
         subcommands: [
             Measure.self, Extract.self, Pack.self, Idle.self, MakeCorpus.self, StoreBenchmark.self, DeltaBenchmark.self,

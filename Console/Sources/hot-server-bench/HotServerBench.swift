@@ -14,7 +14,7 @@ import Darwin
 // hot-server-bench: the collector's throughput against direct inserts of the same rows, in
 // one run, for SQLite and PostgreSQL; then the collector's peak memory under a flood.
 //
-//     swift run -c release --package-path Console hot-server-bench [--batches N] [--events N]
+//     HOTUPDATE_DEV=1 swift run -c release hot-server-bench [--batches N] [--events N]
 //         [--connections N] [--flood-seconds N] [--no-postgres]
 //
 // The collector is the real `hot-server collect`, a child process (built beside this one),
@@ -423,7 +423,7 @@ struct HotServerBench: AsyncParsableCommand {
         )
         .deletingLastPathComponent().appendingPathComponent("hot-server").path
         guard FileManager.default.isExecutableFile(atPath: server) else {
-            throw BenchError("no hot-server beside hot-server-bench (\(server)): swift build --package-path Console")
+            throw BenchError("no hot-server beside hot-server-bench (\(server)): HOTUPDATE_DEV=1 swift build --product hot-server")
         }
         let scratch = NSTemporaryDirectory() + "hot-server-bench-\(getpid())"
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
