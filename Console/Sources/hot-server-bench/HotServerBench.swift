@@ -423,7 +423,9 @@ struct HotServerBench: AsyncParsableCommand {
         )
         .deletingLastPathComponent().appendingPathComponent("hot-server").path
         guard FileManager.default.isExecutableFile(atPath: server) else {
-            throw BenchError("no hot-server beside hot-server-bench (\(server)): HOTUPDATE_DEV=1 swift build --product hot-server")
+            throw BenchError(
+                "no hot-server beside hot-server-bench (\(server)): HOTUPDATE_DEV=1 swift build --product hot-server"
+            )
         }
         let scratch = NSTemporaryDirectory() + "hot-server-bench-\(getpid())"
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
