@@ -229,6 +229,9 @@ let package = Package(
             dependencies: [
                 "HotAssets", "HotCore", "HotTesting", "HotTestServers", .product(name: "Logging", package: "swift-log"),
             ]),
+        // Every swift snippet of the README and the DocC articles, type-checked against the
+        // products as the build made them (in the default and the Apple configuration).
+        .testTarget(name: "DocSnippetTests", dependencies: ["HotUpdate", "HotTesting"]),
         // An adopter's view: its own adapters against the public conformance suites.
         .testTarget(name: "AdapterConformanceTests", dependencies: ["HotCore", "HotTesting"]),
         .testTarget(
