@@ -257,7 +257,7 @@ struct SnippetCompiler: Sendable {
     /// description (`debug.yaml`), how the `module` target was compiled.
     ///
     /// - Throws: A `SnippetCompiler.NotFound` saying what was looked for where.
-    static func locate(module: String = "IntegrationTests") throws -> SnippetCompiler {
+    static func locate(module: String = "DocSnippetTests") throws -> SnippetCompiler {
         let fileManager = FileManager.default
         var starts: [URL] = []
         if let executable = Bundle.main.executableURL { starts.append(executable) }
