@@ -278,12 +278,17 @@ if Context.environment["HOTUPDATE_DEV"] == "1" {
     ]
 }
 // `HOTUPDATE_TEST_TARGETS=A,B` (with HOTUPDATE_DEV=1) keeps only those test targets and leaves the
-// console and the benchmarks out, with the same dependencies, so `Package.resolved` stays as it
-// is: scripts/test-traits builds the Apple configuration's tests with the suites whose code
-// differs with the traits, not every suite again.
+// console, the benchmarks and the examples out, with the same dependencies, so `Package.resolved`
+// stays as it is: scripts/test-traits builds the Apple configuration's tests with the suites whose
+// code differs with the traits, not every suite again.
 let testTargets = Context.environment["HOTUPDATE_TEST_TARGETS"].map { Set($0.split(separator: ",").map(String.init)) }
 if let kept = testTargets {
     package.targets.removeAll { $0.type == .test && !kept.contains($0.name) }
+    // The examples compile alike whatever the traits (they use the umbrella, and no line of
+    // theirs depends on a trait): the default build compiles and runs them.
+    let examples: Set<String> = ["MinimalPatch", "ScriptPatches", "ResourcePacks", "WebOfflinePackages", "LaunchGuard"]
+    package.targets.removeAll { examples.contains($0.name) }
+    package.products.removeAll { examples.contains($0.name) }
 }
 if Context.environment["HOTUPDATE_DEV"] == "1" && testTargets == nil {
     let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")

@@ -213,7 +213,7 @@ enum TemporaryFileSystem {
             process.executableURL = URL(fileURLWithPath: "/bin/umount")
             process.arguments = arguments
             guard (try? process.run()) != nil else { continue }
-            process.waitUntilExit()
+            process.waitForExit()
             if process.terminationStatus == 0 { return }
         }
     }

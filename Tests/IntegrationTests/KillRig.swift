@@ -229,7 +229,7 @@ final class KillRig: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: "/bin/cp")
         process.arguments = ["-a", source.path, destination.path]
         try process.run()
-        process.waitUntilExit()
+        process.waitForExit()
         guard process.terminationStatus == 0 else {
             throw HotUpdateError(.fileSystem, "cp -a \(source.path) \(destination.path) failed")
         }

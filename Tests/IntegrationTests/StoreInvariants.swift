@@ -153,7 +153,7 @@ final class HotRun: @unchecked Sendable {
     func wait() async -> Ending {
         await withCheckedContinuation { continuation in
             Thread { [process] in
-                process.waitUntilExit()
+                process.waitForExit()
                 let status = process.terminationStatus
                 continuation.resume(
                     returning: process.terminationReason == .uncaughtSignal ? .signalled(status) : .exited(status)

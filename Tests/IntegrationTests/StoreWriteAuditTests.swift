@@ -179,7 +179,7 @@ struct StoreWriteAuditTests {
         input.fileHandleForWriting.write(Data(text.utf8))
         try input.fileHandleForWriting.close()
         let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        process.waitForExit()
         let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
         var names: [String: String] = [:]
         let wrappers = [

@@ -131,10 +131,10 @@ struct ResumeBenchmark: AsyncParsableCommand {
                 } else {
                     stray += 1  // it finished before the kill: counts as no kill
                 }
-                child.waitUntilExit()
+                child.waitForExit()
             }
             let final = try Process.run(URL(fileURLWithPath: bench), arguments: childArguments(root, url, size, sha256))
-            final.waitUntilExit()
+            final.waitForExit()
             if final.terminationStatus != 0 {
                 failedSyncs += 1
             } else {

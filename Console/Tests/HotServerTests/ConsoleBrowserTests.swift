@@ -20,7 +20,7 @@ enum Browser {
         process.arguments = ["python3", "-c", "import playwright.async_api"]
         process.standardError = FileHandle.nullDevice
         guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
+        process.waitForExit()
         return process.terminationStatus == 0
     }()
 

@@ -150,7 +150,7 @@ final class ServerProcess: @unchecked Sendable {
             }.start()
         }
         guard let url = found.0 else {
-            process.waitUntilExit()
+            process.waitForExit()
             throw HotUpdateError(
                 .internalInconsistency,
                 "hot-server exited \(process.terminationStatus) before listening: \(found.1)"
@@ -168,7 +168,7 @@ final class ServerProcess: @unchecked Sendable {
     func stop() {
         guard process.isRunning else { return }
         kill(process.processIdentifier, SIGTERM)
-        process.waitUntilExit()
+        process.waitForExit()
     }
 }
 

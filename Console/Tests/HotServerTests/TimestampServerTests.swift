@@ -123,7 +123,7 @@ struct TimestampServerTests {
         let (server, log) = try repository.startSchedule(["--expires", "1h"])
         defer {
             kill(server.processIdentifier, SIGKILL)
-            server.waitUntilExit()
+            server.waitForExit()
         }
 
         // Two rounds, each a new signature naming manifest version 1, an hour long.
@@ -146,7 +146,7 @@ struct TimestampServerTests {
 
         // SIGTERM stops the schedule.
         kill(server.processIdentifier, SIGTERM)
-        server.waitUntilExit()
+        server.waitForExit()
         #expect(server.terminationReason == .uncaughtSignal && server.terminationStatus == SIGTERM)
         let printed = try String(contentsOf: log, encoding: .utf8)
         #expect(printed.contains("(root): signed timestamp.json naming manifest version 1"), "\(printed)")
@@ -162,7 +162,7 @@ struct TimestampServerTests {
         let (server, log) = try repository.startSchedule([])
         defer {
             kill(server.processIdentifier, SIGKILL)
-            server.waitUntilExit()
+            server.waitForExit()
         }
         let deadline = ContinuousClock.now + .seconds(120)
         while ContinuousClock.now < deadline,

@@ -1,4 +1,5 @@
 import Foundation
+import HotTestServers
 import Testing
 
 /// The archivers the WinZip AES interop tests run: 7-Zip and Python's pyzipper. The suites run
@@ -17,7 +18,7 @@ enum ArchiveTools {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
+        process.waitForExit()
         return process.terminationStatus == 0
     }()
 
