@@ -15,6 +15,8 @@ public struct WebModule: Sendable, Hashable {
     public var packageFolder: String
     /// The file served for a directory address (`…/home/` → `index.html`).
     public var indexFile: String
+    /// How long browsers may reuse the module's files when ``WebResponder`` serves them.
+    public var cachePolicy: WebCachePolicy
 
     /// Creates a module.
     ///
@@ -24,10 +26,35 @@ public struct WebModule: Sendable, Hashable {
     ///   - packageFolder: The folder inside the package matching `onlineBase`.
     ///   - indexFile: The file served for a directory address.
     public init(id: String, onlineBase: URL, packageFolder: String = "", indexFile: String = "index.html") {
+        self.init(
+            id: id,
+            onlineBase: onlineBase,
+            packageFolder: packageFolder,
+            indexFile: indexFile,
+            cachePolicy: .revalidate
+        )
+    }
+
+    /// Creates a module whose files ``WebResponder`` serves under `cachePolicy`.
+    ///
+    /// - Parameters:
+    ///   - id: The package id.
+    ///   - onlineBase: The online address of the module's pages.
+    ///   - packageFolder: The folder inside the package matching `onlineBase`.
+    ///   - indexFile: The file served for a directory address.
+    ///   - cachePolicy: How long browsers may reuse the files ``WebResponder`` serves.
+    public init(
+        id: String,
+        onlineBase: URL,
+        packageFolder: String = "",
+        indexFile: String = "index.html",
+        cachePolicy: WebCachePolicy
+    ) {
         self.id = id
         self.onlineBase = onlineBase
         self.packageFolder = packageFolder
         self.indexFile = indexFile
+        self.cachePolicy = cachePolicy
     }
 }
 
@@ -58,6 +85,30 @@ public struct LocalWebPage: Sendable, Hashable {
     public var moduleID: String
     /// The installed version served.
     public var version: String
+    /// The online address the page was resolved from, with its query and fragment.
+    public var onlineURL: URL
+
+    /// The file itself, without the query and fragment.
+    var file: URL
+    /// The file's path inside its package's tree (`/`-separated, with the module's folder).
+    var pathInPackage: String
+    /// The installed version's directory (`<root>/packages/<id>/<name>`).
+    var packageDirectory: URL
+
+    /// The address a web view loads the page at when a scheme handler serves the module
+    /// (``WebResponder``): the online address with its scheme replaced by `scheme`, so the page's
+    /// origin is `scheme://host` and its relative URLs stay inside the module.
+    ///
+    /// ```swift
+    /// if case .local(let page) = resolver.resolve(url) {
+    ///     webView.load(URLRequest(url: page.url(scheme: "app")))  // app://m.example.com/home/index.html
+    /// }
+    /// ```
+    public func url(scheme: String) -> URL {
+        var components = URLComponents(url: onlineURL, resolvingAgainstBaseURL: false)
+        components?.scheme = scheme
+        return components?.url ?? onlineURL
+    }
 }
 
 /// Why a page is loaded online.
@@ -213,6 +264,7 @@ public struct WebModuleResolver: Sendable {
         }
         let readAccessRoot: URL
         let file: URL
+        let packageDirectory: URL
         if let store, let number = store.index.packageNumber(id: module.id) {
             // The index lists the package's regular files, found without following a link:
             // a path it has is inside the package.
@@ -220,6 +272,7 @@ public struct WebModuleResolver: Sendable {
                 return .online(url, reason: .fileMissing)
             }
             let packageRoot = store.resolvedDirectory(number)
+            packageDirectory = store.directory(number)
             readAccessRoot = folder.reduce(packageRoot) { $0.appendingPathComponent($1, isDirectory: true) }
             file = components.reduce(readAccessRoot) { $0.appendingPathComponent($1) }
             // Installed, and gone since (one stat, against a page load): the page loads online,
@@ -235,6 +288,7 @@ public struct WebModuleResolver: Sendable {
             }
         } else {
             let packageRoot = package.directory.standardizedFileURL.resolvingSymlinksInPath()
+            packageDirectory = package.directory
             readAccessRoot = folder.reduce(packageRoot) { $0.appendingPathComponent($1, isDirectory: true) }
             file = components.reduce(readAccessRoot) { $0.appendingPathComponent($1) }
             guard file.resolvingSymlinksInPath().path.hasPrefix(readAccessRoot.path + "/") else {
@@ -255,7 +309,11 @@ public struct WebModuleResolver: Sendable {
                 fileURL: local?.url ?? file,
                 readAccessRoot: readAccessRoot,
                 moduleID: module.id,
-                version: package.version
+                version: package.version,
+                onlineURL: url,
+                file: file,
+                pathInPackage: (folder + components).joined(separator: "/"),
+                packageDirectory: packageDirectory
             )
         )
     }

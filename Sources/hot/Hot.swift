@@ -14,7 +14,7 @@ struct Hot: AsyncParsableCommand {
             Verify.self,
             Sync.self, Install.self, Status.self, Resolve.self, Unpack.self, Delete.self, GarbageCollect.self,
             Repair.self,
-            Unblock.self,
+            Unblock.self, ServeWeb.self,
         ] + publishing
     )
 

@@ -17,7 +17,7 @@ struct HotBench: AsyncParsableCommand {
         subcommands: [
             Measure.self, Extract.self, Pack.self, Idle.self, MakeCorpus.self, StoreBenchmark.self, DeltaBenchmark.self,
             ResumeBenchmark.self, InstallBenchmark.self, SyncOne.self, FirstResolve.self, ZstdBenchmark.self,
-            ZstdDecodeChild.self, TLSBenchmark.self, AESBenchmark.self, CheckBenchmark.self,
+            ZstdDecodeChild.self, TLSBenchmark.self, AESBenchmark.self, CheckBenchmark.self, ServeWebBenchmark.self,
         ],
         defaultSubcommand: Measure.self
     )

@@ -1,0 +1,377 @@
+import ArgumentParser
+import Foundation
+import HotAssets
+import HotCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `hot serve-web --root DIR --module ID=URL... [--port N]`
+struct ServeWeb: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve-web",
+        abstract: "Serve installed web modules over HTTP on 127.0.0.1, as the app's web view is served.",
+        discussion: """
+            A preview for the people who build the pages: each module's installed package is \
+            served through the same responder an app's scheme handler uses (WebResponder: \
+            content types, ETag and 304, ranges, HEAD, index files, no listing), at its online \
+            path on http://127.0.0.1:PORT. With --module 10010=https://m.example.com/home/, \
+            http://127.0.0.1:PORT/home/ serves what the app serves for \
+            https://m.example.com/home/. A request the package cannot answer (no module covers \
+            it, the module is not installed or is turned off, the file is not in the package) \
+            gets 404 with the reason in X-Hot-Fallback: the app would load it from the network. \
+            Prints the address on its first line, then serves until it is stopped. The modules \
+            are read when it starts: restart it after a sync.
+            """
+    )
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    @Option(
+        name: .customLong("module"),
+        help: ArgumentHelp("A web module: its package id and online address.", valueName: "id=url")
+    )
+    var modules: [String] = []
+
+    @Option(
+        help: ArgumentHelp(
+            "A module the server turned off: served as the app would, from the network.",
+            valueName: "id"
+        )
+    )
+    var inactive: [String] = []
+
+    @Option(help: "The folder inside each package that holds the pages.")
+    var packageFolder = ""
+
+    @Option(help: "The TCP port on 127.0.0.1; 0 picks a free one.")
+    var port = 8080
+
+    @Flag(help: "Print each request on stderr.")
+    var log = false
+
+    func validate() throws {
+        guard !modules.isEmpty else { throw ValidationError("give at least one --module id=url") }
+        guard (0...65_535).contains(port) else { throw ValidationError("--port takes 0 to 65535") }
+    }
+
+    func run() async throws {
+        try await runReportingErrors {
+            let webModules = try modules.map(Self.parseModule)
+            let bases = Dictionary(grouping: webModules) { Self.segments($0.onlineBase.path).joined(separator: "/") }
+            if let (path, clash) = bases.first(where: { $0.value.count > 1 }) {
+                throw ValidationError(
+                    "modules \(clash.map(\.id).joined(separator: ", ")) share the path /\(path): serve them one at a time"
+                )
+            }
+            try storeOptions.requireStore()
+            let updater = storeOptions.makeUpdater()
+            let resolver = await WebModuleResolver.make(
+                modules: webModules,
+                updater: updater,
+                inactiveModuleIDs: Set(inactive),
+                rebuildingIndex: false
+            )
+            let server = try PreviewServer(responder: WebResponder(resolver: resolver), port: port, log: log)
+            var lines = ""
+            for module in resolver.modules {
+                let path = module.onlineBase.path.hasSuffix("/") ? module.onlineBase.path : module.onlineBase.path + "/"
+                let version = resolver.installed[module.id].map { "version \($0.version)" } ?? "not installed"
+                lines += "serving \(module.id) (\(version)) at http://127.0.0.1:\(server.port)\(path)"
+                lines += " for \(module.onlineBase.absoluteString)\n"
+            }
+            // Written at once, unbuffered: whoever started the server reads the address now.
+            FileHandle.standardOutput.write(Data(lines.utf8))
+            server.run()
+        }
+    }
+
+    /// `id=https://host/path/` as a module.
+    static func parseModule(_ text: String) throws -> WebModule {
+        guard let equals = text.firstIndex(of: "="), equals != text.startIndex,
+            let url = URL(string: String(text[text.index(after: equals)...])),
+            let scheme = url.scheme?.lowercased(), scheme == "https" || scheme == "http", url.host != nil
+        else {
+            throw ValidationError("--module takes id=url, such as 10010=https://m.example.com/home/ (got '\(text)')")
+        }
+        return WebModule(id: String(text[..<equals]), onlineBase: url)
+    }
+
+    static func segments(_ path: String) -> [Substring] { path.split(separator: "/") }
+}
+
+/// A small HTTP/1.1 server on 127.0.0.1 for `hot serve-web`: a thread per connection,
+/// keep-alive, GET and HEAD through ``WebResponder``, a request's headers at most 16 KiB,
+/// a connection idle for 30 s closed. A preview for one developer's browser, not a web server
+/// for the internet.
+final class PreviewServer: Sendable {
+    let responder: WebResponder
+    let port: Int
+    let log: Bool
+    private let listener: Int32
+
+    /// Listens on 127.0.0.1:`port` (0: a free port, then read ``port``).
+    ///
+    /// - Throws: ``HotUpdateError/Code/network`` when the port cannot be bound.
+    init(responder: WebResponder, port: Int, log: Bool) throws {
+        self.responder = responder
+        self.log = log
+        signal(SIGPIPE, SIG_IGN)
+        #if canImport(Glibc) || canImport(Musl)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard descriptor >= 0 else {
+            throw HotUpdateError(.transportFailed, "no socket: \(String(cString: strerror(errno)))")
+        }
+        var one: Int32 = 1
+        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = in_addr_t(UInt32(0x7F00_0001).bigEndian)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0, listen(descriptor, 128) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(descriptor)
+            throw HotUpdateError(.transportFailed, "127.0.0.1:\(port) cannot be served: \(reason)")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        self.port = Int(UInt16(bigEndian: address.sin_port))
+        self.listener = descriptor
+    }
+
+    /// Accepts connections until the process ends, each served on a thread of its own.
+    func run() -> Never {
+        while true {
+            let connection = accept(listener, nil, nil)
+            if connection < 0 {
+                if errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE {
+                    if errno == EMFILE || errno == ENFILE { usleep(10_000) }
+                    continue
+                }
+                fatalError("hot serve-web: accept failed: \(String(cString: strerror(errno)))")
+            }
+            let thread = Thread { [self] in serve(connection) }
+            thread.stackSize = 512 * 1024
+            thread.start()
+        }
+    }
+
+    /// Serves the requests of one connection until it closes, idles or errs.
+    private func serve(_ connection: Int32) {
+        defer { close(connection) }
+        var one: Int32 = 1
+        setsockopt(connection, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var pending: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            // The head of the next request: up to the blank line.
+            var headEnd: Int?
+            while true {
+                if let end = Self.blankLine(in: pending) {
+                    headEnd = end
+                    break
+                }
+                guard pending.count < Self.maxHead else {
+                    _ = send(
+                        connection,
+                        Self.simple(431, "Request Header Fields Too Large", "the request's headers pass 16 KiB")
+                    )
+                    return
+                }
+                let read = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
+                if read < 0 && errno == EINTR { continue }
+                guard read > 0 else { return }
+                pending.append(contentsOf: buffer[0..<read])
+            }
+            guard let end = headEnd else { return }
+            let head = Array(pending[0..<end])
+            pending.removeFirst(end + 4)
+            guard let parsed = Self.parse(head) else {
+                _ = send(connection, Self.simple(400, "Bad Request", "the request line or a header cannot be read"))
+                return
+            }
+            // GET and HEAD carry no body: one that says it has one is answered, then closed.
+            let hasBody =
+                parsed.headers["transfer-encoding"] != nil
+                || (parsed.headers["content-length"].flatMap { Int($0) } ?? 0) > 0
+            let keepAlive = !hasBody && parsed.keepAlive
+            guard answer(parsed, on: connection, keepAlive: keepAlive), keepAlive else { return }
+        }
+    }
+
+    /// Answers one request; false when the connection failed.
+    private func answer(_ request: Parsed, on connection: Int32, keepAlive: Bool) -> Bool {
+        guard let url = onlineURL(for: request.target) else {
+            return send(
+                connection,
+                Self.simple(400, "Bad Request", "the request's target is not a path", keepAlive: keepAlive)
+            )
+        }
+        let answer = responder.respond(to: WebRequest(method: request.method, url: url, headers: request.headers))
+        switch answer {
+        case .network(let online, let reason):
+            if log {
+                printNote("\(request.method) \(request.target) 404 (\(reason): the app loads \(online.absoluteString))")
+            }
+            return send(
+                connection,
+                Self.simple(
+                    404,
+                    "Not Found",
+                    "not answered from the installed package (\(reason)): the app loads \(online.absoluteString) from the network",
+                    extra: "X-Hot-Fallback: \(reason)\r\n",
+                    keepAlive: keepAlive,
+                    head: request.method == "HEAD"
+                )
+            )
+        case .response(let response):
+            if log { printNote("\(request.method) \(request.target) \(response.status)") }
+            var head = "HTTP/1.1 \(response.status) \(response.reason)\r\n"
+            for header in response.headers { head += "\(header.name): \(header.value)\r\n" }
+            head += "Connection: \(keepAlive ? "keep-alive" : "close")\r\n\r\n"
+            var bytes = Array(head.utf8)
+            // A small body goes out with the head, in one write.
+            if response.body.count <= 64 * 1024 {
+                do {
+                    try response.body.stream { bytes.append(contentsOf: $0) }
+                } catch {
+                    return false
+                }
+                return send(connection, bytes)
+            }
+            guard send(connection, bytes) else { return false }
+            do {
+                try response.body.stream { chunk in
+                    guard Self.sendAll(connection, chunk) else {
+                        throw HotUpdateError(.transportFailed, "the connection closed")
+                    }
+                }
+                return true
+            } catch {
+                return false
+            }
+        }
+    }
+
+    /// The online address a request's target stands for: the module whose base path is the
+    /// longest prefix of the target's path (whole segments), with that module's scheme and
+    /// host; the first module's for a path none covers (the responder then says so).
+    private func onlineURL(for target: String) -> URL? {
+        guard target.hasPrefix("/"), !target.hasPrefix("//"), !target.utf8.contains(0) else { return nil }
+        let path = target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? target
+        let segments = path.split(separator: "/")
+        let modules = responder.resolver.modules
+        let module =
+            modules.first { module in
+                let base = module.onlineBase.path.split(separator: "/")
+                return segments.count >= base.count && Array(segments.prefix(base.count)) == base
+            } ?? modules.first
+        guard let base = module?.onlineBase, var components = URLComponents(url: base, resolvingAgainstBaseURL: false)
+        else { return nil }
+        components.percentEncodedPath = ""
+        components.percentEncodedQuery = nil
+        components.fragment = nil
+        guard let origin = components.string else { return nil }
+        return URL(string: origin + target)
+    }
+
+    private static let maxHead = 16 * 1024
+
+    /// A request's method, target and headers (lowercase names; repeated ones joined with a comma).
+    struct Parsed {
+        var method: String
+        var target: String
+        var headers: [String: String]
+        var keepAlive: Bool
+    }
+
+    /// Parses a request head (without its blank line); nil when it is not HTTP/1.x.
+    static func parse(_ head: [UInt8]) -> Parsed? {
+        guard !head.contains(0), let text = String(validating: head, as: UTF8.self) else { return nil }
+        var lines = text.split(separator: "\r\n", omittingEmptySubsequences: false)
+        guard !lines.isEmpty else { return nil }
+        let requestLine = lines.removeFirst().split(separator: " ", omittingEmptySubsequences: false)
+        guard requestLine.count == 3, !requestLine[0].isEmpty, requestLine[0].allSatisfy({ $0.isLetter }),
+            requestLine[2] == "HTTP/1.1" || requestLine[2] == "HTTP/1.0"
+        else { return nil }
+        var headers: [String: String] = [:]
+        for line in lines {
+            guard let colon = line.firstIndex(of: ":"), colon != line.startIndex,
+                !line[..<colon].contains(where: { $0 == " " || $0 == "\t" })
+            else { return nil }
+            let name = line[..<colon].lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[name] = headers[name].map { $0 + ", " + value } ?? value
+        }
+        let connection = headers["connection"]?.lowercased() ?? ""
+        let keepAlive =
+            requestLine[2] == "HTTP/1.1" ? !connection.contains("close") : connection.contains("keep-alive")
+        return Parsed(
+            method: String(requestLine[0]),
+            target: String(requestLine[1]),
+            headers: headers,
+            keepAlive: keepAlive
+        )
+    }
+
+    /// Where the head's blank line starts, if it has arrived.
+    static func blankLine(in bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        for index in 0...(bytes.count - 4)
+        where bytes[index] == 13 && bytes[index + 1] == 10 && bytes[index + 2] == 13 && bytes[index + 3] == 10 {
+            return index
+        }
+        return nil
+    }
+
+    /// A complete short text response.
+    static func simple(
+        _ status: Int,
+        _ reason: String,
+        _ text: String,
+        extra: String = "",
+        keepAlive: Bool = false,
+        head: Bool = false
+    ) -> [UInt8] {
+        let body = text + "\n"
+        let response =
+            "HTTP/1.1 \(status) \(reason)\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            + "Content-Length: \(body.utf8.count)\r\nCache-Control: no-store\r\n\(extra)"
+            + "Connection: \(keepAlive ? "keep-alive" : "close")\r\n\r\n" + (head ? "" : body)
+        return Array(response.utf8)
+    }
+
+    private func send(_ connection: Int32, _ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { Self.sendAll(connection, $0) }
+    }
+
+    /// Writes every byte; false when the connection failed or timed out.
+    static func sendAll(_ connection: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = write(connection, bytes.baseAddress.map { $0 + offset }, bytes.count - offset)
+            if sent < 0 && errno == EINTR { continue }
+            guard sent > 0 else { return false }
+            offset += sent
+        }
+        return true
+    }
+}
