@@ -1,7 +1,7 @@
 // Web offline packages, as an app with H5 pages ships them: the app POSTs the modules it has
-// to the offline-package server, installs what the server answers, and opens each page from
-// its local copy (file URL and read-access root) when the module is active and installed,
-// from the web otherwise.
+// to the offline-package server, installs what the server answers, and serves each page from
+// its local copy (WebResponder, behind a scheme handler) when the module is active and
+// installed, from the web otherwise.
 //
 //     WebOfflinePackages <check-url> [--root DIR] [--app-code CODE] [--app-version VERSION] [--open URL]...
 //
@@ -159,20 +159,28 @@ func runExample(_ arguments: Arguments) async throws {
         }
     }
 
-    // 2. Open pages: the local copy when the module is active and installed, else the web.
+    // 2. Open pages as a web view with a scheme handler does (WebSchemeHandler on Apple
+    //    platforms): a page of an installed, active module loads at app://host/path, with an
+    //    origin of its own, and the responder answers each of its requests from the package.
+    //    Other pages, and what the package lacks, load from the web.
     let snapshot = try await updater.currentSnapshot()
     let disabled = Set(snapshot.packages.values.filter { $0.state == .disabled }.map(\.id))
     let installed = try await updater.installedPackages()
     let resolver = WebModuleResolver(modules: webModules, installed: installed, inactiveModuleIDs: disabled)
+    let responder = WebResponder(resolver: resolver)
     for page in arguments.pages {
         switch resolver.resolve(page) {
         case .local(let local):
-            var file = relative(local.fileURL, to: root)
-            if let query = local.fileURL.query { file += "?\(query)" }
-            if let fragment = local.fileURL.fragment { file += "#\(fragment)" }
-            print(
-                "open \(page.absoluteString) -> local \(file) (read access \(relative(local.readAccessRoot, to: root)))"
-            )
+            switch responder.respond(to: WebRequest(method: "GET", url: page)) {
+            case .response(let response):
+                let type = response.header("Content-Type") ?? "-"
+                print(
+                    "open \(page.absoluteString) -> \(local.url(scheme: "app").absoluteString) "
+                        + "(\(response.status) \(type), \(relative(local.fileURL, to: root)))"
+                )
+            case .network(let url, let reason):
+                print("open \(page.absoluteString) -> online \(url.absoluteString) (\(reason))")
+            }
         case .online(let url, let reason):
             print("open \(page.absoluteString) -> online \(url.absoluteString) (\(reason))")
         }

@@ -116,7 +116,7 @@ public struct WebResponseBody: Sendable {
     /// Calls `write` with the body's bytes in order, at most `chunkSize` at a time, reading
     /// the file as it goes. `write` may throw to stop (a closed connection, a stopped task).
     ///
-    /// - Throws: What `write` throws, or ``HotUpdateError/Code/fileSystem`` when the file
+    /// - Throws: What `write` throws, or `HotUpdateError.Code.fileSystem` when the file
     ///   cannot be read (it ends before the length it had when answered).
     public func stream(chunkSize: Int = 256 * 1024, _ write: (UnsafeRawBufferPointer) throws -> Void) throws {
         switch source {
@@ -146,7 +146,7 @@ public struct WebResponseBody: Sendable {
     /// At most `maxLength` bytes of the body from `offset` (counted from the body's start):
     /// for a caller that hands the body on a chunk at a time, such as a scheme handler.
     ///
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` when the file cannot be read.
+    /// - Throws: `HotUpdateError.Code.fileSystem` when the file cannot be read.
     public func chunk(at offset: Int64, maxLength: Int) throws -> Data {
         let length = Int(max(0, min(Int64(maxLength), count - offset)))
         guard length > 0 else { return Data() }
@@ -173,7 +173,7 @@ public struct WebResponseBody: Sendable {
     /// The whole body in memory: for small bodies and tests (a file's body is better sent
     /// with ``stream(chunkSize:_:)``).
     ///
-    /// - Throws: ``HotUpdateError/Code/fileSystem`` when the file cannot be read.
+    /// - Throws: `HotUpdateError.Code.fileSystem` when the file cannot be read.
     public func data() throws -> Data {
         var data = Data()
         data.reserveCapacity(Int(clamping: count))

@@ -223,7 +223,7 @@ struct ExampleTests {
     }
 
     @Test(
-        "WebOfflinePackages over HTTP POST and file://: modules install, pages open locally, a disabled module opens online"
+        "WebOfflinePackages over HTTP POST and file://: modules install, pages are served from the package, a disabled module opens online"
     )
     func webOfflinePackages() async throws {
         let repo = try makeTemporaryDirectory("h5-repo")
@@ -256,12 +256,12 @@ struct ExampleTests {
         )
         #expect(
             first.stdout.contains(
-                "open https://m.example.com/home/index.html?tab=2#top -> local packages/10010/1.0.4/index.html?tab=2#top (read access packages/10010/1.0.4)"
+                "open https://m.example.com/home/index.html?tab=2#top -> app://m.example.com/home/index.html?tab=2#top (200 text/html; charset=utf-8, packages/10010/1.0.4/index.html)"
             )
         )
         #expect(
             first.stdout.contains(
-                "open https://m.example.com/promo/ -> local packages/10020/1.0.2/index.html (read access packages/10020/1.0.2)"
+                "open https://m.example.com/promo/ -> app://m.example.com/promo/ (200 text/html; charset=utf-8, packages/10020/1.0.2/index.html)"
             )
         )
         #expect(first.stdout.contains("-> online https://m.example.com/promo/../home/index.html (unsafePath)"))
@@ -294,7 +294,9 @@ struct ExampleTests {
             )
         )
         #expect(
-            second.stdout.contains("open https://m.example.com/home/js/app.js -> local packages/10010/1.0.4/js/app.js")
+            second.stdout.contains(
+                "open https://m.example.com/home/js/app.js -> app://m.example.com/home/js/app.js (200 text/javascript; charset=utf-8, packages/10010/1.0.4/js/app.js)"
+            )
         )
         #expect(Self.lines(second.stdout, starting: "10020 ") == ["10020 1.0.2 disabled"])
         #expect(try Data(contentsOf: store.appendingPathComponent("packages/10020/1.0.2/index.html")) == page)
@@ -309,6 +311,10 @@ struct ExampleTests {
         )
         #expect(local.stdout.contains(#"{"isActive":false,"moduleId":"10020","moduleVer":"1.0.2"}"#))
         #expect(Self.lines(local.stdout, starting: "module 10020") == ["module 10020: enable, version 1.0.2"])
-        #expect(local.stdout.contains("open https://m.example.com/promo/ -> local packages/10020/1.0.2/index.html"))
+        #expect(
+            local.stdout.contains(
+                "open https://m.example.com/promo/ -> app://m.example.com/promo/ (200 text/html; charset=utf-8, packages/10020/1.0.2/index.html)"
+            )
+        )
     }
 }
