@@ -167,6 +167,13 @@ struct LaunchGuardCommand: AsyncParsableCommand {
         }
         let app = launch.package("app")
         say("running \(app?.version ?? "bundle")")
+        // Another process held the store past the launch's deadline (a second): this launch
+        // runs what was last committed, and the trial waits for the next launch. Nothing to
+        // confirm, and a check would wait for the same holder.
+        if let deferred = launch.deferred {
+            say("trial deferred: \(deferred.reason)")
+            return
+        }
 
         // 2. Load the app. This one "crashes" when its tree says so, before confirming.
         if let directory = app?.directory,

@@ -98,4 +98,80 @@ struct LaunchGuardTests {
         #expect(running(run) == ["running 3"])
         #expect(nginx.requestCount(for: crashingPath) == 1)
     }
+
+    @Test(
+        "another process holding the store lock (stopped with SIGSTOP, or in a plain loop): the launch gives up after its 1 s deadline, runs the confirmed version, says the trial was deferred and exits 0; the next launch tries and confirms the new version",
+        .enabled(if: FaultPointBuild.testsRun, FaultPointBuild.skipReason)
+    )
+    func heldLockDefersTheTrial() async throws {
+        let key = try CryptoSigner.generate()
+        let keys = try makeTemporaryDirectory("keys")
+        let publicKey = keys.appendingPathComponent("server.pub")
+        try key.publicKey.pem.write(to: publicKey, atomically: true, encoding: .utf8)
+        let repository = try SignedRepository(keys: [key])
+        try repository.pack(["main.js": Data("print(1)".utf8)], id: "app", version: "1")
+        try repository.sign(with: [key])
+        let nginx = try await NginxServer.start(root: repository.directory)
+        defer { nginx.stopNow() }
+        let store = try makeTemporaryDirectory("store")
+        let executable = try builtExecutable("LaunchGuard").path
+        let manifest = repository.url(on: nginx).absoluteString
+        let arguments = ["--manifest", manifest, "--root", store.path, "--trust", publicKey.path]
+        func launch() async throws -> (output: Subprocess.Output, seconds: Double) {
+            let clock = ContinuousClock()
+            let start = clock.now
+            let output = try await Subprocess.run(executable, arguments)
+            let elapsed = clock.now - start
+            return (output, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        }
+        func running(_ output: Subprocess.Output) -> [String] {
+            ExampleTests.lines(output.stdout, starting: "running ")
+        }
+
+        // Version 1 installed and confirmed; version 2 installed, waiting for the next launch.
+        _ = try await launch()
+        var run = try await launch()
+        #expect(running(run.output) == ["running 1"], "\(run.output.stdout)")
+        try repository.pack(["main.js": Data("print(2)".utf8)], id: "app", version: "2")
+        try repository.sign(with: [key])
+        run = try await launch()
+        #expect(run.output.stdout.contains("2 waits for the next launch"), "\(run.output.stdout)")
+
+        // Two holders of the store lock from outside: util-linux's flock, stopped with SIGSTOP
+        // (as a debugger or a suspended extension would be), and around a busy loop.
+        let lockFile = store.appendingPathComponent("store.lock").path
+        for (name, command, stop) in [
+            ("stopped", "echo held; exec sleep 600", true), ("looping", "echo held; while :; do :; done", false),
+        ] {
+            let holder = Process()
+            holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+            holder.arguments = ["-x", lockFile, "sh", "-c", command]
+            let said = Pipe()
+            holder.standardOutput = said
+            try holder.run()
+            #expect(String(decoding: said.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("held"))
+            if stop { kill(holder.processIdentifier, SIGSTOP) }
+            run = try await launch()
+            print("launch guard: with a \(name) holder, the launch took \(String(format: "%.2f", run.seconds)) s")
+            #expect(run.output.status == 0, "\(name): \(run.output.stderr)")
+            #expect(running(run.output) == ["running 1"], "\(name): \(run.output.stdout)")
+            #expect(run.output.stdout.contains("trial deferred:"), "\(name): \(run.output.stdout)")
+            #expect(run.output.stdout.contains("process \(holder.processIdentifier)"), "\(name): \(run.output.stdout)")
+            #expect(run.output.stdout.contains("for more than 1 s"), "the launch's deadline: \(run.output.stdout)")
+            // flock and its shell both hold the lock (the shell through the inherited descriptor).
+            _ = try await Subprocess.run("pkill", ["-KILL", "-P", String(holder.processIdentifier)])
+            kill(holder.processIdentifier, SIGKILL)
+            holder.waitForExit()
+        }
+
+        // The holder gone, the next launch tries the newest version and confirms it.
+        run = try await launch()
+        #expect(run.output.status == 0, "\(run.output.stderr)")
+        #expect(running(run.output) == ["running 2"], "\(run.output.stdout)")
+        #expect(!run.output.stdout.contains("trial deferred"))
+        // Confirmed: the launch after it runs 2 again, with nothing rolled back.
+        run = try await launch()
+        #expect(running(run.output) == ["running 2"], "\(run.output.stdout)")
+        #expect(!run.output.stdout.contains("rolled back"), "\(run.output.stdout)")
+    }
 }

@@ -97,4 +97,77 @@ struct StoreLockWaitTests {
                 == "two"
         )
     }
+
+    @Test(
+        "with /proc/locks longer than 8 KiB (200 other locks held), a change that gives up names the holder's pid",
+        .enabled(if: FaultPointBuild.testsRun, FaultPointBuild.skipReason)
+    )
+    func longLockTable() async throws {
+        let work = try makeTemporaryDirectory("lock-table")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let repository = work.appendingPathComponent("repo")
+        try writeTree(["a.txt": Data("one".utf8)], under: work.appendingPathComponent("v1"))
+        let hot = try builtExecutable("hot").path
+        try await Subprocess.check(
+            hot,
+            [
+                "pack", work.appendingPathComponent("v1").path, "--id", "pack", "--version", "1", "--repo",
+                repository.path,
+            ]
+        )
+        let root = work.appendingPathComponent("store")
+        let sync = [
+            "sync", "--manifest", repository.appendingPathComponent("manifest.json").absoluteString, "--root",
+            root.path,
+            "--allow-unsigned", "--quiet",
+        ]
+        try await Subprocess.check(hot, sync)
+        try writeTree(["a.txt": Data("two".utf8)], under: work.appendingPathComponent("v2"))
+        try await Subprocess.check(
+            hot,
+            [
+                "pack", work.appendingPathComponent("v2").path, "--id", "pack", "--version", "2", "--repo",
+                repository.path,
+            ]
+        )
+
+        // 200 locks held by this process on files of its own, half taken before the holder's
+        // and half after, so its line lies more than a page into the kernel's table whichever
+        // order the table lists them in.
+        var held: [Int32] = []
+        defer { for descriptor in held { close(descriptor) } }
+        func hold(_ numbers: Range<Int>) throws {
+            for number in numbers {
+                let descriptor = open(
+                    work.appendingPathComponent("other-\(number).lock").path,
+                    O_RDWR | O_CREAT | O_CLOEXEC,
+                    0o644
+                )
+                try #require(descriptor >= 0)
+                held.append(descriptor)
+                try #require(flock(descriptor, LOCK_SH) == 0)
+            }
+        }
+        try hold(0..<100)
+        let holder = try HotRun(
+            sync,
+            environment: ["HOT_STOP_AT": "after-flush"],
+            log: work.appendingPathComponent("holder.log")
+        )
+        try await holder.waitUntilStopped()
+        try hold(100..<200)
+        let length = try await Subprocess.check("sh", ["-c", "wc -c < /proc/locks"])
+        let bytes = Int(length.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        #expect(bytes > 8 * 1024, "/proc/locks holds \(bytes) bytes")
+
+        let pid = holder.processIdentifier
+        let refused = try await Subprocess.run(hot, ["gc", "--root", root.path, "--lock-timeout", "1"])
+        #expect(refused.status != 0)
+        #expect(
+            refused.stderr.contains("process \(pid) (hot) has held the store lock for more than 1 s"),
+            "\(refused.stderr)"
+        )
+        holder.signal(SIGCONT)
+        #expect(await holder.wait() == .exited(0), "\(holder.output)")
+    }
 }

@@ -30,6 +30,14 @@ public struct LaunchPolicy: Sendable, Hashable {
     /// second process) still tries a new version: that trial is never judged a failure while
     /// its launch runs. Default ``ConcurrentLaunch/joinTrial``.
     public var concurrentLaunch: LaunchPolicy.ConcurrentLaunch
+    /// How long a launch waits for another process's hold on the store lock (a sync in an
+    /// extension, a stopped debugger, a hung helper) before it runs without it: the versions
+    /// the store last committed, read without the lock, with no new trial and nothing written
+    /// (``LaunchSession/deferred``). The next launch goes on as usual. A hold of this process
+    /// (a sync it runs) is waited for whatever this says. One second by default, well within
+    /// the time a system gives an app to finish launching (about 20 s on iOS); nil waits as
+    /// long as the updater's lock wait does.
+    public var lockDeadline: TimeInterval? = 1
 
     /// Creates a policy.
     ///

@@ -12,18 +12,25 @@ public struct LaunchSession: Sendable, Hashable {
     public var trials: [String: String]
     /// The versions rolled back by this launch: a package id and the version blocked.
     public var rolledBack: [LaunchSession.RolledBackVersion]
+    /// Why this launch ran without the store lock, when another process held it past
+    /// ``LaunchPolicy/lockDeadline``: it runs the versions last committed (a guarded
+    /// package's confirmed one), tries nothing and changed nothing; nil for a launch that
+    /// took the lock. The next launch rolls back, activates and tries as usual.
+    public var deferred: LaunchSession.Deferral?
 
     /// Creates a value.
     public init(
         token: String,
         packages: [InstalledPackage],
         trials: [String: String],
-        rolledBack: [LaunchSession.RolledBackVersion]
+        rolledBack: [LaunchSession.RolledBackVersion],
+        deferred: LaunchSession.Deferral? = nil
     ) {
         self.token = token
         self.packages = packages
         self.trials = trials
         self.rolledBack = rolledBack
+        self.deferred = deferred
     }
 
     /// The package of that id this launch loads, if any.
@@ -138,13 +145,20 @@ public struct UpdaterLaunch: Sendable {
     private func begin(resuming: Bool) async throws -> LaunchSession {
         let token = UUID().uuidString
         let now = Date()
-        let changes = try await updater.store.beginLaunch(
-            resuming: resuming,
-            token: token,
-            policy: updater.configuration.launch,
-            keep: updater.configuration.keepPreviousVersions,
-            at: now
-        )
+        let changes: Store.LaunchChanges
+        do {
+            changes = try await updater.store.beginLaunch(
+                resuming: resuming,
+                token: token,
+                policy: updater.configuration.launch,
+                keep: updater.configuration.keepPreviousVersions,
+                at: now
+            )
+        } catch let busy as HotUpdateError where busy.code == .storeBusy {
+            // Another process held the lock past the deadline (this process's own holders are
+            // waited for): run what the store last committed, and leave the rest to the next launch.
+            return try await deferredLaunch(token: token, because: busy, at: now)
+        }
         for rolled in changes.rolledBack { reportRollback(rolled, at: now) }
         for (id, version) in changes.activated { updater.hub.publish(id, version, .installed) }
         var packages = try await updater.installedPackages()
@@ -183,6 +197,36 @@ public struct UpdaterLaunch: Sendable {
         )
     }
 
+    /// A launch without the store lock: the versions the store last committed, read without
+    /// the lock (a guarded package's confirmed version, the bundle when it has none), with no
+    /// trial and nothing written; reported and logged with the reason.
+    private func deferredLaunch(
+        token: String,
+        because busy: HotUpdateError,
+        at now: Date
+    ) async throws
+        -> LaunchSession
+    {
+        let store = updater.store
+        let snapshot = try await store.loadUnlocked()
+        var packages: [InstalledPackage] = []
+        for record in snapshot.packages.values where record.state != .disabled {
+            guard let version = record.confirmedVersion else { continue }
+            let package = try store.installedPackage(record, version: version)
+            guard FileSystem.isDirectory(package.directory), !store.treeIsOutsideStore(version) else { continue }
+            packages.append(package)
+        }
+        packages.sort { ($0.installedAt, $0.id) > ($1.installedAt, $1.id) }
+        let deferred = LaunchSession.Deferral(
+            reason: "the launch ran the versions last committed, without trying new ones: \(busy.message)"
+        )
+        updater.logger.warning("\(deferred.reason)", metadata: ["root": "\(updater.layout.root.path)"])
+        updater.report(
+            TelemetryEvent(kind: .deferredLaunch, date: now, errorCode: HotUpdateError.Code.storeBusy.description)
+        )
+        return LaunchSession(token: token, packages: packages, trials: [:], rolledBack: [], deferred: deferred)
+    }
+
     /// Reports, publishes and logs a trial rolled back and blocked.
     private func reportRollback(_ rolled: LaunchSession.RolledBackVersion, at now: Date) {
         updater.report(
@@ -216,6 +260,20 @@ public struct UpdaterLaunch: Sendable {
                 "restored": "\(rolled.restoredVersion ?? "bundle")",
             ]
         )
+    }
+}
+
+extension LaunchSession {
+    /// Why a launch ran without the store lock (``LaunchSession/deferred``).
+    public struct Deferral: Sendable, Hashable, CustomStringConvertible {
+        /// What happened, with the process that held the lock and for how long it was waited
+        /// for; the code it stands for is ``HotUpdateError/Code/storeBusy``.
+        public var reason: String
+
+        /// Creates a value.
+        public init(reason: String) { self.reason = reason }
+
+        public var description: String { reason }
     }
 }
 

@@ -65,6 +65,8 @@ package final class StoreLock: @unchecked Sendable {
     ///   - wait: How long to wait, and whom to tell about a long wait.
     ///   - timeout: Overrides `wait`'s timeout (a read passes its patience); given, it also
     ///     bounds the wait for this process's own holders, which is otherwise unbounded.
+    ///   - otherProcesses: Overrides the timeout for another process's hold alone: the wait
+    ///     for this process's own holders stays as `timeout` says (a launch's deadline).
     /// - Returns: The held lock; nil when `create` is false and there is no lock file (a
     ///   store never written by a writer that locks, or no store at all).
     /// - Throws: ``HotUpdateError/Code/storeBusy`` when the wait ran out,
@@ -74,7 +76,8 @@ package final class StoreLock: @unchecked Sendable {
         mode: Mode,
         create: Bool,
         wait: StoreLockWait = .standard,
-        timeout: TimeInterval?? = .none
+        timeout: TimeInterval?? = .none,
+        otherProcesses: TimeInterval? = nil
     ) throws -> StoreLock? {
         let url = root.appendingPathComponent(fileName, isDirectory: false)
         if create { try FileSystem.createDirectory(root) }
@@ -108,7 +111,8 @@ package final class StoreLock: @unchecked Sendable {
             )
         }
         do {
-            try lock(descriptor, mode: mode, wait: wait, timeout: timeout ?? wait.timeout, url: url)
+            let limit: TimeInterval? = otherProcesses ?? (timeout ?? wait.timeout)
+            try lock(descriptor, mode: mode, wait: wait, timeout: limit, url: url)
         } catch {
             _ = close(descriptor)
             ProcessLockQueue.shared.leave(file, exclusive: mode == .exclusive)
@@ -182,17 +186,25 @@ package final class StoreLock: @unchecked Sendable {
         _ = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, off_t(Self.counterWidth)) }
     }
 
-    /// ``acquireBlocking(root:mode:create:wait:timeout:)`` on a thread outside the
-    /// cooperative pool.
+    /// ``acquireBlocking(root:mode:create:wait:timeout:otherProcesses:)`` on a thread outside
+    /// the cooperative pool.
     package static func acquire(
         root: URL,
         mode: Mode,
         create: Bool,
         wait: StoreLockWait = .standard,
-        timeout: TimeInterval?? = .none
+        timeout: TimeInterval?? = .none,
+        otherProcesses: TimeInterval? = nil
     ) async throws -> StoreLock? {
         try await FileSystem.offload {
-            try acquireBlocking(root: root, mode: mode, create: create, wait: wait, timeout: timeout)
+            try acquireBlocking(
+                root: root,
+                mode: mode,
+                create: create,
+                wait: wait,
+                timeout: timeout,
+                otherProcesses: otherProcesses
+            )
         }
     }
 

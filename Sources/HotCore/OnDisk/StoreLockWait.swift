@@ -125,9 +125,7 @@ extension StoreLock {
     /// that is not this process.
     static func holderFromLockTable(_ descriptor: Int32) -> StoreLockHolder? {
         var info = stat()
-        guard fstat(descriptor, &info) == 0,
-            let table = try? String(contentsOfFile: "/proc/locks", encoding: .utf8)
-        else { return nil }
+        guard fstat(descriptor, &info) == 0, let table = readToEnd("/proc/locks") else { return nil }
         let device = UInt64(info.st_dev)
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
         let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
@@ -146,6 +144,25 @@ extension StoreLock {
             return StoreLockHolder(processID: pid, name: processName(pid), exclusive: fields[3] == "WRITE")
         }
         return nil
+    }
+
+    /// The whole of a file the kernel generates as it is read (`/proc/locks`), which `stat`
+    /// says is empty and one `read` returns only a page of: read until `read` returns 0, so
+    /// a table of thousands of locks is seen to its end.
+    static func readToEnd(_ path: String) -> String? {
+        let file = open(path, O_RDONLY | O_CLOEXEC)
+        guard file >= 0 else { return nil }
+        defer { _ = close(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(file, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[0..<count])
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
     #endif
 

@@ -368,6 +368,10 @@ extension Store {
     ///
     /// A begin (not a resume) ends this store's earlier launches first: a process begins
     /// once per launch of the app.
+    ///
+    /// Another process's hold on the store lock is waited for at most
+    /// ``LaunchPolicy/lockDeadline``: past it, ``HotUpdateError/Code/storeBusy`` is thrown and
+    /// nothing is changed.
     func beginLaunch(
         resuming: Bool,
         token: String,
@@ -380,7 +384,7 @@ extension Store {
         if !resuming { endLaunches() }
         let own = Set(launchOwners.withLock { $0.keys })
         let layout = self.layout
-        let changes = try await transaction { transaction in
+        let changes = try await transaction(otherProcesses: policy.lockDeadline) { transaction in
             var changes = LaunchChanges()
             let others = LaunchOwner.live(in: layout).tokens.subtracting(own)
             let generation = transaction.committingGeneration

@@ -345,10 +345,14 @@ package actor Store {
 
     /// Runs `body` as one transaction and waits for it. Cancelling the caller before the
     /// transaction started withdraws it; once started it runs to the end.
+    ///
+    /// `otherProcesses` bounds the wait for another process's hold on the store lock (a
+    /// launch's deadline); this process's earlier transactions are waited for whatever it says.
     func transaction<T: Sendable>(
+        otherProcesses: TimeInterval? = nil,
         _ body: @escaping @Sendable (inout StoreTransaction) async throws -> T
     ) async throws -> Committed<T> {
-        let task = enqueue { try await self.run(body) }
+        let task = enqueue { try await self.run(otherProcesses: otherProcesses, body) }
         return try await withTaskCancellationHandler {
             try await task.value
         } onCancel: {
@@ -376,9 +380,17 @@ package actor Store {
     /// commit fails, the trees the transaction placed are discarded and the error thrown.
     /// Call it only from work ``enqueue(_:)`` runs (as ``transaction(_:)`` does).
     func run<T: Sendable>(
+        otherProcesses: TimeInterval? = nil,
         _ body: @escaping @Sendable (inout StoreTransaction) async throws -> T
     ) async throws -> Committed<T> {
-        guard let lock = try await StoreLock.acquire(root: layout.root, mode: .exclusive, create: true, wait: lockWait)
+        guard
+            let lock = try await StoreLock.acquire(
+                root: layout.root,
+                mode: .exclusive,
+                create: true,
+                wait: lockWait,
+                otherProcesses: otherProcesses
+            )
         else {
             throw HotUpdateError(.internalInconsistency, "no store lock after creating it", subject: layout.root.path)
         }

@@ -83,6 +83,10 @@ extension TelemetryEvent {
         /// A sync found the active version's files gone or damaged and made them whole again
         /// (``UpdatePlan/Change/heal``), or could not.
         public static let heal = Kind(rawValue: "heal")
+        /// A launch ran without the store lock, which another process held past
+        /// ``LaunchPolicy/lockDeadline``: no trial began and no waiting version took effect
+        /// (``LaunchSession/deferred``); `errorCode` is ``HotUpdateError/Code/storeBusy``.
+        public static let deferredLaunch = Kind(rawValue: "defer")
 
         public var description: String { rawValue }
 
