@@ -161,6 +161,9 @@ public struct OnlineFallbackReason: Hashable, Sendable, CustomStringConvertible 
 public struct WebModuleResolver: Sendable {
     /// The modules, longest online base first.
     public let modules: [WebModule]
+    /// Each module's online base, parsed once: scheme and host lowercased, port, raw path
+    /// segments (in the order of ``modules``).
+    private let bases: [(scheme: String?, host: String?, port: Int?, segments: [String])]
     /// The installed packages, by id.
     public let installed: [String: InstalledPackage]
     /// Modules served online whatever is installed.
@@ -193,6 +196,10 @@ public struct WebModuleResolver: Sendable {
     ) {
         self.modules = modules.sorted {
             Self.segments(of: $0.onlineBase).count > Self.segments(of: $1.onlineBase).count
+        }
+        self.bases = self.modules.map { module in
+            let base = module.onlineBase
+            return (base.scheme?.lowercased(), base.host?.lowercased(), Self.port(of: base), Self.segments(of: base))
         }
         var byID: [String: InstalledPackage] = [:]
         for package in installed where byID[package.id] == nil { byID[package.id] = package }
@@ -322,16 +329,14 @@ public struct WebModuleResolver: Sendable {
     private func match(_ url: URL) -> (WebModule, [String])? {
         guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { return nil }
         let path = Self.segments(of: url)
-        for module in modules {
-            let base = module.onlineBase
-            guard base.scheme?.lowercased() == scheme, base.host?.lowercased() == host,
-                Self.port(of: base) == Self.port(of: url)
-            else { continue }
-            let prefix = Self.segments(of: base)
-            guard path.count >= prefix.count, Array(path.prefix(prefix.count)) == prefix else { continue }
+        let port = Self.port(of: url)
+        for (index, base) in bases.enumerated() {
+            guard base.scheme == scheme, base.host == host, base.port == port else { continue }
+            let prefix = base.segments
+            guard path.count >= prefix.count, path.starts(with: prefix) else { continue }
             // Decode each raw segment on its own, so an encoded "/" stays inside one component.
             let rest = path.dropFirst(prefix.count).map { $0.removingPercentEncoding ?? "\u{0}" }
-            return (module, rest)
+            return (modules[index], rest)
         }
         return nil
     }

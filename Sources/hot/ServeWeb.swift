@@ -152,6 +152,16 @@ final class PreviewServer: Sendable {
         }
         self.port = Int(UInt16(bigEndian: address.sin_port))
         self.listener = descriptor
+        self.origins = responder.resolver.modules.compactMap { module in
+            guard var components = URLComponents(url: module.onlineBase, resolvingAgainstBaseURL: false) else {
+                return nil
+            }
+            let prefix = components.percentEncodedPath.split(separator: "/")
+            components.percentEncodedPath = ""
+            components.percentEncodedQuery = nil
+            components.fragment = nil
+            return components.string.map { (prefix, $0) }
+        }
     }
 
     /// Accepts connections until the process ends, each served on a thread of its own.
@@ -276,22 +286,17 @@ final class PreviewServer: Sendable {
     /// host; the first module's for a path none covers (the responder then says so).
     private func onlineURL(for target: String) -> URL? {
         guard target.hasPrefix("/"), !target.hasPrefix("//"), !target.utf8.contains(0) else { return nil }
-        let path = target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? target
+        let path = target.split(separator: "?", maxSplits: 1).first ?? Substring(target)
         let segments = path.split(separator: "/")
-        let modules = responder.resolver.modules
-        let module =
-            modules.first { module in
-                let base = module.onlineBase.path.split(separator: "/")
-                return segments.count >= base.count && Array(segments.prefix(base.count)) == base
-            } ?? modules.first
-        guard let base = module?.onlineBase, var components = URLComponents(url: base, resolvingAgainstBaseURL: false)
-        else { return nil }
-        components.percentEncodedPath = ""
-        components.percentEncodedQuery = nil
-        components.fragment = nil
-        guard let origin = components.string else { return nil }
+        let origin =
+            origins.first { prefix, _ in segments.count >= prefix.count && segments.starts(with: prefix) }?.origin
+            ?? origins.first?.origin
+        guard let origin else { return nil }
         return URL(string: origin + target)
     }
+
+    /// Each module's base path segments and origin (`https://m.example.com`), longest base first.
+    private let origins: [(prefix: [Substring], origin: String)]
 
     private static let maxHead = 16 * 1024
 

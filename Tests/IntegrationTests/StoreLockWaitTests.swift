@@ -99,7 +99,7 @@ struct StoreLockWaitTests {
     }
 
     @Test(
-        "with /proc/locks longer than 8 KiB (200 other locks held), a change that gives up names the holder's pid",
+        "with /proc/locks longer than 8 KiB (200 other locks held by other processes), a change that gives up names the holder's pid",
         .enabled(if: FaultPointBuild.testsRun, FaultPointBuild.skipReason)
     )
     func longLockTable() async throws {
@@ -131,31 +131,54 @@ struct StoreLockWaitTests {
             ]
         )
 
-        // 200 locks held by this process on files of its own, half taken before the holder's
-        // and half after, so its line lies more than a page into the kernel's table whichever
-        // order the table lists them in.
-        var held: [Int32] = []
-        defer { for descriptor in held { close(descriptor) } }
-        func hold(_ numbers: Range<Int>) throws {
-            for number in numbers {
-                let descriptor = open(
-                    work.appendingPathComponent("other-\(number).lock").path,
-                    O_RDWR | O_CREAT | O_CLOEXEC,
-                    0o644
-                )
-                try #require(descriptor >= 0)
-                held.append(descriptor)
-                try #require(flock(descriptor, LOCK_SH) == 0)
-            }
+        // 200 locks on files of their own, held by two helper processes (not this one: more
+        // open descriptors here make Foundation's Process.run, which reads /proc/self/fd,
+        // likelier to hit its over-read of directory entries, swift-corelibs-foundation #5472),
+        // one started before the holder's lock and one after, so that its line lies more than
+        // a page into the kernel's table whichever order the table lists them in.
+        func holdLocks(_ name: String) throws -> Process {
+            let helper = Process()
+            helper.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            helper.arguments = [
+                "python3", "-c",
+                """
+                import fcntl, os, sys, time
+                held = []
+                for n in range(100):
+                    f = open(os.path.join(sys.argv[1], "%s-%d.lock" % (sys.argv[2], n)), "w")
+                    fcntl.flock(f, fcntl.LOCK_SH)
+                    held.append(f)
+                print("held", flush=True)
+                sys.stdin.read()
+                """,
+                work.path, name,
+            ]
+            let said = Pipe()
+            helper.standardOutput = said
+            helper.standardInput = Pipe()
+            try helper.run()
+            let line = String(decoding: said.fileHandleForReading.availableData, as: UTF8.self)
+            #expect(line.hasPrefix("held"), "the lock helper said '\(line)'")
+            return helper
         }
-        try hold(0..<100)
+        let before = try holdLocks("before")
+        // SIGKILL: a child started from one of Swift's threads inherits their blocked SIGTERM.
+        defer {
+            kill(before.processIdentifier, SIGKILL)
+            before.waitForExit()
+        }
         let holder = try HotRun(
             sync,
             environment: ["HOT_STOP_AT": "after-flush"],
             log: work.appendingPathComponent("holder.log")
         )
         try await holder.waitUntilStopped()
-        try hold(100..<200)
+        let after = try holdLocks("after")
+        // SIGKILL: a child started from one of Swift's threads inherits their blocked SIGTERM.
+        defer {
+            kill(after.processIdentifier, SIGKILL)
+            after.waitForExit()
+        }
         let length = try await Subprocess.check("sh", ["-c", "wc -c < /proc/locks"])
         let bytes = Int(length.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         #expect(bytes > 8 * 1024, "/proc/locks holds \(bytes) bytes")

@@ -236,7 +236,7 @@ final class WebPreview: @unchecked Sendable {
             // The deadline: a server that prints nothing in 30 s is killed, and the read ends.
             Thread {
                 Thread.sleep(forTimeInterval: 30)
-                if once.resume(nil) { process.terminate() }
+                if once.resume(nil) { kill(process.processIdentifier, SIGKILL) }
             }.start()
             Thread {
                 var buffer = Data()
@@ -259,7 +259,7 @@ final class WebPreview: @unchecked Sendable {
             let end = line[start.upperBound...].firstIndex(of: "/"), let port = Int(line[start.upperBound..<end]),
             let base = URL(string: "http://127.0.0.1:\(port)/home/")
         else {
-            process.terminate()
+            kill(process.processIdentifier, SIGKILL)
             process.waitForExit()
             throw HotUpdateError(
                 .internalInconsistency,
@@ -285,9 +285,11 @@ final class WebPreview: @unchecked Sendable {
         return kilobytes * 1024
     }
 
+    /// Stops the server with SIGKILL: started from one of Swift's threads, the process may have
+    /// inherited their blocked SIGTERM.
     func stop() {
         guard process.isRunning else { return }
-        process.terminate()
+        kill(process.processIdentifier, SIGKILL)
         process.waitForExit()
     }
 
