@@ -8,24 +8,41 @@ import Testing
 /// `Examples/LaunchGuard` run as an app's launches against a signed repository on nginx.
 @Suite("LaunchGuard")
 struct LaunchGuardTests {
+    /// A signed repository with version 1 of `app` on nginx, a store, and LaunchGuard's
+    /// arguments for them.
+    struct Rig {
+        let key: CryptoSigner
+        let repository: SignedRepository
+        let nginx: NginxServer
+        let store: URL
+        let executable: String
+        let arguments: [String]
+
+        init() async throws {
+            key = try CryptoSigner.generate()
+            let keys = try makeTemporaryDirectory("keys")
+            let publicKey = keys.appendingPathComponent("server.pub")
+            try key.publicKey.pem.write(to: publicKey, atomically: true, encoding: .utf8)
+            repository = try SignedRepository(keys: [key])
+            try repository.pack(["main.js": Data("print(1)".utf8)], id: "app", version: "1")
+            try repository.sign(with: [key])
+            nginx = try await NginxServer.start(root: repository.directory)
+            store = try makeTemporaryDirectory("store")
+            executable = try builtExecutable("LaunchGuard").path
+            arguments = [
+                "--manifest", repository.url(on: nginx).absoluteString, "--root", store.path, "--trust", publicKey.path,
+            ]
+        }
+    }
+
     @Test(
         "a version that crashes at launch is rolled back and blocked, never downloaded again, and a newer one is taken"
     )
     func crashingVersionIsRolledBack() async throws {
-        let key = try CryptoSigner.generate()
-        let keys = try makeTemporaryDirectory("keys")
-        let publicKey = keys.appendingPathComponent("server.pub")
-        try key.publicKey.pem.write(to: publicKey, atomically: true, encoding: .utf8)
-        let repository = try SignedRepository(keys: [key])
-        try repository.pack(["main.js": Data("print(1)".utf8)], id: "app", version: "1")
-        try repository.sign(with: [key])
-        let nginx = try await NginxServer.start(root: repository.directory)
-        defer { nginx.stopNow() }
-        let store = try makeTemporaryDirectory("store")
-        let executable = try builtExecutable("LaunchGuard").path
-        let arguments = [
-            "--manifest", repository.url(on: nginx).absoluteString, "--root", store.path, "--trust", publicKey.path,
-        ]
+        let rig = try await Rig()
+        defer { rig.nginx.stopNow() }
+        let (key, repository, nginx, store) = (rig.key, rig.repository, rig.nginx, rig.store)
+        let (executable, arguments) = (rig.executable, rig.arguments)
         func launch() async throws -> Subprocess.Output {
             try await Subprocess.run(executable, arguments)
         }
@@ -104,19 +121,10 @@ struct LaunchGuardTests {
         .enabled(if: FaultPointBuild.testsRun, FaultPointBuild.skipReason)
     )
     func heldLockDefersTheTrial() async throws {
-        let key = try CryptoSigner.generate()
-        let keys = try makeTemporaryDirectory("keys")
-        let publicKey = keys.appendingPathComponent("server.pub")
-        try key.publicKey.pem.write(to: publicKey, atomically: true, encoding: .utf8)
-        let repository = try SignedRepository(keys: [key])
-        try repository.pack(["main.js": Data("print(1)".utf8)], id: "app", version: "1")
-        try repository.sign(with: [key])
-        let nginx = try await NginxServer.start(root: repository.directory)
-        defer { nginx.stopNow() }
-        let store = try makeTemporaryDirectory("store")
-        let executable = try builtExecutable("LaunchGuard").path
-        let manifest = repository.url(on: nginx).absoluteString
-        let arguments = ["--manifest", manifest, "--root", store.path, "--trust", publicKey.path]
+        let rig = try await Rig()
+        defer { rig.nginx.stopNow() }
+        let (key, repository, store) = (rig.key, rig.repository, rig.store)
+        let (executable, arguments) = (rig.executable, rig.arguments)
         func launch() async throws -> (output: Subprocess.Output, seconds: Double) {
             let clock = ContinuousClock()
             let start = clock.now

@@ -327,21 +327,8 @@ final class WebPreview: @unchecked Sendable {
 
 /// One HTTP exchange on a raw socket, for requests curl would normalise (`..`, a NUL byte).
 func rawHTTP(_ request: String, port: Int) throws -> String {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { throw HotUpdateError(.transportFailed, "no socket") }
+    let descriptor = try Loopback.connect(port: port)
     defer { close(descriptor) }
-    var timeout = timeval(tv_sec: 20, tv_usec: 0)
-    setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = in_addr_t(UInt32(0x7F00_0001).bigEndian)
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
-    }
-    guard connected == 0 else { throw HotUpdateError(.transportFailed, "cannot connect to 127.0.0.1:\(port)") }
     let bytes = Array(request.utf8)
     guard bytes.withUnsafeBytes({ write(descriptor, $0.baseAddress, $0.count) }) == bytes.count else {
         throw HotUpdateError(.transportFailed, "the request was not sent")

@@ -154,26 +154,8 @@ final class KeepAliveClient {
     private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
 
     init(port: Int, path: String) throws {
-        #if canImport(Glibc)
-        let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let socketDescriptor = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard socketDescriptor >= 0 else { throw HotUpdateError(.transportFailed, "no socket") }
-        descriptor = socketDescriptor
+        descriptor = try Loopback.connect(port: port)
         request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: */*\r\n\r\n".utf8)
-        var one: Int32 = 1
-        setsockopt(socketDescriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = in_addr_t(UInt32(0x7F00_0001).bigEndian)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw HotUpdateError(.transportFailed, "cannot connect to 127.0.0.1:\(port)") }
     }
 
     deinit { close(descriptor) }
