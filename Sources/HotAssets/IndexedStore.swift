@@ -41,6 +41,15 @@ struct IndexedStore: Sendable {
         root.appendingPathComponent(index.package(number).path, isDirectory: true)
     }
 
+    /// ``directory(_:)`` as a path, built without a URL.
+    func directoryPath(_ number: Int) -> String {
+        let root = rootPath
+        return (root.hasSuffix("/") ? root : root + "/") + index.package(number).path
+    }
+
+    /// The root's path.
+    var rootPath: String { root.path }
+
     /// The same under ``resolvedRoot``.
     func resolvedDirectory(_ number: Int) -> URL {
         resolvedRoot.appendingPathComponent(index.package(number).path, isDirectory: true)

@@ -327,8 +327,14 @@ public struct WebModuleResolver: Sendable {
 
     /// The module covering `url` and the decoded path components after its base.
     private func match(_ url: URL) -> (WebModule, [String])? {
+        matchWithSlash(url).map { ($0.0, $0.1) }
+    }
+
+    /// ``match(_:)``, and whether the raw path ends with `/`.
+    private func matchWithSlash(_ url: URL) -> (WebModule, [String], Bool)? {
         guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { return nil }
-        let path = Self.segments(of: url)
+        let raw = Self.rawPath(of: url)
+        let path = raw.split(separator: "/").map(String.init)
         let port = Self.port(of: url)
         for (index, base) in bases.enumerated() {
             guard base.scheme == scheme, base.host == host, base.port == port else { continue }
@@ -336,9 +342,62 @@ public struct WebModuleResolver: Sendable {
             guard path.count >= prefix.count, path.starts(with: prefix) else { continue }
             // Decode each raw segment on its own, so an encoded "/" stays inside one component.
             let rest = path.dropFirst(prefix.count).map { $0.removingPercentEncoding ?? "\u{0}" }
-            return (modules[index], rest)
+            return (modules[index], rest, raw.hasSuffix("/"))
         }
         return nil
+    }
+
+    /// Where the responder finds a request's file, without the URLs ``resolve(_:)`` builds
+    /// for a web view.
+    enum Location {
+        /// A file the installed package has: its path inside the package and on disk.
+        case file(module: WebModule, pathInPackage: String, filePath: String, packageDirectory: String)
+        /// Not the module's to answer.
+        case online(OnlineFallbackReason)
+    }
+
+    /// ``resolve(_:)`` for the responder: the same answers, and, from the store's name index,
+    /// no URL built and no `stat` (the responder opens the file and checks it itself).
+    func locate(_ url: URL) -> Location {
+        guard let store, let (module, rest, slash) = matchWithSlash(url) else { return locateThroughResolve(url) }
+        guard !inactiveModuleIDs.contains(module.id) else { return .online(.inactive) }
+        guard installed[module.id] != nil else { return .online(.notInstalled) }
+        guard let number = store.index.packageNumber(id: module.id) else { return locateThroughResolve(url) }
+        var components = rest
+        if components.isEmpty || slash { components.append(module.indexFile) }
+        let folder = module.packageFolder.split(separator: "/").map(String.init)
+        guard folder.allSatisfy(Self.isSafeComponent), components.allSatisfy(Self.isSafeComponent) else {
+            return .online(.unsafePath)
+        }
+        let inPackage = (folder + components).joined(separator: "/")
+        guard store.contains(package: number, path: inPackage) else { return .online(.fileMissing) }
+        let directory = store.directoryPath(number)
+        return .file(
+            module: module,
+            pathInPackage: inPackage,
+            filePath: directory + "/" + inPackage,
+            packageDirectory: directory
+        )
+    }
+
+    private func locateThroughResolve(_ url: URL) -> Location {
+        switch resolve(url) {
+        case .online(_, let reason): return .online(reason)
+        case .local(let page):
+            guard let module = modules.first(where: { $0.id == page.moduleID }) else { return .online(.notAModulePage) }
+            return .file(
+                module: module,
+                pathInPackage: page.pathInPackage,
+                filePath: page.file.path,
+                packageDirectory: page.packageDirectory.path
+            )
+        }
+    }
+
+    /// Marks the page's package for the next sync to heal, when its file is gone though the
+    /// index lists it (as ``resolve(_:)`` does when it finds that).
+    func reportMissing(_ url: URL) {
+        _ = resolve(url)
     }
 
     private static func isSafeComponent(_ component: String) -> Bool {

@@ -293,40 +293,46 @@ public struct WebResponder: Sendable {
     /// The answer to `request`.
     public func respond(to request: WebRequest) -> WebAnswer {
         let method = request.method.uppercased()
-        let page: LocalWebPage
-        switch resolver.resolve(request.url) {
-        case .online(let url, let reason):
+        let module: WebModule
+        let inPackage: String
+        let filePath: String
+        let directory: String
+        switch resolver.locate(request.url) {
+        case .online(let reason):
             if reason == .unsafePath {
                 return .response(Self.problem(400, "the path leaves the module", head: method == "HEAD"))
             }
             if reason == .fileMissing, let redirect = directoryRedirect(request.url, head: method == "HEAD") {
                 return .response(redirect)
             }
-            return .network(url, reason: reason)
-        case .local(let local):
-            page = local
+            return .network(request.url, reason: reason)
+        case .file(let found, let path, let file, let packageDirectory):
+            (module, inPackage, filePath, directory) = (found, path, file, packageDirectory)
         }
         guard method == "GET" || method == "HEAD" else {
             var response = Self.problem(405, "a module's files are read with GET or HEAD", head: false)
             response.headers.append(WebHeader("Allow", "GET, HEAD"))
             return .response(response)
         }
-        let descriptor = open(page.file.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else { return .network(request.url, reason: .fileMissing) }
-        let file = OpenFile(descriptor: descriptor, path: page.file.path)
+        let descriptor = open(filePath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            // Listed and gone: the package is marked for the next sync to heal.
+            resolver.reportMissing(request.url)
+            return .network(request.url, reason: .fileMissing)
+        }
+        let file = OpenFile(descriptor: descriptor, path: filePath)
         var status = stat()
         guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
             return .network(request.url, reason: .fileMissing)
         }
         let size = Int64(status.st_size)
-        let module = resolver.modules.first { $0.id == page.moduleID }
-        let tag = entityTag(page, size: size, status: status)
-        let isDocument = WebContentType.forPath(page.pathInPackage).hasPrefix("text/html")
-        let policy = module?.cachePolicy ?? .revalidate
+        let tag = entityTag(directory: directory, path: inPackage, size: size, status: status)
+        let type = WebContentType.forPath(inPackage)
+        let policy = module.cachePolicy
         var headers = [
-            WebHeader("Content-Type", WebContentType.forPath(page.pathInPackage)),
+            WebHeader("Content-Type", type),
             WebHeader("ETag", tag),
-            WebHeader("Cache-Control", isDocument ? policy.documents : policy.assets),
+            WebHeader("Cache-Control", type.hasPrefix("text/html") ? policy.documents : policy.assets),
             WebHeader("Accept-Ranges", "bytes"),
             WebHeader("X-Content-Type-Options", "nosniff"),
         ]
@@ -395,9 +401,9 @@ public struct WebResponder: Sendable {
     /// The file's entity tag: its SHA-256 as the store recorded it at install, or, when the
     /// version's file list cannot be read or its size is not the file's, a weak tag of the
     /// file's size, modification time and inode.
-    private func entityTag(_ page: LocalWebPage, size: Int64, status: stat) -> String {
-        if let entry = recorded(page)[page.pathInPackage], entry.size == size {
-            return "\"\(entry.sha256)\""
+    private func entityTag(directory: String, path: String, size: Int64, status: stat) -> String {
+        if let entry = recorded(directory)[path], entry.size == size {
+            return "\"" + entry.sha256 + "\""
         }
         #if canImport(Darwin)
         let modified = Int64(status.st_mtimespec.tv_sec) * 1_000_000_000 + Int64(status.st_mtimespec.tv_nsec)
@@ -408,12 +414,12 @@ public struct WebResponder: Sendable {
             "W/\"\(String(size, radix: 16))-\(String(modified, radix: 16))-\(String(UInt64(status.st_ino), radix: 16))\""
     }
 
-    /// The recorded files of the page's version, by path: read once per version.
-    private func recorded(_ page: LocalWebPage) -> [String: FileList.Entry] {
-        let key = page.packageDirectory.path
-        if let known = digests.withLock({ $0[key] }) { return known }
+    /// The recorded files of the version installed in `directory` (`<root>/packages/<id>/<name>`),
+    /// by path: read once per version.
+    private func recorded(_ directory: String) -> [String: FileList.Entry] {
+        if let known = digests.withLock({ $0[directory] }) { return known }
         var files: [String: FileList.Entry] = [:]
-        let version = page.packageDirectory.standardizedFileURL
+        let version = URL(fileURLWithPath: directory, isDirectory: true).standardizedFileURL
         let name = version.lastPathComponent
         let id = version.deletingLastPathComponent().lastPathComponent
         let root = version.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -422,7 +428,7 @@ public struct WebResponder: Sendable {
         {
             for entry in list.files { files[entry.path] = entry }
         }
-        digests.withLock { $0[key] = files }
+        digests.withLock { $0[directory] = files }
         return files
     }
 

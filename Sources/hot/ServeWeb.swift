@@ -308,30 +308,49 @@ final class PreviewServer: Sendable {
         var keepAlive: Bool
     }
 
-    /// Parses a request head (without its blank line); nil when it is not HTTP/1.x.
+    /// Parses a request head (without its blank line); nil when it is not HTTP/1.x. Works on
+    /// the bytes: a request costs no Foundation string call.
     static func parse(_ head: [UInt8]) -> Parsed? {
-        guard !head.contains(0), let text = String(validating: head, as: UTF8.self) else { return nil }
-        var lines = text.split(separator: "\r\n", omittingEmptySubsequences: false)
-        guard !lines.isEmpty else { return nil }
-        let requestLine = lines.removeFirst().split(separator: " ", omittingEmptySubsequences: false)
-        guard requestLine.count == 3, !requestLine[0].isEmpty, requestLine[0].allSatisfy({ $0.isLetter }),
-            requestLine[2] == "HTTP/1.1" || requestLine[2] == "HTTP/1.0"
+        guard !head.contains(0) else { return nil }
+        var lines: [ArraySlice<UInt8>] = []
+        var start = 0
+        var index = 0
+        while index + 1 < head.count {
+            if head[index] == 13 && head[index + 1] == 10 {
+                lines.append(head[start..<index])
+                index += 2
+                start = index
+            } else {
+                index += 1
+            }
+        }
+        lines.append(head[start..<head.count])
+        guard let requestLine = lines.first else { return nil }
+        let parts = requestLine.split(separator: 32, omittingEmptySubsequences: false)
+        guard parts.count == 3, !parts[0].isEmpty,
+            parts[0].allSatisfy({ ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) })
+        else { return nil }
+        let version = String(decoding: parts[2], as: UTF8.self)
+        guard version == "HTTP/1.1" || version == "HTTP/1.0", let target = String(validating: parts[1], as: UTF8.self)
         else { return nil }
         var headers: [String: String] = [:]
-        for line in lines {
-            guard let colon = line.firstIndex(of: ":"), colon != line.startIndex,
-                !line[..<colon].contains(where: { $0 == " " || $0 == "\t" })
-            else { return nil }
-            let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: 58), colon > line.startIndex else { return nil }
+            let nameBytes = line[line.startIndex..<colon]
+            guard !nameBytes.contains(32), !nameBytes.contains(9) else { return nil }
+            let name = String(decoding: nameBytes.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self)
+            var valueStart = colon + 1
+            var valueEnd = line.endIndex
+            while valueStart < valueEnd, line[valueStart] == 32 || line[valueStart] == 9 { valueStart += 1 }
+            while valueEnd > valueStart, line[valueEnd - 1] == 32 || line[valueEnd - 1] == 9 { valueEnd -= 1 }
+            guard let value = String(validating: line[valueStart..<valueEnd], as: UTF8.self) else { return nil }
             headers[name] = headers[name].map { $0 + ", " + value } ?? value
         }
         let connection = headers["connection"]?.lowercased() ?? ""
-        let keepAlive =
-            requestLine[2] == "HTTP/1.1" ? !connection.contains("close") : connection.contains("keep-alive")
+        let keepAlive = version == "HTTP/1.1" ? !connection.contains("close") : connection.contains("keep-alive")
         return Parsed(
-            method: String(requestLine[0]),
-            target: String(requestLine[1]),
+            method: String(decoding: parts[0], as: UTF8.self),
+            target: target,
             headers: headers,
             keepAlive: keepAlive
         )
