@@ -257,12 +257,12 @@ public struct WebModuleResolver: Sendable {
     /// - Parameter url: An online page address.
     /// - Returns: The local page, or the online URL and why.
     public func resolve(_ url: URL) -> WebPageLocation {
-        guard let (module, rest) = match(url) else { return .online(url, reason: .notAModulePage) }
+        guard let (module, rest, slash) = match(url) else { return .online(url, reason: .notAModulePage) }
         guard !inactiveModuleIDs.contains(module.id) else { return .online(url, reason: .inactive) }
         guard let package = installed[module.id] else { return .online(url, reason: .notInstalled) }
 
         var components = rest
-        if components.isEmpty || Self.rawPath(of: url).hasSuffix("/") {
+        if components.isEmpty || slash {
             components.append(module.indexFile)
         }
         let folder = module.packageFolder.split(separator: "/").map(String.init)
@@ -325,13 +325,9 @@ public struct WebModuleResolver: Sendable {
         )
     }
 
-    /// The module covering `url` and the decoded path components after its base.
-    private func match(_ url: URL) -> (WebModule, [String])? {
-        matchWithSlash(url).map { ($0.0, $0.1) }
-    }
-
-    /// ``match(_:)``, and whether the raw path ends with `/`.
-    private func matchWithSlash(_ url: URL) -> (WebModule, [String], Bool)? {
+    /// The module covering `url`, the decoded path components after its base, and whether
+    /// the raw path ends with `/`.
+    private func match(_ url: URL) -> (WebModule, [String], Bool)? {
         guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { return nil }
         let raw = Self.rawPath(of: url)
         let path = raw.split(separator: "/").map(String.init)
@@ -359,7 +355,7 @@ public struct WebModuleResolver: Sendable {
     /// ``resolve(_:)`` for the responder: the same answers, and, from the store's name index,
     /// no URL built and no `stat` (the responder opens the file and checks it itself).
     func locate(_ url: URL) -> Location {
-        guard let store, let (module, rest, slash) = matchWithSlash(url) else { return locateThroughResolve(url) }
+        guard let store, let (module, rest, slash) = match(url) else { return locateThroughResolve(url) }
         guard !inactiveModuleIDs.contains(module.id) else { return .online(.inactive) }
         guard installed[module.id] != nil else { return .online(.notInstalled) }
         guard let number = store.index.packageNumber(id: module.id) else { return locateThroughResolve(url) }
