@@ -19,7 +19,11 @@ let apple: [Platform] = [.macOS, .iOS, .tvOS, .watchOS, .visionOS, .macCatalyst]
 let swiftCrypto: [Target.Dependency] = ["Crypto", "_CryptoExtras"].flatMap { product -> [Target.Dependency] in
     [
         .product(name: product, package: "swift-crypto", condition: .when(platforms: apple)),
-        .product(name: product, package: "swift-crypto", condition: .when(platforms: nonApple, traits: ["SwiftCrypto"])),
+        .product(
+            name: product,
+            package: "swift-crypto",
+            condition: .when(platforms: nonApple, traits: ["SwiftCrypto"])
+        ),
     ]
 }
 
@@ -55,29 +59,45 @@ let package = Package(
     traits: [
         .trait(
             name: "LibArchive",
-            description: "LibArchiveUnarchiver: ZIP entries in methods our reader lacks (bzip2, LZMA, zstd, xz, AES) decoded by libarchive (links libarchive; not on Apple platforms)."),
+            description:
+                "LibArchiveUnarchiver: ZIP entries in methods our reader lacks (bzip2, LZMA, zstd, xz, AES) decoded by libarchive (links libarchive; not on Apple platforms)."
+        ),
         .trait(
             name: "Curl",
-            description: "CurlTransport: HTTP over libcurl (links libcurl; Linux and macOS); without it HTTP goes through URLSession."),
+            description:
+                "CurlTransport: HTTP over libcurl (links libcurl; Linux and macOS); without it HTTP goes through URLSession."
+        ),
         .trait(
             name: "Zstd",
-            description: "ZstdPatcher.makePatch: binary patches made by libzstd's encoder, for `hot pack` (links libzstd; not on Apple platforms). Applying patches needs no library."),
+            description:
+                "ZstdPatcher.makePatch: binary patches made by libzstd's encoder, for `hot pack` (links libzstd; not on Apple platforms). Applying patches needs no library."
+        ),
         .trait(
             name: "Deflate",
-            description: "The ZIP reader decodes small deflate entries whole and computes CRC-32 with libdeflate (links libdeflate; not on Apple platforms); zlib without it."),
+            description:
+                "The ZIP reader decodes small deflate entries whole and computes CRC-32 with libdeflate (links libdeflate; not on Apple platforms); zlib without it."
+        ),
         .trait(
             name: "Libcrypto",
-            description: "HotVerify and the ZIP reader's and writer's WinZip AES over libcrypto (OpenSSL 3; not on Apple platforms, which use swift-crypto). SwiftCrypto wins when both are on; with neither, off Apple platforms, CryptoVerifier and CryptoSigner throw `unsupported` and AES entries `unsupportedEncryption`."),
+            description:
+                "HotVerify and the ZIP reader's and writer's WinZip AES over libcrypto (OpenSSL 3; not on Apple platforms, which use swift-crypto). SwiftCrypto wins when both are on; with neither, off Apple platforms, CryptoVerifier and CryptoSigner throw `unsupported` and AES entries `unsupportedEncryption`."
+        ),
         .trait(
             name: "SwiftCrypto",
-            description: "HotVerify and WinZip AES over swift-crypto (the code Apple platforms run) instead of libcrypto off Apple platforms."),
+            description:
+                "HotVerify and WinZip AES over swift-crypto (the code Apple platforms run) instead of libcrypto off Apple platforms."
+        ),
         .trait(
             name: "FaultPoints",
-            description: "Named fault points for the kill tests: the process aborts where HOT_ABORT_AT says. Off by default; scripts/test and scripts/kill-harness turn it on. A build without it holds no fault point and never reads HOT_ABORT_AT."),
+            description:
+                "Named fault points for the kill tests: the process aborts where HOT_ABORT_AT says. Off by default; scripts/test and scripts/kill-harness turn it on. A build without it holds no fault point and never reads HOT_ABORT_AT."
+        ),
         .trait(
             name: "defaults",
-            description: "The default traits under a name that can stand beside others: `--traits defaults,SwiftCrypto`.",
-            enabledTraits: defaultTraits),
+            description:
+                "The default traits under a name that can stand beside others: `--traits defaults,SwiftCrypto`.",
+            enabledTraits: defaultTraits
+        ),
         .default(enabledTraits: defaultTraits),
     ],
     dependencies: [
@@ -92,34 +112,48 @@ let package = Package(
         // <sys/xattr.h>, which the C library's Swift module leaves out: a header, nothing to link.
         .systemLibrary(name: "CHotXattr"),
         .systemLibrary(
-            name: "CHotZlib", pkgConfig: "zlib",
-            providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
+            name: "CHotZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
+        ),
         .systemLibrary(
-            name: "CHotArchive", pkgConfig: "libarchive",
-            providers: [.apt(["libarchive-dev"]), .brew(["libarchive"])]),
+            name: "CHotArchive",
+            pkgConfig: "libarchive",
+            providers: [.apt(["libarchive-dev"]), .brew(["libarchive"])]
+        ),
         .systemLibrary(
-            name: "CHotCrypto", pkgConfig: "libcrypto",
-            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+            name: "CHotCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
+        ),
         .systemLibrary(
-            name: "CHotCurl", pkgConfig: "libcurl",
-            providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]),
+            name: "CHotCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]
+        ),
         .systemLibrary(
-            name: "CHotZstd", pkgConfig: "libzstd",
-            providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
+            name: "CHotZstd",
+            pkgConfig: "libzstd",
+            providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]
+        ),
         .systemLibrary(
-            name: "CHotDeflate", pkgConfig: "libdeflate",
-            providers: [.apt(["libdeflate-dev"]), .brew(["libdeflate"])]),
+            name: "CHotDeflate",
+            pkgConfig: "libdeflate",
+            providers: [.apt(["libdeflate-dev"]), .brew(["libdeflate"])]
+        ),
 
         // Abstractions and the engine.
         .target(
             name: "HotCore",
-            dependencies: ["CHotXattr", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["CHotXattr", .product(name: "Logging", package: "swift-log")]
+        ),
 
         // What servers speak: the signed native manifest and its trust state, and the sources for
         // older servers' formats.
         .target(
             name: "HotManifest",
-            dependencies: ["HotCore", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["HotCore", .product(name: "Logging", package: "swift-log")]
+        ),
 
         // Implementations: each points into HotCore (and HotVerify into HotManifest, whose
         // `Signer` it implements), never at another.
@@ -128,7 +162,8 @@ let package = Package(
             dependencies: [
                 "HotCore",
                 .target(name: "CHotCurl", condition: .when(platforms: nonApple + [.macOS], traits: ["Curl"])),
-            ]),
+            ]
+        ),
         .target(
             name: "HotArchive",
             dependencies: [
@@ -141,16 +176,20 @@ let package = Package(
                 // WinZip AES (AES-CTR, HMAC-SHA1, PBKDF2) in the ZIP reader and writer: libcrypto off
                 // Apple platforms, swift-crypto on them and with the `SwiftCrypto` trait (it wins).
                 .target(name: "CHotCrypto", condition: .when(platforms: nonApple, traits: ["Libcrypto"])),
-            ] + swiftCrypto),
+            ] + swiftCrypto
+        ),
         .target(
             name: "HotVerify",
             dependencies: [
                 "HotCore", "HotManifest",
                 .target(name: "CHotCrypto", condition: .when(platforms: nonApple, traits: ["Libcrypto"])),
-            ] + swiftCrypto),
+            ] + swiftCrypto
+        ),
         .target(name: "HotStore", dependencies: ["HotCore"]),
         .target(
-            name: "HotAssets", dependencies: ["HotCore", .product(name: "Logging", package: "swift-log")]),
+            name: "HotAssets",
+            dependencies: ["HotCore", .product(name: "Logging", package: "swift-log")]
+        ),
         .target(name: "HotTesting", dependencies: ["HotCore"]),
         // nginx, moto and a raw HTTP server on 127.0.0.1, and subprocesses, for tests that want
         // the network; `TransportConformance.nginx` serves the transport suite's fixtures.
@@ -162,17 +201,20 @@ let package = Package(
             dependencies: [
                 "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets",
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ]
+        ),
 
         // The publisher's and operator's tool.
         .executableTarget(
             name: "hot",
             dependencies: [
-                "HotUpdate", "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets",
+                "HotUpdate", "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore",
+                "HotAssets",
                 argumentParser,
                 // `hot publish` signs its S3 requests with libcurl's SigV4 (with the Curl trait).
                 .target(name: "CHotCurl", condition: .when(platforms: nonApple + [.macOS], traits: ["Curl"])),
-            ]),
+            ]
+        ),
 
         // Examples.
         .executableTarget(
@@ -182,14 +224,16 @@ let package = Package(
             ],
             path: "Examples/MinimalPatch",
             exclude: ["Patches", "README.md"],
-            resources: [.copy("Bundle")]),
+            resources: [.copy("Bundle")]
+        ),
         .executableTarget(
             name: "ScriptPatches",
             dependencies: [
                 "HotUpdate", argumentParser, .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/ScriptPatches",
-            exclude: ["Patches", "DebugPatch", "README.md", "make-patch-list"]),
+            exclude: ["Patches", "DebugPatch", "README.md", "make-patch-list"]
+        ),
         .executableTarget(
             name: "ResourcePacks",
             dependencies: [
@@ -197,50 +241,58 @@ let package = Package(
             ],
             path: "Examples/ResourcePacks",
             exclude: ["README.md", "make-repository"],
-            resources: [.copy("Bundle")]),
+            resources: [.copy("Bundle")]
+        ),
         .executableTarget(
             name: "WebOfflinePackages",
             dependencies: [
                 "HotUpdate", argumentParser, .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/WebOfflinePackages",
-            exclude: ["README.md", "make-repository", "Modules"]),
+            exclude: ["README.md", "make-repository", "Modules"]
+        ),
         .executableTarget(
             name: "LaunchGuard",
             dependencies: [
                 "HotUpdate", argumentParser, .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/LaunchGuard",
-            exclude: ["README.md"]),
+            exclude: ["README.md"]
+        ),
 
         // Tests.
         .testTarget(
             name: "HotCoreTests",
-            dependencies: ["HotCore", "HotTesting", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["HotCore", "HotTesting", "HotTestServers", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(name: "HotManifestTests", dependencies: ["HotManifest", "HotCore", "HotTesting"]),
         .testTarget(name: "HotArchiveTests", dependencies: ["HotArchive", "HotCore", "HotTesting", "HotTestServers"]),
         .testTarget(
             name: "HotTransportTests",
-            dependencies: ["HotTransport", "HotCore", "HotTesting", "HotTestServers", "HotVerify"]),
+            dependencies: ["HotTransport", "HotCore", "HotTesting", "HotTestServers", "HotVerify"]
+        ),
         .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore", "HotTesting", "HotTestServers"]),
         .testTarget(name: "HotStoreTests", dependencies: ["HotStore", "HotCore", "HotTesting", "HotTestServers"]),
         .testTarget(
             name: "HotAssetsTests",
             dependencies: [
                 "HotAssets", "HotCore", "HotTesting", "HotTestServers", .product(name: "Logging", package: "swift-log"),
-            ]),
+            ]
+        ),
         // Every swift snippet of the README and the DocC articles, type-checked against the
         // products as the build made them (in the default and the Apple configuration).
-        .testTarget(name: "DocSnippetTests", dependencies: ["HotUpdate", "HotTesting"]),
+        .testTarget(name: "DocSnippetTests", dependencies: ["HotUpdate", "HotTesting", "HotTestServers"]),
         // An adopter's view: its own adapters against the public conformance suites.
         .testTarget(name: "AdapterConformanceTests", dependencies: ["HotCore", "HotTesting"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "HotUpdate", "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore", "HotAssets", "HotTesting",
+                "HotUpdate", "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore",
+                "HotAssets", "HotTesting",
                 "HotTestServers",
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ]
+        ),
     ]
 )
 
@@ -313,20 +365,26 @@ if Context.environment["HOTUPDATE_DEV"] == "1" && testTargets == nil {
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 logging,
             ],
-            path: "Console/Sources/HotServerKit"),
+            path: "Console/Sources/HotServerKit"
+        ),
         .executableTarget(
-            name: "hot-server", dependencies: ["HotServerKit", "HotCore", argumentParser, logging],
-            path: "Console/Sources/hot-server"),
+            name: "hot-server",
+            dependencies: ["HotServerKit", "HotCore", argumentParser, logging],
+            path: "Console/Sources/hot-server"
+        ),
         // The collector's throughput against direct inserts, and its memory under a flood.
         .executableTarget(
-            name: "hot-server-bench", dependencies: ["HotServerKit", "HotTestServers", argumentParser, logging],
-            path: "Console/Sources/hot-server-bench"),
+            name: "hot-server-bench",
+            dependencies: ["HotServerKit", "HotTestServers", argumentParser, logging],
+            path: "Console/Sources/hot-server-bench"
+        ),
         .testTarget(
             name: "HotServerTests",
             dependencies: [
                 "HotServerKit", "HotCore", "HotManifest", "HotVerify", "HotTestServers", "HotTesting", "HotTransport",
             ],
-            path: "Console/Tests/HotServerTests"),
+            path: "Console/Tests/HotServerTests"
+        ),
 
         // Extraction and packing against system tools, and the engine with many packages.
         .executableTarget(
@@ -335,11 +393,15 @@ if Context.environment["HOTUPDATE_DEV"] == "1" && testTargets == nil {
                 "HotCore", "HotManifest", "HotArchive", "HotAssets", "HotStore", "HotTransport", "HotVerify",
                 "HotTestServers", "hot-bench-spawn", "CBenchZstd", argumentParser, logging,
             ],
-            path: "Benchmarks/Sources/hot-bench"),
+            path: "Benchmarks/Sources/hot-bench"
+        ),
         // libzstd, the reference `hot-bench zstd` measures HotArchive's zstd decoder against.
         .systemLibrary(
-            name: "CBenchZstd", path: "Benchmarks/Sources/CBenchZstd", pkgConfig: "libzstd",
-            providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
+            name: "CBenchZstd",
+            path: "Benchmarks/Sources/CBenchZstd",
+            pkgConfig: "libzstd",
+            providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]
+        ),
         // Spawns each measured tool from a small process, so its peak RSS is its own.
         .executableTarget(name: "hot-bench-spawn", path: "Benchmarks/Sources/hot-bench-spawn"),
         // ZIPFoundation's extractor is an executable of its own, so hot-bench's rows for our
@@ -347,7 +409,8 @@ if Context.environment["HOTUPDATE_DEV"] == "1" && testTargets == nil {
         .executableTarget(
             name: "hot-bench-zipfoundation",
             dependencies: [.product(name: "ZIPFoundation", package: "ZIPFoundation")],
-            path: "Benchmarks/Sources/hot-bench-zipfoundation"),
+            path: "Benchmarks/Sources/hot-bench-zipfoundation"
+        ),
         // Micro-benchmarks in package-benchmark's form (`swift package benchmark`): resolving
         // through a chain of packages, opening a store, digests of a file. The command plugin runs
         // every executable target in a folder named Benchmarks, so the tools above live in
@@ -361,7 +424,8 @@ if Context.environment["HOTUPDATE_DEV"] == "1" && testTargets == nil {
             // No BenchmarkPlugin: BenchmarkRunner.swift is the entry point it would generate (its
             // tool, rebuilt whenever the package is loaded again, made every build compile the
             // library anew).
-            path: "Benchmarks/Benchmarks/HotMicroBenchmarks"),
+            path: "Benchmarks/Benchmarks/HotMicroBenchmarks"
+        ),
     ]
 }
 

@@ -63,11 +63,11 @@ public final class MotoServer: @unchecked Sendable {
     /// The directory holding the launcher, the request log and moto's output.
     public let workDirectory: URL
 
-    private let process: SupervisedProcess
+    private let process: ChildProcess
     private let lifeline: Int32
     private let stopped = Locked(false)
 
-    private init(process: SupervisedProcess, lifeline: Int32, port: Int, workDirectory: URL) {
+    private init(process: ChildProcess, lifeline: Int32, port: Int, workDirectory: URL) {
         self.process = process
         self.lifeline = lifeline
         self.port = port
@@ -219,15 +219,14 @@ public final class MotoServer: @unchecked Sendable {
         }
         _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
         _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
-        let child: SupervisedProcess
+        let child: ChildProcess
         do {
-            child = try SupervisedProcess.spawn(
+            child = try ChildProcess(
                 "/bin/sh",
-                arguments: [
-                    "-c", NginxServer.supervisor, "hot-moto", "python3", launcher.path, String(port), work.path,
-                ],
-                standardInput: fds[0],
-                outputPath: work.appendingPathComponent("output.log").path
+                ["-c", NginxServer.supervisor, "hot-moto", "python3", launcher.path, String(port), work.path],
+                standardInput: .descriptor(fds[0]),
+                standardOutput: .file(work.appendingPathComponent("output.log").path, append: true),
+                standardError: .standardOutput
             )
         } catch {
             close(fds[0])

@@ -191,7 +191,7 @@ public final class NginxServer: @unchecked Sendable {
     /// The directory holding the configuration, the logs and nginx's temporary files.
     public let workDirectory: URL
 
-    private let process: SupervisedProcess
+    private let process: ChildProcess
 
     /// The process id of the shell that supervises nginx; nginx and the shell's watcher are
     /// its children. For tests that look at what the server's processes hold.
@@ -199,7 +199,7 @@ public final class NginxServer: @unchecked Sendable {
     private let lifeline: Int32
     private let stopped = Locked(false)
 
-    private init(process: SupervisedProcess, lifeline: Int32, port: Int, workDirectory: URL, secure: Bool) {
+    private init(process: ChildProcess, lifeline: Int32, port: Int, workDirectory: URL, secure: Bool) {
         self.process = process
         self.lifeline = lifeline
         self.port = port
@@ -468,13 +468,14 @@ public final class NginxServer: @unchecked Sendable {
             "-p", work.path + "/", "-c", work.appendingPathComponent("nginx.conf").path,
             "-e", work.appendingPathComponent("error.log").path,
         ]
-        let child: SupervisedProcess
+        let child: ChildProcess
         do {
-            child = try SupervisedProcess.spawn(
+            child = try ChildProcess(
                 "/bin/sh",
-                arguments: arguments,
-                standardInput: fds[0],
-                outputPath: work.appendingPathComponent("stderr.log").path
+                arguments,
+                standardInput: .descriptor(fds[0]),
+                standardOutput: .file(work.appendingPathComponent("stderr.log").path, append: true),
+                standardError: .standardOutput
             )
         } catch {
             close(fds[0])
@@ -585,109 +586,6 @@ public final class NginxServer: @unchecked Sendable {
         address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         return address
-    }
-}
-
-/// A child process started with `posix_spawn`, with a clean signal state and no
-/// inherited descriptors but its standard ones.
-///
-/// Foundation's `Process` passes on the spawning thread's signal mask (the test
-/// runner's threads block `SIGTERM` and `SIGCHLD`, which leaves nginx deaf to signals
-/// and the shell unable to wait) and every descriptor not marked close-on-exec
-/// (sockets of transfers in flight, which would then outlive their clients).
-final class SupervisedProcess: Sendable {
-    let pid: pid_t
-    private let exited = Locked(false)
-
-    private init(pid: pid_t) { self.pid = pid }
-
-    /// Starts `path` with `arguments`, `standardInput` as its descriptor 0 and its output
-    /// and errors appended to `outputPath`.
-    static func spawn(
-        _ path: String,
-        arguments: [String],
-        standardInput: Int32,
-        outputPath: String
-    ) throws -> SupervisedProcess {
-        #if canImport(Darwin)
-        var attributes: posix_spawnattr_t?
-        var actions: posix_spawn_file_actions_t?
-        #else
-        var attributes = posix_spawnattr_t()
-        var actions = posix_spawn_file_actions_t()
-        #endif
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        posix_spawnattr_setsigmask(&attributes, &mask)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGPIPE, SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM] {
-            sigaddset(&defaults, signal)
-        }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        #if canImport(Darwin)
-        // Every descriptor not named in the file actions is closed.
-        let flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_CLOEXEC_DEFAULT
-        #else
-        let flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
-        #endif
-        posix_spawnattr_setflags(&attributes, Int16(flags))
-
-        posix_spawn_file_actions_adddup2(&actions, standardInput, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        #if os(Linux)
-        InheritedDescriptors.closeAll(in: &actions)
-        #endif
-
-        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
-        let environment = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in environment { free(pointer) }
-        }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, path, &actions, &attributes, argv, environment)
-        guard result == 0 else {
-            throw HotUpdateError(
-                .transportFailed,
-                "cannot run \(path): \(String(cString: strerror(result)))",
-                subject: path
-            )
-        }
-        return SupervisedProcess(pid: pid)
-    }
-
-    /// Whether the child has not exited yet; reaps it once it has.
-    var isRunning: Bool {
-        let pid = pid
-        return exited.withLock { exited in
-            if exited { return false }
-            var status: Int32 = 0
-            let result = waitpid(pid, &status, WNOHANG)
-            if result == pid || (result < 0 && errno == ECHILD) { exited = true }
-            return !exited
-        }
-    }
-
-    func signal(_ signal: Int32) {
-        if isRunning { kill(pid, signal) }
-    }
-
-    /// Reaps the child on a thread of its own once it exits, so no zombie is left.
-    func reapInBackground() {
-        guard isRunning else { return }
-        let pid = self.pid
-        let thread = Thread {
-            var status: Int32 = 0
-            _ = waitpid(pid, &status, 0)
-        }
-        thread.start()
     }
 }
 

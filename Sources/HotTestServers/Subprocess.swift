@@ -1,3 +1,4 @@
+#if os(Linux) || os(macOS)
 import Foundation
 import HotCore
 
@@ -12,8 +13,10 @@ import HotCore
 public enum Subprocess {
     /// What a finished process left.
     public struct Output: Sendable, Hashable {
-        /// The exit status (or the signal number, when it was killed).
-        public var status: Int32
+        /// How the process ended.
+        public var ending: ChildProcess.Ending
+        /// The exit status, or 128 plus the signal that ended the process.
+        public var status: Int32 { ending.status }
         /// Standard output, bytes.
         public var standardOutput: Data
         /// Standard error, bytes.
@@ -24,8 +27,8 @@ public enum Subprocess {
         public var stderr: String { String(decoding: standardError, as: UTF8.self) }
     }
 
-    /// Runs `executable` — a path, or a name looked up on `PATH` — and returns what it left,
-    /// whatever its exit status.
+    /// Runs `executable` (a path, or a name looked up on `PATH`) and returns what it left,
+    /// whatever its exit status (a signal's ending is 128 plus the signal).
     ///
     /// - Parameters:
     ///   - executable: `/usr/bin/zip`, or `zip`.
@@ -74,65 +77,25 @@ public enum Subprocess {
         in directory: URL?,
         stdin: Data?
     ) throws -> Output {
-        let process = Process()
-        if executable.hasPrefix("/") {
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = [executable] + arguments
-        }
-        if let directory { process.currentDirectoryURL = directory }
-        let output = Pipe()
-        let errors = Pipe()
-        let input = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = input
-        try process.run()
-        if let stdin { input.fileHandleForWriting.write(stdin) }
-        try? input.fileHandleForWriting.close()
-        // Drain standard error on another thread so a chatty tool never blocks on a full pipe.
-        let errorData = PipeDrain(errors.fileHandleForReading)
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitForExit()
-        return Output(status: process.terminationStatus, standardOutput: outputData, standardError: errorData.wait())
+        let child = try ChildProcess(
+            executable,
+            arguments,
+            directory: directory,
+            standardInput: stdin == nil ? .null : .pipe,
+            standardOutput: .pipe,
+            standardError: .pipe
+        )
+        // Both pipes drained on threads of their own, so a chatty tool never blocks on a full
+        // pipe while its input is written.
+        let errors = child.standardError.map(ChildProcess.drain)
+        let output = child.standardOutput.map(ChildProcess.drain)
+        if let stdin { try? child.write(stdin) }
+        let ending = child.waitUntilExit()
+        return Output(
+            ending: ending,
+            standardOutput: output?.wait() ?? Data(),
+            standardError: errors?.wait() ?? Data()
+        )
     }
 }
-
-/// Reads a pipe to its end on a thread of its own.
-private final class PipeDrain: @unchecked Sendable {
-    private let done = DispatchSemaphore(value: 0)
-    private var data = Data()
-
-    init(_ handle: FileHandle) {
-        Thread { [self] in
-            data = handle.readDataToEndOfFile()
-            done.signal()
-        }.start()
-    }
-
-    /// Waits for the end of the pipe and returns everything read.
-    func wait() -> Data {
-        done.wait()
-        return data
-    }
-}
-
-extension Process {
-    /// Waits for the process to end, blocked in the kernel instead of in Foundation's loop.
-    ///
-    /// On Linux, `waitUntilExit()` runs the calling thread's run loop again and again until
-    /// Foundation's own thread has reaped the child; with no source in that run loop each turn
-    /// returns at once, so every waiting thread spins a core on `gettid` and `getpid` for as
-    /// long as the child runs (a fifth of the CPU time of the test suites went there). This
-    /// blocks in `waitid(WNOWAIT)`, which leaves the child for Foundation to reap, then waits
-    /// the moment Foundation takes to see it.
-    public func waitForExit() {
-        #if os(Linux)
-        var info = siginfo_t()
-        while waitid(P_PID, id_t(processIdentifier), &info, WEXITED | WNOWAIT) != 0, errno == EINTR {}
-        #endif
-        while isRunning { usleep(500) }
-    }
-}
+#endif

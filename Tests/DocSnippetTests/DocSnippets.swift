@@ -1,4 +1,5 @@
 import Foundation
+import HotTestServers
 
 #if canImport(Glibc)
 import Glibc
@@ -407,34 +408,31 @@ enum DeadlineProcess {
     }
 
     private static func runBlocking(_ executable: URL, _ arguments: [String], deadline: Duration) throws -> Result? {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
         // One file for both streams: no pipe to fill up and block the compiler.
         let log = FileManager.default.temporaryDirectory
             .appendingPathComponent("snippet-\(UUID().uuidString).log")
-        guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
-            throw SnippetCompiler.NotFound("cannot create \(log.path)")
-        }
         defer { try? FileManager.default.removeItem(at: log) }
-        let handle = try FileHandle(forWritingTo: log)
-        defer { try? handle.close() }
-        process.standardOutput = handle
-        process.standardError = handle
-        process.standardInput = FileHandle.nullDevice
+        let child = try ChildProcess(
+            executable.path,
+            arguments,
+            standardOutput: .file(log.path, append: false),
+            standardError: .standardOutput
+        )
         let exited = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in exited.signal() }
-        try process.run()
+        Thread {
+            child.waitUntilExit()
+            exited.signal()
+        }.start()
         let seconds = Double(deadline.components.seconds) + Double(deadline.components.attoseconds) / 1e18
         if exited.wait(timeout: .now() + seconds) == .timedOut {
-            process.terminate()
+            child.signal(SIGTERM)
             if exited.wait(timeout: .now() + 30) == .timedOut {
-                kill(process.processIdentifier, SIGKILL)
+                child.kill()
                 exited.wait()
             }
             return nil
         }
         let output = try String(contentsOf: log, encoding: .utf8)
-        return Result(status: process.terminationStatus, output: output)
+        return Result(status: child.waitUntilExit().status, output: output)
     }
 }

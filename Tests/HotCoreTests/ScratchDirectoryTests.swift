@@ -1,4 +1,5 @@
 import Foundation
+import HotTestServers
 import HotTesting
 import Testing
 
@@ -20,11 +21,9 @@ struct ScratchDirectoryTests {
     func abandonedParentsAreSwept() async throws {
         let area = try ScratchDirectory.make("sweep")
         // A process that has exited: its id names no process now.
-        let exited = Process()
-        exited.executableURL = URL(fileURLWithPath: "/bin/true")
-        try exited.run()
+        let exited = try ChildProcess("/bin/true")
         exited.waitUntilExit()
-        let gone = exited.processIdentifier
+        let gone = exited.pid
         let names = [
             "hotupdate-tests-\(gone)-deadbeef", "hotupdate-tests-\(getpid())-alive000", "hotupdate-tests-1-init0000",
             "hotupdate-tests-notapid", "other-\(gone)-deadbeef",

@@ -209,12 +209,8 @@ enum TemporaryFileSystem {
     /// Unmounts `directory` (lazily when it is busy), waiting for `umount` to finish.
     static func unmount(_ directory: URL) {
         for arguments in [[directory.path], ["-l", directory.path]] {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/umount")
-            process.arguments = arguments
-            guard (try? process.run()) != nil else { continue }
-            process.waitForExit()
-            if process.terminationStatus == 0 { return }
+            guard let child = try? ChildProcess("/bin/umount", arguments) else { continue }
+            if child.waitUntilExit() == .exited(0) { return }
         }
     }
 

@@ -225,12 +225,7 @@ final class KillRig: @unchecked Sendable {
 
     /// `cp -a`, which keeps hard links inside the copied tree (objects and the trees linking them).
     private func copyTree(_ source: URL, to destination: URL) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/cp")
-        process.arguments = ["-a", source.path, destination.path]
-        try process.run()
-        process.waitForExit()
-        guard process.terminationStatus == 0 else {
+        guard try ChildProcess("/bin/cp", ["-a", source.path, destination.path]).waitUntilExit() == .exited(0) else {
             throw HotUpdateError(.fileSystem, "cp -a \(source.path) \(destination.path) failed")
         }
     }

@@ -76,7 +76,7 @@ struct LaunchGuardTests {
         #expect(running(run) == ["running 1"])
         #expect(nginx.requestCount(for: crashingPath) == 1)
         run = try await launch()
-        #expect(run.status == SIGABRT)
+        #expect(run.ending == .signalled(SIGABRT))
         #expect(running(run) == ["running 2"])
 
         // The following launch runs version 1 again and exits 0.
@@ -151,25 +151,24 @@ struct LaunchGuardTests {
         for (name, command, stop) in [
             ("stopped", "echo held; exec sleep 600", true), ("looping", "echo held; while :; do :; done", false),
         ] {
-            let holder = Process()
-            holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-            holder.arguments = ["-x", lockFile, "sh", "-c", command]
-            let said = Pipe()
-            holder.standardOutput = said
-            try holder.run()
-            #expect(String(decoding: said.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("held"))
-            if stop { kill(holder.processIdentifier, SIGSTOP) }
+            let holder = try ChildProcess(
+                "/usr/bin/flock",
+                ["-x", lockFile, "sh", "-c", command],
+                standardOutput: .pipe
+            )
+            #expect(holder.standardOutput.flatMap(ChildProcess.readLine) == "held")
+            if stop { holder.signal(SIGSTOP) }
             run = try await launch()
             print("launch guard: with a \(name) holder, the launch took \(String(format: "%.2f", run.seconds)) s")
             #expect(run.output.status == 0, "\(name): \(run.output.stderr)")
             #expect(running(run.output) == ["running 1"], "\(name): \(run.output.stdout)")
             #expect(run.output.stdout.contains("trial deferred:"), "\(name): \(run.output.stdout)")
-            #expect(run.output.stdout.contains("process \(holder.processIdentifier)"), "\(name): \(run.output.stdout)")
+            #expect(run.output.stdout.contains("process \(holder.pid)"), "\(name): \(run.output.stdout)")
             #expect(run.output.stdout.contains("for more than 1 s"), "the launch's deadline: \(run.output.stdout)")
             // flock and its shell both hold the lock (the shell through the inherited descriptor).
-            _ = try await Subprocess.run("pkill", ["-KILL", "-P", String(holder.processIdentifier)])
-            kill(holder.processIdentifier, SIGKILL)
-            holder.waitForExit()
+            _ = try await Subprocess.run("pkill", ["-KILL", "-P", String(holder.pid)])
+            holder.kill()
+            await holder.exit()
         }
 
         // The holder gone, the next launch tries the newest version and confirms it.

@@ -241,21 +241,20 @@ struct PublishTests {
         try await workspace.pack("app", "2", big)
         try await workspace.sign()
         try moto.stall(matching: "partNumber=2")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments =
+        let process = try ChildProcess(
+            "/usr/bin/env",
             Self.environment + [try CommandLineTests.hotExecutable().path] + Self.publishArguments(workspace, moto)
-            + small
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+                + small,
+            standardOutput: .null,
+            standardError: .null
+        )
         let held = await moto.waitForRequest { $0.stalled == true && $0.query.contains("partNumber=2") }
         #expect(
             held != nil,
             "the second part never arrived: \(moto.requests().map { "\($0.method) \($0.path)?\($0.query)" })"
         )
-        kill(process.processIdentifier, SIGKILL)
-        try await waitUntil("hot publish to end after SIGKILL") { !process.isRunning }
+        process.kill()
+        #expect(await process.exit(within: .seconds(60)) == .signalled(SIGKILL))
         moto.release()
 
         // Clients still see version 1, and everything it names is there.

@@ -14,19 +14,9 @@ import Darwin
 /// waiting for it happens on a thread of its own (see ``Subprocess``).
 final class HotRun: @unchecked Sendable {
     /// How a run ended.
-    enum Ending: Sendable, Hashable, CustomStringConvertible {
-        case exited(Int32)
-        case signalled(Int32)
+    typealias Ending = ChildProcess.Ending
 
-        var description: String {
-            switch self {
-            case .exited(let status): "exit \(status)"
-            case .signalled(let signal): "signal \(signal)"
-            }
-        }
-    }
-
-    private let process = Process()
+    private let process: ChildProcess
     /// The file holding the run's standard error; standard output goes beside it (`.out`).
     let log: URL
     /// The arguments, for messages.
@@ -49,32 +39,21 @@ final class HotRun: @unchecked Sendable {
         self.log = log
         self.arguments = arguments
         wrapped = !wrapper.isEmpty
-        if let tool = wrapper.first {
-            process.executableURL = URL(fileURLWithPath: tool)
-            process.arguments = Array(wrapper.dropFirst()) + [try builtExecutable(executable).path] + arguments
-        } else {
-            process.executableURL = try builtExecutable(executable)
-            process.arguments = arguments
-        }
+        let command =
+            try wrapper.isEmpty
+            ? [builtExecutable(executable).path] + arguments
+            : wrapper + [builtExecutable(executable).path] + arguments
         var variables = ProcessInfo.processInfo.environment
         variables["HOT_ABORT_AT"] = nil
         variables["HOT_STOP_AT"] = nil
         for (name, value) in environment { variables[name] = value }
-        process.environment = variables
-        let outputFile = log.appendingPathExtension("out")
-        for file in [log, outputFile] where !FileManager.default.createFile(atPath: file.path, contents: nil) {
-            throw HotUpdateError(.fileSystem, "cannot create the run's log", subject: file.path)
-        }
-        let errors = try FileHandle(forWritingTo: log)
-        let output = try FileHandle(forWritingTo: outputFile)
-        defer {
-            try? errors.close()
-            try? output.close()
-        }
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess(
+            command[0],
+            Array(command.dropFirst()),
+            environment: variables,
+            standardOutput: .file(log.appendingPathExtension("out").path, append: false),
+            standardError: .file(log.path, append: false)
+        )
     }
 
     /// Whether the process (or its wrapper) still runs.
@@ -83,8 +62,7 @@ final class HotRun: @unchecked Sendable {
     /// Sends SIGKILL if the process is still running; returns whether it was.
     @discardableResult
     func kill() -> Bool {
-        guard process.isRunning else { return false }
-        return sendSignal(process.processIdentifier, SIGKILL) == 0
+        process.kill()
     }
 
     /// Sends SIGKILL after `delay`, timed on a thread of its own: a task sleeping on the
@@ -115,7 +93,7 @@ final class HotRun: @unchecked Sendable {
     /// The process id: of the executable, the wrapper's child when it runs under one (0
     /// while the wrapper has not started it).
     var processIdentifier: Int32 {
-        let own = process.processIdentifier
+        let own = process.pid
         guard wrapped else { return own }
         let children = try? String(contentsOfFile: "/proc/\(own)/task/\(own)/children", encoding: .utf8)
         return children?.split(separator: " ").first.flatMap { Int32($0) } ?? 0
@@ -150,17 +128,7 @@ final class HotRun: @unchecked Sendable {
     }
 
     /// Waits for the end of the run.
-    func wait() async -> Ending {
-        await withCheckedContinuation { continuation in
-            Thread { [process] in
-                process.waitForExit()
-                let status = process.terminationStatus
-                continuation.resume(
-                    returning: process.terminationReason == .uncaughtSignal ? .signalled(status) : .exited(status)
-                )
-            }.start()
-        }
-    }
+    func wait() async -> Ending { await process.exit() }
 
     /// What the run printed on standard output.
     var standardOutput: String { (try? String(contentsOf: log.appendingPathExtension("out"), encoding: .utf8)) ?? "" }

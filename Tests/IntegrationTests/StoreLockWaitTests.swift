@@ -131,41 +131,37 @@ struct StoreLockWaitTests {
             ]
         )
 
-        // 200 locks on files of their own, held by two helper processes (not this one: more
-        // open descriptors here make Foundation's Process.run, which reads /proc/self/fd,
-        // likelier to hit its over-read of directory entries, swift-corelibs-foundation #5472),
-        // one started before the holder's lock and one after, so that its line lies more than
-        // a page into the kernel's table whichever order the table lists them in.
-        func holdLocks(_ name: String) throws -> Process {
-            let helper = Process()
-            helper.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            helper.arguments = [
-                "python3", "-c",
-                """
-                import fcntl, os, sys, time
-                held = []
-                for n in range(100):
-                    f = open(os.path.join(sys.argv[1], "%s-%d.lock" % (sys.argv[2], n)), "w")
-                    fcntl.flock(f, fcntl.LOCK_SH)
-                    held.append(f)
-                print("held", flush=True)
-                sys.stdin.read()
-                """,
-                work.path, name,
-            ]
-            let said = Pipe()
-            helper.standardOutput = said
-            helper.standardInput = Pipe()
-            try helper.run()
-            let line = String(decoding: said.fileHandleForReading.availableData, as: UTF8.self)
-            #expect(line.hasPrefix("held"), "the lock helper said '\(line)'")
+        // 200 locks on files of their own, held by two helper processes, one started before
+        // the holder's lock and one after, so that its line lies more than a page into the
+        // kernel's table whichever order the table lists them in.
+        func holdLocks(_ name: String) throws -> ChildProcess {
+            let helper = try ChildProcess(
+                "python3",
+                [
+                    "-c",
+                    """
+                    import fcntl, os, sys, time
+                    held = []
+                    for n in range(100):
+                        f = open(os.path.join(sys.argv[1], "%s-%d.lock" % (sys.argv[2], n)), "w")
+                        fcntl.flock(f, fcntl.LOCK_SH)
+                        held.append(f)
+                    print("held", flush=True)
+                    sys.stdin.read()
+                    """,
+                    work.path, name,
+                ],
+                standardInput: .pipe,
+                standardOutput: .pipe
+            )
+            let line = helper.standardOutput.flatMap(ChildProcess.readLine)
+            #expect(line == "held", "the lock helper said '\(line ?? "nothing")'")
             return helper
         }
         let before = try holdLocks("before")
-        // SIGKILL: a child started from one of Swift's threads inherits their blocked SIGTERM.
         defer {
-            kill(before.processIdentifier, SIGKILL)
-            before.waitForExit()
+            before.kill()
+            before.waitUntilExit()
         }
         let holder = try HotRun(
             sync,
@@ -174,10 +170,9 @@ struct StoreLockWaitTests {
         )
         try await holder.waitUntilStopped()
         let after = try holdLocks("after")
-        // SIGKILL: a child started from one of Swift's threads inherits their blocked SIGTERM.
         defer {
-            kill(after.processIdentifier, SIGKILL)
-            after.waitForExit()
+            after.kill()
+            after.waitUntilExit()
         }
         let length = try await Subprocess.check("sh", ["-c", "wc -c < /proc/locks"])
         let bytes = Int(length.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0

@@ -1,5 +1,6 @@
 import Foundation
 import HotCore
+import HotTestServers
 import HotTesting
 import Testing
 

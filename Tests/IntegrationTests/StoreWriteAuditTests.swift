@@ -167,19 +167,17 @@ struct StoreWriteAuditTests {
 
     /// Simplified demangled names, wrappers stripped, by symbol.
     static func demangle(_ symbols: [String]) throws -> [String: String] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["swift", "demangle", "--simplified"]
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
+        let child = try ChildProcess(
+            "swift",
+            ["demangle", "--simplified"],
+            standardInput: .pipe,
+            standardOutput: .pipe
+        )
+        let output = child.standardOutput.map(ChildProcess.drain)
         let text = symbols.joined(separator: "\n") + "\n"
-        input.fileHandleForWriting.write(Data(text.utf8))
-        try input.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitForExit()
+        try child.write(Data(text.utf8))
+        let data = output?.wait() ?? Data()
+        child.waitUntilExit()
         let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
         var names: [String: String] = [:]
         let wrappers = [

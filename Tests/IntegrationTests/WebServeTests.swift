@@ -13,14 +13,13 @@ import Glibc
 enum PlaywrightBrowser {
     static let available: Bool = {
         guard HeadlessBrowser.path != nil else { return false }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", "import playwright.async_api"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        process.waitForExit()
-        return process.terminationStatus == 0
+        let child = try? ChildProcess(
+            "python3",
+            ["-c", "import playwright.async_api"],
+            standardOutput: .null,
+            standardError: .null
+        )
+        return child?.waitUntilExit() == .exited(0)
     }()
 
     static var suiteRuns: Bool { available || ProcessInfo.processInfo.environment["CI"] == "true" }
@@ -202,7 +201,7 @@ actor SharedApp {
 
 /// `hot serve-web`, running until ``stop()``.
 final class WebPreview: @unchecked Sendable {
-    let process: Process
+    let process: ChildProcess
     let base: URL
     let pid: Int32
     private let log: Lines
@@ -212,55 +211,45 @@ final class WebPreview: @unchecked Sendable {
 
     /// Starts `hot serve-web` on a free port and waits (at most 30 s) for its first line.
     static func start(store: URL, extra: [String] = []) async throws -> WebPreview {
-        let process = Process()
-        process.executableURL = try CommandLineTests.hotExecutable()
-        process.arguments =
-            ["serve-web", "--root", store.path, "--module", "web=\(ServedApp.online)", "--port", "0", "--log"] + extra
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
+        let process = try ChildProcess(
+            try CommandLineTests.hotExecutable().path,
+            ["serve-web", "--root", store.path, "--module", "web=\(ServedApp.online)", "--port", "0", "--log"] + extra,
+            standardOutput: .pipe,
+            standardError: .pipe
+        )
         let log = Lines()
-        let stderrReader = errors.fileHandleForReading
-        Thread {
-            while true {
-                let chunk = stderrReader.availableData
-                if chunk.isEmpty { return }
-                log.append(chunk)
-            }
-        }.start()
-        let reader = output.fileHandleForReading
+        if let errors = process.standardError {
+            Thread {
+                while true {
+                    let chunk = errors.availableData
+                    if chunk.isEmpty { return }
+                    log.append(chunk)
+                }
+            }.start()
+        }
         let line: String? = await withCheckedContinuation { continuation in
             let once = Once(continuation)
             // The deadline: a server that prints nothing in 30 s is killed, and the read ends.
             Thread {
                 Thread.sleep(forTimeInterval: 30)
-                if once.resume(nil) { kill(process.processIdentifier, SIGKILL) }
+                if once.resume(nil) { process.kill() }
             }.start()
             Thread {
-                var buffer = Data()
-                while true {
-                    let chunk = reader.availableData
-                    if chunk.isEmpty {
-                        _ = once.resume(nil)
-                        return
-                    }
-                    buffer.append(chunk)
-                    if let newline = buffer.firstIndex(of: 0x0A) {
-                        _ = once.resume(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
-                        while !reader.availableData.isEmpty {}
-                        return
-                    }
+                guard let output = process.standardOutput else {
+                    _ = once.resume(nil)
+                    return
                 }
+                _ = once.resume(ChildProcess.readLine(output))
+                // Whatever else it prints is read and dropped, so it never blocks on the pipe.
+                while !output.availableData.isEmpty {}
             }.start()
         }
         guard let line, let start = line.range(of: "http://127.0.0.1:"),
             let end = line[start.upperBound...].firstIndex(of: "/"), let port = Int(line[start.upperBound..<end]),
             let base = URL(string: "http://127.0.0.1:\(port)/home/")
         else {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitForExit()
+            process.kill()
+            await process.exit()
             throw HotUpdateError(
                 .internalInconsistency,
                 "hot serve-web did not start: \(line ?? "no output"); \(log.lines())"
@@ -269,10 +258,10 @@ final class WebPreview: @unchecked Sendable {
         return WebPreview(process: process, base: base, log: log)
     }
 
-    private init(process: Process, base: URL, log: Lines) {
+    private init(process: ChildProcess, base: URL, log: Lines) {
         self.process = process
         self.base = base
-        self.pid = process.processIdentifier
+        self.pid = process.pid
         self.log = log
     }
 
@@ -285,12 +274,10 @@ final class WebPreview: @unchecked Sendable {
         return kilobytes * 1024
     }
 
-    /// Stops the server with SIGKILL: started from one of Swift's threads, the process may have
-    /// inherited their blocked SIGTERM.
+    /// Stops the server with SIGKILL.
     func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitForExit()
+        process.kill()
+        process.waitUntilExit()
     }
 
     /// Resumes a continuation once, from whichever thread comes first.

@@ -112,10 +112,7 @@ struct ResumeBenchmark: AsyncParsableCommand {
             var offsets = (0..<count).map { _ in Int64(random.next() % UInt64(size)) }.sorted()
             offsets = offsets.map { max(1, $0) }
             for offset in offsets {
-                let child = try Process.run(
-                    URL(fileURLWithPath: bench),
-                    arguments: childArguments(root, url, size, sha256)
-                )
+                let child = try HotTestServers.ChildProcess(bench, childArguments(root, url, size, sha256))
                 let clock = ContinuousClock()
                 let deadline = clock.now.advanced(by: .seconds(Double(size) / Double(rate << 20) * 3 + 10))
                 while child.isRunning, clock.now < deadline {
@@ -124,18 +121,17 @@ struct ResumeBenchmark: AsyncParsableCommand {
                     usleep(2_000)
                 }
                 if child.isRunning {
-                    kill(child.processIdentifier, SIGKILL)
+                    child.kill()
                     killsMade += 1
                     let kept = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int) ?? 0
                     resumedFrom.append(Double(kept) / Double(size))
                 } else {
                     stray += 1  // it finished before the kill: counts as no kill
                 }
-                child.waitForExit()
+                child.waitUntilExit()
             }
-            let final = try Process.run(URL(fileURLWithPath: bench), arguments: childArguments(root, url, size, sha256))
-            final.waitForExit()
-            if final.terminationStatus != 0 {
+            let final = try HotTestServers.ChildProcess(bench, childArguments(root, url, size, sha256))
+            if final.waitUntilExit() != .exited(0) {
                 failedSyncs += 1
             } else {
                 let installed = root.appendingPathComponent("packages/p", isDirectory: true)

@@ -87,19 +87,16 @@ struct ServeWebBenchmark: AsyncParsableCommand {
         try await Subprocess.check("chmod", ["-R", "a+rX", installed])
         let nginx = try await NginxServer.start(root: URL(fileURLWithPath: installed, isDirectory: true))
         defer { Task { await nginx.stop() } }
-        let preview = Process()
-        preview.executableURL = URL(fileURLWithPath: hot)
-        preview.arguments = [
-            "serve-web", "--root", store.path, "--module", "web=https://m.example.com/home/", "--port", "0",
-        ]
-        let output = Pipe()
-        preview.standardOutput = output
-        try preview.run()
+        let preview = try HotTestServers.ChildProcess(
+            hot,
+            ["serve-web", "--root", store.path, "--module", "web=https://m.example.com/home/", "--port", "0"],
+            standardOutput: .pipe
+        )
         defer {
-            preview.terminate()
-            preview.waitForExit()
+            preview.signal(SIGTERM)
+            preview.waitUntilExit()
         }
-        let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+        let line = preview.standardOutput.flatMap(HotTestServers.ChildProcess.readLine) ?? ""
         guard let start = line.range(of: "http://127.0.0.1:"), let end = line[start.upperBound...].firstIndex(of: "/"),
             let servePort = Int(line[start.upperBound..<end]), let nginxPort = nginx.baseURL.port
         else { throw HotUpdateError(.internalInconsistency, "hot serve-web did not start: \(line)") }

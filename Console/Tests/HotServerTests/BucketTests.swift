@@ -88,7 +88,7 @@ struct BucketTests {
         )
         #expect(try await device.launch().running == "bundle")
         let second = try await device.launch()
-        #expect(second.status == 0 && second.running == "1", "\(second.output)")
+        #expect(second.ending == .exited(0) && second.running == "1", "\(second.output)")
 
         // The release keys, through the same bucket, release 2 again to everyone.
         let repository = try PublisherRepository(

@@ -15,13 +15,13 @@ enum Browser {
     }()
 
     static let playwright: Bool = {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", "import playwright.async_api"]
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        process.waitForExit()
-        return process.terminationStatus == 0
+        let child = try? ChildProcess(
+            "python3",
+            ["-c", "import playwright.async_api"],
+            standardOutput: .null,
+            standardError: .null
+        )
+        return child?.waitUntilExit() == .exited(0)
     }()
 
     /// Runs where both are installed, and under CI=true whatever happens, so CI fails

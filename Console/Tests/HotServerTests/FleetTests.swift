@@ -39,15 +39,17 @@ struct FleetTests {
             )
         }
         /// Launches every device once, four at a time; returns each one's outcome.
-        func launchAll() async throws -> [(status: Int32, running: String, output: String)] {
-            var results: [(status: Int32, running: String, output: String)] = []
+        func launchAll() async throws -> [(ending: ChildProcess.Ending, running: String, output: String)] {
+            var results: [(ending: ChildProcess.Ending, running: String, output: String)] = []
             for group in stride(from: 0, to: devices.count, by: 4) {
-                try await withThrowingTaskGroup(of: (Int, (status: Int32, running: String, output: String)).self) {
+                try await withThrowingTaskGroup(
+                    of: (Int, (ending: ChildProcess.Ending, running: String, output: String)).self
+                ) {
                     tasks in
                     for index in group..<min(group + 4, devices.count) {
                         tasks.addTask { (index, try await devices[index].launch()) }
                     }
-                    var outcomes: [(Int, (status: Int32, running: String, output: String))] = []
+                    var outcomes: [(Int, (ending: ChildProcess.Ending, running: String, output: String))] = []
                     for try await outcome in tasks { outcomes.append(outcome) }
                     results += outcomes.sorted { $0.0 < $1.0 }.map(\.1)
                 }
@@ -57,18 +59,18 @@ struct FleetTests {
 
         // Version 1: downloaded at the first launch, run and confirmed at the second.
         var runs = try await launchAll()
-        #expect(runs.allSatisfy { $0.status == 0 && $0.running == "bundle" }, "\(runs.map(\.output))")
+        #expect(runs.allSatisfy { $0.ending == .exited(0) && $0.running == "bundle" }, "\(runs.map(\.output))")
         runs = try await launchAll()
-        #expect(runs.allSatisfy { $0.status == 0 && $0.running == "1" }, "\(runs.map(\.output))")
+        #expect(runs.allSatisfy { $0.ending == .exited(0) && $0.running == "1" }, "\(runs.map(\.output))")
 
         // Version 2 crashes at launch: downloaded, run (abort), rolled back at the next launch.
         try await app.publish(version: "2", crashes: true)
         runs = try await launchAll()
-        #expect(runs.allSatisfy { $0.status == 0 && $0.running == "1" }, "\(runs.map(\.output))")
+        #expect(runs.allSatisfy { $0.ending == .exited(0) && $0.running == "1" }, "\(runs.map(\.output))")
         runs = try await launchAll()
-        #expect(runs.allSatisfy { $0.status == SIGABRT && $0.running == "2" }, "\(runs.map(\.output))")
+        #expect(runs.allSatisfy { $0.ending == .signalled(SIGABRT) && $0.running == "2" }, "\(runs.map(\.output))")
         runs = try await launchAll()
-        #expect(runs.allSatisfy { $0.status == 0 && $0.running == "1" }, "\(runs.map(\.output))")
+        #expect(runs.allSatisfy { $0.ending == .exited(0) && $0.running == "1" }, "\(runs.map(\.output))")
 
         // Every event reached the collector: each run flushed before it exited, and the
         // rollbacks were sent by the launch after the crash.
@@ -151,7 +153,7 @@ struct FleetTests {
         )
         #expect(try await newcomer.launch().running == "bundle")
         let second = try await newcomer.launch()
-        #expect(second.status == 0 && second.running == "1", "\(second.output)")
+        #expect(second.ending == .exited(0) && second.running == "1", "\(second.output)")
         // Run again, the rollout holds: nothing fails now.
         let again = try await Subprocess.check(
             try executable("hot-server"),

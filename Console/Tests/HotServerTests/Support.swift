@@ -108,67 +108,56 @@ struct PublishedApp {
 
 /// `hot-server` running as a process of its own until ``stop()``.
 final class ServerProcess: @unchecked Sendable {
-    let process: Process
+    let process: ChildProcess
     let url: URL
     /// The first lines it printed (the console's token among them).
     let lines: [String]
 
     static func start(_ arguments: [String]) async throws -> ServerProcess {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try executable("hot-server"))
-        process.arguments = arguments + ["--listen", "127.0.0.1:0"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        try process.run()
-        let reader = output.fileHandleForReading
-        let found: (URL?, [String]) = try await withCheckedThrowingContinuation { continuation in
+        let process = try ChildProcess(
+            try executable("hot-server"),
+            arguments + ["--listen", "127.0.0.1:0"],
+            standardOutput: .pipe
+        )
+        guard let reader = process.standardOutput else {
+            throw HotUpdateError(.internalInconsistency, "hot-server's output is not a pipe")
+        }
+        let found: (URL?, [String]) = await withCheckedContinuation { continuation in
             Thread {
                 var lines: [String] = []
-                var buffer = Data()
-                while true {
-                    let chunk = reader.availableData
-                    if chunk.isEmpty {
-                        continuation.resume(returning: (nil, lines))
+                while let line = ChildProcess.readLine(reader) {
+                    lines.append(line)
+                    if line.hasPrefix("listening on ") {
+                        continuation.resume(
+                            returning: (URL(string: String(line.dropFirst("listening on ".count))), lines)
+                        )
+                        // Keep draining so the server never blocks on a full pipe.
+                        while !reader.availableData.isEmpty {}
                         return
                     }
-                    buffer.append(chunk)
-                    while let newline = buffer.firstIndex(of: 0x0A) {
-                        let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                        buffer = Data(buffer[(newline + 1)...])
-                        lines.append(line)
-                        if line.hasPrefix("listening on ") {
-                            continuation.resume(
-                                returning: (URL(string: String(line.dropFirst("listening on ".count))), lines)
-                            )
-                            // Keep draining so the server never blocks on a full pipe.
-                            Thread { while !reader.availableData.isEmpty {} }.start()
-                            return
-                        }
-                    }
                 }
+                continuation.resume(returning: (nil, lines))
             }.start()
         }
         guard let url = found.0 else {
-            process.waitForExit()
+            let ending = await process.exit()
             throw HotUpdateError(
                 .internalInconsistency,
-                "hot-server exited \(process.terminationStatus) before listening: \(found.1)"
+                "hot-server ended (\(ending)) before listening: \(found.1)"
             )
         }
         return ServerProcess(process: process, url: url, lines: found.1)
     }
 
-    private init(process: Process, url: URL, lines: [String]) {
+    private init(process: ChildProcess, url: URL, lines: [String]) {
         self.process = process
         self.url = url
         self.lines = lines
     }
 
     func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        process.waitForExit()
+        process.signal(SIGTERM)
+        process.waitUntilExit()
     }
 }
 
@@ -205,8 +194,8 @@ struct Device {
     let trust: URL
     let telemetry: URL
 
-    /// One launch: its exit status and the version it ran.
-    func launch() async throws -> (status: Int32, running: String, output: String) {
+    /// One launch: its ending and the version it ran.
+    func launch() async throws -> (ending: ChildProcess.Ending, running: String, output: String) {
         let output = try await Subprocess.run(
             try executable("LaunchGuard"),
             [
@@ -217,7 +206,7 @@ struct Device {
         let running =
             output.stdout.split(separator: "\n").first { $0.hasPrefix("running ") }
             .map { String($0.dropFirst("running ".count)) } ?? ""
-        return (output.status, running, output.stdout + output.stderr)
+        return (output.ending, running, output.stdout + output.stderr)
     }
 }
 

@@ -46,18 +46,16 @@ struct TimestampServerTests {
 
         /// `hot-server timestamp --every 1` with the role's key and `options`, its output going
         /// to the log returned; the caller stops it.
-        func startSchedule(_ options: [String]) throws -> (Process, URL) {
+        func startSchedule(_ options: [String]) throws -> (ChildProcess, URL) {
             let log = app.directory.appendingPathComponent("timestamp.log")
-            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-            let server = Process()
-            server.executableURL = URL(fileURLWithPath: try executable("hot-server"))
-            server.arguments =
+            let server = try ChildProcess(
+                try executable("hot-server"),
                 ["timestamp", "--repo", app.repo.path, "--key", timestampKey.path, "--every", "1"] + options + [
                     "--hot", try executable("hot"),
-                ]
-            server.standardOutput = try FileHandle(forWritingTo: log)
-            server.standardError = server.standardOutput
-            try server.run()
+                ],
+                standardOutput: .file(log.path, append: false),
+                standardError: .standardOutput
+            )
             return (server, log)
         }
 
@@ -122,8 +120,8 @@ struct TimestampServerTests {
 
         let (server, log) = try repository.startSchedule(["--expires", "1h"])
         defer {
-            kill(server.processIdentifier, SIGKILL)
-            server.waitForExit()
+            server.kill()
+            server.waitUntilExit()
         }
 
         // Two rounds, each a new signature naming manifest version 1, an hour long.
@@ -145,9 +143,8 @@ struct TimestampServerTests {
         #expect(try await repository.sync(store).version == "2")
 
         // SIGTERM stops the schedule.
-        kill(server.processIdentifier, SIGTERM)
-        server.waitForExit()
-        #expect(server.terminationReason == .uncaughtSignal && server.terminationStatus == SIGTERM)
+        server.signal(SIGTERM)
+        #expect(await server.exit() == .signalled(SIGTERM))
         let printed = try String(contentsOf: log, encoding: .utf8)
         #expect(printed.contains("(root): signed timestamp.json naming manifest version 1"), "\(printed)")
         #expect(printed.contains("(root): signed timestamp.json naming manifest version 2"), "\(printed)")
@@ -161,8 +158,8 @@ struct TimestampServerTests {
         try await hot(["disable", "--repo", repository.app.repo.path, "--", "app"])
         let (server, log) = try repository.startSchedule([])
         defer {
-            kill(server.processIdentifier, SIGKILL)
-            server.waitForExit()
+            server.kill()
+            server.waitUntilExit()
         }
         let deadline = ContinuousClock.now + .seconds(120)
         while ContinuousClock.now < deadline,

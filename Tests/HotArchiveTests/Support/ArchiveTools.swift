@@ -12,14 +12,8 @@ enum ArchiveTools {
     /// Whether python3 can import pyzipper.
     static let hasPyzipper: Bool = {
         guard let python = executable("python3") else { return false }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = ["-c", "import pyzipper"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        process.waitForExit()
-        return process.terminationStatus == 0
+        let child = try? ChildProcess(python, ["-c", "import pyzipper"], standardOutput: .null, standardError: .null)
+        return child?.waitUntilExit() == .exited(0)
     }()
 
     static var isCI: Bool { ProcessInfo.processInfo.environment["CI"] == "true" }
