@@ -16,12 +16,19 @@ struct Status: AsyncParsableCommand {
             Guarded packages also show the version waiting for the next launch, the active version's \
             launch phase (pending, trial, confirmed) and the versions a failed launch blocked \
             (`hot unblock` lets one be downloaded again). \
-            Downloads kept in partial/ to be resumed are listed last (`hot gc` removes them). \
-            Read-only: it creates nothing, removes nothing and records nothing. It waits at \
-            most half a second for another process's store lock, then names that process on \
-            stderr and shows the state last committed. A root that does not exist is an error. \
-            With --check, the states shown are those the check found (not recorded); a version \
-            once found damaged is checked by hash.
+            Downloads kept in partial/ to be resumed are listed last (`hot gc` removes them).
+
+            Without --check it is read-only: it creates nothing, removes nothing and records \
+            nothing. It waits at most half a second for another process's store lock, then names \
+            that process on stderr and shows the state last committed. A root that does not \
+            exist is an error.
+
+            With --check, every file's presence, size and modification time is compared with \
+            what the install left (a file written since, even at the same size, is hashed); the \
+            states shown are those the check found, each file found missing or damaged is named \
+            on stderr, the package is marked for the next plain `hot sync` to heal (losses/<id>, \
+            as a reader that misses a file marks it), and the command exits 1. A version once \
+            found damaged is checked by hash.
             """
     )
 
@@ -35,7 +42,7 @@ struct Status: AsyncParsableCommand {
 
     @Flag(
         help:
-            "Check every package's files first (presence and sizes) and show what is missing or damaged, without recording it."
+            "Check every package's files first (presence, size, and content where the modification time shows a write), name what is missing or damaged, mark it for the next sync to heal, and exit 1 if anything is."
     )
     var check = false
 
@@ -79,6 +86,17 @@ struct Status: AsyncParsableCommand {
             if check {
                 for health in try await updater.health.verifyAll(depth: .quick, recording: false) {
                     found[health.id] = health
+                    guard !health.isHealthy else { continue }
+                    // The next plain sync checks a marked package file by file and heals it.
+                    LossMarker.record(health.id, layout: updater.layout)
+                    let name = "\(health.id) \(health.version)"
+                    if let component = health.outsideStore {
+                        printNote("hot: \(name): \(component) is not a directory inside the store")
+                    }
+                    for path in health.missing where health.outsideStore == nil {
+                        printNote("hot: \(name): missing \(path)")
+                    }
+                    for path in health.damaged { printNote("hot: \(name): damaged \(path)") }
                 }
             }
             let snapshot = try await updater.currentSnapshot()
@@ -118,6 +136,7 @@ struct Status: AsyncParsableCommand {
                     StatusDocument(root: storeOptions.rootURL.path, packages: packages, partialDownloads: partials)
                 )
                 print(String(decoding: data, as: UTF8.self))
+                if found.values.contains(where: { !$0.isHealthy }) { throw ExitCode(1) }
                 return
             }
             if packages.isEmpty {
@@ -147,6 +166,7 @@ struct Status: AsyncParsableCommand {
                         + "(\(each.joined(separator: "; ")))"
                 )
             }
+            if found.values.contains(where: { !$0.isHealthy }) { throw ExitCode(1) }
         }
     }
 }

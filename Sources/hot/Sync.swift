@@ -184,6 +184,11 @@ struct Sync: AsyncParsableCommand {
             _ = await shown?.value
             display.finish()
             Self.printOutcomes(report.packages)
+            if let refused = report.refusedRollout {
+                printNote(
+                    "hot: warning: the rollout step served with the manifest was refused (\(refused.code)): \(refused.message); the release manifest's versions apply"
+                )
+            }
             if let timings { try writeTimings(report, to: timings) }
             if report.packages.contains(where: { !$0.succeeded }) { throw ExitCode(1) }
         }

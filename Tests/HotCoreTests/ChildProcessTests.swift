@@ -83,21 +83,25 @@ struct ChildProcessTests {
         // The write end's only holder was this process: the read sees the end of the pipe
         // at once. A child holding a copy would keep the read waiting until it exits.
         let readEnd = ends[0]
-        let ended: Bool = await withCheckedContinuation { continuation in
+        // Whether the read saw the end, and whether the child still ran at that moment (read
+        // on the reading thread, so a test delayed afterwards does not change it).
+        let outcome: (ended: Bool, childRan: Bool) = await withCheckedContinuation { continuation in
+            let done = DispatchSemaphore(value: 0)
             Thread {
                 var byte: UInt8 = 0
                 let count = read(readEnd, &byte, 1)
-                continuation.resume(returning: count == 0)
+                let childRan = child.isRunning
+                done.signal()
+                continuation.resume(returning: (count == 0, childRan))
             }.start()
             // The deadline: a copy in the child is closed by killing it, which ends the read.
             Thread {
-                Thread.sleep(forTimeInterval: 30)
-                child.kill()
+                if done.wait(timeout: .now() + 30) == .timedOut { child.kill() }
             }.start()
         }
         close(readEnd)
-        #expect(ended)
-        #expect(child.isRunning, "the read ended because the child was killed, not because no copy was left")
+        #expect(outcome.ended)
+        #expect(outcome.childRan, "the read ended because the child was killed, not because no copy was left")
     }
 
     @Test("processes started from many threads while others open and close descriptors all run")

@@ -348,6 +348,8 @@ struct StoreMaintenanceCommandTests {
         try FileManager.default.removeItem(at: installed)
         let status = try await CommandLineTests.run(["status", "--root", root.path, "--check"])
         #expect(status.stdout.contains("b\t1\tfileMissing"), "\(status.stdout)")
+        #expect(status.status == 1)
+        #expect(status.stderr.contains("hot: b 1: missing img/logo.png"), "\(status.stderr)")
 
         let repaired = try await CommandLineTests.run(["repair", "--root", root.path])
         #expect(repaired.status == 0, "\(repaired.stderr)")

@@ -121,6 +121,16 @@ struct RolloutRoleTests {
             default: .rolloutRoleExceeded
             }
         }
+
+        /// Whether only the rollout step is refused: the release manifest, which the release
+        /// keys signed, then applies alone and the sync succeeds, reporting the refusal.
+        /// Otherwise the whole manifest is refused.
+        var refusesStepOnly: Bool {
+            switch self {
+            case .rolloutKeySignsRelease, .replayRelease, .replayOlderStep, .sameVersionOtherStep: false
+            default: true
+            }
+        }
     }
 
     @Test(
@@ -179,13 +189,35 @@ struct RolloutRoleTests {
             default: try rig.serve(try rig.part(current: "2", rollout: nil, version: 3), signedBy: [rig.rollout])
             }
         }
-        let thrown = await #expect(throws: HotUpdateError.self) { try await client.sync(rig.url) }
-        #expect(thrown?.code == overreach.expected, "\(thrown?.message ?? "")")
+        if overreach.refusesStepOnly {
+            let events = EventLog()
+            var client = client
+            client.telemetry = events
+            let report = try await client.sync(rig.url)
+            #expect(report.failures.isEmpty)
+            #expect(
+                events.events.filter { $0.kind == .rolloutRefused }.map(\.errorCode)
+                    == [overreach.expected.description]
+            )
+            #expect(report.refusedRollout?.code == overreach.expected, "\(String(describing: report.refusedRollout))")
+            // Reported again at the next sync: a refused step is never settled on.
+            #expect(try await client.sync(rig.url).refusedRollout?.code == overreach.expected)
+        } else {
+            let thrown = await #expect(throws: HotUpdateError.self) { try await client.sync(rig.url) }
+            #expect(thrown?.code == overreach.expected, "\(thrown?.message ?? "")")
+        }
         #expect(try await client.active() == active)
         #expect(try TrustState.load(root: client.root).channels[""]?.version == trustedVersion)
         // And after a restart, still.
         #expect(try await client.updater().installedPackages().map { "\($0.id) \($0.version)" } == active)
     }
+}
+
+/// The telemetry events an updater sent.
+final class EventLog: TelemetryReporter, Sendable {
+    private let recorded = Locked<[TelemetryEvent]>([])
+    func record(_ event: TelemetryEvent) { recorded.withLock { $0.append(event) } }
+    var events: [TelemetryEvent] { recorded.value }
 }
 
 extension RolloutRoleTests {
@@ -201,14 +233,25 @@ extension RolloutRoleTests {
         // The release manifest is version 1 and the role's lead is 1000 (the default).
         for version in [Self.largestVersion, 1 + 1_000 + 1] {
             try rig.serve(try rig.part(rollout: 0, version: version), signedBy: [rig.rollout])
-            let thrown = await #expect(throws: HotUpdateError.self) { try await client.sync(rig.url) }
-            #expect(thrown?.code == .rolloutRoleExceeded, "\(version): \(thrown?.message ?? "")")
+            // The step is refused; the release manifest applies alone.
+            let report = try await client.sync(rig.url)
+            #expect(report.refusedRollout?.code == .rolloutRoleExceeded, "\(version)")
+            #expect(report.manifestVersion == 1)
             #expect(try TrustState.load(root: client.root).channels[""]?.version == 1)
             #expect(try await client.active() == ["app 2"])
         }
         // A step at the lead is taken, and the release keys' next manifest is above it.
         try rig.serve(try rig.part(rollout: 0, version: 1 + 1_000), signedBy: [rig.rollout])
-        #expect(try await client.sync(rig.url).failures.isEmpty)
+        // The same size as the refused step's file, maybe in the same second: another
+        // modification time gives nginx's validator (time and size) another value, so the
+        // client's conditional request is not answered with the bytes it kept.
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(60)],
+            ofItemAtPath: rig.repository.manifestFile.path
+        )
+        let taken = try await client.sync(rig.url)
+        #expect(taken.failures.isEmpty)
+        #expect(taken.refusedRollout == nil, "\(String(describing: taken.refusedRollout))")
         #expect(try await client.active() == ["app 1"])
         rig.repository.body.editPackage("app") { $0.releases.append("3") }
         try rig.repository.sign(with: [rig.release], expires: Date().addingTimeInterval(1_200), version: 1_002)
@@ -396,6 +439,59 @@ struct RolloutCommandTests {
         #expect(try SignedManifestBody.decode(served.signed).version == 1_006)
     }
 
+    @Test(
+        "a forged step beyond the role's bound: hot sync prints the refusal with its code, exits 0, and keeps the release's versions"
+    )
+    func forgedStepReported() async throws {
+        let (work, repo, release, rollout) = try await Self.makeRepository("rollout-forged")
+        let root = work.appendingPathComponent("store").path
+        let role = ["--rollout-key", rollout + ".pub", "--rollout-lifetime", "2h"]
+        try await Self.hot(["sign", "--repo", repo, "--key", release + ".pem", "--expires", "1h"] + role)
+        let server = try await NginxServer.start(root: URL(fileURLWithPath: repo))
+        defer { server.stopNow() }
+        let manifest = server.baseURL.appendingPathComponent("manifest.json").absoluteString
+        let sync = ["sync", "--manifest", manifest, "--root", root, "--trust", release + ".pub"]
+        let first = try await Self.hot(sync)
+        #expect(first.stdout.hasPrefix("app\t") && first.stdout.hasSuffix("\tok\t2\n"), "\(first.stdout)")
+
+        // A step to 0% (every client back to app 1) that lives 3 hours, past the role's 2,
+        // signed with the rollout key itself.
+        let manifestFile = URL(fileURLWithPath: repo + "/manifest.json")
+        var envelope = try SignedEnvelope.parse(Data(contentsOf: manifestFile))
+        let body = try SignedManifestBody.decode(envelope.signed)
+        let part = RolloutPart(
+            release: try CryptoVerifier().digest(of: envelope.signed, using: .sha256).hex,
+            version: body.version + 1,
+            signedAt: Date(),
+            expires: Date().addingTimeInterval(3 * 3_600),
+            packages: [RolloutPart.Package(id: "app", current: "2", rollout: 0)]
+        )
+        let signed = try part.canonicalBytes()
+        let signer = try CryptoSigner(privateKeyPEM: String(contentsOfFile: rollout + ".pem", encoding: .utf8))
+        envelope.rollout = SignedEnvelope.Rollout(
+            signed: signed,
+            signatures: try SignedEnvelope.sign(signed, with: [signer], verifier: CryptoVerifier()).signatures
+        )
+        try envelope.encoded().write(to: manifestFile)
+        // No timestamp role: clients read manifest.json itself, not the pointer hot sign left.
+        try? FileManager.default.removeItem(atPath: repo + "/timestamp.json")
+
+        for _ in 0..<2 {
+            let result = try await CommandLineTests.run(sync)
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stdout == "app\tunchanged\tok\t2\n", "\(result.stdout)")
+            #expect(
+                result.stderr.contains(
+                    "hot: warning: the rollout step served with the manifest was refused (rolloutRoleExceeded): "
+                ),
+                "\(result.stderr)"
+            )
+            #expect(result.stderr.contains("the release manifest's versions apply"), "\(result.stderr)")
+        }
+        let status = try await Self.hot(["status", "--root", root])
+        #expect(status.stdout.hasPrefix("app\t2\tinstalled"), "\(status.stdout)")
+    }
+
     /// A repository with app 1 and 2 packed, and `release` and `rollout` key pairs.
     static func makeRepository(
         _ name: String
@@ -510,7 +606,10 @@ struct RolloutCommandTests {
         let verified = try await CommandLineTests.run(["verify", "--repo", repo, "--trust", release + ".pub"])
         #expect(verified.status != 0)
         #expect(verified.stdout.contains("versions its keys allow"), "\(verified.stdout)")
-        #expect(try await CommandLineTests.run(sync).status != 0)
+        // Clients refuse the step, say so, and keep to the release manifest's versions.
+        let refused = try await CommandLineTests.run(sync)
+        #expect(refused.status == 0, "\(refused.stderr)")
+        #expect(refused.stderr.contains("was refused (rolloutRoleExceeded)"), "\(refused.stderr)")
         #expect(try await status() == "2 installed")
 
         // The release keys disable app: the next release is above every step of the first.

@@ -120,6 +120,8 @@ struct SignedClient {
     var timeouts = TransportRequest.Timeouts(connect: .seconds(10), lowSpeedWindow: .seconds(20))
     var maxManifestBytes: Int64 = 1 << 20
     var now: @Sendable () -> Date = { Date() }
+    /// Where the updater's telemetry goes, if anywhere.
+    var telemetry: (any TelemetryReporter)?
 
     init(trust: ManifestTrust, context: ClientContext = ClientContext()) throws {
         root = try makeTemporaryDirectory("client")
@@ -139,6 +141,7 @@ struct SignedClient {
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
         )
         configuration.commitHooks = [NameIndexWriter()]
+        configuration.telemetry = telemetry
         return Updater(configuration: configuration)
     }
 

@@ -209,7 +209,8 @@ struct StoreInspection {
         guard FileManager.default.fileExists(atPath: root.path) else { return [:] }
         let run = try HotRun(["status", "--root", root.path, "--json"] + (check ? ["--check"] : []), log: log)
         let ending = await run.wait()
-        guard ending == .exited(0) else {
+        // --check exits 1 when it finds damage, which the caller's invariants then judge.
+        guard ending == .exited(0) || (check && ending == .exited(1)) else {
             throw HotUpdateError(
                 .internalInconsistency,
                 "hot status\(check ? " --check" : "") ended with \(ending): \(run.output)"

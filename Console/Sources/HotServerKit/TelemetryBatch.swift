@@ -82,7 +82,7 @@ public struct BatchLimits: Sendable, Hashable {
 extension TelemetryBatch {
     /// The event kinds a collector stores.
     public static let knownKinds: Set<String> = [
-        "check", "download", "install", "confirm", "rollback", "block", "heal", "defer",
+        "check", "download", "install", "confirm", "rollback", "block", "heal", "defer", "refuse",
     ]
 
     /// Decodes and checks a request body.

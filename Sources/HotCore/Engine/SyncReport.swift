@@ -12,6 +12,10 @@ public struct SyncReport: Sendable, Equatable {
     /// downloaded or written, and ``packages`` lists each package as that sync left it
     /// (``UpdatePlan/Change/unchanged``, or not requested, or blocked).
     public var isUnchanged = false
+    /// A rollout step served with the manifest that the client refused: the sync applied the
+    /// release manifest alone (``Manifest/refusedRollout``). Not a failure: the release keys'
+    /// versions are installed, and the step's refusal is reported so that an operator sees it.
+    public var refusedRollout: Manifest.Refusal?
 
     /// Creates a report.
     public init(manifestVersion: Int?, packages: [SyncReport.PackageOutcome]) {

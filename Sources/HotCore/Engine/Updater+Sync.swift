@@ -51,9 +51,27 @@ extension Updater {
             return result
         }
         report(TelemetryEvent(kind: .check, manifestVersion: manifest.version))
+        if let refused = manifest.refusedRollout {
+            logger.warning(
+                "the rollout step served with the manifest was refused: the release manifest applies alone",
+                metadata: ["code": "\(refused.code)", "reason": "\(refused.message)"]
+            )
+            report(
+                TelemetryEvent(
+                    kind: .rolloutRefused,
+                    manifestVersion: manifest.version,
+                    errorCode: refused.code.description
+                )
+            )
+        }
         var result = try await apply(manifest)
         result.manifestSeconds = seconds
-        if let revision = manifest.revision, result.failures.isEmpty, result.waiting.isEmpty {
+        result.refusedRollout = manifest.refusedRollout
+        // A refused step is not settled on: each sync reads the manifest again and reports the
+        // refusal for as long as the step is served.
+        if let revision = manifest.revision, manifest.refusedRollout == nil, result.failures.isEmpty,
+            result.waiting.isEmpty
+        {
             await store.recordSettled(revision: revision, manifestVersion: manifest.version, outcomes: result.packages)
         }
         return result

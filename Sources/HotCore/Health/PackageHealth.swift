@@ -56,7 +56,9 @@ extension PackageHealth {
     public struct Depth: Hashable, Sendable, CustomStringConvertible {
         private let name: String
         private init(_ name: String) { self.name = name }
-        /// Presence and size of every file: one `lstat` each, fit for launch time.
+        /// Presence, size and modification time of every file: one `lstat` each, fit for
+        /// launch time. A file whose modification time shows a write since the install is
+        /// hashed (see ``Depth/full``): a same-size edit in place is found too.
         public static let quick = PackageHealth.Depth("quick")
         /// Presence, size and SHA-256 of every file.
         public static let full = PackageHealth.Depth("full")
@@ -130,7 +132,8 @@ extension PackageHealth {
 
 extension PackageHealth {
     /// Compares the files of a tree with its file list: presence and size of each, and its
-    /// SHA-256 at ``Depth/full``. A file reached through a folder that is not a real directory
+    /// SHA-256 at ``Depth/full`` or when its modification time shows it was written since the
+    /// install (``ObjectStore/pinnedModification``; an intact one gets that time back). A file reached through a folder that is not a real directory
     /// (a symbolic link) counts as missing, and nothing is read through that folder. Blocking:
     /// run it through ``FileSystem/offload(_:)``.
     ///
@@ -153,11 +156,17 @@ extension PackageHealth {
             }
             if info.size != file.size {
                 damaged.append(file.path)
-            } else if depth == .full,
-                (try? verifier.digest(ofFile: URL(fileURLWithPath: base + file.path), using: .sha256).hex)
-                    != file.sha256
-            {
-                damaged.append(file.path)
+            } else if depth == .full || !info.isPinned {
+                // Written or touched since the install (its modification time is not the one
+                // the store gives installed files): the content decides. One that is intact
+                // gets the pinned time back, so the next check does not hash it again.
+                let path = base + file.path
+                guard (try? verifier.digest(ofFile: URL(fileURLWithPath: path), using: .sha256).hex) == file.sha256
+                else {
+                    damaged.append(file.path)
+                    continue
+                }
+                if !info.isPinned { ObjectStore.pin(path) }
             }
         }
         return (missing, damaged)

@@ -96,6 +96,31 @@ public struct Manifest: Sendable, Hashable {
     /// A sync that leaves nothing to do records it, and the next sync asks the source whether
     /// the manifest is still this one before reading it.
     public var revision: String?
+    /// A rollout step served with the manifest that the client refused (HotManifest's rollout
+    /// role: a step beyond the role's bounds, or not signed by a threshold of its keys): the
+    /// manifest is the release manifest alone, as the release keys signed it. A sync reports
+    /// it (``SyncReport/refusedRollout``) and sends it as telemetry.
+    public var refusedRollout: Refusal?
+
+    /// Why a part served with the manifest was refused.
+    public struct Refusal: Sendable, Hashable, CustomStringConvertible {
+        /// The refusal's code, such as `rolloutRoleExceeded` or `signatureInvalid`.
+        public var code: HotUpdateError.Code
+        /// What was refused, and why.
+        public var message: String
+
+        /// Creates a refusal.
+        public init(code: HotUpdateError.Code, message: String) {
+            self.code = code
+            self.message = message
+        }
+
+        /// The refusal as an error, for logs and telemetry.
+        public var error: HotUpdateError { HotUpdateError(code, message) }
+
+        /// `rolloutRoleExceeded: the message`.
+        public var description: String { "\(code): \(message)" }
+    }
 
     /// Creates a manifest.
     ///

@@ -100,7 +100,7 @@ struct ObjectStore: Sendable {
             if let claimedBy { try mark(stagedPath, claimedBy: claimedBy, for: file, verifier) }
             // The new content's usual case: no object yet, so link first and look only when one is there.
             if posixLink(stagedPath, objectPath) == 0 {
-                _ = chmod(objectPath, 0o444)
+                Self.seal(objectPath)
                 continue
             }
             var code = errno
@@ -123,7 +123,7 @@ struct ObjectStore: Sendable {
                     adoption.files[index] = file
                     objectPath = try pathOfObject(actual)
                     if posixLink(stagedPath, objectPath) == 0 {
-                        _ = chmod(objectPath, 0o444)
+                        Self.seal(objectPath)
                         continue
                     }
                     code = errno
@@ -136,13 +136,14 @@ struct ObjectStore: Sendable {
                 {
                     try unlinkFile(object)
                     if posixLink(stagedPath, objectPath) == 0 {
-                        _ = chmod(objectPath, 0o444)
+                        Self.seal(objectPath)
                         continue
                     }
                     code = errno
                 }
             }
             if Self.linkUnsupported(code) {
+                Self.pin(stagedPath)
                 adoption.copies += 1
                 continue
             }
@@ -156,6 +157,7 @@ struct ObjectStore: Sendable {
             guard Self.linkUnsupported(linked) else {
                 throw posixError(linked, "cannot link object \(file.sha256) to \(staged.path)")
             }
+            Self.pin(stagedPath)
             adoption.copies += 1
         }
         return adoption
@@ -188,10 +190,41 @@ struct ObjectStore: Sendable {
                 if code == EEXIST || Self.linkUnsupported(code) { continue }
                 throw posixError(code, "cannot put object \(file.sha256) back from \(file.path)")
             }
-            _ = chmod(objectPath, 0o444)
+            Self.seal(objectPath)
             restored += 1
         }
         return restored
+    }
+
+    /// The modification time every installed file carries: one second after the epoch.
+    ///
+    /// An object and the tree files linked to it are one inode, so writing to a tree file in
+    /// place writes to the object too, and to every tree sharing it; the write sets the
+    /// modification time to the time of the write. A file whose time is not this one was
+    /// written (or touched) since the store installed it: the quick check and `hot status
+    /// --check` hash it, and one that no longer hashes to its object's name is damaged. No
+    /// per-file record is needed, and comparing costs nothing beyond the `lstat` that checks
+    /// presence and size.
+    static let pinnedModification = timespec(tv_sec: 1, tv_nsec: 0)
+
+    /// `UTIME_OMIT`, which Swift does not import from the C headers: leave that time as it is.
+    #if canImport(Darwin)
+    private static let omitTime = -2
+    #else
+    private static let omitTime = (1 << 30) - 2
+    #endif
+
+    /// Makes a new object read-only and gives it the pinned modification time.
+    private static func seal(_ path: String) {
+        _ = chmod(path, 0o444)
+        pin(path)
+    }
+
+    /// Gives the file at `path` the pinned modification time (its access time untouched). A
+    /// failure is ignored: the file is then hashed by the next check, which pins it again.
+    static func pin(_ path: String) {
+        var times = [timespec(tv_sec: 0, tv_nsec: omitTime), pinnedModification]
+        _ = utimensat(AT_FDCWD, path, &times, AT_SYMLINK_NOFOLLOW)
     }
 
     /// Whether `link(2)` failed because the file system cannot link this file, not because
@@ -445,6 +478,9 @@ struct FileInfo: Sendable, Hashable {
     var links: Int
     var inode: UInt64
     var allocatedBytes: Int64
+    /// Whether the modification time is the one the store gives installed files
+    /// (``ObjectStore/pinnedModification``): no write since.
+    var isPinned: Bool
 
     init?(_ url: URL) {
         self.init(path: url.path)
@@ -458,6 +494,14 @@ struct FileInfo: Sendable, Hashable {
         links = Int(info.st_nlink)
         inode = UInt64(info.st_ino)
         allocatedBytes = Int64(info.st_blocks) * 512
+        #if canImport(Darwin)
+        let modified = info.st_mtimespec
+        #else
+        let modified = info.st_mtim
+        #endif
+        isPinned =
+            modified.tv_sec == ObjectStore.pinnedModification.tv_sec
+            && modified.tv_nsec == ObjectStore.pinnedModification.tv_nsec
     }
 }
 

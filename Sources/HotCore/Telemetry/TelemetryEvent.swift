@@ -87,6 +87,9 @@ extension TelemetryEvent {
         /// ``LaunchPolicy/lockDeadline``: no trial began and no waiting version took effect
         /// (``LaunchSession/deferred``); `errorCode` is ``HotUpdateError/Code/storeBusy``.
         public static let deferredLaunch = Kind(rawValue: "defer")
+        /// A sync refused the rollout step served with the manifest and applied the release
+        /// manifest alone (``SyncReport/refusedRollout``); `errorCode` says why.
+        public static let rolloutRefused = Kind(rawValue: "refuse")
 
         public var description: String { rawValue }
 

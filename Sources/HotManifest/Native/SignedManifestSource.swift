@@ -496,12 +496,13 @@ public struct SignedManifestSource: RevisionedManifestSource {
         switch try authenticator.authenticate(data, from: url, timestamp: timestamp, shards: shards) {
         case .unsigned(let document):
             return try document.manifest(relativeTo: url)
-        case .signed(let body):
+        case .signed(let body, let refused):
             var manifest = try ReleasePolicy(context: context, verifier: verifier).manifest(
                 for: body,
                 relativeTo: url,
                 logger: logger
             )
+            manifest.refusedRollout = refused.map { Manifest.Refusal(code: $0.code, message: $0.message) }
             manifest.revision = try authenticator.revision(
                 servedSHA256: try verifier.digest(of: data, using: .sha256).hex
             )

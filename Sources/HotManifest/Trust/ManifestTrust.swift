@@ -105,7 +105,9 @@ struct ManifestAuthenticator: Sendable {
 
     /// What was accepted: a verified signed body, or an unsigned schema-1 document.
     enum Accepted {
-        case signed(SignedManifestBody)
+        /// A signed manifest, and the rollout step served with it that was refused (the body
+        /// is then the release manifest alone).
+        case signed(SignedManifestBody, refusedRollout: HotUpdateError? = nil)
         case unsigned(ManifestDocument)
     }
 
@@ -250,7 +252,7 @@ struct ManifestAuthenticator: Sendable {
                 whose: "declared",
                 subject: subject
             )
-            let (body, signedSHA256) = try applyingRollout(envelope, to: release, subject: subject)
+            let (body, signedSHA256, refused) = try applyingRollout(envelope, to: release, subject: subject)
             let releaseSHA256 = try verifier.digest(of: envelope.signed, using: .sha256).hex
             // The release keys' signatures hold: their signing time is trustworthy, and so is
             // the clock up to a bound past it. The floor they raise is kept whatever is decided
@@ -286,7 +288,15 @@ struct ManifestAuthenticator: Sendable {
                     subject: subject
                 )
             }
-            guard case .success = decision else { return decision.map { Accepted.signed(body) } }
+            guard case .success = decision else {
+                return decision.map { Accepted.signed(body, refusedRollout: refused) }.mapError { error in
+                    // The step was refused and the release manifest alone is refused too (older than
+                    // the step the client trusts): both reasons are given.
+                    guard let refused, var hot = error as? HotUpdateError else { return error }
+                    hot.message += " (the rollout step served with it was refused: \(refused.code): \(refused.message))"
+                    return hot
+                }
+            }
 
             var next = TrustState.Channel(
                 rootFingerprint: fingerprint,
@@ -313,7 +323,7 @@ struct ManifestAuthenticator: Sendable {
                 state.channels[channelName] = next
                 file = try state.encoded()
             }
-            return .success(.signed(body))
+            return .success(.signed(body, refusedRollout: refused))
         }
         .get()
     }
@@ -367,22 +377,33 @@ struct ManifestAuthenticator: Sendable {
         }
     }
 
-    /// The manifest to act on and the digest that identifies it: the release manifest, or,
-    /// when a rollout part is served with it, that part applied after a threshold of the
-    /// rollout role the release keys declare signed it. The digest then covers both parts, so
-    /// one version with another rollout part is refused as other content.
+    /// The manifest to act on, the digest that identifies it, and the rollout step refused:
+    /// the release manifest, or, when a rollout part is served with it, that part applied
+    /// after a threshold of the rollout role the release keys declare signed it. The digest
+    /// then covers both parts, so one version with another rollout part is refused as other
+    /// content.
+    ///
+    /// A part the client refuses (not signed by the role's threshold, beyond the role's
+    /// bounds, unreadable, or served where the release keys declare no role) is set aside: the
+    /// release manifest, which the release keys' signatures already passed, applies alone,
+    /// identified by its own digest, exactly as if the part had been stripped in transit,
+    /// which anyone serving the manifest can do. The refusal is returned for the report.
     private func applyingRollout(
         _ envelope: SignedEnvelope,
         to release: SignedManifestBody,
         subject: String
-    ) throws -> (SignedManifestBody, String) {
+    ) throws -> (SignedManifestBody, String, HotUpdateError?) {
         do {
             let body = try envelope.applyingRollout(to: release, verifier: verifier, checkingSignatures: true)
             let identified = envelope.signed + (envelope.rollout?.signed ?? Data())
-            return (body, try verifier.digest(of: identified, using: .sha256).hex)
+            return (body, try verifier.digest(of: identified, using: .sha256).hex, nil)
         } catch var error as HotUpdateError {
             error.subject = error.subject ?? subject
-            throw error
+            logger.warning(
+                "the rollout step served with the manifest is refused: the release manifest applies alone",
+                metadata: ["code": "\(error.code)", "reason": "\(error.message)"]
+            )
+            return (release, try verifier.digest(of: envelope.signed, using: .sha256).hex, error)
         }
     }
 
