@@ -257,7 +257,9 @@ public struct WebModuleResolver: Sendable {
     /// - Parameter url: An online page address.
     /// - Returns: The local page, or the online URL and why.
     public func resolve(_ url: URL) -> WebPageLocation {
-        guard let (module, rest, slash) = match(url) else { return .online(url, reason: .notAModulePage) }
+        guard let address = Address(url), let (module, rest, slash) = match(address) else {
+            return .online(url, reason: .notAModulePage)
+        }
         guard !inactiveModuleIDs.contains(module.id) else { return .online(url, reason: .inactive) }
         guard let package = installed[module.id] else { return .online(url, reason: .notInstalled) }
 
@@ -325,20 +327,50 @@ public struct WebModuleResolver: Sendable {
         )
     }
 
-    /// The module covering `url`, the decoded path components after its base, and whether
+    /// An address in the parts the resolver matches, as a server that parsed a request has
+    /// them: no URL is built or read.
+    package struct Address: Sendable {
+        /// The scheme, lowercased.
+        var scheme: String
+        /// The host, lowercased.
+        var host: String
+        /// The port; the scheme's own when the address names none.
+        var port: Int?
+        /// The path as written (percent-encoded), without the query.
+        var rawPath: String
+
+        /// The parts of `scheme://host:port` and `rawPath`.
+        package init(scheme: String, host: String, port: Int?, rawPath: String) {
+            (self.scheme, self.host, self.port, self.rawPath) = (scheme, host, port, rawPath)
+        }
+
+        /// The parts of `url`; nil without a scheme or host.
+        init?(_ url: URL) {
+            guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { return nil }
+            self.init(
+                scheme: scheme,
+                host: host,
+                port: WebModuleResolver.port(of: url),
+                rawPath: WebModuleResolver.rawPath(of: url)
+            )
+        }
+    }
+
+    /// The module covering `address`, the decoded path components after its base, and whether
     /// the raw path ends with `/`.
-    private func match(_ url: URL) -> (WebModule, [String], Bool)? {
-        guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { return nil }
-        let raw = Self.rawPath(of: url)
-        let path = raw.split(separator: "/").map(String.init)
-        let port = Self.port(of: url)
+    private func match(_ address: Address) -> (WebModule, [String], Bool)? {
+        let path = address.rawPath.split(separator: "/")
         for (index, base) in bases.enumerated() {
-            guard base.scheme == scheme, base.host == host, base.port == port else { continue }
+            guard base.scheme == address.scheme, base.host == address.host, base.port == address.port else {
+                continue
+            }
             let prefix = base.segments
-            guard path.count >= prefix.count, path.starts(with: prefix) else { continue }
+            guard path.count >= prefix.count, path.starts(with: prefix, by: { $0 == $1 }) else { continue }
             // Decode each raw segment on its own, so an encoded "/" stays inside one component.
-            let rest = path.dropFirst(prefix.count).map { $0.removingPercentEncoding ?? "\u{0}" }
-            return (modules[index], rest, raw.hasSuffix("/"))
+            let rest = path.dropFirst(prefix.count).map { segment in
+                segment.contains("%") ? (segment.removingPercentEncoding ?? "\u{0}") : String(segment)
+            }
+            return (modules[index], rest, address.rawPath.hasSuffix("/"))
         }
         return nil
     }
@@ -355,10 +387,17 @@ public struct WebModuleResolver: Sendable {
     /// ``resolve(_:)`` for the responder: the same answers, and, from the store's name index,
     /// no URL built and no `stat` (the responder opens the file and checks it itself).
     func locate(_ url: URL) -> Location {
-        guard let store, let (module, rest, slash) = match(url) else { return locateThroughResolve(url) }
+        guard let address = Address(url) else { return locateThroughResolve(url) }
+        return locate(address) { url }
+    }
+
+    /// ``locate(_:)`` of an address in parts; `url` makes the URL for the rare answers that
+    /// need one (no name index, a module the index does not know).
+    func locate(_ address: Address, url: () -> URL) -> Location {
+        guard let store, let (module, rest, slash) = match(address) else { return locateThroughResolve(url()) }
         guard !inactiveModuleIDs.contains(module.id) else { return .online(.inactive) }
         guard installed[module.id] != nil else { return .online(.notInstalled) }
-        guard let number = store.index.packageNumber(id: module.id) else { return locateThroughResolve(url) }
+        guard let number = store.index.packageNumber(id: module.id) else { return locateThroughResolve(url()) }
         var components = rest
         if components.isEmpty || slash { components.append(module.indexFile) }
         let folder = module.packageFolder.split(separator: "/").map(String.init)
@@ -402,7 +441,7 @@ public struct WebModuleResolver: Sendable {
     }
 
     /// The URL's path as written (percent-encoded).
-    private static func rawPath(of url: URL) -> String {
+    fileprivate static func rawPath(of url: URL) -> String {
         URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? url.path
     }
 
@@ -411,7 +450,7 @@ public struct WebModuleResolver: Sendable {
         rawPath(of: url).split(separator: "/").map(String.init)
     }
 
-    private static func port(of url: URL) -> Int? {
+    fileprivate static func port(of url: URL) -> Int? {
         if let port = url.port { return port }
         switch url.scheme?.lowercased() {
         case "http": return 80

@@ -292,20 +292,35 @@ public struct WebResponder: Sendable {
 
     /// The answer to `request`.
     public func respond(to request: WebRequest) -> WebAnswer {
-        let method = request.method.uppercased()
+        guard let address = WebModuleResolver.Address(request.url) else {
+            return .network(request.url, reason: .notAModulePage)
+        }
+        return respond(method: request.method, headers: request.headers, address: address) { request.url }
+    }
+
+    /// The answer to a request already parsed into parts, as a server has it: `headers` by
+    /// lowercase name, and `url`, made only for the answers that need a URL (the network's,
+    /// a redirect, a missing file).
+    package func respond(
+        method: String,
+        headers requestHeaders: [String: String],
+        address: WebModuleResolver.Address,
+        url: () -> URL
+    ) -> WebAnswer {
+        let method = method == "GET" || method == "HEAD" ? method : method.uppercased()
         let module: WebModule
         let inPackage: String
         let filePath: String
         let directory: String
-        switch resolver.locate(request.url) {
+        switch resolver.locate(address, url: url) {
         case .online(let reason):
             if reason == .unsafePath {
                 return .response(Self.problem(400, "the path leaves the module", head: method == "HEAD"))
             }
-            if reason == .fileMissing, let redirect = directoryRedirect(request.url, head: method == "HEAD") {
+            if reason == .fileMissing, let redirect = directoryRedirect(url(), head: method == "HEAD") {
                 return .response(redirect)
             }
-            return .network(request.url, reason: reason)
+            return .network(url(), reason: reason)
         case .file(let found, let path, let file, let packageDirectory):
             (module, inPackage, filePath, directory) = (found, path, file, packageDirectory)
         }
@@ -317,13 +332,14 @@ public struct WebResponder: Sendable {
         let descriptor = open(filePath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else {
             // Listed and gone: the package is marked for the next sync to heal.
-            resolver.reportMissing(request.url)
-            return .network(request.url, reason: .fileMissing)
+            let online = url()
+            resolver.reportMissing(online)
+            return .network(online, reason: .fileMissing)
         }
         let file = OpenFile(descriptor: descriptor, path: filePath)
         var status = stat()
         guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
-            return .network(request.url, reason: .fileMissing)
+            return .network(url(), reason: .fileMissing)
         }
         let size = Int64(status.st_size)
         let tag = entityTag(directory: directory, path: inPackage, size: size, status: status)
@@ -337,11 +353,11 @@ public struct WebResponder: Sendable {
             WebHeader("X-Content-Type-Options", "nosniff"),
         ]
 
-        if let wanted = request.header("If-None-Match"), Self.matches(wanted, tag) {
+        if let wanted = requestHeaders["if-none-match"], Self.matches(wanted, tag) {
             return .response(WebResponse(status: 304, headers: headers, body: .empty))
         }
         var range: ClosedRange<Int64>?
-        if let header = request.header("Range"), Self.rangeApplies(request.header("If-Range"), tag) {
+        if let header = requestHeaders["range"], Self.rangeApplies(requestHeaders["if-range"], tag) {
             switch Self.parseRange(header, size: size) {
             case .satisfiable(let wanted): range = wanted
             case .unsatisfiable:

@@ -153,14 +153,17 @@ final class PreviewServer: Sendable {
         self.port = Int(UInt16(bigEndian: address.sin_port))
         self.listener = descriptor
         self.origins = responder.resolver.modules.compactMap { module in
-            guard var components = URLComponents(url: module.onlineBase, resolvingAgainstBaseURL: false) else {
+            guard var components = URLComponents(url: module.onlineBase, resolvingAgainstBaseURL: false),
+                let scheme = components.scheme?.lowercased(), let host = components.host?.lowercased()
+            else {
                 return nil
             }
             let prefix = components.percentEncodedPath.split(separator: "/")
+            let port = components.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : nil)
             components.percentEncodedPath = ""
             components.percentEncodedQuery = nil
             components.fragment = nil
-            return components.string.map { (prefix, $0) }
+            return components.string.map { Origin(prefix: prefix, text: $0, scheme: scheme, host: host, port: port) }
         }
     }
 
@@ -229,13 +232,24 @@ final class PreviewServer: Sendable {
 
     /// Answers one request; false when the connection failed.
     private func answer(_ request: Parsed, on connection: Int32, keepAlive: Bool) -> Bool {
-        guard let url = onlineURL(for: request.target) else {
+        guard let (origin, rawPath) = online(request.target) else {
             return send(
                 connection,
                 Self.simple(400, "Bad Request", "the request's target is not a path", keepAlive: keepAlive)
             )
         }
-        let answer = responder.respond(to: WebRequest(method: request.method, url: url, headers: request.headers))
+        // The parts the responder matches, with no URL built; the URL only for the answers
+        // that name one (the target's bytes were checked to make one).
+        let target = request.target
+        let address = WebModuleResolver.Address(
+            scheme: origin.scheme,
+            host: origin.host,
+            port: origin.port,
+            rawPath: rawPath
+        )
+        let answer = responder.respond(method: request.method, headers: request.headers, address: address) {
+            URL(string: origin.text + target) ?? URL(fileURLWithPath: "/")
+        }
         switch answer {
         case .network(let online, let reason):
             if log {
@@ -281,22 +295,40 @@ final class PreviewServer: Sendable {
         }
     }
 
-    /// The online address a request's target stands for: the module whose base path is the
-    /// longest prefix of the target's path (whole segments), with that module's scheme and
-    /// host; the first module's for a path none covers (the responder then says so).
-    private func onlineURL(for target: String) -> URL? {
-        guard target.hasPrefix("/"), !target.hasPrefix("//"), !target.utf8.contains(0) else { return nil }
+    /// The origin a request's target is under, and the target's raw path: the module whose
+    /// base path is the longest prefix of the target's path (whole segments); the first
+    /// module's for a path none covers (the responder then says so). Nil for a target that is
+    /// not an absolute path, or holds a byte no URL may (a space, a control character, a
+    /// non-ASCII byte: a URL could not be made of it).
+    private func online(_ target: String) -> (Origin, String)? {
+        guard target.hasPrefix("/"), !target.hasPrefix("//"),
+            target.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && !Self.refused.contains($0) })
+        else { return nil }
         let path = target.split(separator: "?", maxSplits: 1).first ?? Substring(target)
         let segments = path.split(separator: "/")
-        let origin =
-            origins.first { prefix, _ in segments.count >= prefix.count && segments.starts(with: prefix) }?.origin
-            ?? origins.first?.origin
-        guard let origin else { return nil }
-        return URL(string: origin + target)
+        guard
+            let origin = origins.first(where: {
+                segments.count >= $0.prefix.count && segments.starts(with: $0.prefix)
+            }) ?? origins.first
+        else { return nil }
+        return (origin, String(path))
     }
 
-    /// Each module's base path segments and origin (`https://m.example.com`), longest base first.
-    private let origins: [(prefix: [Substring], origin: String)]
+    /// Bytes a URL may not hold as they are (RFC 3986 leaves them out).
+    private static let refused = Set("\"<>\\^`{|}".utf8)
+
+    /// A module's base: its path segments, its origin as text (`https://m.example.com`), and
+    /// that origin's parts as the responder matches them.
+    struct Origin: Sendable {
+        var prefix: [Substring]
+        var text: String
+        var scheme: String
+        var host: String
+        var port: Int?
+    }
+
+    /// Each module's base, longest base first.
+    private let origins: [Origin]
 
     private static let maxHead = 16 * 1024
 
