@@ -11,7 +11,7 @@ public enum WebContentType {
     /// WebContentType.forPath("assets/index-4f3a.js")  // "text/javascript; charset=utf-8"
     /// ```
     public static func forPath(_ path: Substring) -> String {
-        guard let dot = path.lastIndex(of: "."), !path[dot...].contains("/") else { return fallback }
+        guard let dot = path.lastIndex(of: "."), !path[dot...].utf8.contains(UInt8(ascii: "/")) else { return fallback }
         return types[path[path.index(after: dot)...].lowercased()] ?? fallback
     }
 

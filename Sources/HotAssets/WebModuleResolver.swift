@@ -368,7 +368,8 @@ public struct WebModuleResolver: Sendable {
             guard path.count >= prefix.count, path.starts(with: prefix, by: { $0 == $1 }) else { continue }
             // Decode each raw segment on its own, so an encoded "/" stays inside one component.
             let rest = path.dropFirst(prefix.count).map { segment in
-                segment.contains("%") ? (segment.removingPercentEncoding ?? "\u{0}") : String(segment)
+                segment.utf8.contains(UInt8(ascii: "%"))
+                    ? (segment.removingPercentEncoding ?? "\u{0}") : String(segment)
             }
             return (modules[index], rest, address.rawPath.hasSuffix("/"))
         }
@@ -436,8 +437,9 @@ public struct WebModuleResolver: Sendable {
     }
 
     private static func isSafeComponent(_ component: String) -> Bool {
-        !component.isEmpty && component != "." && component != ".." && !component.contains("/")
-            && !component.contains("\\") && !component.utf8.contains(0)
+        // Bytes, not Foundation's string search: this runs for every part of every request.
+        !component.isEmpty && component != "." && component != ".."
+            && !component.utf8.contains { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "\\") || $0 == 0 }
     }
 
     /// The URL's path as written (percent-encoded).

@@ -167,7 +167,10 @@ final class PreviewServer: Sendable {
         }
     }
 
-    /// Accepts connections until the process ends, each served on a thread of its own.
+    /// Accepts connections until the process ends, each served on a thread of its own: a
+    /// thread whose connection closed waits a minute for the next one before it ends, so a
+    /// browser that opens connection after connection gets threads the scheduler already
+    /// placed, not a new thread each time.
     func run() -> Never {
         while true {
             let connection = accept(listener, nil, nil)
@@ -178,11 +181,21 @@ final class PreviewServer: Sendable {
                 }
                 fatalError("hot serve-web: accept failed: \(String(cString: strerror(errno)))")
             }
-            let thread = Thread { [self] in serve(connection) }
+            if idle.handOff(connection) { continue }
+            let thread = Thread { [self] in
+                var next: Int32? = connection
+                while let connection = next {
+                    serve(connection)
+                    next = idle.next(within: 60)
+                }
+            }
             thread.stackSize = 512 * 1024
             thread.start()
         }
     }
+
+    /// The threads waiting for a connection.
+    private let idle = IdleThreads()
 
     /// Serves the requests of one connection until it closes, idles or errs.
     private func serve(_ connection: Int32) {
@@ -268,10 +281,21 @@ final class PreviewServer: Sendable {
             )
         case .response(let response):
             if log { printNote("\(request.method) \(request.target) \(response.status)") }
-            var head = "HTTP/1.1 \(response.status) \(response.reason)\r\n"
-            for header in response.headers { head += "\(header.name): \(header.value)\r\n" }
-            head += "Connection: \(keepAlive ? "keep-alive" : "close")\r\n\r\n"
-            var bytes = Array(head.utf8)
+            // The head as bytes, appended in place: no string is built per header.
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(512 + Int(min(response.body.count, 64 * 1024)))
+            bytes += "HTTP/1.1 ".utf8
+            bytes += String(response.status).utf8
+            bytes.append(32)
+            bytes += response.reason.utf8
+            bytes += [13, 10]
+            for header in response.headers {
+                bytes += header.name.utf8
+                bytes += [58, 32]
+                bytes += header.value.utf8
+                bytes += [13, 10]
+            }
+            bytes += (keepAlive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n").utf8
             // A small body goes out with the head, in one write.
             if response.body.count <= 64 * 1024 {
                 do {
@@ -379,7 +403,11 @@ final class PreviewServer: Sendable {
             headers[name] = headers[name].map { $0 + ", " + value } ?? value
         }
         let connection = headers["connection"]?.lowercased() ?? ""
-        let keepAlive = version == "HTTP/1.1" ? !connection.contains("close") : connection.contains("keep-alive")
+        // Bytes, not Foundation's string search.
+        let keepAlive =
+            version == "HTTP/1.1"
+            ? connection.utf8.firstRange(of: "close".utf8) == nil
+            : connection.utf8.firstRange(of: "keep-alive".utf8) != nil
         return Parsed(
             method: String(decoding: parts[0], as: UTF8.self),
             target: target,
@@ -429,5 +457,35 @@ final class PreviewServer: Sendable {
             offset += sent
         }
         return true
+    }
+}
+
+/// Threads of ``PreviewServer`` that wait for their next connection.
+final class IdleThreads: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var waiting = 0
+    private var handed: [Int32] = []
+
+    /// Gives `connection` to a waiting thread; false when none waits.
+    func handOff(_ connection: Int32) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard waiting > handed.count else { return false }
+        handed.append(connection)
+        condition.signal()
+        return true
+    }
+
+    /// The next connection handed to this thread, or nil when none came within `seconds`.
+    func next(within seconds: TimeInterval) -> Int32? {
+        condition.lock()
+        defer { condition.unlock() }
+        waiting += 1
+        defer { waiting -= 1 }
+        let deadline = Date().addingTimeInterval(seconds)
+        while handed.isEmpty {
+            if !condition.wait(until: deadline), handed.isEmpty { return nil }
+        }
+        return handed.removeFirst()
     }
 }
