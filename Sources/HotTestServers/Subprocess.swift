@@ -71,6 +71,18 @@ public enum Subprocess {
         return output
     }
 
+    /// Whether `python3` is on `PATH` and imports `module` (`playwright.async_api`, `pyzipper`),
+    /// for a suite that runs only where a tool is installed. Blocks while Python starts.
+    public static func pythonImports(_ module: String) -> Bool {
+        let child = try? ChildProcess(
+            "python3",
+            ["-c", "import \(module)"],
+            standardOutput: .null,
+            standardError: .null
+        )
+        return child?.waitUntilExit() == .exited(0)
+    }
+
     static func runBlocking(
         _ executable: String,
         _ arguments: [String],

@@ -456,25 +456,16 @@ struct RolloutCommandTests {
 
         // A step to 0% (every client back to app 1) that lives 3 hours, past the role's 2,
         // signed with the rollout key itself.
-        let manifestFile = URL(fileURLWithPath: repo + "/manifest.json")
-        var envelope = try SignedEnvelope.parse(Data(contentsOf: manifestFile))
-        let body = try SignedManifestBody.decode(envelope.signed)
-        let part = RolloutPart(
-            release: try CryptoVerifier().digest(of: envelope.signed, using: .sha256).hex,
-            version: body.version + 1,
-            signedAt: Date(),
-            expires: Date().addingTimeInterval(3 * 3_600),
-            packages: [RolloutPart.Package(id: "app", current: "2", rollout: 0)]
+        let releaseBytes = try Data(contentsOf: URL(fileURLWithPath: repo + "/manifest.json"))
+        try Self.serveStep(
+            wrapping: releaseBytes,
+            in: repo,
+            keyPEM: rollout + ".pem",
+            version: try SignedManifestBody.decode(SignedEnvelope.parse(releaseBytes).signed).version + 1,
+            current: "2",
+            rollout: 0,
+            lifetime: 3 * 3_600
         )
-        let signed = try part.canonicalBytes()
-        let signer = try CryptoSigner(privateKeyPEM: String(contentsOfFile: rollout + ".pem", encoding: .utf8))
-        envelope.rollout = SignedEnvelope.Rollout(
-            signed: signed,
-            signatures: try SignedEnvelope.sign(signed, with: [signer], verifier: CryptoVerifier()).signatures
-        )
-        try envelope.encoded().write(to: manifestFile)
-        // No timestamp role: clients read manifest.json itself, not the pointer hot sign left.
-        try? FileManager.default.removeItem(atPath: repo + "/timestamp.json")
 
         for _ in 0..<2 {
             let result = try await CommandLineTests.run(sync)
@@ -490,6 +481,36 @@ struct RolloutCommandTests {
         }
         let status = try await Self.hot(["status", "--root", root])
         #expect(status.stdout.hasPrefix("app\t2\tinstalled"), "\(status.stdout)")
+    }
+
+    /// Writes to `repo`'s manifest.json the release manifest `releaseBytes` with a rollout part
+    /// for app signed by hand with the key in `keyPEM`, living `lifetime` seconds, and removes
+    /// the timestamp `hot sign` left (no timestamp role: clients read manifest.json itself).
+    static func serveStep(
+        wrapping releaseBytes: Data,
+        in repo: String,
+        keyPEM: String,
+        version: Int,
+        current: String,
+        rollout: Int?,
+        lifetime: TimeInterval
+    ) throws {
+        var envelope = try SignedEnvelope.parse(releaseBytes)
+        let part = RolloutPart(
+            release: try CryptoVerifier().digest(of: envelope.signed, using: .sha256).hex,
+            version: version,
+            signedAt: Date(),
+            expires: Date().addingTimeInterval(lifetime),
+            packages: [RolloutPart.Package(id: "app", current: current, rollout: rollout)]
+        )
+        let signed = try part.canonicalBytes()
+        let signer = try CryptoSigner(privateKeyPEM: String(contentsOfFile: keyPEM, encoding: .utf8))
+        envelope.rollout = SignedEnvelope.Rollout(
+            signed: signed,
+            signatures: try SignedEnvelope.sign(signed, with: [signer], verifier: CryptoVerifier()).signatures
+        )
+        try envelope.encoded().write(to: URL(fileURLWithPath: repo + "/manifest.json"))
+        try? FileManager.default.removeItem(atPath: repo + "/timestamp.json")
     }
 
     /// A repository with app 1 and 2 packed, and `release` and `rollout` key pairs.
@@ -583,24 +604,15 @@ struct RolloutCommandTests {
         // A step past the lead, signed by hand with the rollout key, is refused by hot verify
         // and by clients.
         func wrap(_ releaseBytes: Data, version: Int, current: String) throws {
-            var envelope = try SignedEnvelope.parse(releaseBytes)
-            let part = RolloutPart(
-                release: try CryptoVerifier().digest(of: envelope.signed, using: .sha256).hex,
+            try Self.serveStep(
+                wrapping: releaseBytes,
+                in: repo,
+                keyPEM: rollout + ".pem",
                 version: version,
-                signedAt: Date(),
-                expires: Date().addingTimeInterval(1_800),
-                packages: [RolloutPart.Package(id: "app", current: current, rollout: nil)]
+                current: current,
+                rollout: nil,
+                lifetime: 1_800
             )
-            let signed = try part.canonicalBytes()
-            let signer = try CryptoSigner(privateKeyPEM: String(contentsOfFile: rollout + ".pem", encoding: .utf8))
-            envelope.rollout = SignedEnvelope.Rollout(
-                signed: signed,
-                signatures: try SignedEnvelope.sign(signed, with: [signer], verifier: CryptoVerifier()).signatures
-            )
-            try envelope.encoded().write(to: manifestFile)
-            // The server serves no timestamp (none is required: no timestamp role), so clients
-            // read manifest.json itself.
-            try? FileManager.default.removeItem(atPath: repo + "/timestamp.json")
         }
         try wrap(firstRelease, version: firstBody.version + 3, current: "1")
         let verified = try await CommandLineTests.run(["verify", "--repo", repo, "--trust", release + ".pub"])

@@ -13,13 +13,7 @@ import Glibc
 enum PlaywrightBrowser {
     static let available: Bool = {
         guard HeadlessBrowser.path != nil else { return false }
-        let child = try? ChildProcess(
-            "python3",
-            ["-c", "import playwright.async_api"],
-            standardOutput: .null,
-            standardError: .null
-        )
-        return child?.waitUntilExit() == .exited(0)
+        return Subprocess.pythonImports("playwright.async_api")
     }()
 
     static var suiteRuns: Bool { available || ProcessInfo.processInfo.environment["CI"] == "true" }

@@ -14,15 +14,7 @@ enum Browser {
         return nil
     }()
 
-    static let playwright: Bool = {
-        let child = try? ChildProcess(
-            "python3",
-            ["-c", "import playwright.async_api"],
-            standardOutput: .null,
-            standardError: .null
-        )
-        return child?.waitUntilExit() == .exited(0)
-    }()
+    static let playwright = Subprocess.pythonImports("playwright.async_api")
 
     /// Runs where both are installed, and under CI=true whatever happens, so CI fails
     /// instead of skipping.

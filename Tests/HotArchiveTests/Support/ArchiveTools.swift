@@ -10,11 +10,7 @@ enum ArchiveTools {
     static let sevenZip: String? = ["7z", "7zz", "7za"].first { executable($0) != nil }
 
     /// Whether python3 can import pyzipper.
-    static let hasPyzipper: Bool = {
-        guard let python = executable("python3") else { return false }
-        let child = try? ChildProcess(python, ["-c", "import pyzipper"], standardOutput: .null, standardError: .null)
-        return child?.waitUntilExit() == .exited(0)
-    }()
+    static let hasPyzipper = Subprocess.pythonImports("pyzipper")
 
     static var isCI: Bool { ProcessInfo.processInfo.environment["CI"] == "true" }
 
