@@ -11,6 +11,8 @@ struct IndexedStore: Sendable {
     let damage: IndexDamage
     /// The store's root, as the updater was given it.
     let root: URL
+    /// The root's path, ending with `/`: made once, for the paths built for every request.
+    let rootPath: String
     /// The root with its symbolic links resolved when the store was opened for resolvers
     /// that hand out read-access roots (one `realpath`), else ``root``.
     let resolvedRoot: URL
@@ -32,6 +34,7 @@ struct IndexedStore: Sendable {
             index: index,
             damage: IndexDamage(updater: updater, rebuilding: rebuilding),
             root: root,
+            rootPath: root.path.hasSuffix("/") ? root.path : root.path + "/",
             resolvedRoot: resolvingLinks ? root.standardizedFileURL.resolvingSymlinksInPath() : root
         )
     }
@@ -43,12 +46,8 @@ struct IndexedStore: Sendable {
 
     /// ``directory(_:)`` as a path, built without a URL.
     func directoryPath(_ number: Int) -> String {
-        let root = rootPath
-        return (root.hasSuffix("/") ? root : root + "/") + index.package(number).path
+        rootPath + index.package(number).path
     }
-
-    /// The root's path.
-    var rootPath: String { root.path }
 
     /// The same under ``resolvedRoot``.
     func resolvedDirectory(_ number: Int) -> URL {

@@ -359,7 +359,8 @@ public struct WebModuleResolver: Sendable {
     /// The module covering `address`, the decoded path components after its base, and whether
     /// the raw path ends with `/`.
     private func match(_ address: Address) -> (WebModule, [String], Bool)? {
-        let path = address.rawPath.split(separator: "/")
+        // Split on the bytes: a path's "/" is ASCII, and no character is assembled.
+        let path = address.rawPath.utf8.split(separator: UInt8(ascii: "/")).map { Substring($0) }
         for (index, base) in bases.enumerated() {
             guard base.scheme == address.scheme, base.host == address.host, base.port == address.port else {
                 continue
@@ -401,11 +402,11 @@ public struct WebModuleResolver: Sendable {
         guard let number = store.index.packageNumber(id: module.id) else { return locateThroughResolve(url()) }
         var components = rest
         if components.isEmpty || slash { components.append(module.indexFile) }
-        let folder = module.packageFolder.split(separator: "/").map(String.init)
+        let folder = module.packageFolder.isEmpty ? [] : module.packageFolder.split(separator: "/").map(String.init)
         guard folder.allSatisfy(Self.isSafeComponent), components.allSatisfy(Self.isSafeComponent) else {
             return .online(.unsafePath)
         }
-        let inPackage = (folder + components).joined(separator: "/")
+        let inPackage = (folder.isEmpty ? components : folder + components).joined(separator: "/")
         guard store.contains(package: number, path: inPackage) else { return .online(.fileMissing) }
         let directory = store.directoryPath(number)
         return .file(

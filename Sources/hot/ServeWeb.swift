@@ -228,9 +228,9 @@ final class PreviewServer: Sendable {
                 pending.append(contentsOf: buffer[0..<read])
             }
             guard let end = headEnd else { return }
-            let head = Array(pending[0..<end])
+            let parsed = Self.parse(pending[0..<end])
             pending.removeFirst(end + 4)
-            guard let parsed = Self.parse(head) else {
+            guard let parsed else {
                 _ = send(connection, Self.simple(400, "Bad Request", "the request line or a header cannot be read"))
                 return
             }
@@ -326,10 +326,12 @@ final class PreviewServer: Sendable {
     /// non-ASCII byte: a URL could not be made of it).
     private func online(_ target: String) -> (Origin, String)? {
         guard target.hasPrefix("/"), !target.hasPrefix("//"),
-            target.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && !Self.refused.contains($0) })
+            target.utf8.allSatisfy(Self.mayStandInURL)
         else { return nil }
-        let path = target.split(separator: "?", maxSplits: 1).first ?? Substring(target)
-        let segments = path.split(separator: "/")
+        // Bytes, not characters: the target is ASCII (checked above).
+        let path = target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[..<$0] } ?? target[...]
+        guard origins.count > 1 else { return origins.first.map { ($0, String(path)) } }
+        let segments = path.utf8.split(separator: UInt8(ascii: "/")).map { Substring($0) }
         guard
             let origin = origins.first(where: {
                 segments.count >= $0.prefix.count && segments.starts(with: $0.prefix)
@@ -338,8 +340,14 @@ final class PreviewServer: Sendable {
         return (origin, String(path))
     }
 
-    /// Bytes a URL may not hold as they are (RFC 3986 leaves them out).
-    private static let refused = Set("\"<>\\^`{|}".utf8)
+    /// Whether a URL may hold `byte` as it is: printable ASCII but for the ones RFC 3986 leaves
+    /// out (the double quote, angle brackets, backslash, caret, grave accent, braces and bar).
+    private static func mayStandInURL(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x22, 0x3C, 0x3E, 0x5C, 0x5E, 0x60, 0x7B, 0x7C, 0x7D: false
+        default: byte > 0x20 && byte < 0x7F
+        }
+    }
 
     /// A module's base: its path segments, its origin as text (`https://m.example.com`), and
     /// that origin's parts as the responder matches them.
@@ -365,55 +373,103 @@ final class PreviewServer: Sendable {
     }
 
     /// Parses a request head (without its blank line); nil when it is not HTTP/1.x. Works on
-    /// the bytes: a request costs no Foundation string call.
-    static func parse(_ head: [UInt8]) -> Parsed? {
+    /// the bytes, a line at a time: a request costs no Foundation string call and no generic
+    /// search.
+    static func parse(_ head: ArraySlice<UInt8>) -> Parsed? {
         guard !head.contains(0) else { return nil }
-        var lines: [ArraySlice<UInt8>] = []
-        var start = 0
-        var index = 0
-        while index + 1 < head.count {
-            if head[index] == 13 && head[index + 1] == 10 {
-                lines.append(head[start..<index])
-                index += 2
-                start = index
-            } else {
-                index += 1
-            }
+        // The request line: METHOD SP TARGET SP VERSION.
+        let lineEnd = lineBreak(in: head, from: head.startIndex) ?? head.endIndex
+        let requestLine = head[head.startIndex..<lineEnd]
+        guard let firstSpace = requestLine.firstIndex(of: 32),
+            let secondSpace = requestLine[(firstSpace + 1)...].firstIndex(of: 32),
+            !requestLine[(secondSpace + 1)...].contains(32)
+        else { return nil }
+        let methodBytes = requestLine[requestLine.startIndex..<firstSpace]
+        guard !methodBytes.isEmpty,
+            methodBytes.allSatisfy({ ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) })
+        else { return nil }
+        let versionBytes = requestLine[(secondSpace + 1)...]
+        let isHTTP11: Bool
+        if versionBytes.elementsEqual("HTTP/1.1".utf8) {
+            isHTTP11 = true
+        } else if versionBytes.elementsEqual("HTTP/1.0".utf8) {
+            isHTTP11 = false
+        } else {
+            return nil
         }
-        lines.append(head[start..<head.count])
-        guard let requestLine = lines.first else { return nil }
-        let parts = requestLine.split(separator: 32, omittingEmptySubsequences: false)
-        guard parts.count == 3, !parts[0].isEmpty,
-            parts[0].allSatisfy({ ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) })
-        else { return nil }
-        let version = String(decoding: parts[2], as: UTF8.self)
-        guard version == "HTTP/1.1" || version == "HTTP/1.0", let target = String(validating: parts[1], as: UTF8.self)
-        else { return nil }
+        guard let target = text(requestLine[(firstSpace + 1)..<secondSpace]) else { return nil }
         var headers: [String: String] = [:]
-        for line in lines.dropFirst() {
+        var keepAliveAsked = false
+        var closeAsked = false
+        var start = lineEnd == head.endIndex ? head.endIndex : lineEnd + 2
+        while start < head.endIndex {
+            let end = lineBreak(in: head, from: start) ?? head.endIndex
+            let line = head[start..<end]
+            start = end == head.endIndex ? head.endIndex : end + 2
             guard let colon = line.firstIndex(of: 58), colon > line.startIndex else { return nil }
             let nameBytes = line[line.startIndex..<colon]
             guard !nameBytes.contains(32), !nameBytes.contains(9) else { return nil }
-            let name = String(decoding: nameBytes.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self)
             var valueStart = colon + 1
             var valueEnd = line.endIndex
             while valueStart < valueEnd, line[valueStart] == 32 || line[valueStart] == 9 { valueStart += 1 }
             while valueEnd > valueStart, line[valueEnd - 1] == 32 || line[valueEnd - 1] == 9 { valueEnd -= 1 }
-            guard let value = String(validating: line[valueStart..<valueEnd], as: UTF8.self) else { return nil }
+            let valueBytes = line[valueStart..<valueEnd]
+            guard let value = text(valueBytes) else { return nil }
+            if equalsIgnoringCase(nameBytes, "connection") {
+                keepAliveAsked = keepAliveAsked || contains(valueBytes, lowercased: "keep-alive")
+                closeAsked = closeAsked || contains(valueBytes, lowercased: "close")
+            }
+            let name =
+                nameBytes.contains(where: { $0 >= 65 && $0 <= 90 })
+                ? String(decoding: nameBytes.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self)
+                : String(decoding: nameBytes, as: UTF8.self)
             headers[name] = headers[name].map { $0 + ", " + value } ?? value
         }
-        let connection = headers["connection"]?.lowercased() ?? ""
-        // Bytes, not Foundation's string search.
-        let keepAlive =
-            version == "HTTP/1.1"
-            ? connection.utf8.firstRange(of: "close".utf8) == nil
-            : connection.utf8.firstRange(of: "keep-alive".utf8) != nil
         return Parsed(
-            method: String(decoding: parts[0], as: UTF8.self),
+            method: String(decoding: methodBytes, as: UTF8.self),
             target: target,
             headers: headers,
-            keepAlive: keepAlive
+            keepAlive: isHTTP11 ? !closeAsked : keepAliveAsked
         )
+    }
+
+    /// `bytes` as text, nil when they are not UTF-8 (ASCII, the usual case, is taken as it is).
+    private static func text(_ bytes: ArraySlice<UInt8>) -> String? {
+        bytes.allSatisfy({ $0 < 0x80 })
+            ? String(decoding: bytes, as: UTF8.self) : String(validating: bytes, as: UTF8.self)
+    }
+
+    /// Where the next CR LF at or after `start` begins.
+    private static func lineBreak(in bytes: ArraySlice<UInt8>, from start: Int) -> Int? {
+        var index = start
+        while index + 1 < bytes.endIndex {
+            if bytes[index] == 13 && bytes[index + 1] == 10 { return index }
+            index += 1
+        }
+        return nil
+    }
+
+    /// Whether `bytes` spell `word` (lowercase ASCII), letters compared case-insensitively.
+    private static func equalsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ word: StaticString) -> Bool {
+        word.withUTF8Buffer { equalsIgnoringCase(bytes, $0) }
+    }
+
+    /// Whether `bytes` hold `word` (lowercase ASCII), letters compared case-insensitively.
+    private static func contains(_ bytes: ArraySlice<UInt8>, lowercased word: StaticString) -> Bool {
+        let length = word.utf8CodeUnitCount
+        guard bytes.count >= length else { return false }
+        return word.withUTF8Buffer { lowered in
+            for start in bytes.startIndex...(bytes.endIndex - length)
+            where equalsIgnoringCase(bytes[start..<(start + length)], lowered) {
+                return true
+            }
+            return false
+        }
+    }
+
+    private static func equalsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ lowered: UnsafeBufferPointer<UInt8>) -> Bool {
+        bytes.count == lowered.count
+            && zip(bytes, lowered).allSatisfy { ($0 >= 65 && $0 <= 90 ? $0 + 32 : $0) == $1 }
     }
 
     /// Where the head's blank line starts, if it has arrived.

@@ -610,6 +610,47 @@ struct WebServeHTTPTests {
         #expect(statusCode(raw) == 400)
     }
 
+    @Test("a connection carries requests until one says close; HTTP/1.0 closes unless it keeps alive")
+    func connectionPersistence() async throws {
+        let app = try await ServedApp.shared()
+        let preview = try await WebPreview.start(store: app.store)
+        defer { preview.stop() }
+        let port = try #require(preview.base.port)
+        let config = try #require(app.files["data/config.json"])
+        func answers(_ text: String) -> Int {
+            text.components(separatedBy: "HTTP/1.1 ").count - 1
+        }
+        // Three requests sent at once: the first two kept alive, the third closes in capitals.
+        // Header names in any case; the range header still applies.
+        let pipelined = try rawHTTP(
+            "GET /home/data/config.json HTTP/1.1\r\nHost: x\r\n\r\n"
+                + "GET /home/data/config.json HTTP/1.1\r\nHOST: x\r\nrAnGe: bytes=0-3\r\n\r\n"
+                + "GET /home/index.html HTTP/1.1\r\nHost: x\r\nCONNECTION: Close\r\n\r\n"
+                + "GET /home/index.html HTTP/1.1\r\nHost: x\r\n\r\n",
+            port: port
+        )
+        #expect(answers(pipelined) == 3, "\(pipelined.prefix(400))")
+        #expect(pipelined.contains("HTTP/1.1 206 Partial Content\r\n"))
+        #expect(pipelined.contains("Content-Range: bytes 0-3/\(config.count)\r\n"))
+        #expect(pipelined.hasSuffix(String(decoding: try #require(app.files["index.html"]), as: UTF8.self)))
+        // HTTP/1.0 closes after one answer unless it asks for keep-alive (in any case).
+        let plain = try rawHTTP(
+            "GET /home/index.html HTTP/1.0\r\n\r\nGET /home/index.html HTTP/1.0\r\n\r\n",
+            port: port
+        )
+        #expect(answers(plain) == 1)
+        let kept = try rawHTTP(
+            "GET /home/index.html HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\nGET /home/index.html HTTP/1.0\r\n\r\n",
+            port: port
+        )
+        #expect(answers(kept) == 2)
+        // Not HTTP/1.x, or a request line with a space too many: 400, and the connection closes.
+        for line in ["GET /home/index.html HTTP/2.0", "GET  /home/index.html HTTP/1.1", "GET /home/index.html"] {
+            let answer = try rawHTTP("\(line)\r\nHost: x\r\n\r\n", port: port)
+            #expect(statusCode(answer) == 400, "\(line): \(answer.prefix(200))")
+        }
+    }
+
     @Test("an encoded slash gets 400")
     func encodedSlash() async throws {
         let app = try await ServedApp.shared()
