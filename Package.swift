@@ -28,7 +28,7 @@ let swiftCrypto: [Target.Dependency] = ["Crypto", "_CryptoExtras"].flatMap { pro
 }
 
 /// The traits on unless a build says otherwise: every C library its platform has.
-let defaultTraits: Set<String> = ["LibArchive", "Curl", "Zstd", "Deflate", "Libcrypto"]
+let defaultTraits: Set<String> = ["LibArchive", "Curl", "Zstd", "Deflate", "Libcrypto", "PKCS11"]
 
 let package = Package(
     name: "HotUpdate",
@@ -44,6 +44,8 @@ let package = Package(
         .library(name: "HotStore", targets: ["HotStore"]),
         .library(name: "HotAssets", targets: ["HotAssets"]),
         .library(name: "HotTesting", targets: ["HotTesting"]),
+        // The publisher's side: release keys wherever they live (PEM files, PKCS#11 tokens).
+        .library(name: "HotPublish", targets: ["HotPublish"]),
         .library(name: "HotTestServers", targets: ["HotTestServers"]),
         .executable(name: "hot", targets: ["hot"]),
         .executable(name: "MinimalPatch", targets: ["MinimalPatch"]),
@@ -81,6 +83,11 @@ let package = Package(
             name: "Libcrypto",
             description:
                 "HotVerify and the ZIP reader's and writer's WinZip AES over libcrypto (OpenSSL 3; not on Apple platforms, which use swift-crypto). SwiftCrypto wins when both are on; with neither, off Apple platforms, CryptoVerifier and CryptoSigner throw `unsupported` and AES entries `unsupportedEncryption`."
+        ),
+        .trait(
+            name: "PKCS11",
+            description:
+                "PKCS11Signer: release keys kept in a PKCS#11 token (an HSM, SoftHSM2, a smart card), named by an RFC 7512 URI, through p11-kit (links libp11-kit; not on Apple platforms). Without it, PKCS11Signer throws `unsupported`."
         ),
         .trait(
             name: "SwiftCrypto",
@@ -141,6 +148,11 @@ let package = Package(
             pkgConfig: "libdeflate",
             providers: [.apt(["libdeflate-dev"]), .brew(["libdeflate"])]
         ),
+        .systemLibrary(
+            name: "CHotP11Kit",
+            pkgConfig: "p11-kit-1",
+            providers: [.apt(["libp11-kit-dev"])]
+        ),
 
         // Abstractions and the engine.
         .target(
@@ -186,6 +198,14 @@ let package = Package(
             ] + swiftCrypto
         ),
         .target(name: "HotStore", dependencies: ["HotCore"]),
+        // The publisher's side; no client product depends on it.
+        .target(
+            name: "HotPublish",
+            dependencies: [
+                "HotCore", "HotManifest", "HotVerify",
+                .target(name: "CHotP11Kit", condition: .when(platforms: nonApple, traits: ["PKCS11"])),
+            ]
+        ),
         .target(
             name: "HotAssets",
             dependencies: ["HotCore", .product(name: "Logging", package: "swift-log")]
@@ -209,7 +229,7 @@ let package = Package(
             name: "hot",
             dependencies: [
                 "HotUpdate", "HotCore", "HotManifest", "HotTransport", "HotArchive", "HotVerify", "HotStore",
-                "HotAssets",
+                "HotAssets", "HotPublish",
                 argumentParser,
                 // `hot publish` signs its S3 requests with libcurl's SigV4 (with the Curl trait).
                 .target(name: "CHotCurl", condition: .when(platforms: nonApple + [.macOS], traits: ["Curl"])),
@@ -272,6 +292,10 @@ let package = Package(
             dependencies: ["HotTransport", "HotCore", "HotTesting", "HotTestServers", "HotVerify"]
         ),
         .testTarget(name: "HotVerifyTests", dependencies: ["HotVerify", "HotCore", "HotTesting", "HotTestServers"]),
+        .testTarget(
+            name: "HotPublishTests",
+            dependencies: ["HotPublish", "HotCore", "HotManifest", "HotVerify", "HotTesting", "HotTestServers"]
+        ),
         .testTarget(name: "HotStoreTests", dependencies: ["HotStore", "HotCore", "HotTesting", "HotTestServers"]),
         .testTarget(
             name: "HotAssetsTests",
@@ -281,7 +305,7 @@ let package = Package(
         ),
         // Every swift snippet of the README and the DocC articles, type-checked against the
         // products as the build made them (in the default and the Apple configuration).
-        .testTarget(name: "DocSnippetTests", dependencies: ["HotUpdate", "HotTesting", "HotTestServers"]),
+        .testTarget(name: "DocSnippetTests", dependencies: ["HotUpdate", "HotPublish", "HotTesting", "HotTestServers"]),
         // An adopter's view: its own adapters against the public conformance suites.
         .testTarget(name: "AdapterConformanceTests", dependencies: ["HotCore", "HotTesting"]),
         .testTarget(

@@ -94,7 +94,10 @@ struct Sign: AsyncParsableCommand {
 
     @OptionGroup var repository: RepositoryOptions
 
-    @Option(name: .customLong("key"), help: "A private key to sign with (repeatable, one signature each).")
+    @Option(
+        name: .customLong("key"),
+        help: "A private key to sign with: a PEM file or a pkcs11: URI (repeatable, one signature each)."
+    )
     var keys: [String] = []
 
     @Option(help: "When the manifest expires: a duration (30d, 12h, 2s) or an ISO 8601 time.")

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HotCore
 import HotManifest
+import HotPublish
 import HotVerify
 
 /// `hot rollout ID [--percent P] [--back] [--to VERSION] --key FILE… --repo DIR [--channel NAME]`
@@ -24,7 +25,10 @@ struct Rollout: AsyncParsableCommand {
     @Option(help: "The percentage of clients (0-100) that get the current release.") var percent: Int?
     @Flag(help: "Make the previous release (or --to VERSION) current again.") var back = false
     @Option(help: "With --back: the release to go back to.") var to: String?
-    @Option(name: .customLong("key"), help: "A rollout role's private key (repeatable, one signature each).")
+    @Option(
+        name: .customLong("key"),
+        help: "A rollout role's private key: a PEM file or a pkcs11: URI (repeatable, one signature each)."
+    )
     var keys: [String] = []
     @Option(help: "When the step expires: a duration (7d, 12h) or an ISO 8601 time; the role's bound by default.")
     var expires: String?
@@ -207,13 +211,7 @@ extension Rollout {
     }
 }
 
-/// Reads a PEM private key for signing.
-func readSigner(_ path: String) throws -> CryptoSigner {
-    let pem: String
-    do {
-        pem = try String(contentsOfFile: path, encoding: .utf8)
-    } catch {
-        throw HotUpdateError.wrap(error, as: .notFound, "cannot read the private key \(path)")
-    }
-    return try CryptoSigner(privateKeyPEM: pem)
+/// The signer of a `--key`: a PEM private key file, or a `pkcs11:` URI of a key in a token.
+func readSigner(_ reference: String) throws -> any Signer {
+    try ReleaseKey.signer(reference)
 }

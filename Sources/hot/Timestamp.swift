@@ -21,7 +21,10 @@ struct Timestamp: AsyncParsableCommand {
             """
     )
 
-    @Option(name: .customLong("key"), help: "A private key to sign with (repeatable, one signature each).")
+    @Option(
+        name: .customLong("key"),
+        help: "A private key to sign with: a PEM file or a pkcs11: URI (repeatable, one signature each)."
+    )
     var keys: [String] = []
     @Option(
         help: "When the timestamp expires: a duration (12h, 1d) or an ISO 8601 time; a day (within bounds) by default."
