@@ -202,8 +202,10 @@ let package = Package(
         .target(
             name: "HotPublish",
             dependencies: [
-                "HotCore", "HotManifest", "HotVerify",
+                "HotCore", "HotManifest", "HotVerify", "HotArchive", "HotStore", "HotTransport",
                 .target(name: "CHotP11Kit", condition: .when(platforms: nonApple, traits: ["PKCS11"])),
+                // Publishing to S3 signs its requests with libcurl's SigV4 (with the Curl trait).
+                .target(name: "CHotCurl", condition: .when(platforms: nonApple + [.macOS], traits: ["Curl"])),
             ]
         ),
         .target(

@@ -68,3 +68,8 @@ func parseLocation(_ text: String) throws -> URL {
 func directoryURL(_ path: String) -> URL {
     URL(fileURLWithPath: path, isDirectory: true).standardizedFileURL
 }
+
+/// One line on stdout, written whole (uploads finish on several threads).
+@Sendable func emit(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}

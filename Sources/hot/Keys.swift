@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HotCore
 import HotManifest
+import HotPublish
 import HotVerify
 
 #if canImport(Glibc)

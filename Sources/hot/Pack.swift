@@ -3,6 +3,7 @@ import Foundation
 import HotArchive
 import HotCore
 import HotManifest
+import HotPublish
 import HotStore
 import HotVerify
 
@@ -129,7 +130,9 @@ struct Pack: AsyncParsableCommand {
             let deltaEntries = try await DeltaBuilder(
                 files: files,
                 channel: repository.channel,
-                encryption: zipEncryption
+                encryption: zipEncryption,
+                report: { print($0) },
+                note: printNote
             ).build(
                 package: edit.package,
                 id: id,

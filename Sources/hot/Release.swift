@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HotCore
 import HotManifest
+import HotPublish
 
 /// Policy options of `hot release`.
 struct PolicyOptions: ParsableArguments {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HotCore
 import HotManifest
+import HotPublish
 import HotVerify
 
 /// `hot timestamp --key FILE… --repo DIR [--channel NAME] [--expires 1d]`

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HotCore
 import HotManifest
+import HotPublish
 import HotVerify
 
 /// `hot verify --repo DIR --trust FILE…` or `hot verify --url URL --trust FILE…`

@@ -2,6 +2,7 @@
 import ArgumentParser
 import Foundation
 import HotCore
+import HotPublish
 import HotManifest
 import HotStore
 import HotTransport
@@ -80,7 +81,8 @@ struct Publish: AsyncParsableCommand {
                 repository: LocalRepository(files: RepositoryFiles(root: directoryURL(repo))),
                 location: location,
                 bucket: bucket,
-                settings: settings
+                settings: settings,
+                report: emit
             )
             let summary = try await publisher.publish()
             emit(

@@ -16,33 +16,64 @@ import HotVerify
 ///    already holds the same bytes).
 /// 5. Upload each channel's timestamp, last: it names a manifest's content-addressed copy
 ///    (`manifests/<sha256>.json`, uploaded with the immutable files).
-struct Publisher: Sendable {
-    struct Settings: Sendable {
-        var dryRun: Bool
-        var concurrency: Int
-        var packageCacheControl: String
-        var manifestCacheControl: String
-        var multipartThreshold: Int64
-        var partSize: Int
-        var extraHeaders: [String: String]
-        var allowUnsigned: Bool
+package struct Publisher: Sendable {
+    package struct Settings: Sendable {
+        package var dryRun: Bool
+        package var concurrency: Int
+        package var packageCacheControl: String
+        package var manifestCacheControl: String
+        package var multipartThreshold: Int64
+        package var partSize: Int
+        package var extraHeaders: [String: String]
+        package var allowUnsigned: Bool
+
+        /// Settings of a publication.
+        package init(
+            dryRun: Bool,
+            concurrency: Int,
+            packageCacheControl: String,
+            manifestCacheControl: String,
+            multipartThreshold: Int64,
+            partSize: Int,
+            extraHeaders: [String: String],
+            allowUnsigned: Bool
+        ) {
+            (self.dryRun, self.concurrency, self.packageCacheControl) = (dryRun, concurrency, packageCacheControl)
+            (self.manifestCacheControl, self.multipartThreshold, self.partSize) =
+                (manifestCacheControl, multipartThreshold, partSize)
+            (self.extraHeaders, self.allowUnsigned) = (extraHeaders, allowUnsigned)
+        }
     }
 
-    struct Summary: Sendable {
-        var uploaded = 0
-        var present = 0
-        var manifestsUploaded = 0
-        var manifestsUnchanged = 0
+    package struct Summary: Sendable {
+        package var uploaded = 0
+        package var present = 0
+        package var manifestsUploaded = 0
+        package var manifestsUnchanged = 0
     }
 
-    let repository: LocalRepository
-    let location: S3Location
-    let bucket: S3Bucket
-    let settings: Settings
+    package let repository: LocalRepository
+    package let location: S3Location
+    package let bucket: S3Bucket
+    package let settings: Settings
+    /// Called with a line for each file uploaded, left, or deleted, from several tasks.
+    package let report: @Sendable (String) -> Void
+
+    /// A publisher of `repository` to `location` in `bucket`.
+    package init(
+        repository: LocalRepository,
+        location: S3Location,
+        bucket: S3Bucket,
+        settings: Settings,
+        report: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
+        (self.repository, self.location, self.bucket, self.settings) = (repository, location, bucket, settings)
+        self.report = report
+    }
 
     private var verb: String { settings.dryRun ? "would upload" : "uploaded" }
 
-    func publish() async throws -> Summary {
+    package func publish() async throws -> Summary {
         let manifests = try repository.manifests()
         guard !manifests.isEmpty else {
             throw HotUpdateError(
@@ -126,7 +157,7 @@ struct Publisher: Sendable {
             let key = location.key(manifest.path)
             if remote[key]?.etag.lowercased() == md5 {
                 summary.manifestsUnchanged += 1
-                emit("unchanged\t\(manifest.path)")
+                report("unchanged\t\(manifest.path)")
                 continue
             }
             let historyKey = location.key(manifest.historyPath)
@@ -134,13 +165,13 @@ struct Publisher: Sendable {
                 if !settings.dryRun {
                     _ = try await bucket.put(key: historyKey, body: manifest.data, headers: headers, onlyIfAbsent: true)
                 }
-                emit("\(verb)\t\(manifest.historyPath)")
+                report("\(verb)\t\(manifest.historyPath)")
             }
             if !settings.dryRun {
                 _ = try await bucket.put(key: key, body: manifest.data, headers: headers, onlyIfAbsent: false)
             }
             summary.manifestsUploaded += 1
-            emit("\(verb)\t\(manifest.path)")
+            report("\(verb)\t\(manifest.path)")
         }
 
         // 4. The timestamps, last: each names a manifest by its content-addressed copy, which
@@ -154,7 +185,7 @@ struct Publisher: Sendable {
             let path = (directory.isEmpty ? "" : directory + "/") + TimestampPart.fileName
             guard !timestamps.contains(where: { $0.path == path }), remote[location.key(path)] != nil else { continue }
             if !settings.dryRun { try await bucket.delete(key: location.key(path)) }
-            emit("\(settings.dryRun ? "would delete" : "deleted")\t\(path)")
+            report("\(settings.dryRun ? "would delete" : "deleted")\t\(path)")
         }
         for timestamp in timestamps {
             if let named = timestamp.names, !inBucket.contains(named), remote[location.key(named)] == nil {
@@ -166,7 +197,7 @@ struct Publisher: Sendable {
             let key = location.key(timestamp.path)
             let md5 = try CryptoVerifier().digest(of: timestamp.data, using: .md5).hex
             if remote[key]?.etag.lowercased() == md5 {
-                emit("unchanged\t\(timestamp.path)")
+                report("unchanged\t\(timestamp.path)")
                 continue
             }
             if !settings.dryRun {
@@ -175,7 +206,7 @@ struct Publisher: Sendable {
                 ]) { $1 }
                 _ = try await bucket.put(key: key, body: timestamp.data, headers: headers, onlyIfAbsent: false)
             }
-            emit("\(verb)\t\(timestamp.path)")
+            report("\(verb)\t\(timestamp.path)")
         }
         return summary
     }
@@ -184,7 +215,7 @@ struct Publisher: Sendable {
     private func uploadImmutable(path: String, url: URL, size: Int64) async throws -> Bool {
         let key = location.key(path)
         guard !settings.dryRun else {
-            emit("\(verb)\t\(path)\t\(size)")
+            report("\(verb)\t\(path)\t\(size)")
             return true
         }
         let headers = settings.extraHeaders.merging([
@@ -192,7 +223,7 @@ struct Publisher: Sendable {
         ]) { $1 }
         if size > settings.multipartThreshold {
             let resumed = try await uploadMultipart(key: key, url: url, size: size, headers: headers)
-            emit("\(verb)\t\(path)\t\(size)" + (resumed > 0 ? "\tresumed after \(resumed) part(s)" : ""))
+            report("\(verb)\t\(path)\t\(size)" + (resumed > 0 ? "\tresumed after \(resumed) part(s)" : ""))
             return true
         }
         let data: Data
@@ -203,10 +234,10 @@ struct Publisher: Sendable {
         }
         switch try await bucket.put(key: key, body: data, headers: headers, onlyIfAbsent: true) {
         case .uploaded:
-            emit("\(verb)\t\(path)\t\(size)")
+            report("\(verb)\t\(path)\t\(size)")
             return true
         case .alreadyThere:
-            emit("present\t\(path)")
+            report("present\t\(path)")
             return false
         }
     }
@@ -253,7 +284,7 @@ struct Publisher: Sendable {
 
     /// Deletes (or, in a dry run, lists) the immutable files that no live manifest and none
     /// of the `keep` newest manifests of each channel name. Returns how many.
-    func prune(keep: Int) async throws -> Int {
+    package func prune(keep: Int) async throws -> Int {
         let objects = try await bucket.list(prefix: location.prefix)
         let prefix = location.prefix
         var live: [String: Int] = [:]  // manifest path → its version, once read
@@ -303,7 +334,7 @@ struct Publisher: Sendable {
         let doomed = immutable.filter { !named.contains($0) }.sorted()
         for path in doomed {
             if !settings.dryRun { try await bucket.delete(key: location.key(path)) }
-            emit("\(settings.dryRun ? "would delete" : "deleted")\t\(path)")
+            report("\(settings.dryRun ? "would delete" : "deleted")\t\(path)")
         }
         return doomed.count
     }
@@ -330,24 +361,24 @@ struct Publisher: Sendable {
 
     /// Whether a repository path is a channel's timestamp: `timestamp.json` or
     /// `channels/NAME/timestamp.json`.
-    static func isTimestampPath(_ path: String) -> Bool {
+    package static func isTimestampPath(_ path: String) -> Bool {
         guard path.hasSuffix("/" + TimestampPart.fileName) || path == TimestampPart.fileName else { return false }
         let directory = String(path.dropLast(TimestampPart.fileName.count))
         return isManifestPath(directory + "manifest.json")
     }
 
     /// Whether a repository path is a manifest's content-addressed copy (`manifests/…`).
-    static func isManifestCopy(_ path: String) -> Bool { path.hasPrefix("manifests/") }
+    package static func isManifestCopy(_ path: String) -> Bool { path.hasPrefix("manifests/") }
 
     /// Whether a repository path is a live manifest: `manifest.json` or `channels/NAME/manifest.json`.
-    static func isManifestPath(_ path: String) -> Bool {
+    package static func isManifestPath(_ path: String) -> Bool {
         if path == "manifest.json" { return true }
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
         return parts.count == 3 && parts[0] == "channels" && !parts[1].isEmpty && parts[2] == "manifest.json"
     }
 
     /// The live manifest and version a history copy belongs to.
-    static func manifestPath(ofHistory path: String) -> (path: String, version: Int)? {
+    package static func manifestPath(ofHistory path: String) -> (path: String, version: Int)? {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
         guard let last = parts.last, last.hasPrefix("manifest-"), last.hasSuffix(".json"),
             let version = Int(last.dropFirst("manifest-".count).dropLast(".json".count)),

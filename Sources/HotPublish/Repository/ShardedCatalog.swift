@@ -1,4 +1,3 @@
-import ArgumentParser
 import Foundation
 import HotCore
 import HotManifest
@@ -23,31 +22,31 @@ import HotVerify
 /// ``threshold`` packages or more; it stays sharded.
 extension RepositoryFiles {
     /// How many packages make an edit shard a channel on its own.
-    static let shardThreshold = 1_000
+    package static let shardThreshold = 1_000
 
     /// The top document of a sharded channel: `top.json` beside its manifest.
-    func topURL(channel: String?) -> URL {
+    package func topURL(channel: String?) -> URL {
         manifestURL(channel: channel).deletingLastPathComponent().appendingPathComponent("top.json")
     }
 
     /// The top document's path relative to the repository, for messages.
-    func topPath(channel: String?) -> String {
+    package func topPath(channel: String?) -> String {
         channel.map { "channels/\($0)/top.json" } ?? "top.json"
     }
 
     /// Whether the channel is sharded.
-    func isSharded(channel: String?) -> Bool {
+    package func isSharded(channel: String?) -> Bool {
         FileManager.default.fileExists(atPath: topURL(channel: channel).path)
     }
 
     /// Where shard `sha256` is: `manifests/shards/<sha256>.json`, beside the top documents'
     /// copies, so the path a top document names (`shards/<sha256>.json`) resolves to it.
-    func shardURL(sha256: String) -> URL {
+    package func shardURL(sha256: String) -> URL {
         root.appendingPathComponent("manifests/shards/\(sha256).json")
     }
 
     /// The top document as written, and its signed part decoded.
-    func loadTop(channel: String?) throws -> (envelope: SignedEnvelope, top: SignedManifestBody) {
+    package func loadTop(channel: String?) throws -> (envelope: SignedEnvelope, top: SignedManifestBody) {
         let path = topPath(channel: channel)
         let data: Data
         do {
@@ -64,14 +63,14 @@ extension RepositoryFiles {
     }
 
     /// The bytes of the shard `reference` names, checked against it.
-    func shardBytes(_ reference: ShardReference) throws -> Data {
+    package func shardBytes(_ reference: ShardReference) throws -> Data {
         var bytes = Data()
         try forEachShard([reference]) { _, shard in bytes = shard.withUnsafeBytes { Data($0) } }
         return bytes
     }
 
     /// The bytes of every shard `top` names, by SHA-256.
-    func shardBytes(of top: SignedManifestBody) throws -> [String: Data] {
+    package func shardBytes(of top: SignedManifestBody) throws -> [String: Data] {
         try shardBytes(of: top.shards ?? [])
     }
 
@@ -96,7 +95,7 @@ extension RepositoryFiles {
     /// - Throws: `HotUpdateError.Code.notFound` for a shard that cannot be read,
     ///   `HotUpdateError.Code.shardMismatch` for one with other bytes than its reference names,
     ///   and what `body` throws.
-    func forEachShard(_ references: [ShardReference], _ body: (ShardReference, Data) throws -> Void) throws {
+    package func forEachShard(_ references: [ShardReference], _ body: (ShardReference, Data) throws -> Void) throws {
         var longest = 0
         for reference in references {
             guard reference.length >= 0, reference.length <= Int64(Int32.max) else {
@@ -160,7 +159,7 @@ extension RepositoryFiles {
     }
 
     /// Writes `shard` at its content address unless it is there, and names it.
-    func writeShard(_ shard: ManifestShard) throws -> (ShardReference, Data) {
+    package func writeShard(_ shard: ManifestShard) throws -> (ShardReference, Data) {
         let data = try shard.canonicalBytes()
         let reference = try ShardReference(shard, bytes: data, verifier: CryptoVerifier())
         let url = shardURL(sha256: reference.sha256)
@@ -173,7 +172,7 @@ extension RepositoryFiles {
 
     /// The sharded channel's manifest as clients act on it: its shards' packages in the top
     /// document, the rollout part applied.
-    func loadShardedBody(channel: String?) throws -> SignedManifestBody {
+    package func loadShardedBody(channel: String?) throws -> SignedManifestBody {
         let (envelope, top) = try loadTop(channel: channel)
         return try envelope.effectiveBody(verifier: CryptoVerifier(), shards: try shardBytes(of: top))
     }
@@ -181,7 +180,7 @@ extension RepositoryFiles {
     /// Writes `body` as the sharded channel's working copy, unsigned: each bin's shard (those
     /// already written stay as they are) and the top document naming them. The manifest of
     /// every package is written by `hot sign`.
-    func saveSharded(_ body: SignedManifestBody, channel: String?) throws {
+    package func saveSharded(_ body: SignedManifestBody, channel: String?) throws {
         let verifier = CryptoVerifier()
         var bins: [String: [SignedManifestBody.Package]] = [:]
         for package in body.packages {
@@ -200,7 +199,7 @@ extension RepositoryFiles {
     /// signed last, so clients and tools that read it see the last signed release, and
     /// `hot publish` refuses the channel until `hot sign` signs the top document and writes
     /// the manifest of every package from its shards.
-    func saveTop(_ top: SignedManifestBody, channel: String?) throws {
+    package func saveTop(_ top: SignedManifestBody, channel: String?) throws {
         var top = top
         top.schema = SignedManifestBody.shardedSchema
         let url = topURL(channel: channel)
@@ -221,7 +220,7 @@ extension RepositoryFiles {
     /// - Throws: `HotUpdateError.Code.notFound` for a shard that cannot be read,
     ///   `HotUpdateError.Code.shardMismatch` for one with other bytes than its reference names,
     ///   `HotUpdateError.Code.internalInconsistency` for one not in the form the encoder writes.
-    func wholeManifest(_ top: SignedManifestBody) throws -> Data {
+    package func wholeManifest(_ top: SignedManifestBody) throws -> Data {
         var header = top
         header.shards = nil
         header.schema = SignedManifestBody.currentSchema
@@ -263,7 +262,7 @@ extension RepositoryFiles {
     /// One package of the channel, for an edit of that package alone: in a sharded channel
     /// only its shard is read (ids that differ only by case share it, so `others` holds every
     /// id it could clash with); otherwise the whole manifest.
-    func loadPackage(_ id: String, channel: String?) throws -> PackageEdit {
+    package func loadPackage(_ id: String, channel: String?) throws -> PackageEdit {
         // Not sharded, or a rollout step that changes packages across shards: the whole
         // catalogue is edited.
         let loaded = isSharded(channel: channel) ? try loadTop(channel: channel) : nil
@@ -284,7 +283,7 @@ extension RepositoryFiles {
 
     /// Writes `edit` back, unsigned: its shard and the top document in a sharded channel, the
     /// whole manifest otherwise (which shards it once it reaches ``shardThreshold``).
-    func save(_ edit: PackageEdit, channel: String?) throws {
+    package func save(_ edit: PackageEdit, channel: String?) throws {
         switch edit.place {
         case .whole(var body):
             if let package = edit.package {
@@ -310,62 +309,30 @@ extension RepositoryFiles {
 }
 
 /// One package of a channel being edited (``RepositoryFiles/loadPackage(_:channel:)``).
-struct PackageEdit {
+package struct PackageEdit {
     /// Where the package lives: the whole manifest, or one shard of a sharded channel.
-    enum Place {
+    package enum Place {
         case whole(SignedManifestBody)
         case shard(top: SignedManifestBody, bin: String, packages: [SignedManifestBody.Package])
     }
 
     /// The package id.
-    var id: String
+    package var id: String
     /// The package as listed; nil until it is.
-    var package: SignedManifestBody.Package?
+    package var package: SignedManifestBody.Package?
     /// The ids a new spelling of `id` could clash with.
-    var others: [String]
-    var place: Place
+    package var others: [String]
+    package var place: Place
+
+    /// An edit of package `id`, listed as `package` (nil when it is not) in `place`.
+    package init(id: String, package: SignedManifestBody.Package?, others: [String], place: Place) {
+        (self.id, self.package, self.others, self.place) = (id, package, others, place)
+    }
 
     /// Edits the package, creating it when it is not listed.
-    mutating func edit(_ change: (inout SignedManifestBody.Package) throws -> Void) rethrows {
+    package mutating func edit(_ change: (inout SignedManifestBody.Package) throws -> Void) rethrows {
         var package = self.package ?? SignedManifestBody.Package(id: id)
         try change(&package)
         self.package = package
-    }
-}
-
-/// `hot shard --repo DIR [--channel NAME]`
-struct Shard: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "List a channel's packages in shards, so that a change to one package costs one shard.",
-        discussion: """
-            The packages go into up to 256 shards by the hash of their id \
-            (manifests/shards/<sha256>.json, which never change), named by a small top \
-            document (top.json beside the manifest); `hot sign` signs it, writes the manifest \
-            of every package for clients that predate shards, and a timestamp naming the top \
-            document. A client then downloads the top document and the shards whose hash \
-            changed, and `hot pack` and `hot release` read and write one shard. A channel is \
-            sharded on its own once an edit leaves it with 1,000 packages; it stays sharded.
-            """
-    )
-
-    @OptionGroup var repository: RepositoryOptions
-
-    func run() async throws {
-        try await runReportingErrors {
-            let files = repository.files
-            guard !files.isSharded(channel: repository.channel) else {
-                print("\(files.manifestPath(channel: repository.channel)) is sharded already")
-                return
-            }
-            let body = try files.loadBody(channel: repository.channel)
-            try files.saveSharded(body, channel: repository.channel)
-            let top = try files.loadTop(channel: repository.channel).top
-            print(
-                "sharded \(files.manifestPath(channel: repository.channel)): \(body.packages.count) packages in \(top.shards?.count ?? 0) shards"
-            )
-            printNote(
-                "\(files.topPath(channel: repository.channel)) changed; sign it with `hot sign` before publishing"
-            )
-        }
     }
 }

@@ -5,25 +5,40 @@ import HotManifest
 import HotVerify
 
 /// Builds the delta packages of a newly packed version against the package's last releases.
-struct DeltaBuilder {
-    var files: RepositoryFiles
-    var channel: String?
+package struct DeltaBuilder {
+    package var files: RepositoryFiles
+    package var channel: String?
     /// The new version's encryption: its deltas are encrypted alike, with its password.
-    var encryption: ZipWriter.Encryption? = nil
+    package var encryption: ZipWriter.Encryption? = nil
+    /// Called with a line for each delta written (`delta ID A -> B: …`).
+    package var report: (String) -> Void
+    /// Called with a note: a base skipped, the build making no binary patches.
+    package var note: (String) -> Void
+
+    /// A builder for `channel` of `files`.
+    package init(
+        files: RepositoryFiles,
+        channel: String?,
+        encryption: ZipWriter.Encryption? = nil,
+        report: @escaping (String) -> Void = { _ in },
+        note: @escaping (String) -> Void = { _ in }
+    ) {
+        (self.files, self.channel, self.encryption, self.report, self.note) = (files, channel, encryption, report, note)
+    }
 
     /// Said once, before the first delta, by a build that cannot make binary patches.
-    static let noPatchesNote =
+    package static let noPatchesNote =
         "hot: this build cannot make binary patches (they need libzstd's encoder: the package trait 'Zstd', "
         + "on by default off Apple platforms); its deltas hold each changed file whole"
 
     /// The delta writer's options: binary patches where libzstd's encoder is linked, none elsewhere
     /// (a patcher that cannot make patches would fail the delta).
-    static var deltaOptions: DeltaWriter.Options {
+    package static var deltaOptions: DeltaWriter.Options {
         DeltaWriter.Options(patcher: ZstdPatcher.canMakePatches ? ZstdPatcher() : nil)
     }
 
     /// ``deltaOptions``, encrypting like the new version.
-    var deltaOptions: DeltaWriter.Options {
+    package var deltaOptions: DeltaWriter.Options {
         var options = Self.deltaOptions
         options.zip.encryption = encryption
         return options
@@ -32,7 +47,7 @@ struct DeltaBuilder {
     /// Writes `packages/<id>-<base>-to-<version>-<sha>.delta` for each of the last `count`
     /// releases of `package` other than `target` whose archive is in the repository, and
     /// returns their manifest entries. A base that cannot be read is skipped with a note.
-    func build(
+    package func build(
         package: SignedManifestBody.Package?,
         id: String,
         target: SignedManifestBody.Version,
@@ -55,7 +70,7 @@ struct DeltaBuilder {
                 URL(fileURLWithPath: base.url).lastPathComponent
             )
             guard FileManager.default.fileExists(atPath: archive.path) else {
-                printNote("no delta from \(id) \(base.version): \(archive.lastPathComponent) is not in packages/")
+                note("no delta from \(id) \(base.version): \(archive.lastPathComponent) is not in packages/")
                 continue
             }
             let work = files.packagesDirectory.appendingPathComponent(".base-\(UUID().uuidString)", isDirectory: true)
@@ -67,7 +82,7 @@ struct DeltaBuilder {
             let temporary = files.packagesDirectory.appendingPathComponent(".\(id)-\(UUID().uuidString).delta")
             defer { try? FileSystem.remove(temporary) }
             if !ZstdPatcher.canMakePatches, !noted {
-                printNote(Self.noPatchesNote)
+                note(Self.noPatchesNote)
                 noted = true
             }
             let summary = try DeltaWriter.write(
@@ -79,7 +94,7 @@ struct DeltaBuilder {
                 options: deltaOptions
             )
             guard summary.archiveBytes < target.size else {
-                printNote("no delta from \(id) \(base.version): it would not be smaller than the package")
+                note("no delta from \(id) \(base.version): it would not be smaller than the package")
                 continue
             }
             let sha256 = try verifier.digest(ofFile: temporary, using: .sha256)
@@ -97,7 +112,7 @@ struct DeltaBuilder {
                     sha256: sha256.hex
                 )
             )
-            print(
+            report(
                 "delta \(id) \(base.version) -> \(target.version): \(summary.archiveBytes) bytes, "
                     + "\(summary.wholeFiles) whole, \(summary.patchedFiles) patched, \(summary.reusedFiles) reused, "
                     + "\(summary.removedPaths) removed"
@@ -109,7 +124,7 @@ struct DeltaBuilder {
 
 extension SignedManifestBody.Package {
     /// Sets the deltas of a listed version.
-    mutating func setDeltas(_ deltas: [DeltaEntry], of version: String) {
+    package mutating func setDeltas(_ deltas: [DeltaEntry], of version: String) {
         guard let index = versions.lastIndex(where: { $0.version == version }) else { return }
         versions[index].deltas = deltas.isEmpty ? nil : deltas
     }

@@ -5,15 +5,15 @@ import HotVerify
 
 /// One S3 request: the method, the object's key (nil for the bucket) with its query, the
 /// headers and a body held in memory (a whole small file or one part of a large one).
-struct S3Request: Sendable {
-    var method: String
-    var key: String?
+package struct S3Request: Sendable {
+    package var method: String
+    package var key: String?
     /// Query parameters; sorted and encoded the way SigV4's canonical request wants them.
-    var query: [(String, String)] = []
-    var headers: [String: String] = [:]
-    var body: Data?
+    package var query: [(String, String)] = []
+    package var headers: [String: String] = [:]
+    package var body: Data?
 
-    init(
+    package init(
         _ method: String,
         key: String?,
         query: [(String, String)] = [],
@@ -29,16 +29,16 @@ struct S3Request: Sendable {
 }
 
 /// What S3 answered.
-struct S3Response: Sendable {
-    var status: Int
+package struct S3Response: Sendable {
+    package var status: Int
     /// Header names in lowercase.
-    var headers: [String: String]
-    var body: Data
+    package var headers: [String: String]
+    package var body: Data
 
-    var isSuccess: Bool { (200..<300).contains(status) }
-    var text: String { String(decoding: body, as: UTF8.self) }
+    package var isSuccess: Bool { (200..<300).contains(status) }
+    package var text: String { String(decoding: body, as: UTF8.self) }
     /// The `ETag` without its quotes.
-    var etag: String? { headers["etag"].map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) } }
+    package var etag: String? { headers["etag"].map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) } }
 }
 
 /// A small S3 client over a `Transport`: a `CurlTransport` that signs every request with
@@ -55,25 +55,25 @@ struct S3Response: Sendable {
 /// which libcurl takes as the payload hash. A body gets a `Content-Type` (`application/octet-stream` unless the
 /// request names one): libcurl labels one without a type as a form, which a store may parse
 /// and so lose (moto does).
-struct S3Client: Sendable {
-    let endpoint: S3Endpoint
+package struct S3Client: Sendable {
+    package let endpoint: S3Endpoint
     /// Sends every request, signed: whom TLS trusts (the system's CAs, a private CA, pins)
     /// and the credentials are the transport's.
-    let transport: any Transport
+    package let transport: any Transport
     /// Attempts per request for connection failures and 5xx answers.
-    var attempts = 3
+    package var attempts = 3
 
     /// S3's answers are small documents: a longer body is refused.
-    static let answerLimit: Int64 = 64 << 20
+    package static let answerLimit: Int64 = 64 << 20
     /// Connecting may take 15 s; a transfer stalled (under 1 byte a second) for 60 s fails.
-    static let timeouts = TransportRequest.Timeouts(
+    package static let timeouts = TransportRequest.Timeouts(
         connect: .seconds(15),
         lowSpeedWindow: .seconds(60),
         lowSpeedBytesPerSecond: 1
     )
 
     /// A client sending through `transport`, which must sign (``init(endpoint:credentials:region:trust:)``).
-    init(endpoint: S3Endpoint, transport: any Transport) {
+    package init(endpoint: S3Endpoint, transport: any Transport) {
         self.endpoint = endpoint
         self.transport = transport
     }
@@ -83,7 +83,7 @@ struct S3Client: Sendable {
     ///
     /// - Parameter trust: Whom TLS trusts for an https endpoint.
     /// - Throws: `HotUpdateError` when the trust cannot be honoured (see `CurlTransport`).
-    init(endpoint: S3Endpoint, credentials: S3Credentials, region: String, trust: TLSTrust) throws {
+    package init(endpoint: S3Endpoint, credentials: S3Credentials, region: String, trust: TLSTrust) throws {
         var options = HTTPTransportOptions()
         options.awsSigV4 = HTTPTransportOptions.AWSSigV4(
             region: region,
@@ -96,7 +96,7 @@ struct S3Client: Sendable {
     #endif
 
     /// Sends a request, retrying connection failures and 5xx answers with a short backoff.
-    func send(_ request: S3Request) async throws -> S3Response {
+    package func send(_ request: S3Request) async throws -> S3Response {
         var attempt = 1
         while true {
             do {
@@ -115,7 +115,7 @@ struct S3Client: Sendable {
     }
 
     /// Sends a request and throws ``HotUpdateError/Code/httpStatus`` with S3's message unless it succeeds.
-    func require(_ request: S3Request, _ what: @autoclosure () -> String) async throws -> S3Response {
+    package func require(_ request: S3Request, _ what: @autoclosure () -> String) async throws -> S3Response {
         let response = try await send(request)
         guard response.isSuccess, !Self.isErrorDocument(response) else {
             throw HotUpdateError(

@@ -5,10 +5,10 @@ import HotManifest
 
 /// The publisher's half of ``PathCollision``: what `hot pack`, `hot sign` and `hot verify`
 /// refuse before a client would.
-enum PublishedNames {
+package enum PublishedNames {
     /// The paths under `source` (files, symlinks and directories), `/`-separated, relative
     /// to it; symlinks are not followed.
-    static func paths(under source: URL) throws -> [String] {
+    package static func paths(under source: URL) throws -> [String] {
         let base = source.standardizedFileURL.path
         guard
             let walker = FileManager.default.enumerator(
@@ -31,7 +31,7 @@ enum PublishedNames {
 
     /// Refuses a directory to pack as package `id` when two of its paths are one name on some
     /// file system, or when `id` is another spelling of a package id the manifest has.
-    static func checkPack(source: URL, id: String, caseSensitive: Bool, existingIDs: [String]) throws {
+    package static func checkPack(source: URL, id: String, caseSensitive: Bool, existingIDs: [String]) throws {
         try PathCollision.check(
             try paths(under: source),
             caseSensitive: caseSensitive,
@@ -47,7 +47,11 @@ enum PublishedNames {
 
     /// What is wrong with the entry names of the archive at `url` of a version entry; empty
     /// when nothing is.
-    static func archiveProblems(of version: SignedManifestBody.Version, at url: URL, label: String) async -> [String] {
+    package static func archiveProblems(
+        of version: SignedManifestBody.Version,
+        at url: URL,
+        label: String
+    ) async -> [String] {
         do {
             let entries = try await ZipUnarchiver().entries(of: url, options: ExtractOptions())
             try PathCollision.check(

@@ -4,26 +4,31 @@ import HotCore
 import HotVerify
 
 /// The S3 operations publishing needs, over ``S3Client``.
-struct S3Bucket: Sendable {
-    struct Object: Sendable, Hashable {
-        var key: String
-        var size: Int64
+package struct S3Bucket: Sendable {
+    package struct Object: Sendable, Hashable {
+        package var key: String
+        package var size: Int64
         /// The ETag without quotes: the MD5 of a single-part upload.
-        var etag: String
+        package var etag: String
     }
 
-    enum PutOutcome: Sendable {
+    package enum PutOutcome: Sendable {
         case uploaded
         /// `If-None-Match: *` was refused: the key exists.
         case alreadyThere
     }
 
-    let client: S3Client
+    package let client: S3Client
 
-    var endpoint: S3Endpoint { client.endpoint }
+    /// The bucket `client` addresses.
+    package init(client: S3Client) {
+        self.client = client
+    }
+
+    package var endpoint: S3Endpoint { client.endpoint }
 
     /// Every object under `prefix` (ListObjectsV2, page by page).
-    func list(prefix: String) async throws -> [Object] {
+    package func list(prefix: String) async throws -> [Object] {
         var objects: [Object] = []
         var token: String?
         repeat {
@@ -55,7 +60,8 @@ struct S3Bucket: Sendable {
     /// Uploads `body` to `key` in one request.
     ///
     /// - Parameter onlyIfAbsent: Sends `If-None-Match: *`; a 412 means the key exists.
-    func put(key: String, body: Data, headers: [String: String], onlyIfAbsent: Bool) async throws -> PutOutcome {
+    package func put(key: String, body: Data, headers: [String: String], onlyIfAbsent: Bool) async throws -> PutOutcome
+    {
         var headers = headers
         if onlyIfAbsent { headers["If-None-Match"] = "*" }
         let md5 = try CryptoVerifier().digest(of: body, using: .md5)
@@ -80,7 +86,7 @@ struct S3Bucket: Sendable {
     }
 
     /// A small object's bytes, or nil when it does not exist.
-    func get(key: String) async throws -> Data? {
+    package func get(key: String) async throws -> Data? {
         let response = try await client.send(S3Request("GET", key: key))
         if response.status == 404 { return nil }
         guard response.isSuccess else {
@@ -94,14 +100,14 @@ struct S3Bucket: Sendable {
     }
 
     /// Deletes one object.
-    func delete(key: String) async throws {
+    package func delete(key: String) async throws {
         _ = try await client.require(S3Request("DELETE", key: key), "cannot delete")
     }
 
     // MARK: Multipart uploads
 
     /// The id of an unfinished multipart upload of exactly `key`, if any (the newest).
-    func unfinishedUpload(key: String) async throws -> String? {
+    package func unfinishedUpload(key: String) async throws -> String? {
         let response = try await client.require(
             S3Request("GET", key: nil, query: [("uploads", ""), ("prefix", key)]),
             "cannot list the unfinished uploads of \(endpoint.describe(key: key))"
@@ -116,7 +122,7 @@ struct S3Bucket: Sendable {
     }
 
     /// The parts an unfinished upload already holds: number → (size, ETag without quotes).
-    func parts(key: String, uploadID: String) async throws -> [Int: (size: Int64, etag: String)] {
+    package func parts(key: String, uploadID: String) async throws -> [Int: (size: Int64, etag: String)] {
         var parts: [Int: (size: Int64, etag: String)] = [:]
         var marker: String?
         repeat {
@@ -142,7 +148,7 @@ struct S3Bucket: Sendable {
     }
 
     /// Starts a multipart upload; the object's headers are given here.
-    func startUpload(key: String, headers: [String: String]) async throws -> String {
+    package func startUpload(key: String, headers: [String: String]) async throws -> String {
         let response = try await client.require(
             S3Request("POST", key: key, query: [("uploads", "")], headers: headers),
             "cannot start a multipart upload"
@@ -158,7 +164,8 @@ struct S3Bucket: Sendable {
     }
 
     /// Uploads one part and checks its ETag against its MD5; returns the ETag.
-    func uploadPart(key: String, uploadID: String, number: Int, body: Data, md5: Digest) async throws -> String {
+    package func uploadPart(key: String, uploadID: String, number: Int, body: Data, md5: Digest) async throws -> String
+    {
         let response = try await client.require(
             S3Request(
                 "PUT",
@@ -181,7 +188,7 @@ struct S3Bucket: Sendable {
     }
 
     /// Completes a multipart upload from its parts' ETags, in part order.
-    func completeUpload(key: String, uploadID: String, etags: [String]) async throws {
+    package func completeUpload(key: String, uploadID: String, etags: [String]) async throws {
         var xml = "<CompleteMultipartUpload>"
         for (index, etag) in etags.enumerated() {
             xml += "<Part><PartNumber>\(index + 1)</PartNumber><ETag>\"\(S3XML.escape(etag))\"</ETag></Part>"

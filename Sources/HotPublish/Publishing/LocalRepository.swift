@@ -4,32 +4,37 @@ import HotManifest
 import HotVerify
 
 /// What a repository on disk offers for publishing: its immutable files and its manifests.
-struct LocalRepository {
+package struct LocalRepository {
     /// Folders whose files are named by their content and never change.
-    static let immutableFolders = ["packages", "deltas", "filelists", "manifests"]
+    package static let immutableFolders = ["packages", "deltas", "filelists", "manifests"]
 
-    struct Manifest {
+    package struct Manifest {
         /// The path in the repository: `manifest.json` or `channels/NAME/manifest.json`.
-        var path: String
-        var data: Data
-        var body: SignedManifestBody
-        var signatureCount: Int
+        package var path: String
+        package var data: Data
+        package var body: SignedManifestBody
+        package var signatureCount: Int
         /// The repository paths of the package files it names (URLs outside the repository left out).
-        var namedPaths: Set<String>
+        package var namedPaths: Set<String>
 
         /// Where its copy for `hot publish --prune` goes: `history/manifest-VERSION.json` beside it.
-        var historyPath: String { Self.historyPath(of: path, version: body.version) }
+        package var historyPath: String { Self.historyPath(of: path, version: body.version) }
 
-        static func historyPath(of path: String, version: Int) -> String {
+        package static func historyPath(of path: String, version: Int) -> String {
             let directory = (path as NSString).deletingLastPathComponent
             return (directory.isEmpty ? "" : directory + "/") + "history/manifest-\(version).json"
         }
     }
 
-    let files: RepositoryFiles
+    package let files: RepositoryFiles
+
+    /// The repository `files` describe.
+    package init(files: RepositoryFiles) {
+        self.files = files
+    }
 
     /// Every regular file under the immutable folders: repository path → file URL.
-    func immutableFiles() -> [(path: String, url: URL)] {
+    package func immutableFiles() -> [(path: String, url: URL)] {
         var result: [(String, URL)] = []
         for folder in Self.immutableFolders {
             let directory = files.root.appendingPathComponent(folder, isDirectory: true)
@@ -48,7 +53,7 @@ struct LocalRepository {
 
     /// Every channel's timestamp (`timestamp.json` beside its manifest), with the repository
     /// path of the content-addressed manifest it names, if it names one.
-    func timestamps() throws -> [(path: String, data: Data, names: String?)] {
+    package func timestamps() throws -> [(path: String, data: Data, names: String?)] {
         try files.channels().compactMap { channel in
             let url = files.timestampURL(channel: channel)
             guard FileManager.default.fileExists(atPath: url.path) else { return nil }
@@ -66,12 +71,12 @@ struct LocalRepository {
 
     /// The repository path of the content-addressed copy of manifest bytes `data`
     /// (`manifests/<sha256>.json`), which timestamps name.
-    static func contentAddressedPath(of data: Data) throws -> String {
+    package static func contentAddressedPath(of data: Data) throws -> String {
         "manifests/\(try CryptoVerifier().digest(of: data, using: .sha256).hex).json"
     }
 
     /// Every manifest, read and decoded.
-    func manifests() throws -> [Manifest] {
+    package func manifests() throws -> [Manifest] {
         try files.channels().map { channel in
             let path = files.manifestPath(channel: channel)
             return try Self.decode(try files.manifestData(channel: channel), path: path)
@@ -79,7 +84,7 @@ struct LocalRepository {
     }
 
     /// Decodes a manifest served at `path` (relative to the repository root).
-    static func decode(_ data: Data, path: String) throws -> Manifest {
+    package static func decode(_ data: Data, path: String) throws -> Manifest {
         guard let envelope = try SignedEnvelope.read(data) else {
             throw HotUpdateError(.manifestUnsigned, "not a signed manifest (schema 1 is not published)", subject: path)
         }
@@ -100,7 +105,7 @@ struct LocalRepository {
     }
 
     /// The repository path a manifest's package URL points at, or nil for a URL elsewhere.
-    static func repositoryPath(of reference: String, relativeTo manifestPath: String) -> String? {
+    package static func repositoryPath(of reference: String, relativeTo manifestPath: String) -> String? {
         let base = "https://repository.invalid/"
         guard let manifest = URL(string: base + manifestPath),
             let url = URL(string: reference, relativeTo: manifest)?.absoluteURL.standardized,
@@ -111,7 +116,7 @@ struct LocalRepository {
     }
 
     /// A file's size in bytes.
-    static func size(of url: URL) throws -> Int64 {
+    package static func size(of url: URL) throws -> Int64 {
         do {
             let size = try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber
             return size?.int64Value ?? 0
@@ -121,7 +126,7 @@ struct LocalRepository {
     }
 
     /// The content type a file is served with.
-    static func contentType(of path: String) -> String {
+    package static func contentType(of path: String) -> String {
         switch (path as NSString).pathExtension.lowercased() {
         case "zip": "application/zip"
         case "json": "application/json"

@@ -7,19 +7,19 @@ import HotCore
 ///   default).
 /// - Virtual-hosted: `SCHEME://BUCKET.HOST/KEY` (AWS's default; with no `--endpoint`,
 ///   `https://BUCKET.s3.REGION.amazonaws.com`).
-struct S3Endpoint: Sendable {
-    enum Addressing: String, Sendable, CaseIterable {
+package struct S3Endpoint: Sendable {
+    package enum Addressing: String, Sendable, CaseIterable {
         case path, virtual
     }
 
     /// The scheme, host and port, without a path.
-    let base: URL
-    let bucket: String
-    let addressing: Addressing
+    package let base: URL
+    package let bucket: String
+    package let addressing: Addressing
 
     /// The endpoint for `bucket`: `endpoint` when given (path-style unless told otherwise),
     /// AWS's regional virtual-hosted endpoint otherwise.
-    init(bucket: String, endpoint: URL?, region: String, addressing: Addressing?) throws {
+    package init(bucket: String, endpoint: URL?, region: String, addressing: Addressing?) throws {
         guard !bucket.isEmpty, !bucket.contains("/") else {
             throw HotUpdateError(.invalidArgument, "'\(bucket)' is not a bucket name")
         }
@@ -51,7 +51,7 @@ struct S3Endpoint: Sendable {
     }
 
     /// The URL of an object (or of the bucket, for a nil key), path and query canonical for SigV4.
-    func url(key: String?, query: [(String, String)] = []) -> String {
+    package func url(key: String?, query: [(String, String)] = []) -> String {
         var host = base.host ?? ""
         if host.contains(":") { host = "[\(host)]" }  // IPv6
         if addressing == .virtual { host = "\(bucket).\(host)" }
@@ -72,13 +72,13 @@ struct S3Endpoint: Sendable {
     }
 
     /// The URL clients read a key at (path-style or virtual-hosted, like the uploads).
-    func publicURL(key: String) -> String { url(key: key) }
+    package func publicURL(key: String) -> String { url(key: key) }
 
     /// `s3://bucket/key`, for messages.
-    func describe(key: String) -> String { "s3://\(bucket)/\(key)" }
+    package func describe(key: String) -> String { "s3://\(bucket)/\(key)" }
 
     /// AWS's URI encoding: everything but `A-Z a-z 0-9 - _ . ~` as `%XX` (and `/` kept in keys).
-    static func encode(_ text: String, keepSlash: Bool) -> String {
+    package static func encode(_ text: String, keepSlash: Bool) -> String {
         var result = ""
         for byte in text.utf8 {
             switch byte {
@@ -97,12 +97,12 @@ struct S3Endpoint: Sendable {
 }
 
 /// An `s3://BUCKET/PREFIX` destination.
-struct S3Location: Sendable {
-    let bucket: String
+package struct S3Location: Sendable {
+    package let bucket: String
     /// The key prefix, empty or ending with `/`.
-    let prefix: String
+    package let prefix: String
 
-    init(_ text: String) throws {
+    package init(_ text: String) throws {
         guard text.hasPrefix("s3://") else {
             throw HotUpdateError(.invalidArgument, "'\(text)' is not an s3://BUCKET/PREFIX location")
         }
@@ -115,19 +115,21 @@ struct S3Location: Sendable {
     }
 
     /// The object key of a repository path.
-    func key(_ path: String) -> String { prefix + path }
+    package func key(_ path: String) -> String { prefix + path }
 }
 
 /// AWS credentials, from the environment or a shared credentials file.
-struct S3Credentials: Sendable {
-    var accessKeyID: String
-    var secretAccessKey: String
-    var sessionToken: String?
+package struct S3Credentials: Sendable {
+    package var accessKeyID: String
+    package var secretAccessKey: String
+    package var sessionToken: String?
 
     /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`; else the
     /// profile `AWS_PROFILE` (or `default`) of `AWS_SHARED_CREDENTIALS_FILE` (or
     /// `~/.aws/credentials`).
-    static func load(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> S3Credentials {
+    package static func load(
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> S3Credentials {
         if let key = environment["AWS_ACCESS_KEY_ID"], !key.isEmpty,
             let secret = environment["AWS_SECRET_ACCESS_KEY"], !secret.isEmpty
         {
@@ -155,7 +157,7 @@ struct S3Credentials: Sendable {
     }
 
     /// The `key = value` lines of `[profile]` in an INI file.
-    static func parseProfile(_ text: String, profile: String) -> [String: String] {
+    package static func parseProfile(_ text: String, profile: String) -> [String: String] {
         var values: [String: String] = [:]
         var inProfile = false
         for raw in text.split(whereSeparator: \.isNewline) {
@@ -174,9 +176,9 @@ struct S3Credentials: Sendable {
 }
 
 /// Just enough XML for S3's answers: flat elements, the five predefined entities.
-enum S3XML {
+package enum S3XML {
     /// The text of every `<name>` element, in order.
-    static func values(_ name: String, in text: Substring) -> [String] {
+    package static func values(_ name: String, in text: Substring) -> [String] {
         var result: [String] = []
         var rest = text[...]
         while let open = rest.range(of: "<\(name)>"),
@@ -189,10 +191,10 @@ enum S3XML {
     }
 
     /// The first `<name>` element's text.
-    static func value(_ name: String, in text: Substring) -> String? { values(name, in: text).first }
+    package static func value(_ name: String, in text: Substring) -> String? { values(name, in: text).first }
 
     /// Each `<name>…</name>` block, raw.
-    static func blocks(_ name: String, in text: String) -> [Substring] {
+    package static func blocks(_ name: String, in text: String) -> [Substring] {
         var result: [Substring] = []
         var rest = text[...]
         while let open = rest.range(of: "<\(name)>"),
@@ -205,19 +207,19 @@ enum S3XML {
     }
 
     /// `Code: Message` of an S3 error document, or the start of the body.
-    static func errorSummary(_ text: String) -> String {
+    package static func errorSummary(_ text: String) -> String {
         if let code = value("Code", in: text[...]) {
             return [code, value("Message", in: text[...])].compactMap { $0 }.joined(separator: ": ")
         }
         return String(text.prefix(200))
     }
 
-    static func escape(_ text: String) -> String {
+    package static func escape(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
-    static func unescape(_ text: String) -> String {
+    package static func unescape(_ text: String) -> String {
         text.replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
             .replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&apos;", with: "'")
             .replacingOccurrences(of: "&#34;", with: "\"").replacingOccurrences(of: "&amp;", with: "&")

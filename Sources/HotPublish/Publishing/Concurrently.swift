@@ -2,7 +2,7 @@ import Foundation
 
 /// Runs `body` over `items` with at most `limit` at once; results in the items' order.
 /// The first failure cancels the others and is thrown.
-func forEachConcurrently<Item: Sendable, Result: Sendable>(
+package func forEachConcurrently<Item: Sendable, Result: Sendable>(
     _ items: [Item],
     limit: Int,
     _ body: @escaping @Sendable (Item) async throws -> Result
@@ -24,9 +24,4 @@ func forEachConcurrently<Item: Sendable, Result: Sendable>(
         }
         return results.compactMap { $0 }
     }
-}
-
-/// One line on stdout, written whole (uploads finish on several threads).
-func emit(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
