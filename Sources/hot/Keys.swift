@@ -160,210 +160,54 @@ struct Sign: AsyncParsableCommand {
             let now = Date()
             let expiry = try parseExpiry(expires, now: now)
             guard expiry > now else { throw ValidationError("--expires \(expires) is in the past") }
-            let signers = try keys.map { try readSigner($0) }
-            let verifier = CryptoVerifier()
-            let files = repository.files
-            let sharded = files.isSharded(channel: repository.channel)
-            var loadedTop = sharded ? try files.loadTop(channel: repository.channel) : nil
-            if loadedTop?.envelope.rollout != nil {
-                // The rollout role's step is kept (the next release starts from it): folded
-                // into the shards it changes.
-                try files.saveSharded(
-                    try files.loadShardedBody(channel: repository.channel),
-                    channel: repository.channel
-                )
-                loadedTop = try files.loadTop(channel: repository.channel)
-            }
-            // A sharded channel signs its top document: the shards are named by their hashes.
-            var body = try loadedTop?.top ?? files.loadBody(channel: repository.channel)
-            // The previous release and the role it declared: a step of it may carry a version
-            // up to the role's lead above it, and the next release must be above that.
-            let previousRole = body.rolloutRole
-            let previousRelease =
-                try loadedTop.map { $0.top.version } ?? files.signedPartVersion(channel: repository.channel)
-            if !trustedKeys.isEmpty {
-                body.keys = try keyTable(readPublicKeys(trustedKeys), verifier: verifier)
-            } else if body.keys.isEmpty {
-                body.keys = try keyTable(signers.map(\.publicKey), verifier: verifier)
-                body.threshold = 1
-            }
-            if let threshold { body.threshold = threshold }
-            guard body.threshold <= body.keys.count else {
-                throw ValidationError("the threshold \(body.threshold) is above the \(body.keys.count) declared keys")
-            }
-            try setRoles(&body, verifier: verifier)
-            // (A sharded channel's ids are checked as each is added, against the ids of its shard,
-            // where every other spelling of it would be.)
-            try PathCollision.check(body.packages.map(\.id), caseSensitive: false, what: "the manifest's package ids")
-            body.version = try OnlineRoleBounds.nextReleaseVersion(
-                after: body.version,
-                release: previousRelease,
-                bounds: previousRole?.bounds
+            let options = Repository.SigningOptions(
+                trustedKeys: try readPublicKeys(trustedKeys),
+                threshold: threshold,
+                rolloutRole: try roleChange(
+                    keys: rolloutKeys,
+                    threshold: rolloutThreshold,
+                    lifetime: rolloutLifetime,
+                    versionLead: rolloutVersionLead,
+                    remove: noRolloutRole
+                ),
+                timestampRole: try roleChange(
+                    keys: timestampKeys,
+                    threshold: timestampThreshold,
+                    lifetime: timestampLifetime,
+                    versionLead: nil,
+                    remove: noTimestampRole
+                ),
+                timestampExpires: try timestampExpires.map { try parseExpiry($0, now: now) }
             )
-            // In whole seconds, as the signed bytes write them: the body in hand is then the one
-            // the timestamp is checked against, as clients decode it.
-            body.expires = Date(timeIntervalSince1970: expiry.timeIntervalSince1970.rounded(.down))
-            body.signedAt = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
-            body.channel = repository.channel
-
-            let envelope = try SignedEnvelope.sign(try body.canonicalBytes(), with: signers, verifier: verifier)
-            let declaredSigners = envelope.signatures.filter { body.keys[$0.keyid] != nil }.count
-            guard declaredSigners >= body.threshold else {
-                throw HotUpdateError(
-                    .signatureInvalid,
-                    "only \(declaredSigners) of the signing keys are declared by the manifest, \(body.threshold) needed; clients would refuse it"
-                )
-            }
-            // The bytes the timestamp names: the top document, or the manifest.
-            let served = try envelope.encoded()
-            if sharded {
-                try signSharded(top: body, signers: signers, files: files, verifier: verifier)
-                try RepositoryFiles.replaceServed(files.topURL(channel: repository.channel), with: served)
-            } else {
-                try files.write(envelope, channel: repository.channel)
-            }
-            print(
-                "signed \(files.manifestPath(channel: repository.channel))\(sharded ? " and its \(body.shards?.count ?? 0) shards" : "") version \(body.version), expires \(SignedManifestBody.rfc3339(expiry)), \(envelope.signatures.count) signature(s)"
+            let signed = try repository.library.sign(
+                with: try keys.map { try readSigner($0) },
+                expires: expiry,
+                channel: repository.channel,
+                options: options,
+                now: now
             )
-            try writeTimestamp(files: files, body: body, served: served, signers: signers, now: now)
+            print(signed.summary)
+            for note in signed.notes { printNote(note) }
+            if let timestamp = signed.timestamp { print(timestamp.summary) }
         }
     }
 
-    /// Writes the manifest of every package of a sharded channel, for clients that predate
-    /// shards: spliced from the shards' bytes of `top` and signed by the same keys.
-    private func signSharded(
-        top: SignedManifestBody,
-        signers: [any Signer],
-        files: RepositoryFiles,
-        verifier: CryptoVerifier
-    ) throws {
-        let whole = try files.wholeManifest(top)
-        try files.write(try SignedEnvelope.sign(whole, with: signers, verifier: verifier), channel: repository.channel)
-    }
-
-    /// Applies the rollout and timestamp role options to `body`.
-    private func setRoles(_ body: inout SignedManifestBody, verifier: CryptoVerifier) throws {
-        body.rolloutRole = try RoleOptions(
-            name: "rollout",
-            keys: rolloutKeys,
-            threshold: rolloutThreshold,
-            lifetime: rolloutLifetime,
-            versionLead: rolloutVersionLead,
-            remove: noRolloutRole
-        ).apply(to: body.rolloutRole, releaseKeys: body.keys, verifier: verifier)
-        body.timestampRole = try RoleOptions(
-            name: "timestamp",
-            keys: timestampKeys,
-            threshold: timestampThreshold,
-            lifetime: timestampLifetime,
-            versionLead: nil,
-            remove: noTimestampRole
-        ).apply(to: body.timestampRole, releaseKeys: body.keys, verifier: verifier)
-    }
-
-    /// Writes the channel's timestamp after the manifest, signed by the release keys, when the
-    /// manifest declares no timestamp role; with one, says who must sign it.
-    private func writeTimestamp(
-        files: RepositoryFiles,
-        body: SignedManifestBody,
-        served: Data,
-        signers: [any Signer],
-        now: Date
-    ) throws {
-        let signer = TimestampSigner(files: files, channel: repository.channel)
-        guard body.timestampRole == nil else {
-            printNote(
-                "the timestamp role signs \(files.timestampPath(channel: repository.channel)): clients see version \(body.version) once `hot timestamp --key TIMESTAMP_KEY` signs it"
-            )
-            return
-        }
-        let expiry = try timestampExpires.map { try parseExpiry($0, now: now) } ?? body.expires
-        print(try signer.sign(with: signers, expires: expiry, now: now, document: (served, body)).summary)
-    }
-
-    private func keyTable(_ keys: [PublicKey], verifier: CryptoVerifier) throws -> [String: SignedManifestBody.Key] {
-        var table: [String: SignedManifestBody.Key] = [:]
-        for key in keys { table[try verifier.keyID(of: key)] = SignedManifestBody.Key(key) }
-        return table
-    }
-}
-
-/// The options of `hot sign` that declare an online role (`--rollout-key` and the rest, or
-/// `--timestamp-key` and the rest), applied to the role a manifest declares.
-struct RoleOptions {
-    /// "rollout" or "timestamp", as the options spell it.
-    var name: String
-    var keys: [String]
-    var threshold: Int?
-    var lifetime: String?
-    var versionLead: Int?
-    var remove: Bool
-
-    /// The role after the options: `current` with the options applied, nil when removed or
-    /// never declared.
-    func apply(
-        to current: OnlineRole?,
-        releaseKeys: [String: SignedManifestBody.Key],
-        verifier: CryptoVerifier
-    ) throws -> OnlineRole? {
-        if remove {
-            guard keys.isEmpty, threshold == nil, lifetime == nil, versionLead == nil else {
-                throw ValidationError("--no-\(name)-role goes with no other --\(name) option")
-            }
-            return nil
-        }
-        var role = current
-        if !keys.isEmpty {
-            var table: [String: SignedManifestBody.Key] = [:]
-            for key in try readPublicKeys(keys) { table[try verifier.keyID(of: key)] = SignedManifestBody.Key(key) }
-            if let overlap = table.keys.first(where: { releaseKeys[$0] != nil }) {
-                throw ValidationError(
-                    "the \(name) key \(overlap.prefix(12)) is a release key too; a \(name) role needs keys of its own"
-                )
-            }
-            role = OnlineRole(
-                keys: table,
-                threshold: role?.threshold ?? 1,
-                maxLifetime: role?.maxLifetime ?? OnlineRoleBounds.defaultMaxLifetime,
-                maxVersionLead: role?.maxVersionLead ?? OnlineRoleBounds.defaultMaxVersionLead
-            )
-        }
-        guard var role else {
-            if threshold != nil || lifetime != nil || versionLead != nil {
-                throw ValidationError("the manifest has no \(name) role: give --\(name)-key")
-            }
-            return nil
-        }
-        if let threshold { role.threshold = threshold }
-        if let lifetime {
-            let now = Date()
-            let until = try parseExpiry(lifetime, now: now)
-            guard until > now else {
-                throw ValidationError("--\(name)-lifetime \(lifetime) is not in the future")
-            }
-            let seconds = until.timeIntervalSince(now).rounded()
-            guard seconds.isFinite, seconds <= Double(OnlineRoleBounds.maxInteger) else {
-                throw ValidationError(
-                    "--\(name)-lifetime \(lifetime) is beyond 2^53 − 1 seconds, which clients refuse"
-                )
-            }
-            role.maxLifetime = Int(seconds)
-        }
-        if let versionLead {
-            guard (1...OnlineRoleBounds.maxInteger).contains(versionLead) else {
-                throw ValidationError(
-                    "--\(name)-version-lead takes a number of versions from 1 to 2^53 − 1, not \(versionLead)"
-                )
-            }
-            role.maxVersionLead = versionLead
-        }
-        try role.bounds.validate(role: "the \(name) role")
-        guard role.threshold >= 1, role.threshold <= role.keys.count else {
-            throw ValidationError(
-                "the \(name) threshold \(role.threshold) is not between 1 and the role's \(role.keys.count) keys"
-            )
-        }
-        return role
+    /// A role's options as the library takes them: its key files read, its lifetime in seconds.
+    private func roleChange(
+        keys: [String],
+        threshold: Int?,
+        lifetime: String?,
+        versionLead: Int?,
+        remove: Bool
+    ) throws -> Repository.RoleChange {
+        let now = Date()
+        return Repository.RoleChange(
+            keys: try readPublicKeys(keys),
+            threshold: threshold,
+            lifetime: try lifetime.map { try parseExpiry($0, now: now).timeIntervalSince(now) },
+            versionLead: versionLead,
+            remove: remove
+        )
     }
 }
 

@@ -164,14 +164,6 @@ enum DeliveryChoice: String, ExpressibleByArgument, CaseIterable {
     var mode: DeliveryMode { DeliveryMode(rawValue: rawValue) }
 }
 
-extension SignedManifestBody.Package {
-    /// Records `mode`; prefetch, the default, is written as no field, so a manifest that never
-    /// used delivery modes stays byte-identical.
-    mutating func setDelivery(_ mode: DeliveryMode) {
-        delivery = mode == .prefetch ? nil : mode
-    }
-}
-
 /// `hot pack --encryption`: the ciphers ``ZipWriter`` writes.
 enum EncryptionChoice: String, ExpressibleByArgument, CaseIterable {
     case aes256, aes192, aes128, zipcrypto

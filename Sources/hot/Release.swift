@@ -24,6 +24,11 @@ struct PolicyOptions: ParsableArguments {
         }
     }
 
+    /// The options as the library takes them.
+    var releasePolicy: Repository.ReleasePolicy {
+        Repository.ReleasePolicy(minAppVersion: minAppVersion, maxAppVersion: maxAppVersion, delivery: delivery?.mode)
+    }
+
     func apply(to package: inout SignedManifestBody.Package) {
         if let minAppVersion { package.minAppVersion = minAppVersion.isEmpty ? nil : minAppVersion }
         if let maxAppVersion { package.maxAppVersion = maxAppVersion.isEmpty ? nil : maxAppVersion }
@@ -51,25 +56,15 @@ struct Release: AsyncParsableCommand {
 
     func run() async throws {
         try await runReportingErrors {
-            // The package alone: in a sharded channel, its shard and the top document.
-            let files = repository.files
-            var edit = try files.loadPackage(id, channel: repository.channel)
-            let listed = edit.package?.entry(for: version)
-            let entry = try listed ?? files.findPackedVersion(id: id, version: version, channel: repository.channel)
-            if edit.package == nil {
-                try PathCollision.check(
-                    edit.others + [id],
-                    caseSensitive: false,
-                    what: "the package ids of the manifest"
+            repository.report(
+                try repository.library.release(
+                    id,
+                    version: version,
+                    channel: repository.channel,
+                    rollout: policy.rollout,
+                    policy: policy.releasePolicy
                 )
-            }
-            try edit.edit { package in
-                try package.addVersion(entry)
-                package.release(version, rollout: policy.rollout)
-                policy.apply(to: &package)
-            }
-            try repository.save(edit)
-            print("released \(id) \(version)" + (policy.rollout.map { " to \($0)% of clients" } ?? ""))
+            )
         }
     }
 }
@@ -87,33 +82,7 @@ struct Rollback: AsyncParsableCommand {
 
     func run() async throws {
         try await runReportingErrors {
-            var restored = ""
-            try repository.edit { body, _ in
-                guard let package = body.package(id), let current = package.current else {
-                    throw HotUpdateError(.notFound, "the package has no release in this channel", packageID: id)
-                }
-                let target = to ?? package.previous
-                guard let target, target != current else {
-                    throw HotUpdateError(
-                        .notFound,
-                        "there is no earlier release than \(current) to roll back to (use hot disable)",
-                        packageID: id
-                    )
-                }
-                guard package.entry(for: target) != nil else {
-                    throw HotUpdateError(.notFound, "version \(target) is not listed in this channel", packageID: id)
-                }
-                body.editPackage(id) { package in
-                    if let index = package.releases.lastIndex(of: target) {
-                        package.releases.removeSubrange((index + 1)...)
-                    } else {
-                        package.releases.append(target)
-                    }
-                    package.rollout = nil
-                }
-                restored = target
-            }
-            print("rolled back \(id) to \(restored)")
+            repository.report(try repository.library.rollback(id, to: to, channel: repository.channel))
         }
     }
 }
@@ -148,12 +117,6 @@ struct Enable: AsyncParsableCommand {
 
 private func setDisabled(_ disabled: Bool, id: String, repository: RepositoryOptions) async throws {
     try await runReportingErrors {
-        try repository.edit { body, _ in
-            guard body.package(id) != nil else {
-                throw HotUpdateError(.notFound, "the package is not in this channel", packageID: id)
-            }
-            body.editPackage(id) { $0.disabled = disabled }
-        }
-        print("\(disabled ? "disabled" : "enabled") \(id)")
+        repository.report(try repository.library.setDisabled(disabled, id, channel: repository.channel))
     }
 }

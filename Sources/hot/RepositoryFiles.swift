@@ -17,6 +17,15 @@ struct RepositoryOptions: ParsableArguments {
 
     var files: RepositoryFiles { RepositoryFiles(root: directoryURL(repo)) }
 
+    /// The repository, as the library changes it.
+    var library: Repository { Repository(directory: directoryURL(repo)) }
+
+    /// Prints what a change did, and notes on stderr the file it left unsigned.
+    func report(_ change: Repository.Change) {
+        printNote("\(change.unsignedPath) changed; sign it with `hot sign` before publishing")
+        print(change.summary)
+    }
+
     /// Validates the channel name.
     func validate() throws {
         if let channel {

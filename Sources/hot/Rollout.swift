@@ -50,163 +50,21 @@ struct Rollout: AsyncParsableCommand {
 
     func run() async throws {
         try await runReportingErrors {
-            let verifier = CryptoVerifier()
-            let files = repository.files
-            let path = files.manifestPath(channel: repository.channel)
-            guard let envelope = try SignedEnvelope.read(try files.manifestData(channel: repository.channel)),
-                !envelope.signatures.isEmpty
-            else {
-                throw HotUpdateError(.manifestUnsigned, "sign \(path) with its release keys first (hot sign)")
-            }
-            let release = try SignedManifestBody.decode(envelope.signed)
-            guard let role = release.rolloutRole else {
-                throw HotUpdateError(
-                    .rolloutRoleExceeded,
-                    "\(path) declares no rollout role; sign it with --rollout-key to delegate one"
-                )
-            }
-            let releaseSHA256 = try verifier.digest(of: envelope.signed, using: .sha256).hex
             let now = Date()
-            var part = RolloutPart(
-                release: releaseSHA256,
-                version: release.version,
-                signedAt: now,
-                expires: now,
-                packages: []
+            let step = try repository.library.signRolloutStep(
+                id,
+                percent: percent,
+                back: back,
+                to: to,
+                with: try keys.map { try readSigner($0) },
+                expires: try expires.map { try parseExpiry($0, now: now) },
+                timestampSigners: try timestampKeys.map { try readSigner($0) },
+                channel: repository.channel,
+                now: now
             )
-            if let rollout = envelope.rollout {
-                let previous = try RolloutPart.decode(rollout.signed)
-                if previous.release == releaseSHA256 { part.packages = previous.packages }
-                part.version = max(part.version, previous.version)
-            }
-            let current = try envelope.effectiveBody(verifier: verifier)
-            guard let package = current.package(id), var target = package.current else {
-                throw HotUpdateError(.notFound, "the package has no release in this channel", packageID: id)
-            }
-            var rollout = percent ?? package.rollout
-            if back {
-                let releases = package.releases
-                guard let earlier = to ?? package.previous, earlier != target else {
-                    throw HotUpdateError(
-                        .notFound,
-                        "there is no earlier release than \(target) to go back to",
-                        packageID: id
-                    )
-                }
-                guard releases.contains(earlier) else {
-                    throw HotUpdateError(
-                        .notFound,
-                        "the rollout role can go back only to a release the release manifest names (\(releases.joined(separator: ", "))), not \(earlier)",
-                        packageID: id
-                    )
-                }
-                target = earlier
-                rollout = percent
-            }
-            part.packages.removeAll { $0.id == id }
-            part.packages.append(RolloutPart.Package(id: id, current: target, rollout: rollout))
-            part.packages.sort { $0.id < $1.id }
-            let latest = role.bounds.latestVersion(over: release.version)
-            guard part.version < latest else {
-                throw HotUpdateError(
-                    .rolloutRoleExceeded,
-                    "the rollout role has signed its steps up to version \(latest), the release manifest's version \(release.version) plus the \(role.maxVersionLead) versions its keys allow; sign the release again with the release keys (hot sign) to go on"
-                )
-            }
-            part.version += 1
-            let bound = role.expiryBound(of: release)
-            part.expires = try expires.map { try parseExpiry($0, now: now) } ?? bound
-            guard part.expires <= bound else {
-                throw ValidationError(
-                    "--expires \(expires ?? "") is past the rollout role's bound \(SignedManifestBody.rfc3339(bound)); only the release keys can extend it"
-                )
-            }
-            guard part.expires > now else {
-                throw HotUpdateError(
-                    .manifestExpired,
-                    "the rollout role's bound \(SignedManifestBody.rfc3339(bound)) has passed; sign the release manifest again (hot sign)"
-                )
-            }
-            let signers = try keys.map { try readSigner($0) }
-            let signed = try part.canonicalBytes()
-            // The checks clients make, before anything is written.
-            _ = try part.apply(to: release, releaseSHA256: releaseSHA256, role: role)
-            let signatures = try SignedEnvelope.sign(signed, with: signers, verifier: verifier).signatures
-            let valid = signatures.filter { role.keys[$0.keyid] != nil }.count
-            guard valid >= role.threshold else {
-                throw HotUpdateError(
-                    .signatureInvalid,
-                    "only \(valid) of the signing keys belong to the rollout role, \(role.threshold) needed; clients would refuse the step"
-                )
-            }
-            var served = envelope
-            served.rollout = SignedEnvelope.Rollout(signed: signed, signatures: signatures)
-            try files.write(served, channel: repository.channel)
-            if files.isSharded(channel: repository.channel) {
-                // The same step over the top document, which clients that read shards fetch.
-                try signTopStep(
-                    part,
-                    releaseVersion: release.version,
-                    signers: signers,
-                    files: files,
-                    verifier: verifier
-                )
-            }
-            print(
-                "signed a rollout step of \(path) version \(part.version): \(id) \(target)"
-                    + (rollout.map { " to \($0)% of clients" } ?? " to every client")
-                    + ", expires \(SignedManifestBody.rfc3339(part.expires))"
-            )
-            try timestamp(files: files, release: release, now: now)
-        }
-    }
-}
-
-extension Rollout {
-    /// Signs `part` again over a sharded channel's top document (the release it names is the
-    /// top document's signed part) and writes it there.
-    fileprivate func signTopStep(
-        _ part: RolloutPart,
-        releaseVersion: Int,
-        signers: [any Signer],
-        files: RepositoryFiles,
-        verifier: CryptoVerifier
-    ) throws {
-        var (envelope, top) = try files.loadTop(channel: repository.channel)
-        let path = files.topPath(channel: repository.channel)
-        guard !envelope.signatures.isEmpty, top.version == releaseVersion else {
-            throw HotUpdateError(
-                .manifestUnsigned,
-                "\(path) is not the signed top document of \(files.manifestPath(channel: repository.channel)) version \(releaseVersion); sign the channel again (hot sign)"
-            )
-        }
-        var step = part
-        step.release = try verifier.digest(of: envelope.signed, using: .sha256).hex
-        let signed = try step.canonicalBytes()
-        envelope.rollout = SignedEnvelope.Rollout(
-            signed: signed,
-            signatures: try SignedEnvelope.sign(signed, with: signers, verifier: verifier).signatures
-        )
-        try RepositoryFiles.replaceServed(files.topURL(channel: repository.channel), with: try envelope.encoded())
-    }
-
-    /// The channel's timestamp after a step: signed over it with `--timestamp-key`; otherwise
-    /// left naming the release before the step where a timestamp role is declared (its
-    /// machine signs the step in with its next timestamp), and removed where the release keys
-    /// signed it (clients read the manifest alone until they sign one again).
-    fileprivate func timestamp(files: RepositoryFiles, release: SignedManifestBody, now: Date) throws {
-        let signer = TimestampSigner(files: files, channel: repository.channel)
-        let path = files.timestampPath(channel: repository.channel)
-        if !timestampKeys.isEmpty {
-            let signers = try timestampKeys.map { try readSigner($0) }
-            print(try signer.sign(with: signers, expires: nil, now: now).summary)
-        } else if release.timestampRole != nil {
-            printNote("clients see this step once the timestamp role signs \(path) again (hot timestamp)")
-        } else if FileManager.default.fileExists(atPath: files.timestampURL(channel: repository.channel).path) {
-            try files.removeTimestamp(channel: repository.channel)
-            printNote(
-                "removed \(path), which named the manifest before this step: clients read the manifest alone until the release keys sign a timestamp again (hot timestamp)"
-            )
+            print(step.summary)
+            if let timestamp = step.timestamp { print(timestamp.summary) }
+            for note in step.notes { printNote(note) }
         }
     }
 }

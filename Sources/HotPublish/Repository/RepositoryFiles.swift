@@ -252,3 +252,11 @@ extension SignedManifestBody.Package {
         self.rollout = rollout
     }
 }
+
+extension SignedManifestBody.Package {
+    /// Records `mode`; prefetch, the default, is written as no field, so a manifest that never
+    /// used delivery modes stays byte-identical.
+    package mutating func setDelivery(_ mode: DeliveryMode) {
+        delivery = mode == .prefetch ? nil : mode
+    }
+}
