@@ -51,7 +51,7 @@ extension Repository {
         }
         guard to == nil || back else { throw HotUpdateError(.invalidArgument, "a release to go back to needs back") }
         guard !signers.isEmpty else { throw HotUpdateError(.invalidArgument, "give at least one key") }
-        return try RepositoryLock.holding(directory) {
+        return try locked {
             try signStepHoldingLock(
                 id,
                 percent: percent,

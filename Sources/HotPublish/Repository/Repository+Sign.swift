@@ -106,7 +106,7 @@ extension Repository {
                 "the expiry \(SignedManifestBody.rfc3339(expiry)) is in the past"
             )
         }
-        return try RepositoryLock.holding(directory) {
+        return try locked {
             try signHoldingLock(with: signers, expires: expiry, channel: channel, options: options, now: now)
         }
     }

@@ -21,9 +21,42 @@ public struct Repository: Sendable {
     /// The repository's directory.
     public let directory: URL
 
+    /// Whether this value stands for a holder of the lock (``exclusively(_:)``): its changes
+    /// do not take it again.
+    let holdsLock: Bool
+
     /// The repository in `directory` (made by the first change when it does not exist).
     public init(directory: URL) {
         self.directory = directory.standardizedFileURL
+        self.holdsLock = false
+    }
+
+    private init(holding directory: URL) {
+        self.directory = directory
+        self.holdsLock = true
+    }
+
+    /// Runs `body` holding the repository's lock for all of it: the changes `body` makes
+    /// through the repository it is given (pull, change, sign, publish) come one after the
+    /// other with no other change between them.
+    ///
+    /// - Throws: `HotUpdateError.Code.storeBusy` when another change holds the lock; what
+    ///   `body` throws.
+    public func exclusively<T>(_ body: (Repository) async throws -> T) async throws -> T {
+        if holdsLock { return try await body(self) }
+        return try await RepositoryLock.holding(directory) { try await body(Repository(holding: directory)) }
+    }
+
+    /// Runs `body` under the lock, unless this value already holds it.
+    func locked<T>(_ body: () throws -> T) throws -> T {
+        if holdsLock { return try body() }
+        return try RepositoryLock.holding(directory, body)
+    }
+
+    /// ``locked(_:)`` for a change that waits.
+    func lockedAwaiting<T>(_ body: () async throws -> T) async throws -> T {
+        if holdsLock { return try await body() }
+        return try await RepositoryLock.holding(directory, body)
     }
 
     var files: RepositoryFiles { RepositoryFiles(root: directory) }
@@ -78,7 +111,7 @@ public struct Repository: Sendable {
         if let rollout, !(0...100).contains(rollout) {
             throw HotUpdateError(.invalidArgument, "a rollout is a percentage from 0 to 100, not \(rollout)")
         }
-        return try RepositoryLock.holding(directory) {
+        return try locked {
             let files = self.files
             // The package alone: in a sharded channel, its shard and the top document.
             var edit = try files.loadPackage(id, channel: channel)
@@ -186,7 +219,7 @@ public struct Repository: Sendable {
     ) throws -> SignedTimestamp {
         try Self.validate(channel: channel)
         guard !signers.isEmpty else { throw HotUpdateError(.invalidArgument, "give at least one key") }
-        return try RepositoryLock.holding(directory) {
+        return try locked {
             let signed = try TimestampSigner(files: files, channel: channel).sign(
                 with: signers,
                 expires: expires,
@@ -202,7 +235,7 @@ public struct Repository: Sendable {
 
     /// Loads `channel`'s manifest, lets `change` edit it, and saves it unsigned, holding the lock.
     func edit(channel: String?, _ change: (inout SignedManifestBody) throws -> Void) throws {
-        try RepositoryLock.holding(directory) {
+        try locked {
             let files = self.files
             var body = try files.loadBody(channel: channel)
             try change(&body)

@@ -75,41 +75,31 @@ struct Publish: AsyncParsableCommand {
 
     func run() async throws {
         try await runReportingErrors {
-            let location = try S3Location(destination)
-            let bucket = try bucketOptions.bucket(for: location)
-            let publisher = Publisher(
-                repository: LocalRepository(files: RepositoryFiles(root: directoryURL(repo))),
-                location: location,
-                bucket: bucket,
-                settings: settings,
+            let repository = Repository(directory: directoryURL(repo))
+            let remote = try bucketOptions.remote(destination, acl: acl?.rawValue)
+            let summary = try await repository.publish(
+                to: remote,
+                options: Repository.PublishOptions(
+                    dryRun: dryRun,
+                    concurrency: concurrency,
+                    packageCacheControl: packageCacheControl,
+                    manifestCacheControl: manifestCacheControl,
+                    multipartThreshold: Int64(multipartThreshold) << 20,
+                    partSize: partSize << 20,
+                    allowUnsigned: allowUnsigned
+                ),
                 report: emit
             )
-            let summary = try await publisher.publish()
             emit(
                 "\(dryRun ? "would publish" : "published") \(destination): \(summary.uploaded) package file(s) uploaded, "
                     + "\(summary.present) already there, \(summary.manifestsUploaded) manifest(s) uploaded, "
                     + "\(summary.manifestsUnchanged) unchanged"
             )
             if prune {
-                let deleted = try await publisher.prune(keep: keep)
+                let deleted = try await repository.prune(remote, keep: keep, dryRun: dryRun, report: emit)
                 emit("\(dryRun ? "would delete" : "deleted") \(deleted) package file(s)")
             }
         }
-    }
-
-    private var settings: Publisher.Settings {
-        var headers: [String: String] = [:]
-        if let acl { headers["x-amz-acl"] = acl.rawValue }
-        return Publisher.Settings(
-            dryRun: dryRun,
-            concurrency: concurrency,
-            packageCacheControl: packageCacheControl,
-            manifestCacheControl: manifestCacheControl,
-            multipartThreshold: Int64(multipartThreshold) << 20,
-            partSize: partSize << 20,
-            extraHeaders: headers,
-            allowUnsigned: allowUnsigned
-        )
     }
 }
 
@@ -121,30 +111,29 @@ struct BucketOptions: ParsableArguments {
     @Option(help: "The region (signing scope); AWS_REGION or us-east-1 when omitted.") var region: String?
 
     @Option(help: "path (ENDPOINT/BUCKET/KEY) or virtual (BUCKET.HOST/KEY); path with --endpoint, virtual without.")
-    var addressing: S3Endpoint.Addressing?
+    var addressing: String?
+
+    func validate() throws {
+        if let addressing, !["path", "virtual"].contains(addressing) {
+            throw ValidationError("--addressing takes path or virtual, not '\(addressing)'")
+        }
+    }
 
     @OptionGroup(title: "TLS (an https endpoint)") var tlsOptions: TLSOptions
 
-    /// The bucket of `location`, with the credentials of the environment or profile.
-    func bucket(for location: S3Location) throws -> S3Bucket {
-        let environment = ProcessInfo.processInfo.environment
-        let region = self.region ?? environment["AWS_REGION"] ?? environment["AWS_DEFAULT_REGION"] ?? "us-east-1"
+    /// The remote at `location` (`s3://BUCKET/PREFIX`) these options reach.
+    func remote(_ location: String, acl: String? = nil) throws -> S3Remote {
         let endpointURL = try endpoint.map { text -> URL in
             guard let url = URL(string: text) else { throw ValidationError("--endpoint \(text) is not a URL") }
             return url
         }
-        return S3Bucket(
-            client: try S3Client(
-                endpoint: try S3Endpoint(
-                    bucket: location.bucket,
-                    endpoint: endpointURL,
-                    region: region,
-                    addressing: addressing
-                ),
-                credentials: try S3Credentials.load(),
-                region: region,
-                trust: try tlsOptions.trust()
-            )
+        return S3Remote(
+            location: location,
+            endpoint: endpointURL,
+            region: region,
+            addressing: addressing,
+            trust: try tlsOptions.trust(),
+            acl: acl
         )
     }
 }
@@ -169,38 +158,11 @@ struct Pull: AsyncParsableCommand {
 
     func run() async throws {
         try await runReportingErrors {
-            let location = try S3Location(source)
-            let bucket = try bucketOptions.bucket(for: location)
-            let files = RepositoryFiles(root: directoryURL(repo))
-            var pulled: [String] = []
-            for object in try await bucket.list(prefix: location.prefix) {
-                guard object.key.hasPrefix(location.prefix) else { continue }
-                let path = String(object.key.dropFirst(location.prefix.count))
-                let isTimestamp = Publisher.isTimestampPath(path)
-                guard Publisher.isManifestPath(path) || isTimestamp else { continue }
-                guard let data = try await bucket.get(key: object.key) else { continue }
-                do {
-                    if isTimestamp {
-                        _ = try TimestampPart.decode(try SignedEnvelope.parse(data).signed)
-                    } else {
-                        _ = try SignedEnvelope.read(data)
-                    }
-                } catch var error as HotUpdateError {
-                    error.subject = bucket.endpoint.describe(key: object.key)
-                    throw error
-                }
-                let target = files.root.appendingPathComponent(path)
-                try FileSystem.createDirectory(target.deletingLastPathComponent())
-                try DurableFile.write(data, to: target)
-                if !isTimestamp { pulled.append(path) }
-            }
-            guard !pulled.isEmpty else {
-                throw HotUpdateError(.notFound, "\(source) holds no manifest.json and no channels/*/manifest.json")
-            }
-            emit("pulled \(pulled.count) manifest(s) from \(source): \(pulled.sorted().joined(separator: ", "))")
+            let pulled = try await Repository(directory: directoryURL(repo)).pull(
+                from: try bucketOptions.remote(source)
+            )
+            emit("pulled \(pulled.count) manifest(s) from \(source): \(pulled.joined(separator: ", "))")
         }
     }
 }
-
-extension S3Endpoint.Addressing: ExpressibleByArgument {}
 #endif
