@@ -383,7 +383,7 @@ if Context.environment["HOTUPDATE_DEV"] == "1" && testTargets == nil {
         .target(
             name: "HotServerKit",
             dependencies: [
-                "HotCore", "HotManifest", "HotVerify",
+                "HotCore", "HotManifest", "HotVerify", "HotPublish", "HotTransport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
@@ -407,7 +407,7 @@ if Context.environment["HOTUPDATE_DEV"] == "1" && testTargets == nil {
         .testTarget(
             name: "HotServerTests",
             dependencies: [
-                "HotServerKit", "HotCore", "HotManifest", "HotVerify", "HotTestServers", "HotTesting", "HotTransport",
+                "HotServerKit", "HotPublish", "HotCore", "HotManifest", "HotVerify", "HotTestServers", "HotTesting", "HotTransport",
             ],
             path: "Console/Tests/HotServerTests"
         ),

@@ -25,6 +25,11 @@ public enum Subprocess {
         public var stdout: String { String(decoding: standardOutput, as: UTF8.self) }
         /// Standard error as UTF-8 text.
         public var stderr: String { String(decoding: standardError, as: UTF8.self) }
+
+        /// What a process left.
+        public init(ending: ChildProcess.Ending, standardOutput: Data, standardError: Data) {
+            (self.ending, self.standardOutput, self.standardError) = (ending, standardOutput, standardError)
+        }
     }
 
     /// Runs `executable` (a path, or a name looked up on `PATH`) and returns what it left,

@@ -213,12 +213,11 @@ struct Sign: AsyncParsableCommand {
 
 /// Reads `30d`, `12h`, `15m`, `2s` (from `now`) or an ISO 8601 time.
 func parseExpiry(_ text: String, now: Date) throws -> Date {
-    let units: [Character: Double] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400]
-    if let unit = text.last, let seconds = units[unit], let count = Double(text.dropLast()), count > 0 {
-        return now.addingTimeInterval(count * seconds)
+    do {
+        return try Repository.expiry(text, now: now)
+    } catch {
+        throw ValidationError(
+            "--expires takes 30d, 12h, 15m, 2s or an ISO 8601 time such as 2027-01-31T00:00:00Z, not '\(text)'"
+        )
     }
-    if let date = SignedManifestBody.parseDate(text) { return date }
-    throw ValidationError(
-        "--expires takes 30d, 12h, 15m, 2s or an ISO 8601 time such as 2027-01-31T00:00:00Z, not '\(text)'"
-    )
 }

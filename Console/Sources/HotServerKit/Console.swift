@@ -198,14 +198,12 @@ public final class ReleaseConsole: Sendable {
             detail = "\(percent)%"
         default: return "error: unknown action '\(action)'"
         }
-        // Nothing reaches `hot`, and nothing is recorded, unless every field is valid.
+        // Nothing is changed, and nothing is recorded, unless every field is valid.
         if let reason = Self.invalidFields(form) { return reason }
         let repository = self.repository
         let outcome: String
         do {
-            let printed = try await Task.detached {
-                try repository.apply(change, package: package, channel: channel)
-            }.value
+            let printed = try await repository.apply(change, package: package, channel: channel)
             if detail.isEmpty { detail = printed }
             outcome = "ok"
         } catch {
@@ -226,7 +224,7 @@ public final class ReleaseConsole: Sendable {
     /// The page. Forms appear only with a session's CSRF token.
     public func page(csrf: String?) async throws -> String {
         let report = try await HealthReport.load(from: database)
-        let packages = (try? repository.packages()) ?? []
+        let packages = (try? await repository.packages()) ?? []
         let actions = try await database.actions(limit: 30)
         var html = """
             <!doctype html><html lang="en"><head><meta charset="utf-8"><title>HotUpdate releases</title>

@@ -1,20 +1,24 @@
 import Foundation
 import HotCore
 import HotManifest
+import HotPublish
 import HotVerify
 
 /// A static repository as `hot` writes it, read for the console and the rollout command, and
-/// changed through the `hot` executable (the existing publisher): each change edits a
-/// channel's manifest and signs it with the publisher's keys, or, given rollout role keys,
-/// is signed as a rollout step (`hot rollout`). Given timestamp role keys, it signs each
-/// channel's timestamp (`hot timestamp`), on a schedule or after each change.
+/// changed in this process through HotPublish's ``HotPublish/Repository`` (no `hot`
+/// executable is looked for or started): each change edits a channel's manifest and signs it
+/// with the publisher's keys, or, given rollout role keys, is signed as a rollout step. Given
+/// timestamp role keys, it signs each channel's timestamp, on a schedule or after each
+/// change. Every change holds the repository's lock, the one `hot` takes: a change while
+/// `hot` changes the repository is refused (`HotUpdateError.Code.storeBusy`), and nothing is
+/// half-written.
 public struct PublisherRepository: Sendable {
     /// What the keys may sign.
     public enum Role: String, Sendable, Hashable {
-        /// Release keys: every change, signed with `hot sign`.
+        /// Release keys: every change, signed as `hot sign` signs.
         case release
         /// Keys of the rollout role the release keys delegate to: the current release's
-        /// percentage and rollbacks to a listed release, signed with `hot rollout`. A machine
+        /// percentage and rollbacks to a listed release, signed as `hot rollout` signs. A machine
         /// that advances rollouts on a schedule should hold these, never a release key.
         case rollout
         /// Keys of the timestamp role the release keys delegate to: each channel's
@@ -24,49 +28,37 @@ public struct PublisherRepository: Sendable {
 
     /// The repository directory.
     public let directory: URL
-    /// The `hot` executable.
-    public let hot: URL
-    /// The private keys each change is signed with (paths of PEM files, read by `hot sign`).
+    /// The keys each change is signed with: PEM files or `pkcs11:` URIs.
     public let keys: [String]
-    /// How long each signed manifest is valid (`hot sign --expires`); rollout steps expire at
-    /// the bound their release manifest gives the role.
+    /// How long each signed manifest is valid (`30d`, `12h`, or an ISO 8601 time); rollout
+    /// steps expire at the bound their release manifest gives the role.
     public let expires: String
     /// What ``keys`` may sign.
     public let role: Role
-    /// Where the repository is published, when ``directory`` is a working copy of a bucket.
-    public let remote: Remote?
-    /// Private keys of the timestamp role (PEM paths) that sign the changed channel's
-    /// timestamp after each change (``apply(_:package:channel:)``), so clients see the change
-    /// at once rather than at the next scheduled timestamp; none by default.
+    /// Where the repository is published, when ``directory`` is a working copy of a bucket:
+    /// its live manifests are pulled into ``directory`` before each read and change, and each
+    /// change is published back; package files stay in the bucket.
+    public let remote: S3Remote?
+    /// Keys of the timestamp role (PEM files or `pkcs11:` URIs) that sign the changed
+    /// channel's timestamp after each change (``apply(_:package:channel:)``), so clients see
+    /// the change at once rather than at the next scheduled timestamp; none by default.
     public let timestampKeys: [String]
 
-    /// A repository published to S3-compatible storage (`s3://BUCKET/PREFIX`): its live
-    /// manifests are pulled into ``directory`` before each read and change (`hot pull`), and
-    /// each change is published back (`hot publish`); package files stay in the bucket.
-    public struct Remote: Sendable, Hashable {
-        /// `s3://BUCKET/PREFIX`.
-        public var location: String
-        /// Options of `hot pull` and `hot publish` (`--endpoint URL`, `--region NAME`, …).
-        public var options: [String]
-        /// Options of `hot publish` alone (`--acl public-read`).
-        public var publishOptions: [String]
+    private let signers: [any Signer]
+    private let timestampSigners: [any Signer]
+    private var repository: Repository { Repository(directory: directory) }
 
-        /// Creates a remote.
-        public init(location: String, options: [String] = [], publishOptions: [String] = []) {
-            self.location = location
-            self.options = options
-            self.publishOptions = publishOptions
-        }
-    }
-
-    /// Creates a repository: the keys must be readable PEM private keys.
+    /// Creates a repository; the keys are opened now (a PEM file read, a token logged in), so
+    /// a wrong key fails here rather than at the first change.
+    ///
+    /// - Throws: `HotUpdateError.Code.invalidArgument` with no key or a key that cannot sign,
+    ///   and what ``HotPublish/ReleaseKey/signer(_:rsaScheme:)`` throws for each key.
     public init(
         directory: URL,
-        hot: URL,
         keys: [String],
         expires: String = "30d",
         role: Role = .release,
-        remote: Remote? = nil,
+        remote: S3Remote? = nil,
         timestampKeys: [String] = []
     ) throws {
         guard !keys.isEmpty else { throw HotUpdateError(.invalidArgument, "give at least one --key") }
@@ -76,13 +68,10 @@ public struct PublisherRepository: Sendable {
                 "timestamp role keys sign with --key; --timestamp-key is for changes"
             )
         }
-        for key in keys + timestampKeys {
-            guard let pem = try? String(contentsOfFile: key, encoding: .utf8), pem.contains("PRIVATE KEY") else {
-                throw HotUpdateError(.invalidArgument, "\(key) is not a readable PEM private key")
-            }
-        }
+        _ = try Repository.expiry(expires)
+        self.signers = try keys.map { try ReleaseKey.signer($0) }
+        self.timestampSigners = try timestampKeys.map { try ReleaseKey.signer($0) }
         self.directory = directory
-        self.hot = hot
         self.keys = keys
         self.expires = expires
         self.role = role
@@ -112,8 +101,8 @@ public struct PublisherRepository: Sendable {
 
     /// Every package of every channel, as the signed manifests say now (pulled first from
     /// ``remote``, when there is one).
-    public func packages() throws -> [PackageState] {
-        try pull()
+    public func packages() async throws -> [PackageState] {
+        if let remote { try await repository.pull(from: remote) }
         return try localPackages()
     }
 
@@ -156,9 +145,10 @@ public struct PublisherRepository: Sendable {
         case enable
     }
 
-    /// Checks a name before it is passed to `hot`: a package id, version or channel as the
+    /// Checks a name before any change: a package id, version or channel as the
     /// library accepts one (``PackageDescriptor/validateComponent(_:what:)``: 1–128 letters,
-    /// digits and `. _ - + ~`), and not starting with `-`, which `hot` would read as an option.
+    /// digits and `. _ - + ~`), and not starting with `-`, which a command line would read as
+    /// an option.
     ///
     /// - Throws: ``HotUpdateError/Code/invalidArgument`` saying which name is wrong and why.
     public static func validateName(_ value: String, what: String) throws {
@@ -172,7 +162,7 @@ public struct PublisherRepository: Sendable {
         }
     }
 
-    /// Checks every name `change` passes to `hot`: the package id, the channel (empty for
+    /// Checks every name `change` names: the package id, the channel (empty for
     /// the root manifest) and the versions the change names.
     ///
     /// - Throws: ``HotUpdateError/Code/invalidArgument`` for the first name that is wrong.
@@ -193,17 +183,18 @@ public struct PublisherRepository: Sendable {
     }
 
     /// Applies `change` to `package` in `channel` and signs the manifest (and, with
-    /// ``timestampKeys``, the channel's timestamp over it).
+    /// ``timestampKeys``, the channel's timestamp over it), all under one hold of the
+    /// repository's lock: pulled first from ``remote`` and published back, when there is one.
     ///
-    /// Every name is checked first (``validate(_:package:channel:)``), and the package id and
-    /// version are passed after `--`, so no value can reach `hot` as an option.
+    /// Every name is checked first (``validate(_:package:channel:)``).
     ///
-    /// - Returns: What `hot` printed.
-    /// - Throws: ``HotUpdateError/Code/invalidArgument`` for a bad name (`hot` is not run);
+    /// - Returns: What the change did (`released app 2`).
+    /// - Throws: ``HotUpdateError/Code/invalidArgument`` for a bad name (nothing is changed);
     ///   ``HotUpdateError/Code/timestampRoleExceeded`` with timestamp role keys, which sign no
-    ///   change; `HotUpdateError` with `hot`'s error line when a step fails.
+    ///   change; ``HotUpdateError/Code/storeBusy`` while `hot` or another server changes the
+    ///   repository; the library's error when a step fails.
     @discardableResult
-    public func apply(_ change: Change, package: String, channel: String) throws -> String {
+    public func apply(_ change: Change, package: String, channel: String) async throws -> String {
         try Self.validate(change, package: package, channel: channel)
         guard role != .timestamp else {
             throw HotUpdateError(
@@ -212,42 +203,54 @@ public struct PublisherRepository: Sendable {
                 packageID: package
             )
         }
-        try pull()
-        let where_ = ["--repo", directory.path] + (channel.isEmpty ? [] : ["--channel", channel])
-        let timestampOptions = timestampKeys.flatMap { ["--timestamp-key", $0] }
-        if role == .rollout {
-            let step = try rolloutStep(change, package: package, channel: channel)
-            let printed = try run(
-                [step.command] + step.options + where_ + keys.flatMap { ["--key", $0] } + timestampOptions
-                    + ["--", package]
-            )
-            try publish()
-            return printed
+        let channelName = channel.isEmpty ? nil : channel
+        return try await repository.exclusively { repository in
+            if let remote { try await repository.pull(from: remote) }
+            let summary: String
+            if role == .rollout {
+                let step = try rolloutStep(change, package: package, channel: channel)
+                summary = try repository.signRolloutStep(
+                    package,
+                    percent: step.percent,
+                    back: step.back,
+                    to: step.to,
+                    with: signers,
+                    timestampSigners: timestampSigners,
+                    channel: channelName
+                ).summary
+            } else {
+                switch change {
+                case .release(let version, let rollout):
+                    summary = try repository.release(package, version: version, channel: channelName, rollout: rollout)
+                        .summary
+                case .rollback(let to):
+                    summary = try repository.rollback(package, to: to, channel: channelName).summary
+                case .disable:
+                    summary = try repository.setDisabled(true, package, channel: channelName).summary
+                case .enable:
+                    summary = try repository.setDisabled(false, package, channel: channelName).summary
+                }
+                let now = Date()
+                _ = try repository.sign(
+                    with: signers,
+                    expires: try Repository.expiry(expires, now: now),
+                    channel: channelName,
+                    now: now
+                )
+                if !timestampSigners.isEmpty {
+                    _ = try repository.signTimestamp(with: timestampSigners, channel: channelName, now: now)
+                }
+            }
+            if let remote { _ = try await repository.publish(to: remote) }
+            return summary
         }
-        let command: [String]
-        switch change {
-        case .release(let version, let rollout):
-            command =
-                ["release"] + (rollout.map { ["--rollout", String($0)] } ?? []) + where_ + ["--", package, version]
-        case .rollback(let to):
-            command = ["rollback"] + (to.map { ["--to", $0] } ?? []) + where_ + ["--", package]
-        case .disable: command = ["disable"] + where_ + ["--", package]
-        case .enable: command = ["enable"] + where_ + ["--", package]
-        }
-        let edited = try run(command)
-        try run(["sign"] + where_ + keys.flatMap { ["--key", $0] } + ["--expires", expires])
-        if !timestampKeys.isEmpty {
-            try run(["timestamp"] + where_ + timestampKeys.flatMap { ["--key", $0] })
-        }
-        try publish()
-        return edited
     }
 
     /// What signing one channel's timestamp came to.
     public struct TimestampOutcome: Sendable, Hashable {
         /// The channel; empty for the root manifest.
         public var channel: String
-        /// What `hot timestamp` printed (the timestamp, the manifest version it names, its
+        /// What was signed (the timestamp, the manifest version it names, its
         /// expiry), or nil when it failed.
         public var signed: String?
         /// Why it failed, or nil.
@@ -261,27 +264,34 @@ public struct PublisherRepository: Sendable {
     /// A channel that fails (an unsigned manifest, keys the manifest does not delegate to, a
     /// role bound passed) is reported and does not stop the others.
     ///
-    /// - Parameter expires: `hot timestamp --expires` (`12h`, `1d`); a day, within the role's
+    /// - Parameter expires: `12h`, `1d` or an ISO 8601 time; a day, within the role's
     ///   bound, when nil.
     /// - Returns: One outcome per channel with a manifest, the root manifest first.
     /// - Throws: `HotUpdateError` when pulling or publishing fails.
-    public func signTimestamps(expires: String?) throws -> [TimestampOutcome] {
-        try pull()
-        var outcomes: [TimestampOutcome] = []
-        for channel in channelNames() {
-            let where_ = ["--repo", directory.path] + (channel.isEmpty ? [] : ["--channel", channel])
-            do {
-                let printed = try run(
-                    ["timestamp"] + where_ + keys.flatMap { ["--key", $0] }
-                        + (expires.map { ["--expires", $0] } ?? [])
-                )
-                outcomes.append(TimestampOutcome(channel: channel, signed: printed, error: nil))
-            } catch {
-                outcomes.append(TimestampOutcome(channel: channel, signed: nil, error: "\(error)"))
+    public func signTimestamps(expires: String?) async throws -> [TimestampOutcome] {
+        let now = Date()
+        let until = try expires.map { try Repository.expiry($0, now: now) }
+        return try await repository.exclusively { repository in
+            if let remote { try await repository.pull(from: remote) }
+            var outcomes: [TimestampOutcome] = []
+            for channel in channelNames() {
+                do {
+                    let signed = try repository.signTimestamp(
+                        with: signers,
+                        expires: until,
+                        channel: channel.isEmpty ? nil : channel,
+                        now: now
+                    )
+                    outcomes.append(TimestampOutcome(channel: channel, signed: signed.summary, error: nil))
+                } catch {
+                    outcomes.append(TimestampOutcome(channel: channel, signed: nil, error: "\(error)"))
+                }
             }
+            if let remote, outcomes.contains(where: { $0.signed != nil }) {
+                _ = try await repository.publish(to: remote)
+            }
+            return outcomes
         }
-        if outcomes.contains(where: { $0.signed != nil }) { try publish() }
-        return outcomes
     }
 
     /// The channels with a manifest in ``directory``: "" for the root manifest, then each of
@@ -300,26 +310,13 @@ public struct PublisherRepository: Sendable {
                 .appendingPathComponent("manifest.json")
     }
 
-    /// Brings the live manifests of ``remote`` into ``directory``.
-    private func pull() throws {
-        guard let remote else { return }
-        try run(["pull", remote.location, "--repo", directory.path] + remote.options)
-    }
-
-    /// Publishes ``directory``'s manifests to ``remote``: the bucket serves the change.
-    private func publish() throws {
-        guard let remote else { return }
-        try run(["publish", directory.path, remote.location] + remote.options + remote.publishOptions)
-    }
-
-    /// The `hot rollout` command and options of `change`, which the rollout role may sign
-    /// only when it sets the current release's percentage or rolls back; the package id goes
-    /// after them, behind `--`.
+    /// The rollout step of `change`, which the rollout role may sign only when it sets the
+    /// current release's percentage or rolls back.
     private func rolloutStep(
         _ change: Change,
         package: String,
         channel: String
-    ) throws -> (command: String, options: [String]) {
+    ) throws -> (percent: Int?, back: Bool, to: String?) {
         let refusal = { (what: String) in
             HotUpdateError(
                 .rolloutRoleExceeded,
@@ -331,45 +328,11 @@ public struct PublisherRepository: Sendable {
         case .release(let version, let rollout):
             let current = try localPackages().first { $0.channel == channel && $0.id == package }?.current
             guard version == current else { throw refusal("releasing \(version)") }
-            return ("rollout", ["--percent", String(rollout ?? 100)])
+            return (rollout ?? 100, false, nil)
         case .rollback(let to):
-            return ("rollout", ["--back"] + (to.map { ["--to", $0] } ?? []))
+            return (nil, true, to)
         case .disable: throw refusal("disabling")
         case .enable: throw refusal("enabling")
         }
-    }
-
-    @discardableResult
-    private func run(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = hot
-        process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let printed = output.fileHandleForReading.readDataToEndOfFile()
-        let complaint = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            let line = String(decoding: complaint, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
-            throw HotUpdateError(.invalidArgument, "hot \(arguments.first ?? "") failed: \(line)")
-        }
-        return String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    /// The `hot` executable: beside this one, else on `PATH`.
-    public static func findHot(named explicit: String?) -> URL? {
-        if let explicit { return URL(fileURLWithPath: explicit) }
-        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-            .deletingLastPathComponent()
-            .appendingPathComponent("hot")
-        if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
-        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
-            let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent("hot")
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-        }
-        return nil
     }
 }

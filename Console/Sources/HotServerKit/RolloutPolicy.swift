@@ -145,7 +145,7 @@ public struct RolloutAdvance: Sendable {
         let report = try await HealthReport.load(from: database)
         let actions = try await database.actions(limit: 1000)
         var outcomes: [Outcome] = []
-        for package in try repository.packages() where !package.disabled {
+        for package in try await repository.packages() where !package.disabled {
             guard let current = package.current else { continue }
             let health = report.health(package: package.id, version: current, channel: package.channel)
             let previous = package.previous.flatMap {
@@ -198,7 +198,7 @@ public struct RolloutAdvance: Sendable {
     {
         var failure: String?
         do {
-            try repository.apply(change, package: package.id, channel: package.channel)
+            try await repository.apply(change, package: package.id, channel: package.channel)
         } catch {
             failure = "\(error)"
         }

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import HotCore
+import HotPublish
 import HotServerKit
+import HotTransport
 import Hummingbird
 import Logging
 
@@ -62,12 +64,12 @@ struct RepositoryOptions: ParsableArguments {
 
     @Option(
         name: .customLong("key"),
-        help: ArgumentHelp("A private key (PEM) each change is signed with (repeatable).", valueName: "key.pem")
+        help: ArgumentHelp(
+            "A private key each change is signed with: a PEM file or a pkcs11: URI (repeatable).",
+            valueName: "key"
+        )
     )
     var keys: [String] = []
-
-    @Option(help: ArgumentHelp("The `hot` executable; beside hot-server or on PATH by default.", valueName: "path"))
-    var hot: String?
 
     @Option(
         help:
@@ -88,22 +90,30 @@ struct RepositoryOptions: ParsableArguments {
     var timestampKeys: [String] = []
 
     func open(role: PublisherRepository.Role? = nil) throws -> PublisherRepository {
-        guard let executable = PublisherRepository.findHot(named: hot) else {
-            throw ValidationError("no `hot` executable beside hot-server or on PATH: give --hot")
-        }
         var directory = URL(fileURLWithPath: repo, isDirectory: true)
-        var remote: PublisherRepository.Remote?
+        var remote: S3Remote?
         if repo.hasPrefix("s3://") {
-            var options: [String] = []
-            for (name, value) in [
-                ("--endpoint", endpoint), ("--region", region), ("--addressing", addressing), ("--ca-file", caFile),
-            ] {
-                if let value { options += [name, value] }
+            let endpointURL = try endpoint.map { text -> URL in
+                guard let url = URL(string: text), url.scheme == "http" || url.scheme == "https" else {
+                    throw ValidationError("--endpoint \(text) is not an http or https URL")
+                }
+                return url
             }
-            remote = PublisherRepository.Remote(
+            if let addressing, !["path", "virtual"].contains(addressing) {
+                throw ValidationError("--addressing takes path or virtual, not '\(addressing)'")
+            }
+            remote = S3Remote(
                 location: repo,
-                options: options,
-                publishOptions: acl.map { ["--acl", $0] } ?? []
+                endpoint: endpointURL,
+                region: region,
+                addressing: addressing,
+                trust: caFile.map {
+                    TLSTrust(
+                        authorities: .only(bundle: URL(fileURLWithPath: $0).standardizedFileURL.path),
+                        pins: Set<SPKIPin>()
+                    )
+                } ?? .system,
+                acl: acl
             )
             directory =
                 work.map { URL(fileURLWithPath: $0, isDirectory: true) }
@@ -115,7 +125,6 @@ struct RepositoryOptions: ParsableArguments {
         }
         return try PublisherRepository(
             directory: directory,
-            hot: executable,
             keys: keys,
             expires: expires ?? "30d",
             role: role ?? (rolloutRole ? .rollout : .release),
@@ -519,22 +528,22 @@ struct TimestampCommand: AsyncParsableCommand {
         try await reporting {
             let repo = try repository.open(role: .timestamp)
             guard let every else {
-                if try round(repo) { return }
+                if try await round(repo) { return }
                 throw ExitCode(1)
             }
             while true {
-                let succeeded = (try? round(repo)) ?? false
+                let succeeded = (try? await round(repo)) ?? false
                 try await Task.sleep(for: .seconds(succeeded ? every : min(every, TimestampSchedule.retry)))
             }
         }
     }
 
     /// Signs every channel's timestamp once and prints one line each; whether all were signed.
-    private func round(_ repo: PublisherRepository) throws -> Bool {
+    private func round(_ repo: PublisherRepository) async throws -> Bool {
         let now = ISO8601DateFormatter().string(from: Date())
         let outcomes: [PublisherRepository.TimestampOutcome]
         do {
-            outcomes = try repo.signTimestamps(expires: repository.expires)
+            outcomes = try await repo.signTimestamps(expires: repository.expires)
         } catch {
             FileHandle.standardError.write(Data("\(now) failed: \(error)\n".utf8))
             throw error

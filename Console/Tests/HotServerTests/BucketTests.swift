@@ -1,6 +1,7 @@
 import Foundation
 import HotCore
 import HotManifest
+import HotPublish
 import HotServerKit
 import HotTestServers
 import HotVerify
@@ -69,7 +70,7 @@ struct BucketTests {
             "hot-server",
             [
                 "rollout", "advance", "--repo", "s3://releases/app", "--work", work.path, "--acl", "public-read",
-                "--db", database, "--rollout-role", "--key", app.rolloutKey.path, "--hot", try executable("hot"),
+                "--db", database, "--rollout-role", "--key", app.rolloutKey.path,
             ] + endpoint
         )
         #expect(advance.stdout.contains("app 2: halt and roll back"), "\(advance.stdout)")
@@ -93,17 +94,16 @@ struct BucketTests {
         // The release keys, through the same bucket, release 2 again to everyone.
         let repository = try PublisherRepository(
             directory: try scratch("bucket-release"),
-            hot: URL(fileURLWithPath: try executable("hot")),
             keys: [app.privateKey.path],
-            remote: .init(location: "s3://releases/app", options: endpoint, publishOptions: ["--acl", "public-read"])
+            remote: S3Remote(location: "s3://releases/app", endpoint: moto.baseURL, acl: "public-read")
         )
-        // In this process the repository runs `hot` itself, which reads the credentials here.
+        // The repository publishes from this process, which reads the credentials here.
         setenv("AWS_ACCESS_KEY_ID", "hot-test", 1)
         setenv("AWS_SECRET_ACCESS_KEY", MotoServer.secretAccessKey, 1)
         setenv("AWS_REGION", "eu-west-1", 1)
-        try repository.apply(.release(version: "2", rollout: nil), package: "app", channel: "")
+        try await repository.apply(.release(version: "2", rollout: nil), package: "app", channel: "")
         #expect(try await served().package("app")?.current == "2")
         #expect(try await servedEnvelope().rollout == nil)
-        #expect(try repository.packages().first?.current == "2")
+        #expect(try await repository.packages().first?.current == "2")
     }
 }

@@ -37,8 +37,7 @@ struct ConsoleBrowserTests {
         defer { nginx.stopNow() }
         let database = "sqlite:" + app.directory.appendingPathComponent("telemetry.db").path
         let console = try await ServerProcess.start([
-            "console", "--db", database, "--repo", app.repo.path, "--key", app.privateKey.path, "--hot",
-            try executable("hot"),
+            "console", "--db", database, "--repo", app.repo.path, "--key", app.privateKey.path,
         ])
         defer { console.stop() }
         let token = try #require(console.lines.first { $0.hasPrefix("token ") }.map { String($0.dropFirst(6)) })

@@ -40,8 +40,7 @@ private func startConsole(
     let database = "sqlite:" + app.directory.appendingPathComponent("telemetry.db").path
     let server = try await ServerProcess.start(
         [
-            "console", "--db", database, "--repo", app.repo.path, "--key", app.privateKey.path, "--hot",
-            try executable("hot"),
+            "console", "--db", database, "--repo", app.repo.path, "--key", app.privateKey.path,
         ] + arguments
     )
     let token = try #require(server.lines.first { $0.hasPrefix("token ") }.map { String($0.dropFirst(6)) })

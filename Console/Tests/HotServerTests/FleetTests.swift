@@ -136,13 +136,10 @@ struct FleetTests {
         // The rollout command, holding only a rollout role key, sees v2 failing and rolls it
         // back with a signed rollout step; a new device runs v1.
         #expect(try app.currentRelease() == "2")
-        let advance = try await Subprocess.check(
-            try executable("hot-server"),
-            [
-                "rollout", "advance", "--repo", app.repo.path, "--db", database, "--rollout-role", "--key",
-                app.rolloutKey.path, "--hot", try executable("hot"),
-            ]
-        )
+        let advance = try await LoneServer.check([
+            "rollout", "advance", "--repo", app.repo.path, "--db", database, "--rollout-role", "--key",
+            app.rolloutKey.path,
+        ])
         #expect(advance.stdout.contains("app 2: halt and roll back"), "\(advance.stdout)")
         #expect(try app.currentRelease() == "1")
         let newcomer = Device(
@@ -155,25 +152,21 @@ struct FleetTests {
         let second = try await newcomer.launch()
         #expect(second.ending == .exited(0) && second.running == "1", "\(second.output)")
         // Run again, the rollout holds: nothing fails now.
-        let again = try await Subprocess.check(
-            try executable("hot-server"),
-            [
-                "rollout", "advance", "--repo", app.repo.path, "--db", database, "--rollout-role", "--key",
-                app.rolloutKey.path, "--hot", try executable("hot"),
-            ]
-        )
+        let again = try await LoneServer.check([
+            "rollout", "advance", "--repo", app.repo.path, "--db", database, "--rollout-role", "--key",
+            app.rolloutKey.path,
+        ])
         #expect(again.stdout.contains("app 1: hold"), "\(again.stdout)")
         // The rollout role's keys cannot disable, nor release a version that is not current.
         let repository = try PublisherRepository(
             directory: app.repo,
-            hot: URL(fileURLWithPath: try executable("hot")),
             keys: [app.rolloutKey.path],
             role: .rollout
         )
         let served = try Data(contentsOf: app.repo.appendingPathComponent("manifest.json"))
         for change in [PublisherRepository.Change.disable, .release(version: "2", rollout: nil)] {
-            #expect(throws: HotUpdateError(.rolloutRoleExceeded, "")) {
-                try repository.apply(change, package: "app", channel: "")
+            await #expect(throws: HotUpdateError(.rolloutRoleExceeded, "")) {
+                try await repository.apply(change, package: "app", channel: "")
             }
         }
         #expect(try Data(contentsOf: app.repo.appendingPathComponent("manifest.json")) == served)

@@ -56,8 +56,7 @@ struct ForgeryTests {
         // The console's page says why app 2 holds.
         collector.stop()
         let console = try await ServerProcess.start([
-            "console", "--db", database, "--repo", app.repo.path, "--key", app.privateKey.path, "--hot",
-            try executable("hot"),
+            "console", "--db", database, "--repo", app.repo.path, "--key", app.privateKey.path,
         ])
         defer { console.stop() }
         let page = try await Subprocess.check("curl", ["-s", console.url.absoluteString]).stdout

@@ -34,6 +34,80 @@ func executable(_ name: String) throws -> String {
     throw HotUpdateError(.notFound, "\(name) not found")
 }
 
+/// `hot-server` as every test here runs it: a copy alone in a folder of its own, with a `PATH`
+/// of the system's folders only, so that no `hot` executable is beside it or on its path: each
+/// change it makes, it makes in its own process through HotPublish.
+enum LoneServer {
+    private static let prepared = Result { () throws -> Prepared in
+        let folder = try ScratchDirectory.make("hot-server-lone")
+        let copy = folder.appendingPathComponent("hot-server")
+        try FileManager.default.copyItem(atPath: try executable("hot-server"), toPath: copy.path)
+        var environment = ProcessInfo.processInfo.environment
+        environment["PATH"] = "/usr/sbin:/usr/bin:/sbin:/bin"
+        return Prepared(path: copy.path, environment: environment)
+    }
+
+    struct Prepared: Sendable {
+        var path: String
+        var environment: [String: String]
+    }
+
+    /// The copy's path and its environment, checked to have no `hot` beside it or on `PATH`.
+    static func get() throws -> Prepared {
+        let lone = try prepared.get()
+        let beside = URL(fileURLWithPath: lone.path).deletingLastPathComponent().appendingPathComponent("hot")
+        let onPath = lone.environment["PATH", default: ""].split(separator: ":").map { "\($0)/hot" }
+        for candidate in [beside.path] + onPath where FileManager.default.fileExists(atPath: candidate) {
+            throw HotUpdateError(.internalInconsistency, "\(candidate) exists: the server could lean on it")
+        }
+        return lone
+    }
+
+    /// Starts the server with `arguments`.
+    static func start(
+        _ arguments: [String],
+        standardOutput: ChildProcess.Stream = .pipe,
+        standardError: ChildProcess.Stream = .pipe
+    ) throws -> ChildProcess {
+        let lone = try get()
+        return try ChildProcess(
+            lone.path,
+            arguments,
+            environment: lone.environment,
+            standardOutput: standardOutput,
+            standardError: standardError
+        )
+    }
+
+    /// Runs the server with `arguments` to its end (within two minutes).
+    static func run(_ arguments: [String]) async throws -> Subprocess.Output {
+        let child = try start(arguments)
+        guard let output = child.standardOutput, let errors = child.standardError else {
+            throw HotUpdateError(.internalInconsistency, "hot-server's output is not piped")
+        }
+        let out = ChildProcess.drain(output)
+        let err = ChildProcess.drain(errors)
+        guard let ending = await child.exit(within: .seconds(120)) else {
+            child.kill()
+            throw HotUpdateError(.timedOut, "hot-server \(arguments.first ?? "") did not end within 120 s")
+        }
+        return Subprocess.Output(ending: ending, standardOutput: out.wait(), standardError: err.wait())
+    }
+
+    /// ``run(_:)``, throwing with its standard error when it exits non-zero.
+    @discardableResult
+    static func check(_ arguments: [String]) async throws -> Subprocess.Output {
+        let output = try await run(arguments)
+        guard output.status == 0 else {
+            throw HotUpdateError(
+                .internalInconsistency,
+                "hot-server \(arguments.joined(separator: " ")) exited \(output.status): \(output.stderr)"
+            )
+        }
+        return output
+    }
+}
+
 /// A scratch directory removed by the system's temporary cleanup.
 func scratch(_ label: String) throws -> URL { try ScratchDirectory.make("hot-server-\(label)") }
 
@@ -96,13 +170,10 @@ struct PublishedApp {
 
     /// `hot-server rollout advance` with the release key, steps taken at once.
     func advance(database: String) async throws -> String {
-        try await Subprocess.check(
-            try executable("hot-server"),
-            [
-                "rollout", "advance", "--repo", repo.path, "--db", database, "--key", privateKey.path, "--hot",
-                try executable("hot"), "--min-step-seconds", "0",
-            ]
-        ).stdout
+        try await LoneServer.check([
+            "rollout", "advance", "--repo", repo.path, "--db", database, "--key", privateKey.path, "--min-step-seconds",
+            "0",
+        ]).stdout
     }
 }
 
@@ -114,10 +185,10 @@ final class ServerProcess: @unchecked Sendable {
     let lines: [String]
 
     static func start(_ arguments: [String]) async throws -> ServerProcess {
-        let process = try ChildProcess(
-            try executable("hot-server"),
+        let process = try LoneServer.start(
             arguments + ["--listen", "127.0.0.1:0"],
-            standardOutput: .pipe
+            standardOutput: .pipe,
+            standardError: .inherit
         )
         guard let reader = process.standardOutput else {
             throw HotUpdateError(.internalInconsistency, "hot-server's output is not a pipe")

@@ -48,11 +48,8 @@ struct TimestampServerTests {
         /// to the log returned; the caller stops it.
         func startSchedule(_ options: [String]) throws -> (ChildProcess, URL) {
             let log = app.directory.appendingPathComponent("timestamp.log")
-            let server = try ChildProcess(
-                try executable("hot-server"),
-                ["timestamp", "--repo", app.repo.path, "--key", timestampKey.path, "--every", "1"] + options + [
-                    "--hot", try executable("hot"),
-                ],
+            let server = try LoneServer.start(
+                ["timestamp", "--repo", app.repo.path, "--key", timestampKey.path, "--every", "1"] + options,
                 standardOutput: .file(log.path, append: false),
                 standardError: .standardOutput
             )
@@ -168,7 +165,7 @@ struct TimestampServerTests {
             try await Task.sleep(for: .milliseconds(100))
         }
         let failure = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-        #expect(failure.contains("(root): failed: hot timestamp failed:"), "\(failure)")
+        #expect(failure.contains("(root): failed: sign manifest.json with its release keys first"), "\(failure)")
         #expect(failure.contains("hot sign"), "the failure says what to do: \(failure)")
         #expect(server.isRunning)
         #expect(try repository.served() == nil)
@@ -188,19 +185,17 @@ struct TimestampServerTests {
     func refusals() async throws {
         let repository = try await Repository.make()
         try await repository.release("1")
-        let serverPath = try executable("hot-server")
-        let hotPath = try executable("hot")
-        let base = ["timestamp", "--repo", repository.app.repo.path, "--hot", hotPath]
+        let base = ["timestamp", "--repo", repository.app.repo.path]
 
         // The release key is not the timestamp role's.
-        let wrongKey = try await Subprocess.run(serverPath, base + ["--key", repository.app.privateKey.path])
+        let wrongKey = try await LoneServer.run(base + ["--key", repository.app.privateKey.path])
         #expect(wrongKey.status == 1)
         #expect(wrongKey.stderr.contains("(root): failed:"), "\(wrongKey.stderr)")
         #expect(wrongKey.stderr.contains("valid signatures by the release manifest's timestamp role's keys"))
         #expect(try repository.served() == nil)
 
         // The role's key, once: signed, exit 0.
-        let once = try await Subprocess.run(serverPath, base + ["--key", repository.timestampKey.path])
+        let once = try await LoneServer.run(base + ["--key", repository.timestampKey.path])
         #expect(once.status == 0, "\(once.stderr)")
         #expect(once.stdout.contains("(root): signed timestamp.json naming manifest version 1"))
         let signed = try #require(try repository.served())
@@ -212,7 +207,7 @@ struct TimestampServerTests {
             (["--rollout-role"], "--rollout-role and --timestamp-key are for changes"),
         ]
         for (options, reason) in refused {
-            let output = try await Subprocess.run(serverPath, base + ["--key", repository.timestampKey.path] + options)
+            let output = try await LoneServer.run(base + ["--key", repository.timestampKey.path] + options)
             #expect(output.status != 0, "\(options)")
             #expect(output.stderr.contains(reason), "\(options): \(output.stderr)")
         }
@@ -229,11 +224,10 @@ struct TimestampServerTests {
         try await repository.release("2")
         let publisher = try PublisherRepository(
             directory: repository.app.repo,
-            hot: URL(fileURLWithPath: try executable("hot")),
             keys: [repository.app.privateKey.path],
             timestampKeys: [repository.timestampKey.path]
         )
-        try publisher.apply(.rollback(to: nil), package: "app", channel: "")
+        try await publisher.apply(.rollback(to: nil), package: "app", channel: "")
         let served = try #require(try repository.served())
         let manifest = try Data(contentsOf: repository.app.repo.appendingPathComponent("manifest.json"))
         #expect(try served.part.names(manifest, verifier: CryptoVerifier()))
@@ -242,15 +236,14 @@ struct TimestampServerTests {
 
         let timestampMachine = try PublisherRepository(
             directory: repository.app.repo,
-            hot: URL(fileURLWithPath: try executable("hot")),
             keys: [repository.timestampKey.path],
             role: .timestamp
         )
-        #expect(throws: HotUpdateError.self) {
-            try timestampMachine.apply(.release(version: "2", rollout: nil), package: "app", channel: "")
+        await #expect(throws: HotUpdateError.self) {
+            try await timestampMachine.apply(.release(version: "2", rollout: nil), package: "app", channel: "")
         }
         #expect(try repository.served()?.bytes == served.bytes)
-        let outcomes = try timestampMachine.signTimestamps(expires: "2h")
+        let outcomes = try await timestampMachine.signTimestamps(expires: "2h")
         #expect(outcomes.map(\.channel) == [""] && outcomes.allSatisfy { $0.signed != nil }, "\(outcomes)")
         #expect(try repository.served()?.bytes != served.bytes)
     }

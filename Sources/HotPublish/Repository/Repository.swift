@@ -253,3 +253,21 @@ public struct Repository: Sendable {
         if let channel { try PackageDescriptor.validateComponent(channel, what: "channel") }
     }
 }
+
+extension Repository {
+    /// The time `text` names: a duration from `now` (`30d`, `12h`, `15m`, `2s`) or an ISO 8601
+    /// time (`2027-01-31T00:00:00Z`), as `hot sign --expires` takes it.
+    ///
+    /// - Throws: `HotUpdateError.Code.invalidArgument` for anything else.
+    public static func expiry(_ text: String, now: Date = Date()) throws -> Date {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400]
+        if let unit = text.last, let seconds = units[unit], let count = Double(text.dropLast()), count > 0 {
+            return now.addingTimeInterval(count * seconds)
+        }
+        if let date = SignedManifestBody.parseDate(text) { return date }
+        throw HotUpdateError(
+            .invalidArgument,
+            "an expiry is 30d, 12h, 15m, 2s or an ISO 8601 time such as 2027-01-31T00:00:00Z, not '\(text)'"
+        )
+    }
+}
