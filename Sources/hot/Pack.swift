@@ -79,78 +79,24 @@ struct Pack: AsyncParsableCommand {
 
     func run() async throws {
         try await runReportingErrors {
-            let source = directoryURL(directory)
-            guard FileSystem.isDirectory(source) else {
-                throw HotUpdateError(.notFound, "not a directory", subject: source.path)
-            }
-            // Validates the id and the version.
-            _ = try PackageDescriptor(id: id, version: version, url: URL(fileURLWithPath: "/"))
-            let files = repository.files
-            // The package alone: in a sharded channel, its shard and the top document.
-            var edit = try files.loadPackage(id, channel: repository.channel)
-            // Names every client would refuse are refused here, before anything is written.
-            try PublishedNames.checkPack(
-                source: source,
+            let packed = try await repository.library.pack(
+                directoryURL(directory),
                 id: id,
-                caseSensitive: caseSensitiveOnly,
-                existingIDs: edit.others
-            )
-            try FileSystem.createDirectory(files.packagesDirectory)
-            let temporary = files.packagesDirectory.appendingPathComponent(".\(id)-\(version)-\(UUID().uuidString).zip")
-            defer { try? FileSystem.remove(temporary) }
-            // Each file's SHA-256 goes into the archive: clients that checked the archive against
-            // the signed manifest take them instead of hashing every unpacked file again.
-            // (Not in an encrypted archive, where they would let anyone confirm a guess of a file.)
-            let zipOptions = ZipWriter.Options(
-                fileHasher: { try CryptoVerifier().makeHasher(for: .sha256) },
-                encryption: zipEncryption
-            )
-            let summary = try ZipWriter.write(directory: source, to: temporary, options: zipOptions)
-            let sha256 = try CryptoVerifier().digest(ofFile: temporary, using: .sha256)
-            let archive = files.packagesDirectory.appendingPathComponent(
-                "\(id)-\(version)-\(sha256.hex.prefix(12)).zip"
-            )
-            if !FileManager.default.fileExists(atPath: archive.path) {
-                try FileSystem.rename(temporary, to: archive)
-            }
-            var entry = try files.versionEntry(of: archive, version: version, channel: repository.channel, md5: md5)
-            entry.unpackedSize = summary.uncompressedBytes
-            entry.caseSensitive = caseSensitiveOnly ? true : nil
-
-            entry.password = password
-            if summary.uncompressedBytes > UpdaterConfiguration.defaultMaxPackageBytes {
-                FileHandle.standardError.write(
-                    Data(
-                        ("hot: warning: \(id) \(version) unpacks to \(summary.uncompressedBytes) bytes, more than the "
-                            + "\(UpdaterConfiguration.defaultMaxPackageBytes) a client accepts by default; its apps "
-                            + "must raise UpdaterConfiguration.maxPackageBytes (hot sync --max-package-bytes)\n").utf8
-                    )
-                )
-            }
-            let deltaEntries = try await DeltaBuilder(
-                files: files,
+                version: version,
                 channel: repository.channel,
-                encryption: zipEncryption,
-                report: { print($0) },
-                note: printNote
-            ).build(
-                package: edit.package,
-                id: id,
-                target: entry,
-                targetTree: source,
-                count: deltas
+                options: Repository.PackOptions(
+                    release: !noRelease,
+                    deltas: deltas,
+                    delivery: delivery?.mode,
+                    caseSensitive: caseSensitiveOnly,
+                    md5: md5,
+                    encryption: zipEncryption
+                )
             )
-            try edit.edit { package in
-                try package.addVersion(entry)
-                if !deltaEntries.isEmpty { package.setDeltas(deltaEntries, of: version) }
-                if !noRelease { package.release(version, rollout: nil) }
-                if let delivery { package.setDelivery(delivery.mode) }
-            }
-            try repository.save(edit)
-            print(
-                "packed \(id) \(version): \(summary.fileCount) files, \(entry.size) bytes, \(archive.lastPathComponent)"
-                    + (zipEncryption.map { ", encrypted (\($0.method))" } ?? "") + (noRelease ? "" : ", released")
-            )
+            for note in packed.notes { printNote(note) }
+            for line in packed.deltas { print(line) }
+            printNote("\(packed.unsignedPath) changed; sign it with `hot sign` before publishing")
+            print(packed.summary)
         }
     }
 }

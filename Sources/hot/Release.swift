@@ -28,12 +28,6 @@ struct PolicyOptions: ParsableArguments {
     var releasePolicy: Repository.ReleasePolicy {
         Repository.ReleasePolicy(minAppVersion: minAppVersion, maxAppVersion: maxAppVersion, delivery: delivery?.mode)
     }
-
-    func apply(to package: inout SignedManifestBody.Package) {
-        if let minAppVersion { package.minAppVersion = minAppVersion.isEmpty ? nil : minAppVersion }
-        if let maxAppVersion { package.maxAppVersion = maxAppVersion.isEmpty ? nil : maxAppVersion }
-        if let delivery { package.setDelivery(delivery.mode) }
-    }
 }
 
 /// `hot release ID VERSION --repo DIR [--channel NAME] [--rollout P] [--min-app-version V] [--max-app-version V]`

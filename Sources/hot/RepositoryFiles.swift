@@ -36,25 +36,4 @@ struct RepositoryOptions: ParsableArguments {
             }
         }
     }
-
-    /// Saves an edit of one package (``RepositoryFiles/loadPackage(_:channel:)``) unsigned.
-    func save(_ edit: PackageEdit) throws {
-        let files = self.files
-        try files.save(edit, channel: channel)
-        printNote("\(changedPath(files)) changed; sign it with `hot sign` before publishing")
-    }
-
-    /// What an edit changes: the manifest, or a sharded channel's top document.
-    private func changedPath(_ files: RepositoryFiles) -> String {
-        files.isSharded(channel: channel) ? files.topPath(channel: channel) : files.manifestPath(channel: channel)
-    }
-
-    /// Loads the channel's manifest, lets `edit` change it, and saves it unsigned.
-    func edit(_ edit: (inout SignedManifestBody, RepositoryFiles) throws -> Void) throws {
-        let files = self.files
-        var body = try files.loadBody(channel: channel)
-        try edit(&body, files)
-        try files.saveUnsigned(body, channel: channel)
-        printNote("\(changedPath(files)) changed; sign it with `hot sign` before publishing")
-    }
 }

@@ -22,20 +22,11 @@ struct Shard: AsyncParsableCommand {
 
     func run() async throws {
         try await runReportingErrors {
-            let files = repository.files
-            guard !files.isSharded(channel: repository.channel) else {
-                print("\(files.manifestPath(channel: repository.channel)) is sharded already")
+            guard let change = try repository.library.shard(channel: repository.channel) else {
+                print("\(repository.files.manifestPath(channel: repository.channel)) is sharded already")
                 return
             }
-            let body = try files.loadBody(channel: repository.channel)
-            try files.saveSharded(body, channel: repository.channel)
-            let top = try files.loadTop(channel: repository.channel).top
-            print(
-                "sharded \(files.manifestPath(channel: repository.channel)): \(body.packages.count) packages in \(top.shards?.count ?? 0) shards"
-            )
-            printNote(
-                "\(files.topPath(channel: repository.channel)) changed; sign it with `hot sign` before publishing"
-            )
+            repository.report(change)
         }
     }
 }

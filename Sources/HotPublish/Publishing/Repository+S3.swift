@@ -86,7 +86,10 @@ extension Repository {
     /// bucket lacks first, the manifests and timestamps last, so no client ever reads a
     /// manifest naming a file the bucket does not hold.
     ///
-    /// - Parameter report: Called with a line for each file uploaded or left, from several tasks.
+    /// - Parameters:
+    ///   - remote: Where to publish.
+    ///   - options: How: a dry run, concurrency, cache headers, part sizes.
+    ///   - report: Called with a line for each file uploaded or left, from several tasks.
     /// - Throws: `HotUpdateError.Code.signatureInvalid` for an unsigned manifest (unless
     ///   allowed); `HotUpdateError.Code.httpStatus` or `transportFailed` when the storage
     ///   refuses; `HotUpdateError.Code.unsupported` in a build without the `Curl` trait.

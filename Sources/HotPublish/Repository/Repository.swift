@@ -192,6 +192,27 @@ public struct Repository: Sendable {
         return Change(summary: "\(disabled ? "disabled" : "enabled") \(id)", unsignedPath: changedPath(channel))
     }
 
+    /// Lists `channel`'s packages in shards (up to 256, by the hash of their ids) named by a
+    /// small top document, so that a change to one package re-writes one shard; nil when the
+    /// channel is sharded already. The top document is left unsigned.
+    ///
+    /// - Throws: `HotUpdateError.Code.storeBusy` while another change holds the repository.
+    public func shard(channel: String? = nil) throws -> Change? {
+        try Self.validate(channel: channel)
+        return try locked {
+            let files = self.files
+            guard !files.isSharded(channel: channel) else { return nil }
+            let body = try files.loadBody(channel: channel)
+            try files.saveSharded(body, channel: channel)
+            let top = try files.loadTop(channel: channel).top
+            return Change(
+                summary:
+                    "sharded \(files.manifestPath(channel: channel)): \(body.packages.count) packages in \(top.shards?.count ?? 0) shards",
+                unsignedPath: files.topPath(channel: channel)
+            )
+        }
+    }
+
     /// What a signed timestamp names, for people.
     public struct SignedTimestamp: Sendable, Hashable {
         /// `signed timestamp.json naming manifest version 7 (812 bytes), expires …`.
