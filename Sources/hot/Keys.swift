@@ -72,9 +72,9 @@ struct Sign: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Sign a channel's manifest: bump its version, set its expiry, add a signature per key.",
         discussion: """
-            --key takes a PEM private key file, or a pkcs11: URI (RFC 7512) of a key in a \
-            token that signs without the key leaving it: \
-            'pkcs11:token=release;object=release-ed25519?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-source=file:pin.txt'. \
+            --key takes a PEM private key file, or a pkcs11: URI (RFC 7512) naming a key in a \
+            token, its module (module-path) and its PIN (pin-source or pin-value): the token \
+            signs, and the key never leaves it. \
             --expires takes a duration (30d, 12h, 15m, 2s) or an ISO 8601 time; 30 days by \
             default. The manifest declares the keys allowed to sign the next one: on the first \
             signing the signing keys, later the same keys unless --trusted-key lists new ones \
