@@ -1,6 +1,7 @@
 import Foundation
 import HotAssets
 import HotCore
+import HotTestServers
 import HotTesting
 import Testing
 
@@ -368,6 +369,67 @@ struct WebResponderTests {
             }
             #expect(page.url(scheme: "app").absoluteString == "app://m.example.com/home/index.html?x=1#top")
             #expect(page.onlineURL == url)
+        }
+    }
+}
+
+/// The loopback server over the responder, through its library API.
+@Suite("Web preview server")
+struct WebPreviewServerTests {
+    /// One request on a new connection that asks to close; the whole answer.
+    static func exchange(_ request: String, port: Int) throws -> String {
+        let descriptor = try Loopback.connect(port: port)
+        defer { close(descriptor) }
+        let bytes = Array(request.utf8)
+        guard bytes.withUnsafeBytes({ write(descriptor, $0.baseAddress, $0.count) }) == bytes.count else {
+            throw HotUpdateError(.transportFailed, "the request was not sent")
+        }
+        var answer = Data()
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            guard count > 0 else { break }
+            answer.append(contentsOf: buffer[0..<count])
+        }
+        return String(decoding: answer, as: UTF8.self)
+    }
+
+    @Test("it serves the module at its online path on a free port, logs each request, and run() returns after stop()")
+    func servesAndStops() async throws {
+        try await WebResponderTests().withResponder { responder, _ in
+            let lines = Locked<[String]>([])
+            let server = try WebPreviewServer(responder: responder, port: 0) { line in
+                lines.withLock { $0.append(line) }
+            }
+            #expect(server.port > 0)
+            let ended = Locked(false)
+            let thread = Thread {
+                server.run()
+                ended.withLock { $0 = true }
+            }
+            thread.start()
+            let answer = try Self.exchange(
+                "GET /home/data/config.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                port: server.port
+            )
+            #expect(answer.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(answer.prefix(200))")
+            #expect(answer.hasSuffix(#"{"ok": true}"#))
+            let missing = try Self.exchange(
+                "GET /home/no-such-file.js HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                port: server.port
+            )
+            #expect(missing.hasPrefix("HTTP/1.1 404 "), "\(missing.prefix(200))")
+            #expect(missing.contains("X-Hot-Fallback: fileMissing"), "\(missing.prefix(400))")
+            let logged = lines.withLock { $0 }
+            #expect(logged.count == 2 && logged.first == "GET /home/data/config.json 200", "\(logged)")
+            #expect(logged.last?.hasPrefix("GET /home/no-such-file.js 404 (fileMissing") == true, "\(logged)")
+            server.stop()
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline, !ended.withLock({ $0 }) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(ended.withLock { $0 }, "run() did not return after stop()")
+            #expect(throws: (any Error).self) { try Loopback.connect(port: server.port, timeout: 1) }
         }
     }
 }
