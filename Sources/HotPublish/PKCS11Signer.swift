@@ -191,7 +191,10 @@ extension PKCS11Signer {
             switch keyType {
             case CK_KEY_TYPE(CKK_EC_EDWARDS):
                 let point = try Self.edwardsPoint(id: id, session: session, functions: functions, shownURI: shownURI)
-                publicKey = PublicKey(scheme: .ed25519, pem: DER.pem(DER.ed25519PublicKey(point)))
+                publicKey = PublicKey(
+                    scheme: .ed25519,
+                    pem: PEM.encode(SubjectPublicKeyInfo.ed25519DER(point), label: "PUBLIC KEY")
+                )
                 mechanism = CK_MECHANISM_TYPE(CKM_EDDSA)
             case CK_KEY_TYPE(CKK_RSA):
                 guard rsaScheme == .rsaPSSSHA256 || rsaScheme == .rsaPKCS1SHA256 else {
@@ -205,7 +208,10 @@ extension PKCS11Signer {
                 let exponent = try Self.attribute(CK_ATTRIBUTE_TYPE(CKA_PUBLIC_EXPONENT), of: key, session, functions)
                 publicKey = PublicKey(
                     scheme: rsaScheme,
-                    pem: DER.pem(DER.rsaPublicKey(modulus: modulus, exponent: exponent))
+                    pem: PEM.encode(
+                        SubjectPublicKeyInfo.rsaDER(modulus: modulus, exponent: exponent),
+                        label: "PUBLIC KEY"
+                    )
                 )
                 mechanism = CK_MECHANISM_TYPE(
                     rsaScheme == .rsaPKCS1SHA256 ? CKM_SHA256_RSA_PKCS : CKM_SHA256_RSA_PKCS_PSS
@@ -392,9 +398,7 @@ extension PKCS11Signer {
                 )
             }
             var privateClass = CK_OBJECT_CLASS(CKO_PRIVATE_KEY)
-            var found: [CK_OBJECT_HANDLE] = [0, 0]
-            var foundCount: CK_ULONG = 0
-            let started = try withUnsafeMutableBytes(of: &privateClass) { classBytes -> CK_RV in
+            let found = try withUnsafeMutableBytes(of: &privateClass) { classBytes in
                 template.append(
                     CK_ATTRIBUTE(
                         type: CK_ATTRIBUTE_TYPE(CKA_CLASS),
@@ -402,16 +406,9 @@ extension PKCS11Signer {
                         ulValueLen: CK_ULONG(classBytes.count)
                     )
                 )
-                return try call(functions.C_FindObjectsInit, "C_FindObjectsInit")(
-                    session,
-                    &template,
-                    CK_ULONG(template.count)
-                )
+                return try findObjects(&template, atMost: 2, session: session, functions: functions, shownURI: shownURI)
             }
-            try check(started, "searching the token", shownURI)
-            let searched = try call(functions.C_FindObjects, "C_FindObjects")(session, &found, 2, &foundCount)
-            _ = functions.C_FindObjectsFinal?(session)
-            try check(searched, "searching the token", shownURI)
+            let foundCount = found.count
             guard foundCount > 0 else {
                 throw HotUpdateError(.notFound, "the token has no private key the URI names", subject: shownURI)
             }
@@ -425,6 +422,31 @@ extension PKCS11Signer {
             return found[0]
         }
 
+        /// The objects `template` matches, at most `limit` of them.
+        private static func findObjects(
+            _ template: inout [CK_ATTRIBUTE],
+            atMost limit: Int,
+            session: CK_SESSION_HANDLE,
+            functions: CK_FUNCTION_LIST,
+            shownURI: String
+        ) throws -> [CK_OBJECT_HANDLE] {
+            try check(
+                try call(functions.C_FindObjectsInit, "C_FindObjectsInit")(
+                    session,
+                    &template,
+                    CK_ULONG(template.count)
+                ),
+                "searching the token",
+                shownURI
+            )
+            var found = [CK_OBJECT_HANDLE](repeating: 0, count: limit)
+            var count: CK_ULONG = 0
+            let searched = try call(functions.C_FindObjects, "C_FindObjects")(session, &found, CK_ULONG(limit), &count)
+            _ = functions.C_FindObjectsFinal?(session)
+            try check(searched, "searching the token", shownURI)
+            return Array(found.prefix(Int(count)))
+        }
+
         /// The Ed25519 public key (32 bytes) of the public key object with `id`.
         private static func edwardsPoint(
             id: [UInt8],
@@ -434,9 +456,7 @@ extension PKCS11Signer {
         ) throws -> [UInt8] {
             var publicClass = CK_OBJECT_CLASS(CKO_PUBLIC_KEY)
             var keyID = id
-            var found: CK_OBJECT_HANDLE = 0
-            var count: CK_ULONG = 0
-            let started = try withUnsafeMutableBytes(of: &publicClass) { classBytes in
+            let objects = try withUnsafeMutableBytes(of: &publicClass) { classBytes in
                 try keyID.withUnsafeMutableBytes { idBytes in
                     var template = [
                         CK_ATTRIBUTE(
@@ -450,17 +470,16 @@ extension PKCS11Signer {
                             ulValueLen: CK_ULONG(idBytes.count)
                         ),
                     ]
-                    return try call(functions.C_FindObjectsInit, "C_FindObjectsInit")(
-                        session,
+                    return try findObjects(
                         &template,
-                        CK_ULONG(template.count)
+                        atMost: 1,
+                        session: session,
+                        functions: functions,
+                        shownURI: shownURI
                     )
                 }
             }
-            try check(started, "searching the token", shownURI)
-            let searched = try call(functions.C_FindObjects, "C_FindObjects")(session, &found, 1, &count)
-            _ = functions.C_FindObjectsFinal?(session)
-            try check(searched, "searching the token", shownURI)
+            let count = objects.count
             guard count == 1 else {
                 throw HotUpdateError(
                     .notFound,
@@ -468,7 +487,7 @@ extension PKCS11Signer {
                     subject: shownURI
                 )
             }
-            let point = try attribute(CK_ATTRIBUTE_TYPE(CKA_EC_POINT), of: found, session, functions)
+            let point = try attribute(CK_ATTRIBUTE_TYPE(CKA_EC_POINT), of: objects[0], session, functions)
             // CKA_EC_POINT holds the 32 bytes in a DER OCTET STRING; some tokens give them bare.
             if point.count == 34, point[0] == 0x04, point[1] == 0x20 { return Array(point[2...]) }
             guard point.count == 32 else {
@@ -545,57 +564,3 @@ extension PKCS11Signer {
     }
 }
 #endif
-
-/// The DER and PEM of the public keys a token gives in parts.
-enum DER {
-    /// `SubjectPublicKeyInfo` of an Ed25519 key.
-    static func ed25519PublicKey(_ key: [UInt8]) -> [UInt8] {
-        sequence(sequence(objectIdentifier([0x2B, 0x65, 0x70])) + bitString(key))
-    }
-
-    /// `SubjectPublicKeyInfo` of an RSA key (`rsaEncryption`, `RSAPublicKey`).
-    static func rsaPublicKey(modulus: [UInt8], exponent: [UInt8]) -> [UInt8] {
-        let algorithm = sequence(
-            objectIdentifier([0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01]) + [0x05, 0x00]
-        )
-        return sequence(algorithm + bitString(sequence(integer(modulus) + integer(exponent))))
-    }
-
-    /// PEM `PUBLIC KEY` of `der`.
-    static func pem(_ der: [UInt8]) -> String {
-        let text = Data(der).base64EncodedString()
-        var lines = ["-----BEGIN PUBLIC KEY-----"]
-        var start = text.startIndex
-        while start < text.endIndex {
-            let end = text.index(start, offsetBy: 64, limitedBy: text.endIndex) ?? text.endIndex
-            lines.append(String(text[start..<end]))
-            start = end
-        }
-        lines.append("-----END PUBLIC KEY-----")
-        return lines.joined(separator: "\n") + "\n"
-    }
-
-    static func sequence(_ content: [UInt8]) -> [UInt8] { [0x30] + length(content.count) + content }
-
-    static func objectIdentifier(_ encoded: [UInt8]) -> [UInt8] { [0x06] + length(encoded.count) + encoded }
-
-    static func bitString(_ content: [UInt8]) -> [UInt8] { [0x03] + length(content.count + 1) + [0x00] + content }
-
-    /// A non-negative INTEGER of big-endian `magnitude`.
-    static func integer(_ magnitude: [UInt8]) -> [UInt8] {
-        var bytes = Array(magnitude.drop { $0 == 0 })
-        if bytes.isEmpty || bytes[0] & 0x80 != 0 { bytes.insert(0, at: 0) }
-        return [0x02] + length(bytes.count) + bytes
-    }
-
-    static func length(_ count: Int) -> [UInt8] {
-        guard count >= 0x80 else { return [UInt8(count)] }
-        var bytes: [UInt8] = []
-        var rest = count
-        while rest > 0 {
-            bytes.insert(UInt8(rest & 0xFF), at: 0)
-            rest >>= 8
-        }
-        return [0x80 | UInt8(bytes.count)] + bytes
-    }
-}

@@ -41,6 +41,27 @@ public enum Loopback {
         }
         return descriptor
     }
+
+    /// Sends `request` on a new connection to 127.0.0.1:`port` and reads until the server
+    /// closes it (or the read gives up after 20 s): the whole answer, as text.
+    ///
+    /// - Throws: `HotUpdateError.Code.transportFailed` when the connection or the write fails.
+    public static func exchange(_ request: String, port: Int) throws -> String {
+        let descriptor = try connect(port: port)
+        defer { close(descriptor) }
+        let bytes = Array(request.utf8)
+        guard bytes.withUnsafeBytes({ write(descriptor, $0.baseAddress, $0.count) }) == bytes.count else {
+            throw HotUpdateError(.transportFailed, "the request was not sent")
+        }
+        var answer = Data()
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            guard count > 0 else { break }
+            answer.append(contentsOf: buffer[0..<count])
+        }
+        return String(decoding: answer, as: UTF8.self)
+    }
 }
 
 /// The C library's `connect`, which ``Loopback/connect(port:timeout:)`` would otherwise hide.

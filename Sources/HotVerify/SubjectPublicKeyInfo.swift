@@ -5,7 +5,7 @@ import HotCore
 ///
 /// The libcrypto backend lets OpenSSL parse keys; the swift-crypto backend uses this to find
 /// the algorithm and the raw key bits for swift-crypto's APIs.
-struct SubjectPublicKeyInfo: Sendable, Hashable {
+package struct SubjectPublicKeyInfo: Sendable, Hashable {
     /// The algorithm OID in dotted form (`1.3.101.112` for Ed25519).
     var algorithmOID: String
     /// The contents of the `subjectPublicKey` BIT STRING, without its unused-bits byte.
@@ -160,8 +160,32 @@ struct DERReader {
 
 extension SubjectPublicKeyInfo {
     /// The DER SubjectPublicKeyInfo of a raw 32-byte Ed25519 public key (RFC 8410).
-    static func ed25519DER(_ key: [UInt8]) -> [UInt8] {
+    package static func ed25519DER(_ key: [UInt8]) -> [UInt8] {
         [0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00] + key
+    }
+
+    /// The DER SubjectPublicKeyInfo (`rsaEncryption`, RFC 8017's `RSAPublicKey`) of an RSA key
+    /// given as its big-endian modulus and public exponent, as a PKCS#11 token gives them.
+    package static func rsaDER(modulus: [UInt8], exponent: [UInt8]) -> [UInt8] {
+        func element(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] {
+            var length: [UInt8] = []
+            var rest = content.count
+            while rest > 0 {
+                length.insert(UInt8(rest & 0xFF), at: 0)
+                rest >>= 8
+            }
+            let encodedLength = content.count < 0x80 ? [UInt8(content.count)] : [0x80 | UInt8(length.count)] + length
+            return [tag] + encodedLength + content
+        }
+        /// A non-negative INTEGER: no leading zeros but one before a high bit.
+        func integer(_ magnitude: [UInt8]) -> [UInt8] {
+            var bytes = Array(magnitude.drop { $0 == 0 })
+            if bytes.isEmpty || bytes[0] & 0x80 != 0 { bytes.insert(0, at: 0) }
+            return element(0x02, bytes)
+        }
+        let rsaEncryption: [UInt8] = [0x06, 0x09, 0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01, 0x05, 0x00]
+        let key = element(0x30, integer(modulus) + integer(exponent))
+        return element(0x30, element(0x30, rsaEncryption) + element(0x03, [0x00] + key))
     }
 }
 
@@ -206,9 +230,9 @@ struct PrivateKeyInfo: Sendable {
 }
 
 /// PEM armour (RFC 7468), written as OpenSSL writes it: 64 base64 characters a line.
-enum PEM {
+package enum PEM {
     /// `der` as a PEM block with `label`, ending in a newline.
-    static func encode(_ der: [UInt8], label: String) -> String {
+    package static func encode(_ der: [UInt8], label: String) -> String {
         let base64 = Data(der).base64EncodedString()
         var lines = ["-----BEGIN \(label)-----"]
         var start = base64.startIndex

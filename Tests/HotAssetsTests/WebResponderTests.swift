@@ -376,24 +376,6 @@ struct WebResponderTests {
 /// The loopback server over the responder, through its library API.
 @Suite("Web preview server")
 struct WebPreviewServerTests {
-    /// One request on a new connection that asks to close; the whole answer.
-    static func exchange(_ request: String, port: Int) throws -> String {
-        let descriptor = try Loopback.connect(port: port)
-        defer { close(descriptor) }
-        let bytes = Array(request.utf8)
-        guard bytes.withUnsafeBytes({ write(descriptor, $0.baseAddress, $0.count) }) == bytes.count else {
-            throw HotUpdateError(.transportFailed, "the request was not sent")
-        }
-        var answer = Data()
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            guard count > 0 else { break }
-            answer.append(contentsOf: buffer[0..<count])
-        }
-        return String(decoding: answer, as: UTF8.self)
-    }
-
     @Test("it serves the module at its online path on a free port, logs each request, and run() returns after stop()")
     func servesAndStops() async throws {
         try await WebResponderTests().withResponder { responder, _ in
@@ -408,13 +390,13 @@ struct WebPreviewServerTests {
                 ended.withLock { $0 = true }
             }
             thread.start()
-            let answer = try Self.exchange(
+            let answer = try Loopback.exchange(
                 "GET /home/data/config.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
                 port: server.port
             )
             #expect(answer.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(answer.prefix(200))")
             #expect(answer.hasSuffix(#"{"ok": true}"#))
-            let missing = try Self.exchange(
+            let missing = try Loopback.exchange(
                 "GET /home/no-such-file.js HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
                 port: server.port
             )

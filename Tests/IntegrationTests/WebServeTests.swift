@@ -308,20 +308,7 @@ final class WebPreview: @unchecked Sendable {
 
 /// One HTTP exchange on a raw socket, for requests curl would normalise (`..`, a NUL byte).
 func rawHTTP(_ request: String, port: Int) throws -> String {
-    let descriptor = try Loopback.connect(port: port)
-    defer { close(descriptor) }
-    let bytes = Array(request.utf8)
-    guard bytes.withUnsafeBytes({ write(descriptor, $0.baseAddress, $0.count) }) == bytes.count else {
-        throw HotUpdateError(.transportFailed, "the request was not sent")
-    }
-    var answer = Data()
-    var buffer = [UInt8](repeating: 0, count: 65_536)
-    while true {
-        let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-        guard count > 0 else { break }
-        answer.append(contentsOf: buffer[0..<count])
-    }
-    return String(decoding: answer, as: UTF8.self)
+    try Loopback.exchange(request, port: port)
 }
 
 /// The status line's code of a raw answer.
